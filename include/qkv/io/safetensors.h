@@ -1,0 +1,28 @@
+// qkv/io/safetensors.h - the safetensors format (huggingface/safetensors), written from its spec:
+//   [u64 little-endian N][N bytes of JSON header][byte buffer]
+//   header: {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+//            "__metadata__": {"key": "value"}}; offsets are relative to the byte buffer.
+// The loader checks every size, offset, dtype and shape, that tensors do not overlap and that
+// the buffer has no holes; errors name the file and the tensor.
+#pragma once
+#include <map>
+#include <string>
+
+#include "qkv/tensor/tensor.h"
+
+namespace qkv::safetensors {
+
+struct Contents {
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+Contents load(const std::string& path);
+Contents parse(const std::string& bytes, const std::string& source_name);
+// Atomic (temporary file, fsync, rename). Tensors are written in name order.
+void save(const std::string& path, const std::map<std::string, Tensor>& tensors,
+          const std::map<std::string, std::string>& metadata = {});
+std::string serialize(const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace qkv::safetensors

@@ -1,0 +1,34 @@
+// qkv/util/file.h - checked file I/O. Every read and write is checked; errors name the file.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace qkv {
+
+// Reads a whole file; throws qkv::Error naming the path on any failure.
+std::string read_file(const std::string& path);
+
+// Atomic write: the data goes to "<path>.tmp.<pid>", is fsync'ed, then renamed over `path`
+// (and the directory fsync'ed). On any failure (full disk included) the temporary is removed,
+// the old `path` is untouched, and qkv::Error names the path and the errno text.
+class AtomicWriter {
+ public:
+  explicit AtomicWriter(std::string path);
+  ~AtomicWriter();  // removes the temporary if commit() was not reached
+  AtomicWriter(const AtomicWriter&) = delete;
+  AtomicWriter& operator=(const AtomicWriter&) = delete;
+  void write(const void* data, size_t n);
+  void write(const std::string& s) { write(s.data(), s.size()); }
+  void commit();
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+void write_file_atomic(const std::string& path, const std::string& contents);
+
+}  // namespace qkv

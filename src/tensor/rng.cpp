@@ -1,0 +1,97 @@
+#include "qkv/tensor/rng.h"
+
+#include <cmath>
+
+namespace qkv {
+namespace {
+
+constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+
+inline void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
+  uint64_t p = uint64_t(a) * b;
+  hi = uint32_t(p >> 32);
+  lo = uint32_t(p);
+}
+
+}  // namespace
+
+std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_hi, uint64_t counter_lo) {
+  uint32_t c0 = uint32_t(counter_lo), c1 = uint32_t(counter_lo >> 32);
+  uint32_t c2 = uint32_t(counter_hi), c3 = uint32_t(counter_hi >> 32);
+  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    uint32_t hi0, lo0, hi1, lo1;
+    mulhilo(kMul0, c0, hi0, lo0);
+    mulhilo(kMul1, c2, hi1, lo1);
+    uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    k0 += kWeyl0;
+    k1 += kWeyl1;
+  }
+  return {c0, c1, c2, c3};
+}
+
+uint64_t Generator::reserve(uint64_t n) {
+  uint64_t base = offset_;
+  offset_ += (n + 3) / 4;
+  return base;
+}
+
+template <typename T>
+static void fill_uniform(uint64_t seed, uint64_t base, T* out, int64_t n, T lo, T hi) {
+  int64_t blocks = (n + 3) / 4;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t b = 0; b < blocks; ++b) {
+    auto r = philox4x32(seed, 0, base + uint64_t(b));
+    for (int j = 0; j < 4 && b * 4 + j < n; ++j) {
+      T u = sizeof(T) == 4 ? T(u32_to_unit_float(r[j])) : T(r[j]) * T(1.0 / 4294967296.0);
+      out[b * 4 + j] = lo + (hi - lo) * u;
+    }
+  }
+}
+
+// Box-Muller on pairs: each block of 4 uniforms gives 4 normals.
+template <typename T>
+static void fill_normal(uint64_t seed, uint64_t base, T* out, int64_t n, T mean, T std) {
+  int64_t blocks = (n + 3) / 4;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t b = 0; b < blocks; ++b) {
+    auto r = philox4x32(seed, 0, base + uint64_t(b));
+    double z[4];
+    for (int p = 0; p < 2; ++p) {
+      double u1 = (double(r[2 * p]) + 1.0) / 4294967297.0;  // (0, 1): log is finite
+      double u2 = double(r[2 * p + 1]) / 4294967296.0;
+      double rad = std::sqrt(-2.0 * std::log(u1));
+      z[2 * p] = rad * std::cos(2.0 * M_PI * u2);
+      z[2 * p + 1] = rad * std::sin(2.0 * M_PI * u2);
+    }
+    for (int j = 0; j < 4 && b * 4 + j < n; ++j) out[b * 4 + j] = mean + std * T(z[j]);
+  }
+}
+
+void Generator::uniform(float* out, int64_t n, float lo, float hi) { fill_uniform(seed_, reserve(n), out, n, lo, hi); }
+void Generator::uniform(double* out, int64_t n, double lo, double hi) { fill_uniform(seed_, reserve(n), out, n, lo, hi); }
+void Generator::normal(float* out, int64_t n, float mean, float std) { fill_normal(seed_, reserve(n), out, n, mean, std); }
+void Generator::normal(double* out, int64_t n, double mean, double std) { fill_normal(seed_, reserve(n), out, n, mean, std); }
+
+uint64_t Generator::randint(uint64_t bound) {
+  auto r = philox4x32(seed_, 0, reserve(4));
+  uint64_t x = (uint64_t(r[0]) << 32) | r[1];
+  return bound ? x % bound : 0;  // bias < 2^-32 for the bounds we use
+}
+
+double Generator::uniform1() {
+  auto r = philox4x32(seed_, 0, reserve(4));
+  uint64_t x = ((uint64_t(r[0]) << 32) | r[1]) >> 11;  // 53 bits
+  return double(x) * (1.0 / 9007199254740992.0);
+}
+
+Generator& default_generator() {
+  static Generator g(0);
+  return g;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+}  // namespace qkv

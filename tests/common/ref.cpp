@@ -1,0 +1,85 @@
+#include "ref.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "qkv/tensor/rng.h"
+
+#ifndef QKV_DEFAULT_REF_DIR
+#define QKV_DEFAULT_REF_DIR "refs"
+#endif
+
+namespace qkv::testing {
+
+std::string ref_dir() {
+  const char* env = std::getenv("QKV_REF_DIR");
+  return env && *env ? env : QKV_DEFAULT_REF_DIR;
+}
+
+RefFile::RefFile(const std::string& stem) : path_(ref_dir() + "/" + stem + ".safetensors") {
+  contents_ = safetensors::load(path_);
+}
+
+std::vector<std::string> RefFile::cases() const {
+  std::vector<std::string> out;
+  for (auto& [k, v] : contents_.metadata) out.push_back(k);
+  return out;
+}
+
+nlohmann::json RefFile::params(const std::string& c) const {
+  auto it = contents_.metadata.find(c);
+  QKV_CHECK(it != contents_.metadata.end(), path_, "no case '", c, "'");
+  return nlohmann::json::parse(it->second);
+}
+
+bool RefFile::has(const std::string& c, const std::string& name) const {
+  return contents_.tensors.count(c + "/" + name) > 0;
+}
+
+Tensor RefFile::get(const std::string& c, const std::string& name) const {
+  auto it = contents_.tensors.find(c + "/" + name);
+  QKV_CHECK(it != contents_.tensors.end(), path_, "case '", c, "' has no tensor '", name, "'");
+  return it->second;
+}
+
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, Tol tol) {
+  if (!actual.defined() || !expected.defined())
+    return ::testing::AssertionFailure() << "undefined tensor: actual " << actual.str() << ", expected " << expected.str();
+  if (actual.shape() != expected.shape())
+    return ::testing::AssertionFailure() << "shape " << actual.shape().str() << " != expected " << expected.shape().str();
+  std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
+  int64_t bad = 0, worst = -1;
+  double worst_excess = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double lim = tol.atol + tol.rtol * std::abs(e[i]);
+    double err = std::abs(a[i] - e[i]);
+    bool ok = err <= lim || (std::isnan(a[i]) && std::isnan(e[i])) || (std::isinf(e[i]) && a[i] == e[i]);
+    if (!ok) {
+      ++bad;
+      double excess = std::isnan(err) ? INFINITY : err / lim;
+      if (worst < 0 || excess > worst_excess) { worst = int64_t(i); worst_excess = excess; }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << a.size() << " elements differ (rtol " << tol.rtol << ", atol "
+                                       << tol.atol << "); worst at flat index " << worst << ": got " << a[size_t(worst)]
+                                       << ", expected " << e[size_t(worst)] << " (" << worst_excess << "x the tolerance)";
+}
+
+bool bit_equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  Tensor ac = a.contiguous(), bc = b.contiguous();
+  return std::memcmp(ac.raw_data(), bc.raw_data(), size_t(a.numel()) * dtype_size(a.dtype())) == 0;
+}
+
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype) {
+  Generator g(seed);
+  Tensor t = Tensor::empty(shape, dtype);
+  if (dtype == DType::f64) g.normal(t.data<double>(), t.numel());
+  else g.normal(t.data<float>(), t.numel());
+  return t;
+}
+
+}  // namespace qkv::testing

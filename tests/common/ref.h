@@ -1,0 +1,51 @@
+// tests/common/ref.h - PyTorch reference files (tools/refs/*.py) and comparison helpers.
+//
+// Tolerances per dtype (|actual - expected| <= atol + rtol * |expected|, elementwise):
+//   f32: rtol 1e-5, atol 1e-6 (scaled by the op where a reduction over K terms adds error; the
+//        test states the factor and why);  f64: rtol 1e-10, atol 1e-12.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qkv/io/safetensors.h"
+#include "qkv/tensor/tensor.h"
+
+namespace qkv::testing {
+
+struct Tol {
+  double rtol, atol;
+};
+constexpr Tol kF32{1e-5, 1e-6};
+constexpr Tol kF64{1e-10, 1e-12};
+
+// Directory of generated references: $QKV_REF_DIR, else the build tree's refs/.
+std::string ref_dir();
+
+class RefFile {
+ public:
+  explicit RefFile(const std::string& stem);  // loads <ref_dir>/<stem>.safetensors or throws
+  std::vector<std::string> cases() const;     // in name order
+  nlohmann::json params(const std::string& c) const;
+  bool has(const std::string& c, const std::string& name) const;
+  Tensor get(const std::string& c, const std::string& name) const;  // throws if missing
+  const safetensors::Contents& contents() const { return contents_; }
+
+ private:
+  std::string path_;
+  safetensors::Contents contents_;
+};
+
+// Adds a gtest failure (with the worst element, its index and the values) if not close.
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, Tol tol);
+#define EXPECT_CLOSE(actual, expected, tol) EXPECT_TRUE(::qkv::testing::all_close((actual), (expected), (tol)))
+
+// Bitwise equality of two tensors' contents.
+bool bit_equal(const Tensor& a, const Tensor& b);
+
+// Random tensor from a seeded qkv Generator (for tests that need no reference).
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32);
+
+}  // namespace qkv::testing

@@ -1,0 +1,74 @@
+#include "qkv/tensor/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include "qkv/tensor/rng.h"
+#include "ref.h"
+
+using namespace qkv;
+
+// Known-answer vectors from the Random123 distribution (kat_vectors, philox4x32_10).
+TEST(Philox, KnownAnswers) {
+  auto a = philox4x32(0, 0, 0);
+  EXPECT_EQ(a[0], 0x6627e8d5u); EXPECT_EQ(a[1], 0xe169c58du); EXPECT_EQ(a[2], 0xbc57ac4cu); EXPECT_EQ(a[3], 0x9b00dbd8u);
+  auto b = philox4x32(0xffffffffffffffffull, 0xffffffffffffffffull, 0xffffffffffffffffull);
+  EXPECT_EQ(b[0], 0x408f276du); EXPECT_EQ(b[1], 0x41c83b0eu); EXPECT_EQ(b[2], 0xa20bc7c6u); EXPECT_EQ(b[3], 0x6d5451fdu);
+  // counter (243f6a88 85a308d3 13198a2e 03707344), key (a4093822 299f31d0)
+  auto c = philox4x32(0x299f31d0a4093822ull, 0x0370734413198a2eull, 0x85a308d3243f6a88ull);
+  EXPECT_EQ(c[0], 0xd16cfe09u); EXPECT_EQ(c[1], 0x94fdccebu); EXPECT_EQ(c[2], 0x5001e420u); EXPECT_EQ(c[3], 0x24126ea1u);
+}
+
+TEST(Generator, SameSeedSameBitsAndMoments) {
+  Generator g1(42), g2(42);
+  std::vector<float> a(100001), b(100001);
+  g1.normal(a.data(), int64_t(a.size()));
+  g2.normal(b.data(), int64_t(b.size()));
+  EXPECT_EQ(a, b);
+  double m = 0, v = 0;
+  for (float x : a) m += x;
+  m /= double(a.size());
+  for (float x : a) v += (x - m) * (x - m);
+  v /= double(a.size());
+  EXPECT_NEAR(m, 0.0, 0.01);
+  EXPECT_NEAR(v, 1.0, 0.02);
+  // A second draw continues the stream rather than repeating it.
+  g1.normal(b.data(), int64_t(b.size()));
+  EXPECT_NE(a, b);
+}
+
+TEST(Tensor, ViewsShareStorageAndCopiesDoNot) {
+  Tensor t = Tensor::arange(24, DType::f32);
+  Tensor v = t.as_strided({4, 3}, {1, 4}, 0);  // a transposed view of a (3, 4) matrix
+  EXPECT_FALSE(v.is_contiguous());
+  EXPECT_EQ(v.storage(), t.storage());
+  std::vector<float> got = v.to_vector<float>();
+  EXPECT_EQ(got[1], 4.f);
+  EXPECT_EQ(got[3], 1.f);
+  Tensor c = v.contiguous();
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_NE(c.storage(), t.storage());
+  EXPECT_EQ(c.to_vector<float>(), got);
+}
+
+TEST(Tensor, StorageIsAlignedAndReused) {
+  allocator_empty_cache();
+  void* first;
+  {
+    Tensor a = Tensor::empty({1000});
+    first = a.raw_data();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
+  }
+  auto before = allocator_stats();
+  Tensor b = Tensor::empty({1000});
+  auto after = allocator_stats();
+  EXPECT_EQ(b.raw_data(), first);
+  EXPECT_EQ(after.system_allocs, before.system_allocs);
+}
+
+TEST(Tensor, ErrorsNameTheProblem) {
+  EXPECT_THROW(Tensor::zeros({2, 3}).data<int64_t>(), Error);
+  EXPECT_THROW(Tensor::zeros({2, 3}).item(), Error);
+  EXPECT_THROW(Tensor::zeros({2, 3}).as_strided({3, 3}, {3, 1}, 0), Error);
+  EXPECT_THROW(Shape({1, 2, 3, 4, 5, 6, 7}), Error);
+  EXPECT_THROW(Tensor::zeros({2}, DType::bf16), Error);
+}
