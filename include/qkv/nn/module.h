@@ -1,0 +1,79 @@
+// qkv/nn/module.h - Module: a tree of named parameters, buffers and child modules.
+//
+// Names are scoped and dotted ("encoder.layers.0.self_attn.q_proj.weight") so state dicts match
+// Hugging Face checkpoints. A subclass registers its pieces in its constructor:
+//   weight = register_parameter("weight", Tensor::empty({out, in}));
+//   proj = register_module("proj", std::make_shared<Linear>(d, d));
+// Parameters are leaf tensors with requires_grad; members alias the registered tensors, so
+// load_state_dict() copies values into them in place and optimizers keep valid references.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qkv/tensor/tensor.h"
+
+namespace qkv::nn {
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Parameters (deduplicated: a tied tensor appears once, under its first name).
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  int64_t num_parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;  // persistent ones
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+
+  // Parameters and persistent buffers by full name (tied tensors once).
+  std::map<std::string, Tensor> state_dict() const;
+  // Copies values in. strict: every expected name present and no unknown names. Shapes and
+  // dtypes must match exactly; errors name the tensor, and nothing is modified on error.
+  void load_state_dict(const std::map<std::string, Tensor>& sd, bool strict = true,
+                       const std::string& source = "state dict");
+
+  // Safetensors files (atomic write; the loader checks everything).
+  void save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
+  void load(const std::string& path, bool strict = true);
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  void zero_grad();
+
+ protected:
+  Tensor register_parameter(const std::string& name, Tensor t);
+  Tensor register_buffer(const std::string& name, Tensor t, bool persistent = true);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    check_name(name);
+    children_.emplace_back(name, m);
+    return m;
+  }
+  // Points an existing parameter name at another tensor (weight tying).
+  void tie_parameter(const std::string& name, const Tensor& t);
+
+  bool training_ = true;
+
+ private:
+  void check_name(const std::string& name) const;
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& params,
+               std::vector<std::pair<std::string, Tensor>>& bufs) const;
+
+  std::vector<std::pair<std::string, Tensor>> params_;
+  struct Buffer {
+    std::string name;
+    Tensor t;
+    bool persistent;
+  };
+  std::vector<Buffer> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,145 @@
+#include "qkv/nn/module.h"
+
+#include <set>
+
+#include "qkv/autograd/node.h"
+#include "qkv/io/safetensors.h"
+
+namespace qkv::nn {
+
+void Module::check_name(const std::string& name) const {
+  QKV_CHECK(!name.empty() && name.find('.') == std::string::npos, "Module", "invalid name '", name,
+            "' (non-empty, no dots)");
+  for (auto& [n, t] : params_) QKV_CHECK(n != name, "Module", "duplicate name '", name, "'");
+  for (auto& b : buffers_) QKV_CHECK(b.name != name, "Module", "duplicate name '", name, "'");
+  for (auto& [n, m] : children_) QKV_CHECK(n != name, "Module", "duplicate name '", name, "'");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor t) {
+  check_name(name);
+  check_floating(t, "Module::register_parameter", name.c_str());
+  t.set_requires_grad(true);
+  params_.emplace_back(name, t);
+  return t;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t, bool persistent) {
+  check_name(name);
+  buffers_.push_back({name, t, persistent});
+  return t;
+}
+
+void Module::tie_parameter(const std::string& name, const Tensor& t) {
+  for (auto& [n, p] : params_)
+    if (n == name) {
+      p = t;
+      return;
+    }
+  fail("Module::tie_parameter", "no parameter named '", name, "'");
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& params,
+                     std::vector<std::pair<std::string, Tensor>>& bufs) const {
+  for (auto& [n, t] : params_) params.emplace_back(prefix + n, t);
+  for (auto& b : buffers_)
+    if (b.persistent) bufs.emplace_back(prefix + b.name, b.t);
+  for (auto& [n, m] : children_) m->collect(prefix + n + ".", params, bufs);
+}
+
+namespace {
+std::vector<std::pair<std::string, Tensor>> dedupe(std::vector<std::pair<std::string, Tensor>> v) {
+  std::set<const TensorImpl*> seen;
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [n, t] : v)
+    if (seen.insert(&t.impl()).second) out.emplace_back(n, t);
+  return out;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> p, b;
+  collect("", p, b);
+  return dedupe(std::move(p));
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> p, b;
+  collect("", p, b);
+  return b;
+}
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> p, b;
+  collect("", p, b);
+  for (auto& x : b) p.push_back(x);
+  std::map<std::string, Tensor> out;
+  for (auto& [n, t] : dedupe(std::move(p))) out[n] = t;
+  return out;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool strict, const std::string& source) {
+  std::vector<std::pair<std::string, Tensor>> p, b;
+  collect("", p, b);
+  for (auto& x : b) p.push_back(x);
+  // Validate everything first so a bad file changes nothing.
+  std::set<std::string> expected;
+  std::map<const TensorImpl*, bool> filled;  // tied tensors are satisfied by any of their names
+  std::vector<std::pair<Tensor, Tensor>> copies;
+  for (auto& [name, t] : p) {
+    expected.insert(name);
+    auto it = sd.find(name);
+    if (it == sd.end()) {
+      filled.try_emplace(&t.impl(), false);
+      continue;
+    }
+    const Tensor& src = it->second;
+    QKV_CHECK(src.shape() == t.shape(), source, "tensor '", name, "' has shape ", src.shape().str(), ", the model expects ",
+              t.shape().str());
+    QKV_CHECK(src.dtype() == t.dtype(), source, "tensor '", name, "' has dtype ", dtype_name(src.dtype()),
+              ", the model expects ", dtype_name(t.dtype()));
+    filled[&t.impl()] = true;
+    copies.emplace_back(t, src);
+  }
+  if (strict) {
+    for (auto& [name, t] : p)
+      QKV_CHECK(filled[&t.impl()], source, "missing tensor '", name, "' (", t.str(), ")");
+    for (auto& [name, t] : sd)
+      QKV_CHECK(expected.count(name), source, "unexpected tensor '", name, "' (", t.str(), ") that the model does not have");
+  }
+  NoGradGuard ng;
+  for (auto& [dst, src] : copies) {
+    Tensor d = dst;
+    d.copy_from(src);
+  }
+}
+
+void Module::save(const std::string& path, const std::map<std::string, std::string>& metadata) const {
+  safetensors::save(path, state_dict(), metadata);
+}
+
+void Module::load(const std::string& path, bool strict) {
+  load_state_dict(safetensors::load(path).tensors, strict, path);
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, m] : children_) m->train(on);
+}
+
+void Module::zero_grad() {
+  for (auto& [n, t] : named_parameters()) t.zero_grad();
+}
+
+}  // namespace qkv::nn
