@@ -1,0 +1,52 @@
+// qkv/decode/search.h - greedy, beam and sampling decoders over any models::Seq2Seq.
+//
+// Lengths count generated tokens including </s>. A sentence of source length S may generate at
+// most min(model.max_len() - 1, ceil(max_len_ratio * S) + max_len_extra) tokens; a hypothesis
+// that reaches the limit without </s> is finished there.
+// Beam scores are sum log p / lp(len), lp = ((5 + len) / 6)^alpha (Wu et al. 2016, GNMT);
+// alpha = 0 ranks by raw log-probability.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "qkv/models/seq2seq.h"
+#include "qkv/tensor/rng.h"
+
+namespace qkv::decode {
+
+struct Options {
+  int beam = 1;                 // 1 = greedy
+  double alpha = 0.6;           // GNMT length-penalty exponent (beam only)
+  double max_len_ratio = 1.5;   // of the source length
+  int64_t max_len_extra = 10;
+  int nbest = 1;                // hypotheses returned per sentence (<= beam)
+  // Sampling (beam must be 1): temperature, top-k (0 = off), nucleus top-p (1 = off).
+  bool sample = false;
+  double temperature = 1.0;
+  int top_k = 0;
+  double top_p = 1.0;
+  uint64_t seed = 0;
+};
+
+struct Hypothesis {
+  std::vector<int64_t> tokens;  // without <s>, with </s> if it was generated
+  double logprob = 0;           // sum of token log-probabilities
+  double score = 0;             // logprob / lp(len) for beam; logprob otherwise
+};
+
+struct SpecialIds {
+  int64_t bos, eos;
+};
+
+// src (B, S) i64, src_pad (B, S) u8 (1 = pad). Returns nbest hypotheses per sentence, best first.
+std::vector<std::vector<Hypothesis>> translate(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
+                                               SpecialIds ids, const Options& opt);
+
+// The length limit above, for a source of `src_len` real tokens.
+int64_t max_target_len(const models::Seq2Seq& model, int64_t src_len, const Options& opt);
+double length_penalty(int64_t len, double alpha);
+
+// Row-wise log-softmax of logits (rows, V) into out (rows * V), in double-free float math.
+void log_softmax_rows(const Tensor& logits, std::vector<float>& out);
+
+}  // namespace qkv::decode

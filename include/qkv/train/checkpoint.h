@@ -1,0 +1,48 @@
+// qkv/train/checkpoint.h - checkpoint directories.
+//
+// A checkpoint is a model directory (config.json, model.safetensors, tokenizer files) plus
+// training_state.safetensors (optimizer moments, step, RNG state, data position). Every file is
+// written atomically (temporary, fsync, rename), and a directory is published by renaming a
+// complete temporary directory, so a crash never leaves a half-written checkpoint under a
+// final name.
+//
+// Layout under a run directory:
+//   run/checkpoints/step-000500/   run/checkpoints/step-001000/ ...  (the last N kept)
+//   run/best -> checkpoints/step-...  (a symlink to the best by validation BLEU, kept out of pruning)
+//   run/model/                       (a copy of the final or best model, for `qkv translate`)
+#pragma once
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qkv/tensor/tensor.h"
+
+namespace qkv::train {
+
+// Writes a directory atomically: fill(tmp_dir) creates the files, then tmp_dir is renamed to
+// `dir` (replacing an older `dir`).
+void write_directory_atomic(const std::string& dir, const std::function<void(const std::string& tmp_dir)>& fill);
+
+class CheckpointManager {
+ public:
+  CheckpointManager(std::string run_dir, int keep_last);
+  // Saves step `step` via fill(dir); prunes to keep_last, never deleting the best.
+  std::string save(int64_t step, const std::function<void(const std::string& dir)>& fill);
+  // Marks `dir` as best (updates run/best symlink).
+  void mark_best(const std::string& dir);
+  std::optional<std::string> best() const;
+  std::vector<std::string> list() const;  // existing checkpoints, oldest first
+  std::optional<std::string> latest() const;
+  const std::string& run_dir() const { return run_dir_; }
+
+ private:
+  std::string run_dir_;
+  int keep_last_;
+};
+
+// Copies a directory's regular files into `dst` atomically (used to publish run/model).
+void copy_directory_atomic(const std::string& src, const std::string& dst);
+
+}  // namespace qkv::train

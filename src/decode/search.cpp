@@ -1,0 +1,222 @@
+#include "qkv/decode/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "qkv/autograd/node.h"
+
+namespace qkv::decode {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+std::vector<int64_t> source_lengths(const Tensor& src_pad) {
+  Tensor pad = src_pad.contiguous();
+  const uint8_t* p = pad.data<uint8_t>();
+  int64_t B = pad.size(0), S = pad.size(1);
+  std::vector<int64_t> len(size_t(B), 0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s) len[size_t(b)] += p[b * S + s] == 0;
+  return len;
+}
+
+Tensor tokens_tensor(const std::vector<int64_t>& v) {
+  return Tensor::from_vector(v, Shape{int64_t(v.size())});
+}
+
+void check_inputs(const Tensor& src, const Tensor& src_pad, const Options& opt) {
+  check_dtype(src, DType::i64, "decode", "src");
+  check_dtype(src_pad, DType::u8, "decode", "src_pad");
+  QKV_CHECK(src.ndim() == 2 && src_pad.shape() == src.shape(), "decode", "src ", src.str(), " and src_pad ",
+            src_pad.str(), " must both be (B, S)");
+  QKV_CHECK(opt.beam >= 1, "decode", "beam must be >= 1, got ", opt.beam);
+  QKV_CHECK(opt.nbest >= 1 && opt.nbest <= opt.beam, "decode", "nbest must be in [1, beam], got ", opt.nbest);
+  QKV_CHECK(!opt.sample || opt.beam == 1, "decode", "sampling needs beam 1, got beam ", opt.beam);
+  QKV_CHECK(opt.temperature > 0, "decode", "temperature must be > 0, got ", opt.temperature);
+  QKV_CHECK(opt.top_p > 0 && opt.top_p <= 1, "decode", "top_p must be in (0, 1], got ", opt.top_p);
+}
+
+// Draws a token from one row of logits with temperature, top-k and top-p.
+int64_t sample_row(const float* logits, int64_t V, const Options& opt, Generator& gen, double& logp_out) {
+  std::vector<double> z(static_cast<size_t>(V));
+  double mx = -INFINITY;
+  for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(logits[v]) / opt.temperature);
+  double sum = 0;
+  for (int64_t v = 0; v < V; ++v) sum += (z[size_t(v)] = std::exp(double(logits[v]) / opt.temperature - mx));
+  std::vector<int64_t> order(static_cast<size_t>(V));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return z[size_t(a)] > z[size_t(b)]; });
+  int64_t keep = opt.top_k > 0 ? std::min<int64_t>(opt.top_k, V) : V;
+  if (opt.top_p < 1.0) {  // smallest prefix whose probability reaches top_p
+    double cum = 0;
+    for (int64_t i = 0; i < keep; ++i) {
+      cum += z[size_t(order[size_t(i)])] / sum;
+      if (cum >= opt.top_p) { keep = i + 1; break; }
+    }
+  }
+  double kept = 0;
+  for (int64_t i = 0; i < keep; ++i) kept += z[size_t(order[size_t(i)])];
+  double u = gen.uniform1() * kept, acc = 0;
+  int64_t pick = order[size_t(keep - 1)];
+  for (int64_t i = 0; i < keep; ++i) {
+    acc += z[size_t(order[size_t(i)])];
+    if (u < acc) { pick = order[size_t(i)]; break; }
+  }
+  logp_out = std::log(z[size_t(pick)] / kept);
+  return pick;
+}
+
+}  // namespace
+
+double length_penalty(int64_t len, double alpha) {
+  return alpha == 0 ? 1.0 : std::pow((5.0 + double(len)) / 6.0, alpha);
+}
+
+int64_t max_target_len(const models::Seq2Seq& model, int64_t src_len, const Options& opt) {
+  int64_t lim = int64_t(std::ceil(opt.max_len_ratio * double(src_len))) + opt.max_len_extra;
+  return std::max<int64_t>(1, std::min(lim, model.max_len() - 1));
+}
+
+void log_softmax_rows(const Tensor& logits_in, std::vector<float>& out) {
+  Tensor logits = logits_in.contiguous();
+  int64_t R = logits.size(0), V = logits.size(1);
+  out.resize(size_t(R * V));
+  const float* x = logits.data<float>();
+  for (int64_t r = 0; r < R; ++r) {
+    const float* row = x + r * V;
+    float mx = kNegInf;
+    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, row[v]);
+    double s = 0;
+    for (int64_t v = 0; v < V; ++v) s += std::exp(double(row[v] - mx));
+    float lse = mx + float(std::log(s));
+    for (int64_t v = 0; v < V; ++v) out[size_t(r * V + v)] = row[v] - lse;
+  }
+}
+
+std::vector<std::vector<Hypothesis>> translate(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
+                                               SpecialIds ids, const Options& opt) {
+  check_inputs(src, src_pad, opt);
+  NoGradGuard no_grad;
+  const int64_t B = src.size(0), K = opt.beam;
+  std::vector<int64_t> limit(static_cast<size_t>(B));
+  std::vector<int64_t> src_len = source_lengths(src_pad);
+  for (int64_t b = 0; b < B; ++b) limit[size_t(b)] = max_target_len(model, src_len[size_t(b)], opt);
+  const int64_t max_steps = *std::max_element(limit.begin(), limit.end());
+
+  auto state = model.start(src, src_pad);
+  std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(B));
+  std::vector<bool> done(size_t(B), false);
+
+  if (K == 1) {  // greedy or sampling: one row per sentence
+    Generator gen(opt.seed);
+    std::vector<Hypothesis> hyp(static_cast<size_t>(B));
+    std::vector<int64_t> last(size_t(B), ids.bos);
+    std::vector<float> logp;
+    for (int64_t t = 0; t < max_steps; ++t) {
+      Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (B, V)
+      int64_t V = logits.size(1);
+      if (!opt.sample) log_softmax_rows(logits, logp);
+      for (int64_t b = 0; b < B; ++b) {
+        if (done[size_t(b)]) { last[size_t(b)] = ids.eos; continue; }
+        int64_t tok;
+        double lp;
+        if (opt.sample) {
+          tok = sample_row(logits.data<float>() + b * V, V, opt, gen, lp);
+        } else {
+          const float* row = logp.data() + b * V;
+          tok = std::max_element(row, row + V) - row;  // first maximum on ties
+          lp = row[tok];
+        }
+        Hypothesis& h = hyp[size_t(b)];
+        h.tokens.push_back(tok);
+        h.logprob += lp;
+        last[size_t(b)] = tok;
+        if (tok == ids.eos || int64_t(h.tokens.size()) >= limit[size_t(b)]) done[size_t(b)] = true;
+      }
+      if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      hyp[size_t(b)].score = hyp[size_t(b)].logprob;
+      finished[size_t(b)] = {hyp[size_t(b)]};
+    }
+    return finished;
+  }
+
+  // Beam search: rows b*K .. b*K+K-1 belong to sentence b. Only beam 0 starts alive, so the
+  // first step does not pick the same token K times.
+  std::vector<int64_t> rows(static_cast<size_t>(B * K));
+  for (int64_t i = 0; i < B * K; ++i) rows[size_t(i)] = i / K;
+  state->select_rows(rows);
+  std::vector<double> score(size_t(B * K), -INFINITY);  // cumulative log-prob of each live row
+  for (int64_t b = 0; b < B; ++b) score[size_t(b * K)] = 0;
+  std::vector<std::vector<int64_t>> toks(static_cast<size_t>(B * K));
+  std::vector<int64_t> last(size_t(B * K), ids.bos);
+  std::vector<float> logp;
+
+  for (int64_t t = 0; t < max_steps; ++t) {
+    Tensor logits = model.step(*state, tokens_tensor(last));  // (B*K, V)
+    log_softmax_rows(logits, logp);
+    const int64_t V = logits.size(1);
+    std::vector<int64_t> next_rows(static_cast<size_t>(B * K));
+    std::vector<double> next_score(size_t(B * K), -INFINITY);
+    std::vector<std::vector<int64_t>> next_toks(static_cast<size_t>(B * K));
+    std::vector<int64_t> next_last(size_t(B * K), ids.eos);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t base = b * K;
+      for (int64_t k = 0; k < K; ++k) next_rows[size_t(base + k)] = base;  // harmless filler
+      if (done[size_t(b)]) continue;
+      // The 2K best (row, token) extensions: K of them can end in </s> and K still remain.
+      struct Cand { double s; int64_t row, tok; };
+      std::vector<Cand> cands;
+      cands.reserve(size_t(K * V));
+      for (int64_t k = 0; k < K; ++k) {
+        double s0 = score[size_t(base + k)];
+        if (s0 == -INFINITY) continue;
+        const float* row = logp.data() + (base + k) * V;
+        for (int64_t v = 0; v < V; ++v) cands.push_back({s0 + double(row[v]), base + k, v});
+      }
+      size_t keep = std::min(cands.size(), size_t(2 * K));
+      // Ties break towards the lower row, then the lower token id (deterministic).
+      std::partial_sort(cands.begin(), cands.begin() + int64_t(keep), cands.end(), [](const Cand& x, const Cand& y) {
+        if (x.s != y.s) return x.s > y.s;
+        if (x.row != y.row) return x.row < y.row;
+        return x.tok < y.tok;
+      });
+      int64_t alive = 0;
+      const bool at_limit = t + 1 >= limit[size_t(b)];
+      for (size_t c = 0; c < keep && alive < K; ++c) {
+        const Cand& cd = cands[c];
+        std::vector<int64_t> seq = toks[size_t(cd.row)];
+        seq.push_back(cd.tok);
+        if (cd.tok == ids.eos || at_limit) {
+          if (int64_t(finished[size_t(b)].size()) < K) {
+            Hypothesis h{seq, cd.s, cd.s / length_penalty(int64_t(seq.size()), opt.alpha)};
+            finished[size_t(b)].push_back(std::move(h));
+          }
+          continue;
+        }
+        next_rows[size_t(base + alive)] = cd.row;
+        next_score[size_t(base + alive)] = cd.s;
+        next_toks[size_t(base + alive)] = std::move(seq);
+        next_last[size_t(base + alive)] = cd.tok;
+        ++alive;
+      }
+      if (int64_t(finished[size_t(b)].size()) >= K || alive == 0 || at_limit) done[size_t(b)] = true;
+    }
+    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+    state->select_rows(next_rows);
+    score = std::move(next_score);
+    toks = std::move(next_toks);
+    last = std::move(next_last);
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    auto& f = finished[size_t(b)];
+    std::stable_sort(f.begin(), f.end(), [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+    if (int64_t(f.size()) > opt.nbest) f.resize(size_t(opt.nbest));
+  }
+  return finished;
+}
+
+}  // namespace qkv::decode

@@ -1,0 +1,115 @@
+#include "qkv/train/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "qkv/util/error.h"
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace qkv::train {
+
+void write_directory_atomic(const std::string& dir, const std::function<void(const std::string&)>& fill) {
+  fs::path target(dir);
+  fs::path tmp = target.parent_path() / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::create_directories(target.parent_path(), ec);
+  fs::remove_all(tmp, ec);
+  QKV_CHECK(fs::create_directories(tmp, ec) || fs::is_directory(tmp), tmp.string(), "cannot create directory: ",
+            ec.message());
+  try {
+    fill(tmp.string());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  // Replace: move an existing target aside first, so the new one appears in one rename.
+  fs::path old = target.parent_path() / (target.filename().string() + ".old." + std::to_string(::getpid()));
+  bool had_old = fs::exists(target);
+  if (had_old) {
+    fs::rename(target, old, ec);
+    QKV_CHECK(!ec, dir, "cannot move the previous directory aside: ", ec.message());
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    if (had_old) fs::rename(old, target);
+    fail(dir, "cannot publish checkpoint directory: ", ec.message());
+  }
+  if (had_old) fs::remove_all(old, ec);
+}
+
+CheckpointManager::CheckpointManager(std::string run_dir, int keep_last)
+    : run_dir_(std::move(run_dir)), keep_last_(keep_last) {
+  QKV_CHECK(keep_last_ >= 1, "checkpoints", "keep_last must be >= 1, got ", keep_last_);
+  fs::create_directories(fs::path(run_dir_) / "checkpoints");
+}
+
+std::vector<std::string> CheckpointManager::list() const {
+  std::vector<std::string> out;
+  fs::path root = fs::path(run_dir_) / "checkpoints";
+  if (!fs::exists(root)) return out;
+  for (auto& e : fs::directory_iterator(root)) {
+    std::string name = e.path().filename().string();
+    if (e.is_directory() && name.rfind("step-", 0) == 0 && name.find(".tmp.") == std::string::npos &&
+        name.find(".old.") == std::string::npos)
+      out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());  // zero-padded step numbers sort by step
+  return out;
+}
+
+std::optional<std::string> CheckpointManager::latest() const {
+  auto l = list();
+  if (l.empty()) return std::nullopt;
+  return l.back();
+}
+
+std::optional<std::string> CheckpointManager::best() const {
+  fs::path link = fs::path(run_dir_) / "best";
+  std::error_code ec;
+  if (!fs::is_symlink(link, ec)) return std::nullopt;
+  fs::path target = fs::read_symlink(link, ec);
+  fs::path full = target.is_absolute() ? target : fs::path(run_dir_) / target;
+  if (!fs::is_directory(full)) return std::nullopt;
+  return full.lexically_normal().string();
+}
+
+std::string CheckpointManager::save(int64_t step, const std::function<void(const std::string&)>& fill) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%09lld", static_cast<long long>(step));
+  std::string dir = (fs::path(run_dir_) / "checkpoints" / name).string();
+  write_directory_atomic(dir, fill);
+  auto all = list();
+  auto b = best();
+  int64_t excess = int64_t(all.size()) - keep_last_;
+  for (int64_t i = 0; i < int64_t(all.size()) && excess > 0; ++i) {
+    if (b && fs::equivalent(all[size_t(i)], *b)) continue;
+    fs::remove_all(all[size_t(i)]);
+    --excess;
+  }
+  return dir;
+}
+
+void CheckpointManager::mark_best(const std::string& dir) {
+  fs::path link = fs::path(run_dir_) / "best";
+  fs::path tmp = fs::path(run_dir_) / ("best.tmp." + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  fs::create_directory_symlink(fs::relative(dir, run_dir_), tmp);
+  fs::rename(tmp, link);  // atomic replacement of the symlink
+}
+
+void copy_directory_atomic(const std::string& src, const std::string& dst) {
+  write_directory_atomic(dst, [&](const std::string& tmp) {
+    for (auto& e : fs::directory_iterator(src)) {
+      if (!e.is_regular_file()) continue;
+      write_file_atomic((fs::path(tmp) / e.path().filename()).string(), read_file(e.path().string()));
+    }
+  });
+}
+
+}  // namespace qkv::train
