@@ -1,0 +1,42 @@
+// qkv/util/config.h - strict reading of JSON configs.
+// Every key a reader does not consume is an error naming the file and the key, so a typo in a
+// config ("warmpu") fails loudly instead of silently using a default.
+//
+//   ConfigReader r(json, "run.json", "optimizer");
+//   double lr = r.number("lr", 1e-3);        // optional with default
+//   int64_t w = r.integer("warmup");          // required
+//   r.finish();                               // throws on unknown keys
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+
+namespace qkv {
+
+class ConfigReader {
+ public:
+  ConfigReader(const nlohmann::json& j, std::string file, std::string section = "");
+  double number(const std::string& key);
+  double number(const std::string& key, double dflt);
+  int64_t integer(const std::string& key);
+  int64_t integer(const std::string& key, int64_t dflt);
+  bool boolean(const std::string& key, bool dflt);
+  std::string string(const std::string& key);
+  std::string string(const std::string& key, const std::string& dflt);
+  bool has(const std::string& key) const { return j_.contains(key); }
+  // A nested object (required, or an empty object when absent and optional).
+  nlohmann::json object(const std::string& key, bool required = true);
+  nlohmann::json raw(const std::string& key);  // any JSON value, marked consumed
+  void finish() const;  // throws naming the first key nobody read
+  std::string where(const std::string& key) const;  // "file: section.key"
+
+ private:
+  const nlohmann::json& get(const std::string& key, const char* expected);
+  nlohmann::json j_;
+  std::string file_, section_;
+  std::set<std::string> used_;
+};
+
+}  // namespace qkv

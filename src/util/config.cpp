@@ -1,0 +1,68 @@
+#include "qkv/util/config.h"
+
+#include "qkv/util/error.h"
+
+namespace qkv {
+
+ConfigReader::ConfigReader(const nlohmann::json& j, std::string file, std::string section)
+    : j_(j), file_(std::move(file)), section_(std::move(section)) {
+  QKV_CHECK(j_.is_object(), file_, (section_.empty() ? std::string("config") : section_),
+            " must be a JSON object, got ", j_.dump());
+}
+
+std::string ConfigReader::where(const std::string& key) const {
+  return file_ + ": field '" + (section_.empty() ? key : section_ + "." + key) + "'";
+}
+
+const nlohmann::json& ConfigReader::get(const std::string& key, const char* expected) {
+  QKV_CHECK(j_.contains(key), where(key), "missing; expected ", expected);
+  used_.insert(key);
+  return j_[key];
+}
+
+double ConfigReader::number(const std::string& key) {
+  const auto& v = get(key, "a number");
+  QKV_CHECK(v.is_number(), where(key), "expected a number, got ", v.dump());
+  return v.get<double>();
+}
+double ConfigReader::number(const std::string& key, double dflt) { return has(key) ? number(key) : dflt; }
+
+int64_t ConfigReader::integer(const std::string& key) {
+  const auto& v = get(key, "an integer");
+  QKV_CHECK(v.is_number_integer() || (v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>()))),
+            where(key), "expected an integer, got ", v.dump());
+  return v.is_number_integer() ? v.get<int64_t>() : int64_t(v.get<double>());
+}
+int64_t ConfigReader::integer(const std::string& key, int64_t dflt) { return has(key) ? integer(key) : dflt; }
+
+bool ConfigReader::boolean(const std::string& key, bool dflt) {
+  if (!has(key)) return dflt;
+  const auto& v = get(key, "true or false");
+  QKV_CHECK(v.is_boolean(), where(key), "expected true or false, got ", v.dump());
+  return v.get<bool>();
+}
+
+std::string ConfigReader::string(const std::string& key) {
+  const auto& v = get(key, "a string");
+  QKV_CHECK(v.is_string(), where(key), "expected a string, got ", v.dump());
+  return v.get<std::string>();
+}
+std::string ConfigReader::string(const std::string& key, const std::string& dflt) {
+  return has(key) ? string(key) : dflt;
+}
+
+nlohmann::json ConfigReader::object(const std::string& key, bool required) {
+  if (!required && !has(key)) return nlohmann::json::object();
+  const auto& v = get(key, "an object");
+  QKV_CHECK(v.is_object(), where(key), "expected an object, got ", v.dump());
+  return v;
+}
+
+nlohmann::json ConfigReader::raw(const std::string& key) { return get(key, "a value"); }
+
+void ConfigReader::finish() const {
+  for (auto& [k, v] : j_.items())
+    QKV_CHECK(used_.count(k), where(k), "unknown key (check the spelling; see docs/config.md)");
+}
+
+}  // namespace qkv
