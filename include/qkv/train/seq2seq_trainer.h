@@ -1,0 +1,103 @@
+// qkv/train/seq2seq_trainer.h - the training loop for any models::Seq2Seq.
+//
+// One step: accum_steps micro-batches, teacher forcing (the decoder reads the target shifted
+// right, starting with <s>), label-smoothed cross-entropy summed over non-pad target tokens and
+// divided by the step's total target tokens, backward, global-norm clipping, lr from the
+// schedule, optimizer update. Validation, checkpoints, early stopping and SIGINT/SIGTERM are
+// handled here; writing the model files and scoring BLEU are callbacks, because they belong to
+// io/, decode/ and eval/, which sit below train/ in DESIGN.md's layer order.
+//
+// Resuming restores the weights (by the caller), optimizer moments, step, epoch, the default
+// generator's (seed, offset) and the data position, so an interrupted run continues bit-exactly.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "qkv/models/seq2seq.h"
+#include "qkv/train/optim.h"
+#include "qkv/train/schedule.h"
+#include "qkv/util/config.h"
+
+namespace qkv::train {
+
+struct Seq2SeqBatch {
+  Tensor src;      // (B, S) i64
+  Tensor src_pad;  // (B, S) u8, 1 = pad
+  Tensor tgt_in;   // (B, T) i64: <s> y1 .. y_{T-1}
+  Tensor tgt_out;  // (B, T) i64: y1 .. y_T (</s> last), pad where absent
+  int64_t src_tokens = 0, tgt_tokens = 0;  // real (non-pad) tokens
+};
+
+// An endless, resumable stream of training batches (epochs reshuffle deterministically).
+class BatchStream {
+ public:
+  virtual ~BatchStream() = default;
+  virtual Seq2SeqBatch next() = 0;
+  virtual int64_t epoch() const = 0;  // epochs completed so far
+  virtual std::map<std::string, int64_t> position() const = 0;
+  virtual void restore(const std::map<std::string, int64_t>& position) = 0;
+};
+
+struct TrainOptions {
+  int64_t max_steps = 1000;   // stop after this many updates (0 = no limit)
+  int64_t max_epochs = 0;     // stop after this many epochs (0 = no limit)
+  int64_t accum_steps = 1;    // micro-batches per update
+  double label_smoothing = 0.1;
+  double clip_norm = 1.0;     // 0 = off
+  int64_t valid_every = 500;  // updates between validations (0 = only at the end)
+  int64_t save_every = 500;   // updates between checkpoints (0 = only at the end)
+  int64_t log_every = 50;     // plain-log interval when stderr is not a terminal
+  int keep_last = 3;
+  int patience = 0;           // validations without a better BLEU before stopping (0 = off)
+  int64_t pad_id = 0;
+
+  static TrainOptions from_config(ConfigReader& r);  // reads the keys above (snake_case)
+};
+
+struct TrainCallbacks {
+  std::function<void(const std::string& dir)> write_model;  // config.json, model.safetensors, tokenizer
+  // Validation metrics, e.g. {"valid_loss": .., "valid_bleu": .., "valid_chrf": ..}.
+  std::function<std::map<std::string, double>()> validate;
+};
+
+enum class Outcome { finished, early_stopped, interrupted };
+
+class Seq2SeqTrainer {
+ public:
+  Seq2SeqTrainer(models::Seq2Seq& model, Optimizer& opt, const LrSchedule& schedule, BatchStream& data,
+                 TrainOptions options, std::string run_dir, TrainCallbacks callbacks);
+
+  // Restores optimizer, counters, RNG and data position from checkpoint_dir/training_state.safetensors.
+  void restore_training_state(const std::string& checkpoint_dir);
+  Outcome run();
+
+  double train_step();  // one update; returns the mean per-token loss
+  int64_t step() const { return step_; }
+  std::string save_checkpoint();  // returns the checkpoint directory
+  double best_bleu() const { return best_bleu_; }
+
+  // Mean per-token label-smoothed (if ls > 0) cross-entropy of `model` on batches, no grad.
+  static double evaluate_loss(models::Seq2Seq& model, const std::vector<Seq2SeqBatch>& batches, int64_t pad_id,
+                              double label_smoothing = 0.0);
+
+ private:
+  std::map<std::string, Tensor> training_state() const;
+  bool validate_and_track();  // returns true if early stopping triggers
+
+  models::Seq2Seq& model_;
+  Optimizer& opt_;
+  const LrSchedule& schedule_;
+  BatchStream& data_;
+  TrainOptions o_;
+  std::string run_dir_;
+  TrainCallbacks cb_;
+  int64_t step_ = 0;
+  double best_bleu_ = -1;
+  int64_t best_step_ = 0, bad_validations_ = 0;
+  double last_loss_ = 0, tokens_per_s_ = 0;
+  int64_t last_step_tokens_ = 0;
+};
+
+}  // namespace qkv::train

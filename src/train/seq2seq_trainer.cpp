@@ -1,0 +1,206 @@
+#include "qkv/train/seq2seq_trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "qkv/autograd/node.h"
+#include "qkv/io/safetensors.h"
+#include "qkv/ops/loss.h"
+#include "qkv/ops/shape.h"
+#include "qkv/tensor/rng.h"
+#include "qkv/train/checkpoint.h"
+#include "qkv/train/clip.h"
+#include "qkv/train/progress.h"
+
+namespace qkv::train {
+namespace fs = std::filesystem;
+
+TrainOptions TrainOptions::from_config(ConfigReader& r) {
+  TrainOptions o;
+  o.max_steps = r.integer("max_steps", o.max_steps);
+  o.max_epochs = r.integer("max_epochs", o.max_epochs);
+  o.accum_steps = r.integer("accum_steps", o.accum_steps);
+  o.label_smoothing = r.number("label_smoothing", o.label_smoothing);
+  o.clip_norm = r.number("clip_norm", o.clip_norm);
+  o.valid_every = r.integer("valid_every", o.valid_every);
+  o.save_every = r.integer("save_every", o.save_every);
+  o.log_every = r.integer("log_every", o.log_every);
+  o.keep_last = int(r.integer("keep_last", o.keep_last));
+  o.patience = int(r.integer("patience", o.patience));
+  QKV_CHECK(o.accum_steps >= 1, r.where("accum_steps"), "must be >= 1, got ", o.accum_steps);
+  QKV_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, r.where("label_smoothing"), "must be in [0, 1), got ",
+            o.label_smoothing);
+  QKV_CHECK(o.max_steps > 0 || o.max_epochs > 0, r.where("max_steps"), "give max_steps or max_epochs > 0");
+  QKV_CHECK(o.keep_last >= 1, r.where("keep_last"), "must be >= 1, got ", o.keep_last);
+  return o;
+}
+
+Seq2SeqTrainer::Seq2SeqTrainer(models::Seq2Seq& model, Optimizer& opt, const LrSchedule& schedule, BatchStream& data,
+                               TrainOptions options, std::string run_dir, TrainCallbacks callbacks)
+    : model_(model), opt_(opt), schedule_(schedule), data_(data), o_(options), run_dir_(std::move(run_dir)),
+      cb_(std::move(callbacks)) {}
+
+namespace {
+// Sum over non-pad targets of the (smoothed) token loss: logits (B, T, V), targets (B, T).
+Tensor summed_loss(const Tensor& logits, const Tensor& tgt_out, int64_t pad_id, double ls) {
+  int64_t V = logits.size(-1);
+  return cross_entropy(reshape(logits, {-1, V}), reshape(tgt_out, {-1}), pad_id, ls, Reduction::sum);
+}
+
+Tensor i64_scalar(int64_t v) { return Tensor::from_vector(std::vector<int64_t>{v}, Shape{}); }
+int64_t read_i64(const std::map<std::string, Tensor>& st, const std::string& key, const std::string& file) {
+  auto it = st.find(key);
+  QKV_CHECK(it != st.end(), file, "training state has no '", key, "'");
+  QKV_CHECK(it->second.dtype() == DType::i64 && it->second.numel() == 1, file, "'", key, "' must be one i64, got ",
+            it->second.str());
+  return *it->second.data<int64_t>();
+}
+}  // namespace
+
+double Seq2SeqTrainer::train_step() {
+  model_.train();
+  std::vector<Seq2SeqBatch> micro;
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < o_.accum_steps; ++i) {
+    micro.push_back(data_.next());
+    tokens += micro.back().tgt_tokens;
+  }
+  QKV_CHECK(tokens > 0, "train", "a training step has no target tokens (empty batches?)");
+  last_step_tokens_ = tokens;
+  opt_.zero_grad();
+  double loss_sum = 0;
+  for (const Seq2SeqBatch& b : micro) {
+    Tensor logits = model_.forward(b.src, b.src_pad, b.tgt_in);  // (B, T, V)
+    Tensor loss = summed_loss(logits, b.tgt_out, o_.pad_id, o_.label_smoothing);
+    loss_sum += loss.item();
+    // d(total / tokens): each micro-batch contributes its share of the step's mean.
+    backward(loss, Tensor::full(loss.shape(), 1.0 / double(tokens)));
+  }
+  ++step_;
+  if (o_.clip_norm > 0) clip_grad_norm(opt_.params(), o_.clip_norm);
+  opt_.set_lr(schedule_.lr_at(step_));
+  opt_.step();
+  last_loss_ = loss_sum / double(tokens);
+  return last_loss_;
+}
+
+double Seq2SeqTrainer::evaluate_loss(models::Seq2Seq& model, const std::vector<Seq2SeqBatch>& batches, int64_t pad_id,
+                                     double ls) {
+  NoGradGuard ng;
+  bool was_training = model.is_training();
+  model.eval();
+  double total = 0;
+  int64_t tokens = 0;
+  for (const Seq2SeqBatch& b : batches) {
+    total += summed_loss(model.forward(b.src, b.src_pad, b.tgt_in), b.tgt_out, pad_id, ls).item();
+    tokens += b.tgt_tokens;
+  }
+  model.train(was_training);
+  return tokens ? total / double(tokens) : 0.0;
+}
+
+std::map<std::string, Tensor> Seq2SeqTrainer::training_state() const {
+  std::map<std::string, Tensor> st;
+  for (auto& [k, v] : opt_.state_dict()) st["optim." + k] = v;
+  st["step"] = i64_scalar(step_);
+  st["best_step"] = i64_scalar(best_step_);
+  st["bad_validations"] = i64_scalar(bad_validations_);
+  st["best_bleu"] = Tensor::from_vector(std::vector<double>{best_bleu_}, Shape{});
+  const Generator& g = default_generator();
+  st["rng.seed"] = i64_scalar(int64_t(g.seed()));
+  st["rng.offset"] = i64_scalar(int64_t(g.offset()));
+  for (auto& [k, v] : data_.position()) st["data." + k] = i64_scalar(v);
+  return st;
+}
+
+void Seq2SeqTrainer::restore_training_state(const std::string& dir) {
+  std::string file = (fs::path(dir) / "training_state.safetensors").string();
+  auto st = safetensors::load(file).tensors;
+  std::map<std::string, Tensor> optim;
+  std::map<std::string, int64_t> pos;
+  for (auto& [k, v] : st) {
+    if (k.rfind("optim.", 0) == 0) optim[k.substr(6)] = v;
+    else if (k.rfind("data.", 0) == 0) pos[k.substr(5)] = read_i64(st, k, file);
+  }
+  opt_.load_state_dict(optim);
+  step_ = read_i64(st, "step", file);
+  best_step_ = read_i64(st, "best_step", file);
+  bad_validations_ = read_i64(st, "bad_validations", file);
+  auto bb = st.find("best_bleu");
+  QKV_CHECK(bb != st.end() && bb->second.dtype() == DType::f64, file, "training state needs f64 'best_bleu'");
+  best_bleu_ = *bb->second.data<double>();
+  default_generator().set_state(uint64_t(read_i64(st, "rng.seed", file)), uint64_t(read_i64(st, "rng.offset", file)));
+  data_.restore(pos);
+}
+
+std::string Seq2SeqTrainer::save_checkpoint() {
+  CheckpointManager mgr(run_dir_, o_.keep_last);
+  auto state = training_state();
+  return mgr.save(step_, [&](const std::string& dir) {
+    if (cb_.write_model) cb_.write_model(dir);
+    else model_.save((fs::path(dir) / "model.safetensors").string());
+    safetensors::save((fs::path(dir) / "training_state.safetensors").string(), state,
+                      {{"format", "qkv-training-state-1"}});
+  });
+}
+
+bool Seq2SeqTrainer::validate_and_track() {
+  if (!cb_.validate) return false;
+  auto metrics = cb_.validate();
+  metrics["step"] = double(step_);
+  MetricsLog(run_dir_ + "/metrics.jsonl").write(metrics, "valid");
+  std::string dir = save_checkpoint();
+  auto it = metrics.find("valid_bleu");
+  if (it == metrics.end()) return false;
+  if (it->second > best_bleu_) {
+    best_bleu_ = it->second;
+    best_step_ = step_;
+    bad_validations_ = 0;
+    CheckpointManager(run_dir_, o_.keep_last).mark_best(dir);
+    return false;
+  }
+  ++bad_validations_;
+  return o_.patience > 0 && bad_validations_ >= o_.patience;
+}
+
+Outcome Seq2SeqTrainer::run() {
+  fs::create_directories(run_dir_);
+  install_stop_signal_handlers();
+  MetricsLog metrics(run_dir_ + "/metrics.jsonl");
+  ProgressBar bar(stderr, o_.log_every);
+  int64_t total = o_.max_steps;
+  auto window_start = std::chrono::steady_clock::now();
+  Outcome outcome = Outcome::finished;
+  while (true) {
+    if (stop_requested()) { outcome = Outcome::interrupted; break; }
+    if (o_.max_steps > 0 && step_ >= o_.max_steps) break;
+    if (o_.max_epochs > 0 && data_.epoch() >= o_.max_epochs) break;
+    train_step();
+    auto now = std::chrono::steady_clock::now();
+    double secs = std::chrono::duration<double>(now - window_start).count();
+    tokens_per_s_ = secs > 0 ? double(last_step_tokens_) / secs : 0;
+    window_start = now;
+    metrics.write({{"step", double(step_)}, {"train_loss", last_loss_}, {"lr", opt_.lr()},
+                   {"tokens_per_s", tokens_per_s_}, {"epoch", double(data_.epoch())}},
+                  "train");
+    bar.update({step_, total, data_.epoch(), last_loss_, opt_.lr(), tokens_per_s_});
+    bool last = o_.max_steps > 0 && step_ >= o_.max_steps;
+    if (o_.valid_every > 0 && step_ % o_.valid_every == 0 && !last) {
+      bar.message("validating at step " + std::to_string(step_) + " ...");
+      if (validate_and_track()) { outcome = Outcome::early_stopped; break; }
+    } else if (o_.save_every > 0 && step_ % o_.save_every == 0 && !last) {
+      save_checkpoint();
+    }
+  }
+  bar.finish();
+  if (outcome == Outcome::finished) {
+    if (cb_.validate) validate_and_track();  // validates, saves, tracks the best
+    else save_checkpoint();
+  } else if (outcome == Outcome::interrupted) {
+    save_checkpoint();  // SIGINT/SIGTERM: keep everything, exit cleanly
+  }  // early_stopped: the validation that stopped training saved its checkpoint
+  return outcome;
+}
+
+}  // namespace qkv::train
