@@ -1,0 +1,92 @@
+// qkv/text/utf8.h - strict UTF-8 decoding (Unicode 14 Table 3-7: no overlongs, no surrogates,
+// nothing above U+10FFFF). Invalid input is never an error here: each byte that does not start a
+// well-formed sequence is reported as one unit of its own (cp == kInvalid), so callers decide.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace qkv::text::utf8 {
+
+inline constexpr uint32_t kInvalid = 0xFFFFFFFFu;
+
+// Decodes the sequence starting at s[i] (i < n). Returns its length in bytes (1..4) and sets cp;
+// for a byte that starts no well-formed sequence, returns 1 and sets cp = kInvalid.
+inline int decode(const unsigned char* s, size_t n, size_t i, uint32_t& cp) {
+  unsigned b0 = s[i];
+  if (b0 < 0x80) { cp = b0; return 1; }
+  auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) {
+    return i + k < n && s[i + k] >= lo && s[i + k] <= hi;
+  };
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    if (cont(1)) { cp = ((b0 & 0x1F) << 6) | (s[i + 1] & 0x3F); return 2; }
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    unsigned lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+    if (cont(1, lo, hi) && cont(2)) {
+      cp = ((b0 & 0x0F) << 12) | ((s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+      return 3;
+    }
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    unsigned lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+    if (cont(1, lo, hi) && cont(2) && cont(3)) {
+      cp = ((b0 & 0x07) << 18) | ((s[i + 1] & 0x3F) << 12) | ((s[i + 2] & 0x3F) << 6) |
+           (s[i + 3] & 0x3F);
+      return 4;
+    }
+  }
+  cp = kInvalid;
+  return 1;
+}
+
+inline int decode(std::string_view s, size_t i, uint32_t& cp) {
+  return decode(reinterpret_cast<const unsigned char*>(s.data()), s.size(), i, cp);
+}
+
+inline void append(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += char(cp);
+  } else if (cp < 0x800) {
+    out += char(0xC0 | (cp >> 6));
+    out += char(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += char(0xE0 | (cp >> 12));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  } else {
+    out += char(0xF0 | (cp >> 18));
+    out += char(0x80 | ((cp >> 12) & 0x3F));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  }
+}
+
+inline bool is_valid(std::string_view s) {
+  uint32_t cp;
+  for (size_t i = 0; i < s.size();) {
+    i += decode(s, i, cp);
+    if (cp == kInvalid) return false;
+  }
+  return true;
+}
+
+// Code points of s; bytes of invalid sequences are dropped (Python's errors="ignore").
+inline std::u32string to_u32_dropping_invalid(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  uint32_t cp;
+  for (size_t i = 0; i < s.size();) {
+    i += decode(s, i, cp);
+    if (cp != kInvalid) out += char32_t(cp);
+  }
+  return out;
+}
+
+inline std::string from_u32(std::u32string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t c : s) append(out, uint32_t(c));
+  return out;
+}
+
+}  // namespace qkv::text::utf8
