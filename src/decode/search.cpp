@@ -95,21 +95,40 @@ void log_softmax_rows(const Tensor& logits_in, std::vector<float>& out) {
   }
 }
 
+namespace {
+struct Setup {
+  int64_t B;
+  std::vector<int64_t> limit;
+  int64_t max_steps;
+};
+Setup setup(const models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad, const Options& opt) {
+  check_inputs(src, src_pad, opt);
+  Setup s;
+  s.B = src.size(0);
+  std::vector<int64_t> src_len = source_lengths(src_pad);
+  for (int64_t b = 0; b < s.B; ++b) s.limit.push_back(max_target_len(model, src_len[size_t(b)], opt));
+  s.max_steps = s.B ? *std::max_element(s.limit.begin(), s.limit.end()) : 0;
+  return s;
+}
+}  // namespace
+
 std::vector<std::vector<Hypothesis>> translate(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
                                                SpecialIds ids, const Options& opt) {
-  check_inputs(src, src_pad, opt);
-  NoGradGuard no_grad;
-  const int64_t B = src.size(0), K = opt.beam;
-  std::vector<int64_t> limit(static_cast<size_t>(B));
-  std::vector<int64_t> src_len = source_lengths(src_pad);
-  for (int64_t b = 0; b < B; ++b) limit[size_t(b)] = max_target_len(model, src_len[size_t(b)], opt);
-  const int64_t max_steps = *std::max_element(limit.begin(), limit.end());
+  return opt.beam == 1 ? greedy(model, src, src_pad, ids, opt) : beam_search(model, src, src_pad, ids, opt);
+}
 
+// Greedy (argmax) or, with opt.sample, ancestral sampling: one row per sentence.
+std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
+                                            SpecialIds ids, const Options& opt) {
+  Options o = opt;
+  o.beam = o.nbest = 1;
+  auto [B, limit, max_steps] = setup(model, src, src_pad, o);
+  NoGradGuard no_grad;
   auto state = model.start(src, src_pad);
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(B));
-  std::vector<bool> done(size_t(B), false);
+  std::vector<bool> done(static_cast<size_t>(B), false);
 
-  if (K == 1) {  // greedy or sampling: one row per sentence
+  {
     Generator gen(opt.seed);
     std::vector<Hypothesis> hyp(static_cast<size_t>(B));
     std::vector<int64_t> last(size_t(B), ids.bos);
@@ -141,8 +160,19 @@ std::vector<std::vector<Hypothesis>> translate(models::Seq2Seq& model, const Ten
       hyp[size_t(b)].score = hyp[size_t(b)].logprob;
       finished[size_t(b)] = {hyp[size_t(b)]};
     }
-    return finished;
   }
+  return finished;
+}
+
+std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
+                                                 SpecialIds ids, const Options& opt) {
+  QKV_CHECK(!opt.sample, "beam_search", "sampling is not a beam search (set beam 1)");
+  auto [B, limit, max_steps] = setup(model, src, src_pad, opt);
+  const int64_t K = opt.beam;
+  NoGradGuard no_grad;
+  auto state = model.start(src, src_pad);
+  std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(B));
+  std::vector<bool> done(static_cast<size_t>(B), false);
 
   // Beam search: rows b*K .. b*K+K-1 belong to sentence b. Only beam 0 starts alive, so the
   // first step does not pick the same token K times.

@@ -42,6 +42,13 @@ struct SpecialIds {
 std::vector<std::vector<Hypothesis>> translate(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
                                                SpecialIds ids, const Options& opt);
 
+// The two algorithms translate() dispatches to (beam == 1 -> greedy/sampling). beam_search
+// accepts any beam >= 1; with beam 1 it must equal greedy (a test checks).
+std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
+                                            SpecialIds ids, const Options& opt);
+std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
+                                                 SpecialIds ids, const Options& opt);
+
 // The length limit above, for a source of `src_len` real tokens.
 int64_t max_target_len(const models::Seq2Seq& model, int64_t src_len, const Options& opt);
 double length_penalty(int64_t len, double alpha);

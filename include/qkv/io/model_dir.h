@@ -1,0 +1,31 @@
+// qkv/io/model_dir.h - encoder-decoder model directories.
+//
+//   config.json        {"model_type": "transformer" | "rnn", "model": {...}, "tokenizer": {"shared": bool},
+//                       "format": "qkv-seq2seq-1"}
+//   model.safetensors  parameters by scoped name
+//   tokenizer.json     shared vocabulary, or source_tokenizer.json + target_tokenizer.json
+// Loading checks every file and names the one that is missing or wrong.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "qkv/models/seq2seq.h"
+#include "qkv/text/tokenizer.h"
+
+namespace qkv::io {
+
+struct Seq2SeqBundle {
+  nlohmann::json config;  // the whole config.json
+  std::shared_ptr<models::Seq2Seq> model;
+  std::shared_ptr<text::Tokenizer> src_tok, tgt_tok;  // the same object when shared
+};
+
+// Builds an untrained model from {"model_type": ..., "model": {...}}; `where` names the source.
+std::shared_ptr<models::Seq2Seq> make_seq2seq(const nlohmann::json& config, const std::string& where);
+
+Seq2SeqBundle load_seq2seq(const std::string& dir);
+// Writes config.json, model.safetensors and the tokenizer file(s) into dir (each atomically).
+void save_seq2seq(const std::string& dir, const Seq2SeqBundle& bundle);
+
+}  // namespace qkv::io

@@ -1,0 +1,76 @@
+#include "qkv/io/model_dir.h"
+
+#include <filesystem>
+
+#include "qkv/models/transformer.h"
+#include "qkv/util/config.h"
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace qkv::io {
+
+std::shared_ptr<models::Seq2Seq> make_seq2seq(const nlohmann::json& config, const std::string& where) {
+  QKV_CHECK(config.is_object() && config.contains("model_type") && config["model_type"].is_string(), where,
+            "field 'model_type': expected \"transformer\" or \"rnn\"");
+  std::string type = config["model_type"];
+  QKV_CHECK(config.contains("model") && config["model"].is_object(), where, "field 'model': expected an object");
+  if (type == "transformer") {
+    models::TransformerConfig c;
+    try {
+      from_json(config["model"], c);
+    } catch (const Error& e) {
+      fail(where, "field 'model': ", e.what());
+    }
+    return std::make_shared<models::Transformer>(c);
+  }
+  fail(where, "field 'model_type': unknown model type '", type, "' (expected \"transformer\" or \"rnn\")");
+}
+
+Seq2SeqBundle load_seq2seq(const std::string& dir) {
+  QKV_CHECK(fs::is_directory(dir), dir, "not a model directory (expected config.json, model.safetensors, tokenizer.json)");
+  std::string cfg_path = (fs::path(dir) / "config.json").string();
+  QKV_CHECK(fs::exists(cfg_path), cfg_path, "missing: a model directory needs config.json");
+  Seq2SeqBundle b;
+  try {
+    b.config = nlohmann::json::parse(read_file(cfg_path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(cfg_path, "not valid JSON: ", e.what());
+  }
+  b.model = make_seq2seq(b.config, cfg_path);
+  std::string weights = (fs::path(dir) / "model.safetensors").string();
+  QKV_CHECK(fs::exists(weights), weights, "missing: a model directory needs model.safetensors");
+  b.model->load(weights);
+  b.model->eval();
+  bool shared = b.config.value("tokenizer", nlohmann::json::object()).value("shared", true);
+  if (shared) {
+    b.src_tok = text::load_tokenizer((fs::path(dir) / "tokenizer.json").string());
+    b.tgt_tok = b.src_tok;
+  } else {
+    b.src_tok = text::load_tokenizer((fs::path(dir) / "source_tokenizer.json").string());
+    b.tgt_tok = text::load_tokenizer((fs::path(dir) / "target_tokenizer.json").string());
+  }
+  QKV_CHECK(b.src_tok->vocab_size() <= b.model->src_vocab(), dir, "source tokenizer has ", b.src_tok->vocab_size(),
+            " ids but the model's source vocabulary is ", b.model->src_vocab());
+  QKV_CHECK(b.tgt_tok->vocab_size() <= b.model->tgt_vocab(), dir, "target tokenizer has ", b.tgt_tok->vocab_size(),
+            " ids but the model's target vocabulary is ", b.model->tgt_vocab());
+  return b;
+}
+
+void save_seq2seq(const std::string& dir, const Seq2SeqBundle& b) {
+  fs::create_directories(dir);
+  nlohmann::json cfg = b.config;
+  cfg["format"] = "qkv-seq2seq-1";
+  bool shared = b.src_tok == b.tgt_tok;
+  cfg["tokenizer"] = {{"shared", shared}};
+  write_file_atomic((fs::path(dir) / "config.json").string(), cfg.dump(2) + "\n");
+  b.model->save((fs::path(dir) / "model.safetensors").string(), {{"format", "pt"}});
+  if (shared) {
+    b.src_tok->save((fs::path(dir) / "tokenizer.json").string());
+  } else {
+    b.src_tok->save((fs::path(dir) / "source_tokenizer.json").string());
+    b.tgt_tok->save((fs::path(dir) / "target_tokenizer.json").string());
+  }
+}
+
+}  // namespace qkv::io
