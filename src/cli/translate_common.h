@@ -6,6 +6,7 @@
 
 #include "qkv/decode/search.h"
 #include "qkv/io/model_dir.h"
+#include "qkv/train/seq2seq_data.h"
 
 namespace qkv::cli {
 
