@@ -1,0 +1,22 @@
+// qkv/kernels/loss.h - fused cross-entropy (log-softmax + NLL + label smoothing) per row (f32, f64).
+//
+// logits contiguous, viewed as (N, C); targets already range-checked (or == ignore_index).
+// The forward computes each row's logsumexp once (max, exp-sum with the vectorised exp) and
+//   loss_i = (1 - eps) * (lse_i - x_i[t_i]) + eps * (lse_i - mean_j x_ij)   (0 for ignored rows).
+// The backward recomputes p = exp(x - lse) and writes
+//   gx_ij = scale_i * (p_ij - eps / C - (1 - eps) [j == t_i])                (0 for ignored rows).
+#pragma once
+#include <cstdint>
+
+#include "qkv/tensor/tensor.h"
+
+namespace qkv::kernels {
+
+// loss, lse: (N) contiguous, logits' dtype.
+void cross_entropy_forward(const Tensor& logits, const int64_t* targets, int64_t ignore_index, double smoothing,
+                           Tensor& loss, Tensor& lse);
+// scale_i = gy[i] * factor if gy has N elements, else gy[0] * factor. gx (N, C) contiguous.
+void cross_entropy_backward(const Tensor& logits, const int64_t* targets, const Tensor& lse, int64_t ignore_index,
+                            double smoothing, const Tensor& gy, double factor, Tensor& gx);
+
+}  // namespace qkv::kernels

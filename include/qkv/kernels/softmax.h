@@ -1,0 +1,48 @@
+// qkv/kernels/softmax.h - fused row softmax / log-softmax over the last axis (f32, f64), and the
+// vectorisable exp they (and the fused cross-entropy) use.
+//
+// x is contiguous, viewed as (rows, C). `mask` is undefined or a view with x's shape (stride 0 on
+// broadcast axes): bool/u8 -> true = masked out (treated as -inf), f32/f64 -> added to the logits.
+// A fully masked row (every logit -inf) gives softmax 0 and log_softmax -inf, and zero gradient.
+// One pass per row computes max, exp-sum and the normalised output while the row is in L1; OpenMP
+// splits rows among threads.
+#pragma once
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#include "qkv/tensor/tensor.h"
+
+namespace qkv::kernels {
+
+// exp(x) for f32 in a form the compiler vectorises (no libm call): Cody-Waite range reduction
+// x = n ln2 + r, a degree-6 minimax polynomial for exp(r) (Cephes expf coefficients), then 2^n by
+// building the exponent bits. Max error ~2 ulp; exp(x) = 0 for x < -87.33 (below FLT_MIN), +inf
+// above 88.72.
+inline float vexp(float x) {
+  constexpr float kLo = -87.33654475f, kHi = 88.72283906f;
+  float xc = x < kLo ? kLo : (x > kHi ? kHi : x);
+  float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - n * 0.693359375f;  // ln2 split in two parts: exact product with the high part
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float e = p * r * r + r + 1.0f;
+  int32_t bits = (int32_t(n) + 127) << 23;
+  float y = e * std::bit_cast<float>(bits);
+  y = x < kLo ? 0.0f : y;
+  return x > kHi ? INFINITY : y;
+}
+inline double vexp(double x) { return std::exp(x); }  // f64 serves gradient checks: exact libm
+
+// out(rows, C) = softmax or log_softmax of (x [+ mask]) per row.
+void softmax_forward(const Tensor& x, const Tensor& mask, bool log, Tensor& out);
+// gx from y = the forward output and gy: softmax gx = y (gy - <gy, y>); log_softmax
+// gx = gy - exp(y) sum(gy). With a bool mask, masked positions get 0; fully masked rows get 0.
+void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& mask, bool log, Tensor& gx);
+
+}  // namespace qkv::kernels
