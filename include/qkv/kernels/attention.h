@@ -1,0 +1,69 @@
+// qkv/kernels/attention.h - CPU scaled dot-product attention kernels (f32, f64).
+//
+//   out = dropout(softmax(scale * Q K^T + mask)) V      Q (B, H, Tq, Dh), K (B, H, Tk, Dh), V (B, H, Tk, Dv)
+//
+// Fused path (attention_forward/backward): FlashAttention-2 style blocked online softmax. Work is
+// split into kAttnBlockQ x kAttnBlockK tiles; the Tq x Tk matrix never exists. The forward saves
+// only out and the per-row logsumexp lse (B, H, Tq); the backward recomputes P tile by tile.
+// Scratch per thread is O(block^2 + block * D). Results are bit-identical for any thread count.
+// Naive path (attention_probs + attention_naive_*): materialises P (B, H, Tq, Tk); used when the
+// caller wants the weights, and as an independent implementation for tests.
+//
+// Layout: q, k, v, out, dq, dk, dv are 4-D views whose last axis has stride 1; the other three
+// strides are free, so a (B, T, H, D) buffer seen as (B, H, T, D) needs no copy.
+// A fully masked query row gives out = 0, lse = -inf and zero gradients (never NaN).
+// Kernels validate little: the op front-end (attention/sdpa.h) checks shapes and dtypes.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "qkv/tensor/tensor.h"
+
+namespace qkv::kernels {
+
+constexpr int64_t kAttnBlockQ = 64;   // query rows per tile
+constexpr int64_t kAttnBlockK = 64;   // key columns per tile
+
+// All optional; a position is masked if any of them masks it.
+struct AttnMask {
+  bool causal = false;  // query i sees keys j <= i + (Tk - Tq): aligned at the end (decoding)
+  Tensor key_lengths;   // (B) i64: keys j >= key_lengths[b] are masked
+  Tensor key_padding;   // (B, Tk) u8/bool, contiguous: nonzero = masked
+  Tensor mask;          // broadcastable to (B, H, Tq, Tk), any strides: u8/bool (nonzero = masked)
+                        // or q's dtype (added to the scaled scores; -inf masks)
+};
+
+// Attention dropout on P. Element n = ((b * H + h) * Tq + i) * Tk + j is dropped iff
+// u < p, u = u32_to_unit_float(philox4x32(seed, 0, offset + n / 4)[n % 4]) - exactly the
+// uniforms Generator(seed) at `offset` would draw (Generator::uniform), so the mask is a pure
+// function of (seed, offset, n) and the backward regenerates it. Kept values scale by 1/(1-p).
+struct AttnDropout {
+  double p = 0.0;
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // first Philox block (Generator::reserve(B * H * Tq * Tk))
+  bool active() const { return p > 0.0; }
+};
+
+// ---- fused ----
+// out (B, H, Tq, Dv) any 3 outer strides; lse (B, H, Tq) contiguous, q's dtype.
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const AttnMask& mask,
+                       const AttnDropout& drop, Tensor& out, Tensor& lse);
+// Gradients of the forward above given dout (B, H, Tq, Dv). dq, dk, dv are written (not added).
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        const Tensor& dout, double scale, const AttnMask& mask, const AttnDropout& drop,
+                        Tensor& dq, Tensor& dk, Tensor& dv);
+
+// ---- naive ----
+// probs (B, nh, Tq, Tk) contiguous: softmax(scale * Q K^T + mask) for heads `heads` (all H if
+// empty), before dropout; fully masked rows are 0. Exact std::exp.
+void attention_probs(const Tensor& q, const Tensor& k, double scale, const AttnMask& mask, Tensor& probs,
+                     const std::vector<int64_t>& heads = {});
+// out = dropout(probs) V, probs from attention_probs over all heads.
+void attention_naive_forward(const Tensor& probs, const Tensor& v, const AttnDropout& drop, Tensor& out);
+// Gradients given dout (B, H, Tq, Dv) and optionally dprobs (B, H, Tq, Tk), the gradient that
+// reaches the returned weights directly (undefined = none). dq, dk, dv are written.
+void attention_naive_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                              const Tensor& dout, const Tensor& dprobs, double scale, const AttnDropout& drop,
+                              Tensor& dq, Tensor& dk, Tensor& dv);
+
+}  // namespace qkv::kernels

@@ -1,0 +1,204 @@
+// Scaled dot-product attention: validating front-end, fused/naive dispatch, autograd nodes.
+#include "qkv/attention/sdpa.h"
+
+#include <cmath>
+
+#include "qkv/autograd/node.h"
+#include "qkv/kernels/attention.h"
+
+namespace qkv {
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+// x itself if its last axis is unit-stride (the kernels take such views), else a copy.
+Tensor unit_last(const Tensor& x) { return x.strides()[3] == 1 || x.size(3) <= 1 ? x : x.contiguous(); }
+
+// A (B, H, T, D) tensor; laid out as (B, T, H, D) if `like` is (a view of) that layout.
+Tensor empty_bhtd(int64_t B, int64_t H, int64_t T, int64_t D, DType dt, const Tensor& like = Tensor()) {
+  bool heads_inner = like.defined() && H > 1 && T > 1 && like.strides()[1] < like.strides()[2];
+  if (!like.defined() || heads_inner) {
+    Tensor buf = Tensor::empty({B, T, H, D}, dt);
+    return buf.as_strided({B, H, T, D}, {T * H * D, D, H * D, 1}, 0);
+  }
+  return Tensor::empty({B, H, T, D}, dt);
+}
+
+void check_qkv(const Tensor& q, const Tensor& k, const Tensor* v, const char* op) {
+  check_floating(q, op, "q");
+  check_floating(k, op, "k");
+  QKV_CHECK(q.dtype() == DType::f32 || q.dtype() == DType::f64, op, "q: expected f32 or f64, got ", q.str());
+  QKV_CHECK(q.ndim() == 4, op, "q: expected (B, H, Tq, Dh), got ", q.str());
+  QKV_CHECK(k.ndim() == 4, op, "k: expected (B, H, Tk, Dh), got ", k.str());
+  QKV_CHECK(k.dtype() == q.dtype(), op, "k: expected dtype ", dtype_name(q.dtype()), " like q, got ", k.str());
+  QKV_CHECK(k.size(0) == q.size(0) && k.size(1) == q.size(1) && k.size(3) == q.size(3), op, "k: expected (",
+            q.size(0), ", ", q.size(1), ", Tk, ", q.size(3), ") to match q ", q.str(), ", got ", k.str());
+  if (!v) return;
+  check_floating(*v, op, "v");
+  QKV_CHECK(v->ndim() == 4 && v->dtype() == q.dtype(), op, "v: expected ", dtype_name(q.dtype()),
+            " (B, H, Tk, Dv), got ", v->str());
+  QKV_CHECK(v->size(0) == k.size(0) && v->size(1) == k.size(1) && v->size(2) == k.size(2), op, "v: expected (",
+            k.size(0), ", ", k.size(1), ", ", k.size(2), ", Dv) to match k ", k.str(), ", got ", v->str());
+}
+
+// AttentionMask -> kernel masks: validated, converted to the dtypes/layouts the kernels read.
+kernels::AttnMask kernel_mask(const AttentionMask& m, int64_t B, int64_t H, int64_t Tq, int64_t Tk, DType dt,
+                              const char* op) {
+  kernels::AttnMask km;
+  km.causal = m.causal;
+  if (m.key_padding.defined()) {
+    const Tensor& kp = m.key_padding;
+    QKV_CHECK(kp.dtype() == DType::boolean || kp.dtype() == DType::u8, op, "mask.key_padding: expected bool/u8, got ",
+              kp.str());
+    QKV_CHECK(kp.ndim() == 2 && kp.size(0) == B && kp.size(1) == Tk, op, "mask.key_padding: expected (", B, ", ",
+              Tk, "), got ", kp.str());
+    km.key_padding = kp.contiguous();
+  }
+  if (m.key_lengths.defined()) {
+    const Tensor& kl = m.key_lengths;
+    QKV_CHECK(kl.dtype() == DType::i64 || kl.dtype() == DType::i32, op, "mask.key_lengths: expected i32/i64, got ",
+              kl.str());
+    QKV_CHECK(kl.ndim() == 1 && kl.size(0) == B, op, "mask.key_lengths: expected (", B, "), got ", kl.str());
+    km.key_lengths = kl.to(DType::i64);
+    for (int64_t len : km.key_lengths.to_vector<int64_t>())
+      QKV_CHECK(len >= 0 && len <= Tk, op, "mask.key_lengths: expected values in [0, ", Tk, "], got ", len);
+  }
+  if (m.mask.defined()) {
+    const Tensor& mk = m.mask;
+    const DType md = mk.dtype();
+    QKV_CHECK(md == DType::boolean || md == DType::u8 || md == DType::f32 || md == DType::f64, op,
+              "mask.mask: expected bool/u8 or a float dtype, got ", mk.str());
+    const int64_t full[4] = {B, H, Tq, Tk};
+    bool ok = mk.ndim() <= 4;
+    for (int a = 0; ok && a < mk.ndim(); ++a) {
+      int64_t s = mk.size(a), want = full[4 - mk.ndim() + a];
+      ok = s == 1 || s == want;
+    }
+    QKV_CHECK(ok, op, "mask.mask: expected a shape broadcastable to (", B, ", ", H, ", ", Tq, ", ", Tk, "), got ",
+              mk.str());
+    km.mask = is_floating(md) && md != dt ? mk.to(dt) : mk.detach();
+  }
+  return km;
+}
+
+kernels::AttnDropout make_dropout(double p, bool training, Generator* gen, int64_t n, const char* op) {
+  QKV_CHECK(p >= 0.0 && p < 1.0, op, "dropout_p: expected a value in [0, 1), got ", p);
+  kernels::AttnDropout d;
+  if (!training || p == 0.0) return d;
+  Generator& g = gen ? *gen : default_generator();
+  d.p = p;
+  d.seed = g.seed();
+  d.offset = g.reserve(uint64_t(n));
+  return d;
+}
+
+// Fused path: saves q, k, v, out, lse; backward runs the fused backward kernel.
+struct SdpaBackward : Node {
+  Tensor q, k, v, out, lse;
+  kernels::AttnMask mask;
+  kernels::AttnDropout drop;
+  double scale = 1.0;
+  const char* name() const override { return "ScaledDotProductAttentionBackward"; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    // out = dropout(softmax(scale * q k^T + mask)) v
+    Tensor dout = unit_last(g[0]);
+    const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
+    Tensor dq = empty_bhtd(B, H, Tq, q.size(3), q.dtype(), q);
+    Tensor dk = empty_bhtd(B, H, Tk, k.size(3), k.dtype(), k);
+    Tensor dv = empty_bhtd(B, H, Tk, v.size(3), v.dtype(), v);
+    kernels::attention_backward(q, k, v, out, lse, dout, scale, mask, drop, dq, dk, dv);
+    return {dq, dk, dv};
+  }
+  void release_saved() override { q = k = v = out = lse = Tensor(); mask = {}; }
+};
+
+// Naive path: outputs (out, weights); saves q, k, v and the weights P.
+struct SdpaNaiveBackward : Node {
+  Tensor q, k, v, probs;
+  kernels::AttnDropout drop;
+  double scale = 1.0;
+  const char* name() const override { return "ScaledDotProductAttentionNaiveBackward"; }
+  std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
+    // out = dropout(P) v, P = softmax(scale * q k^T + mask); g[1] reaches P directly
+    const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
+    Tensor dout = g[0].defined() ? unit_last(g[0]) : Tensor::zeros({B, H, Tq, v.size(3)}, q.dtype());
+    Tensor dprobs = g[1].defined() ? g[1].contiguous() : Tensor();
+    Tensor dq = empty_bhtd(B, H, Tq, q.size(3), q.dtype(), q);
+    Tensor dk = empty_bhtd(B, H, Tk, k.size(3), k.dtype(), k);
+    Tensor dv = empty_bhtd(B, H, Tk, v.size(3), v.dtype(), v);
+    kernels::attention_naive_backward(q, k, v, probs, dout, dprobs, scale, drop, dq, dk, dv);
+    return {dq, dk, dv};
+  }
+  void release_saved() override { q = k = v = probs = Tensor(); }
+};
+
+}  // namespace
+
+SdpaResult scaled_dot_product_attention(const Tensor& q_, const Tensor& k_, const Tensor& v_, const AttentionMask& mask,
+                                        double dropout_p, bool training, bool need_weights,
+                                        std::optional<double> scale, Generator* gen) {
+  check_defined(q_, kOp, "q");
+  check_defined(k_, kOp, "k");
+  check_defined(v_, kOp, "v");
+  check_qkv(q_, k_, &v_, kOp);
+  const Tensor q = unit_last(q_), k = unit_last(k_), v = unit_last(v_);
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), Dv = v.size(3);
+  const double sc = scale ? *scale : 1.0 / std::sqrt(double(q.size(3)));
+  kernels::AttnMask km = kernel_mask(mask, B, H, Tq, Tk, q.dtype(), kOp);
+  kernels::AttnDropout drop = make_dropout(dropout_p, training, gen, B * H * Tq * Tk, kOp);
+  const bool record = any_requires_grad({q_, k_, v_});
+
+  SdpaResult res;
+  res.out = empty_bhtd(B, H, Tq, Dv, q.dtype());
+  if (!need_weights) {
+    Tensor lse = Tensor::empty({B, H, Tq}, q.dtype());
+    kernels::attention_forward(q, k, v, sc, km, drop, res.out, lse);
+    if (record) {
+      auto node = make_node<SdpaBackward>({q_, k_, v_});
+      node->q = q.detach();
+      node->k = k.detach();
+      node->v = v.detach();
+      node->out = res.out.detach();
+      node->lse = lse;
+      node->mask = km;
+      node->drop = drop;
+      node->scale = sc;
+      set_history(res.out, node);
+    }
+    return res;
+  }
+  res.weights = Tensor::empty({B, H, Tq, Tk}, q.dtype());
+  kernels::attention_probs(q, k, sc, km, res.weights);
+  kernels::attention_naive_forward(res.weights, v, drop, res.out);
+  if (record) {
+    auto node = make_node<SdpaNaiveBackward>({q_, k_, v_});
+    node->num_outputs = 2;
+    node->q = q.detach();
+    node->k = k.detach();
+    node->v = v.detach();
+    node->probs = res.weights.detach();
+    node->drop = drop;
+    node->scale = sc;
+    set_history(res.out, node, 0);
+    set_history(res.weights, node, 1);
+  }
+  return res;
+}
+
+Tensor attention_weights(const Tensor& q_, const Tensor& k_, const AttentionMask& mask, std::optional<double> scale,
+                         const std::vector<int64_t>& heads) {
+  const char* op = "attention_weights";
+  check_defined(q_, op, "q");
+  check_defined(k_, op, "k");
+  check_qkv(q_, k_, nullptr, op);
+  const Tensor q = unit_last(q_), k = unit_last(k_);
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
+  for (int64_t h : heads) QKV_CHECK(h >= 0 && h < H, op, "heads: expected indices in [0, ", H, "), got ", h);
+  const double sc = scale ? *scale : 1.0 / std::sqrt(double(q.size(3)));
+  kernels::AttnMask km = kernel_mask(mask, B, H, Tq, Tk, q.dtype(), op);
+  Tensor probs = Tensor::empty({B, heads.empty() ? H : int64_t(heads.size()), Tq, Tk}, q.dtype());
+  kernels::attention_probs(q, k, sc, km, probs, heads);
+  return probs;
+}
+
+}  // namespace qkv

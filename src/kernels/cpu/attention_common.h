@@ -1,0 +1,165 @@
+// Private helpers shared by the attention kernels (attention_fwd/bwd/naive.cpp): strided
+// (B, H, T, D) views, mask evaluation on a tile, GEMM, a vectorisable exp, dropout multipliers.
+#pragma once
+#include <cblas.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "qkv/kernels/attention.h"
+#include "qkv/tensor/rng.h"
+
+namespace qkv::kernels::attn {
+
+template <typename T>
+constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+
+// A 4-D view whose last axis is unit-stride: row(b, h, t) points at D contiguous elements.
+template <typename T>
+struct View {
+  T* p = nullptr;
+  int64_t sb = 0, sh = 0, st = 0;
+  View() = default;
+  explicit View(const Tensor& x) : p(x.data<T>()), sb(x.strides()[0]), sh(x.strides()[1]), st(x.strides()[2]) {}
+  T* row(int64_t b, int64_t h, int64_t t) const { return p + b * sb + h * sh + t * st; }
+};
+
+struct Dims {
+  int64_t B, H, Tq, Tk, Dh, Dv;
+};
+inline Dims dims_of(const Tensor& q, const Tensor& v) {
+  return {q.size(0), q.size(1), q.size(2), v.size(2), q.size(3), v.size(3)};
+}
+
+// Row-major C = alpha * op(A) op(B) + beta * C.
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+              alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+                 const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+              alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+
+// exp(x) for x <= ~88, vectorisable: 2^n * poly(r) with Cody-Waite reduction (Cephes expf
+// coefficients, ~1 ulp). Returns exactly 0 below -87 (and for -inf).
+inline float fast_exp(float x) {
+  float xc = x < -87.f ? -87.f : (x > 88.f ? 88.f : x);
+  float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.f;
+  float two_n = std::bit_cast<float>((int32_t(n) + 127) << 23);
+  return x < -87.f ? 0.f : y * two_n;
+}
+inline double fast_exp(double x) { return std::exp(x); }
+
+// x[c] = exp(x[c] - m) for c < n; returns the sum of the results.
+template <typename T>
+inline T exp_sub_sum(T* x, int64_t n, T m) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t c = 0; c < n; ++c) {
+    T e = fast_exp(x[c] - m);
+    x[c] = e;
+    s += e;
+  }
+  return s;
+}
+
+template <typename T>
+inline T row_max(const T* x, int64_t n) {
+  T m = kNegInf<T>;
+#pragma omp simd reduction(max : m)
+  for (int64_t c = 0; c < n; ++c) m = x[c] > m ? x[c] : m;
+  return m;
+}
+
+// The masks of AttnMask as raw pointers, with the dense mask broadcast to (B, H, Tq, Tk) strides.
+template <typename T>
+struct MaskCtx {
+  bool causal = false;
+  int64_t off = 0, Tk = 0;       // off = Tk - Tq
+  const int64_t* klen = nullptr;  // (B)
+  const uint8_t* kpad = nullptr;  // (B, Tk)
+  const uint8_t* bmask = nullptr;
+  const T* amask = nullptr;
+  int64_t ms[4] = {0, 0, 0, 0};  // strides of bmask / amask over (b, h, i, j)
+
+  MaskCtx(const AttnMask& m, const Dims& d) : causal(m.causal), off(d.Tk - d.Tq), Tk(d.Tk) {
+    if (m.key_lengths.defined()) klen = m.key_lengths.data<int64_t>();
+    if (m.key_padding.defined()) kpad = static_cast<const uint8_t*>(m.key_padding.raw_data());
+    if (m.mask.defined()) {
+      int nd = m.mask.ndim();
+      for (int a = 0; a < nd; ++a) ms[4 - nd + a] = m.mask.size(a) == 1 ? 0 : m.mask.strides()[a];
+      if (is_floating(m.mask.dtype())) amask = m.mask.data<T>();
+      else bmask = static_cast<const uint8_t*>(m.mask.raw_data());
+    }
+  }
+  bool dense() const { return kpad || bmask || amask; }
+  int64_t key_limit(int64_t b) const { return klen ? std::clamp<int64_t>(klen[b], 0, Tk) : Tk; }
+  // Keys [0, visible_end(b, i)) pass the length and causal masks for query row i.
+  int64_t visible_end(int64_t b, int64_t i) const {
+    int64_t e = key_limit(b);
+    return causal ? std::clamp<int64_t>(i + off + 1, 0, e) : e;
+  }
+  // Tile of query rows [i0, i0 + rows) x keys [j0, j0 + cols): every entry masked by length/causal?
+  bool tile_skipped(int64_t b, int64_t i0, int64_t rows, int64_t j0) const {
+    return j0 >= visible_end(b, i0 + rows - 1);
+  }
+  bool tile_needs_mask(int64_t b, int64_t i0, int64_t j0, int64_t cols) const {
+    return dense() || j0 + cols > visible_end(b, i0);
+  }
+  // Applies every mask to scaled scores S (rows x cols, leading dimension ld).
+  void apply(T* S, int64_t ld, int64_t rows, int64_t cols, int64_t b, int64_t h, int64_t i0, int64_t j0) const {
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t i = i0 + r;
+      T* s = S + r * ld;
+      if (amask) {
+        const T* a = amask + b * ms[0] + h * ms[1] + i * ms[2] + j0 * ms[3];
+        for (int64_t c = 0; c < cols; ++c) s[c] += a[c * ms[3]];
+      }
+      if (bmask) {
+        const uint8_t* m = bmask + b * ms[0] + h * ms[1] + i * ms[2] + j0 * ms[3];
+        for (int64_t c = 0; c < cols; ++c)
+          if (m[c * ms[3]]) s[c] = kNegInf<T>;
+      }
+      if (kpad) {
+        const uint8_t* m = kpad + b * Tk + j0;
+        for (int64_t c = 0; c < cols; ++c)
+          if (m[c]) s[c] = kNegInf<T>;
+      }
+      for (int64_t c = std::max<int64_t>(visible_end(b, i) - j0, 0); c < cols; ++c) s[c] = kNegInf<T>;
+    }
+  }
+};
+
+// mult[c] = 0 (dropped) or 1/(1-p) (kept) for elements n0 .. n0 + cols - 1 (see AttnDropout).
+template <typename T>
+inline void dropout_row(const AttnDropout& d, uint64_t n0, int64_t cols, T* mult) {
+  const T keep = T(1.0 / (1.0 - d.p));
+  uint64_t n = n0, end = n0 + uint64_t(cols);
+  while (n < end) {
+    auto r = philox4x32(d.seed, 0, d.offset + n / 4);
+    for (uint64_t lane = n % 4; lane < 4 && n < end; ++lane, ++n)
+      mult[n - n0] = double(u32_to_unit_float(r[lane])) < d.p ? T(0) : keep;
+  }
+}
+
+// First dropout element index of row (b, h, i).
+inline uint64_t dropout_index(const Dims& d, int64_t b, int64_t h, int64_t i) {
+  return ((uint64_t(b) * uint64_t(d.H) + uint64_t(h)) * uint64_t(d.Tq) + uint64_t(i)) * uint64_t(d.Tk);
+}
+
+}  // namespace qkv::kernels::attn
