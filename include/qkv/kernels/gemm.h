@@ -1,0 +1,51 @@
+// qkv/kernels/gemm.h - the GEMM front-end every matmul-like op in qkv goes through (BLAS).
+//
+// Row-major throughout: C (M, N) = alpha * op(A) op(B) + beta * C, op(A) (M, K), op(B) (K, N).
+// op(X) = X^T when transX: A is then stored (K, M) with leading dimension lda >= M.
+// f32 -> cblas_sgemm, f64 -> cblas_dgemm (OpenBLAS, OpenMP build: GEMM shares our OpenMP pool and
+// runs single-threaded when called inside a parallel region, so batched calls never oversubscribe).
+#pragma once
+#include <cstdint>
+
+#include "qkv/tensor/tensor.h"
+
+namespace qkv::kernels {
+
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+          const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+
+// How a strided (R, C) matrix view maps onto BLAS: row-major as is (trans = false, ld = row
+// stride), or the transpose of a row-major matrix (trans = true, ld = column stride).
+// ok = false when neither holds (e.g. a stride-2 inner axis, a broadcast row): copy first.
+struct BlasLayout {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 1;
+};
+BlasLayout blas_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
+
+// Batched, broadcast matrix product with reduction over batch axes:
+//   out[t] = sum over batch indices i that map onto t of  x[i] @ y[i]
+// x (bx..., M, K) and y (by..., K, N) are arbitrary strided views (a transposed view such as
+// x.mT goes to BLAS as a transpose flag, never copied); their batch axes broadcast to `batch`.
+// out (tb..., M, N) must be contiguous, with tb broadcastable to `batch` (same rank or fewer
+// axes); axes where tb is 1 and batch is not are summed. Products are accumulated in a fixed
+// order (deterministic for a given thread count). Small matrices in a large batch run in
+// parallel over the batch (one single-threaded GEMM per thread); large ones use BLAS threads.
+void batched_matmul(const Tensor& x, const Tensor& y, const Shape& batch, Tensor& out);
+
+// out (M, N) = x (M, K) @ y (K, N) + beta * out for strided 2-D views x, y (transposed views
+// go to BLAS as flags); out contiguous.
+void matmul_2d(const Tensor& x, const Tensor& y, Tensor& out, double beta = 0.0);
+
+// out (R, N) = x (R, K) @ w^T + bias: w (N, K) as stored by nn.Linear, bias (N) or undefined.
+// The bias is fused: out starts as the bias rows and the GEMM runs with beta = 1.
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
+
+// Operands batched_matmul had to copy because their layout was not BLAS-compatible (a counter
+// over the process lifetime; tests use it to prove that transposed views are not copied).
+int64_t gemm_operand_copies();
+
+}  // namespace qkv::kernels
