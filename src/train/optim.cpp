@@ -1,0 +1,238 @@
+// Optimizers (qkv/train/optim.h): validation, parameter groups and state; the arithmetic is in
+// kernels/cpu/optim.cpp.
+#include "qkv/train/optim.h"
+
+#include <cmath>
+#include <set>
+
+#include "qkv/kernels/optim.h"
+
+namespace qkv {
+
+bool is_bias_or_norm(const std::string& name) {
+  auto dot = name.rfind('.');
+  std::string last = dot == std::string::npos ? name : name.substr(dot + 1);
+  std::string owner = dot == std::string::npos ? "" : name.substr(0, dot);
+  auto odot = owner.rfind('.');
+  std::string module = odot == std::string::npos ? owner : owner.substr(odot + 1);
+  if (last == "bias" || last == "b") return true;
+  // "...norm1.weight", "...layer_norm.weight", "ln_f.weight", "LayerNorm.gamma"
+  auto has = [&](const char* s) { return module.find(s) != std::string::npos; };
+  return has("norm") || has("Norm") || module.rfind("ln", 0) == 0;
+}
+
+std::vector<ParamGroup> make_param_groups(const std::vector<std::pair<std::string, Tensor>>& named,
+                                          const std::function<bool(const std::string&)>& no_decay) {
+  ParamGroup decay, plain;
+  plain.weight_decay = 0.0;
+  for (const auto& [n, t] : named) (no_decay(n) ? plain : decay).params.push_back(t);
+  std::vector<ParamGroup> out;
+  if (!decay.params.empty()) out.push_back(std::move(decay));
+  if (!plain.params.empty()) out.push_back(std::move(plain));
+  return out;
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* op)
+    : groups_(std::move(groups)), lr_(lr), op_(op) {
+  QKV_CHECK(lr >= 0 && std::isfinite(lr), op, "expected lr >= 0, got ", lr);
+  QKV_CHECK(weight_decay >= 0, op, "expected weight_decay >= 0, got ", weight_decay);
+  QKV_CHECK(!groups_.empty(), op, "expected at least one parameter group, got none");
+  std::set<const TensorImpl*> seen;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    ParamGroup& g = groups_[gi];
+    if (!g.lr) g.lr = lr * g.lr_scale;
+    if (!g.weight_decay) g.weight_decay = weight_decay;
+    QKV_CHECK(*g.lr >= 0 && *g.weight_decay >= 0, op, "group ", gi, ": expected lr >= 0 and weight_decay >= 0, got lr ",
+              *g.lr, ", weight_decay ", *g.weight_decay);
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const Tensor& p = g.params[i];
+      QKV_CHECK(p.defined(), op, "group ", gi, " parameter ", i, " is an undefined tensor");
+      QKV_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64, op, "group ", gi, " parameter ", i,
+                ": expected dtype f32 or f64, got ", p.str());
+      QKV_CHECK(p.is_leaf() && p.requires_grad(), op, "group ", gi, " parameter ", i,
+                ": expected a leaf tensor with requires_grad, got ", p.str(),
+                p.is_leaf() ? " without requires_grad" : " with a grad_fn (not a leaf)");
+      QKV_CHECK(p.is_contiguous(), op, "group ", gi, " parameter ", i, ": expected a contiguous tensor, got ",
+                p.str(), " with non-contiguous strides");
+      QKV_CHECK(seen.insert(&p.impl()).second, op, "group ", gi, " parameter ", i, " ", p.str(),
+                " appears more than once");
+    }
+  }
+  state_.resize(seen.size());
+}
+
+std::vector<Tensor> Optimizer::params() const {
+  std::vector<Tensor> out;
+  for (const auto& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
+}
+
+void Optimizer::zero_grad() {
+  for (auto& g : groups_)
+    for (auto& p : g.params) p.zero_grad();
+}
+
+void Optimizer::set_lr(double lr) {
+  QKV_CHECK(lr >= 0 && std::isfinite(lr), std::string(op_) + ".set_lr", "expected a finite lr >= 0, got ", lr);
+  lr_ = lr;
+  for (auto& g : groups_) g.lr = lr * g.lr_scale;
+}
+
+void Optimizer::for_each_grad(const std::function<void(const ParamGroup&, Tensor&, const Tensor&, size_t)>& fn) {
+  size_t index = 0;
+  for (auto& g : groups_) {
+    for (auto& p : g.params) {
+      Tensor grad = p.grad();
+      if (grad.defined()) {
+        QKV_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype(), std::string(op_) + ".step", "parameter ",
+                  index, " is ", p.str(), " but its grad is ", grad.str());
+        fn(g, p, grad.contiguous(), index);
+      }
+      ++index;
+    }
+  }
+}
+
+std::map<std::string, Tensor> Optimizer::state_dict() const {
+  std::map<std::string, Tensor> out;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    const State& s = state_[i];
+    if (s.step == 0) continue;
+    std::string key = "param." + std::to_string(i) + ".";
+    out[key + "step"] = Tensor::scalar(double(s.step), DType::i64);
+    for (const auto& [n, t] : s.buffers) out[key + n] = t.clone();
+  }
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    std::string key = "group." + std::to_string(gi) + ".";
+    out[key + "lr"] = Tensor::scalar(*groups_[gi].lr, DType::f64);
+    out[key + "weight_decay"] = Tensor::scalar(*groups_[gi].weight_decay, DType::f64);
+  }
+  out["lr"] = Tensor::scalar(lr_, DType::f64);
+  return out;
+}
+
+void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+  const std::string where = std::string(op_) + ".load_state_dict";
+  std::vector<Tensor> ps = params();
+  std::set<std::string> used;
+  auto scalar = [&](const std::string& key, DType dt) -> double {
+    auto it = state.find(key);
+    QKV_CHECK(it != state.end(), where, "missing entry '", key, "'");
+    QKV_CHECK(it->second.numel() == 1 && it->second.dtype() == dt, where, "entry '", key, "': expected a ",
+              dtype_name(dt), " scalar, got ", it->second.str());
+    used.insert(key);
+    return it->second.item();
+  };
+  // Validate everything before changing anything.
+  std::vector<State> fresh(ps.size());
+  for (size_t i = 0; i < ps.size(); ++i) {
+    std::string key = "param." + std::to_string(i) + ".";
+    if (!state.count(key + "step")) continue;  // this parameter has not stepped yet
+    double step = scalar(key + "step", DType::i64);
+    QKV_CHECK(step >= 1, where, "entry '", key, "step': expected >= 1, got ", step);
+    fresh[i].step = int64_t(step);
+    for (const std::string& n : buffer_names()) {
+      auto it = state.find(key + n);
+      QKV_CHECK(it != state.end(), where, "missing entry '", key + n, "'");
+      QKV_CHECK(it->second.shape() == ps[i].shape() && it->second.dtype() == ps[i].dtype(), where, "entry '",
+                key + n, "': expected ", ps[i].str(), " (like parameter ", i, "), got ", it->second.str());
+      fresh[i].buffers[n] = it->second.clone();
+      used.insert(key + n);
+    }
+  }
+  std::vector<std::pair<double, double>> hyper;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    std::string key = "group." + std::to_string(gi) + ".";
+    hyper.emplace_back(scalar(key + "lr", DType::f64), scalar(key + "weight_decay", DType::f64));
+  }
+  double lr = scalar("lr", DType::f64);
+  for (const auto& [k, t] : state)
+    QKV_CHECK(used.count(k), where, "unexpected entry '", k, "' (", ps.size(), " parameters in ", groups_.size(),
+              " groups, buffers of ", name(), ")");
+  state_ = std::move(fresh);
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    groups_[gi].lr = hyper[gi].first;
+    groups_[gi].weight_decay = hyper[gi].second;
+  }
+  lr_ = lr;
+}
+
+// ---- SGD ----
+
+SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double dampening, bool nesterov,
+         double weight_decay)
+    : Optimizer(std::move(groups), lr, weight_decay, "SGD"),
+      momentum_(momentum), dampening_(dampening), nesterov_(nesterov) {
+  QKV_CHECK(momentum >= 0, "SGD", "expected momentum >= 0, got ", momentum);
+  QKV_CHECK(!nesterov || (momentum > 0 && dampening == 0), "SGD",
+            "Nesterov momentum needs momentum > 0 and dampening 0, got momentum ", momentum, ", dampening ",
+            dampening);
+}
+
+std::vector<std::string> SGD::buffer_names() const {
+  if (momentum_ == 0) return {};
+  return {"momentum_buffer"};
+}
+
+void SGD::step() {
+  for_each_grad([&](const ParamGroup& g, Tensor& p, const Tensor& grad, size_t i) {
+    State& s = state(i);
+    kernels::SgdStep h;
+    h.lr = *g.lr;
+    h.momentum = momentum_;
+    h.dampening = dampening_;
+    h.weight_decay = *g.weight_decay;
+    h.nesterov = nesterov_;
+    h.first = s.step == 0;
+    Tensor none, *buf = &none;
+    if (momentum_ != 0) {
+      buf = &s.buffers["momentum_buffer"];
+      if (!buf->defined()) *buf = Tensor::empty_like(p);  // written on the first step
+    }
+    kernels::sgd_update(p, grad, *buf, h);
+    ++s.step;
+  });
+}
+
+// ---- Adam / AdamW ----
+
+Adam::Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps,
+           double weight_decay, bool amsgrad)
+    : Adam(std::move(groups), lr, betas, eps, weight_decay, amsgrad, false) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps,
+           double weight_decay, bool amsgrad, bool decoupled)
+    : Optimizer(std::move(groups), lr, weight_decay, decoupled ? "AdamW" : "Adam"),
+      beta1_(betas.first), beta2_(betas.second), eps_(eps), amsgrad_(amsgrad), decoupled_(decoupled) {
+  const char* op = decoupled ? "AdamW" : "Adam";
+  QKV_CHECK(beta1_ >= 0 && beta1_ < 1 && beta2_ >= 0 && beta2_ < 1, op, "expected betas in [0, 1), got (", beta1_,
+            ", ", beta2_, ")");
+  QKV_CHECK(eps >= 0, op, "expected eps >= 0, got ", eps);
+}
+
+std::vector<std::string> Adam::buffer_names() const {
+  if (amsgrad_) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
+void Adam::step() {
+  for_each_grad([&](const ParamGroup& g, Tensor& p, const Tensor& grad, size_t i) {
+    State& s = state(i);
+    if (s.step == 0)
+      for (const std::string& n : buffer_names()) s.buffers[n] = Tensor::zeros_like(p);
+    ++s.step;
+    kernels::AdamStep h;
+    h.lr = *g.lr;
+    h.beta1 = beta1_;
+    h.beta2 = beta2_;
+    h.eps = eps_;
+    h.weight_decay = *g.weight_decay;
+    h.step = s.step;
+    h.decoupled = decoupled_;
+    h.amsgrad = amsgrad_;
+    kernels::adam_update(p, grad, s.buffers["exp_avg"], s.buffers["exp_avg_sq"],
+                         amsgrad_ ? &s.buffers["max_exp_avg_sq"] : nullptr, h);
+  });
+}
+
+}  // namespace qkv
