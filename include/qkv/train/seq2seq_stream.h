@@ -1,0 +1,38 @@
+// qkv/train/seq2seq_stream.h - the BatchStream over a tokenized parallel corpus.
+//
+// Examples are sorted by (target, source) length and cut into batches whose padded size
+// B * max(S, T) stays under `max_tokens` (and B under `max_sentences`). The batch list is fixed;
+// each epoch visits it in an order shuffled by splitmix64(seed, epoch), so the stream is a pure
+// function of (seed, epoch, index) and resuming needs only those two counters.
+#pragma once
+#include <vector>
+
+#include "qkv/train/seq2seq_data.h"
+
+namespace qkv::train {
+
+class Seq2SeqStream : public BatchStream {
+ public:
+  Seq2SeqStream(std::vector<Example> examples, SeqIds ids, int64_t max_tokens, int64_t max_sentences, uint64_t seed);
+
+  Seq2SeqBatch next() override;
+  int64_t epoch() const override { return epoch_; }
+  std::map<std::string, int64_t> position() const override;
+  void restore(const std::map<std::string, int64_t>& pos) override;
+
+  int64_t batches_per_epoch() const { return int64_t(batches_.size()); }
+  const std::vector<Example>& examples() const { return examples_; }
+  // Every batch once, in corpus order (for validation).
+  std::vector<Seq2SeqBatch> all_batches() const;
+
+ private:
+  void shuffle_for_epoch();
+  std::vector<Example> examples_;
+  SeqIds ids_;
+  uint64_t seed_;
+  std::vector<std::vector<int64_t>> batches_;  // example indices per batch
+  std::vector<int64_t> order_;                 // batch visit order this epoch
+  int64_t epoch_ = 0, index_ = 0;
+};
+
+}  // namespace qkv::train
