@@ -71,9 +71,10 @@ def padding_mask(B, T, g, min_len=1):
 
 def layer_cases(r, g):
     D, H, FF, B, T, S = 16, 4, 40, 3, 6, 7
-    for kind in ("enc", "dec"):
-        for pre in (False, True):
-            for act in ("relu", "gelu"):
+    variants = [(k, pre, act, False) for k in ("enc", "dec") for pre in (False, True) for act in ("relu", "gelu")]
+    variants.append(("enc", True, "gelu", True))  # causal self-attention only: the GPT block
+    for kind, pre, act, causal_enc in variants:
+            if True:
                 torch.manual_seed(17)
                 cls = nn.TransformerEncoderLayer if kind == "enc" else nn.TransformerDecoderLayer
                 layer = cls(D, H, FF, dropout=0.0, activation=act, batch_first=True, norm_first=pre)
@@ -82,7 +83,8 @@ def layer_cases(r, g):
                 x = torch.randn(B, T, D, generator=g, requires_grad=True)
                 if kind == "enc":
                     kpm = padding_mask(B, T, g)
-                    y = layer(x, src_key_padding_mask=kpm)
+                    causal = torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if causal_enc else None
+                    y = layer(x, src_mask=causal, src_key_padding_mask=kpm)
                     extra = {"key_padding": kpm.to(torch.uint8)}
                     inputs = {"x": x}
                 else:
@@ -102,9 +104,9 @@ def layer_cases(r, g):
                 for n, t in named.items():
                     tensors["p." + n] = t
                     tensors["g." + n] = gp[n]
-                name = f"layer_{kind}_{'pre' if pre else 'post'}_{act}"
+                name = f"layer_{kind}_{'pre' if pre else 'post'}_{act}{'_causal' if causal_enc else ''}"
                 r.case(name, {"kind": kind, "pre_norm": pre, "activation": act, "d_model": D, "heads": H,
-                              "d_ff": FF}, **tensors)
+                              "d_ff": FF, "causal": causal_enc}, **tensors)
 
 
 def sinusoid(max_len, d):
@@ -201,12 +203,26 @@ def model_cases(r, g):
         tgt_in = torch.cat([torch.full((B, 1), c["bos_id"]), body[:, :-1]], 1)
         tgt_out = body.clone()
         tgt_out[2, -2:] = c["pad_id"]  # ignored positions
+        # Cross-attention weights per decoder layer, (B, H, T, S): recomputed from each layer's inputs.
+        cross = []
+
+        def hook(mha, inputs, output):
+            with torch.no_grad():
+                x, mem = inputs[0], inputs[1]
+                cross.append(mha.forward(x, mem, mem, key_padding_mask=src_pad, need_weights=True,
+                                         average_attn_weights=False)[1])  # .forward: no hooks
+
+        hooks = [layer.multihead_attn.register_forward_hook(hook) for layer in m.tf.decoder.layers]
         logits = m(src, src_pad, tgt_in)
+        for h in hooks:
+            h.remove()
         loss = F.cross_entropy(logits.reshape(-1, c["tgt_vocab"]), tgt_out.reshape(-1), ignore_index=c["pad_id"])
         named = m.named_qkv(lambda p: p)
         gp = m.named_qkv(grad_getter(m, loss))
         tensors = {"src": src, "src_pad": src_pad.to(torch.uint8), "tgt_in": tgt_in, "tgt_out": tgt_out,
                    "logits": logits, "loss": loss}
+        for i, w in enumerate(cross):
+            tensors[f"cross_{i}"] = w
         for n, t in named.items():
             tensors["p." + n] = t
             tensors["g." + n] = gp[n]

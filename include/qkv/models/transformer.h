@@ -1,0 +1,105 @@
+// qkv/models/transformer.h - the encoder-decoder Transformer (Vaswani et al. 2017) as a Seq2Seq.
+//
+//   memory = Encoder(Dropout(E_src[src] * sqrt(d) + PE))                       (B, S, D)
+//   logits = Generator(Decoder(Dropout(E_tgt[tgt_in] * sqrt(d) + PE), memory))  (B, T, V)
+//
+// Parameter names: src_embed.weight, tgt_embed.weight (the same tensor when shared: saved once,
+// as src_embed.weight), src_pos.weight / tgt_pos.weight (learned positions only),
+// encoder.layers.{i}.*, decoder.layers.{i}.* (see transformer_blocks.h), encoder.layer_norm /
+// decoder.layer_norm (pre-LN only), generator.weight (omitted when tied to tgt_embed), generator.bias.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "qkv/models/seq2seq.h"
+#include "qkv/models/transformer_blocks.h"
+#include "qkv/nn/positional.h"
+
+namespace qkv::models {
+
+enum class PositionalKind { sinusoidal, learned };
+
+struct TransformerConfig {
+  int64_t src_vocab = 0, tgt_vocab = 0;
+  int64_t d_model = 512, heads = 8, enc_layers = 6, dec_layers = 6, d_ff = 2048;
+  double dropout = 0.1;            // embeddings, every sublayer output, inside the FFN
+  double attention_dropout = 0.0;  // on attention weights
+  std::string activation = "relu";  // relu | gelu | gelu_tanh | silu (nn::parse_activation)
+  bool pre_norm = false;            // pre-LN blocks + final LayerNorms; post-LN (the paper) otherwise
+  bool shared_embeddings = false;   // one table for source and target (needs src_vocab == tgt_vocab)
+  bool tie_output = false;          // generator.weight is tgt_embed.weight
+  int64_t max_len = 512;            // longest source / target sequence
+  int64_t pad_id = 0, bos_id = 1, eos_id = 2;
+  PositionalKind positional = PositionalKind::sinusoidal;  // sinusoidal: interleaved sin/cos (the paper)
+  bool scale_embeddings = true;     // multiply embeddings by sqrt(d_model)
+
+  void validate() const;  // throws qkv::Error naming the field
+  BlockOptions block_options() const;
+};
+
+// JSON with every field above ("positional": "sinusoidal" | "learned"). from_json starts from the
+// defaults, rejects unknown keys and wrong types (qkv::Error naming the key) and validates.
+void to_json(nlohmann::json& j, const TransformerConfig& c);
+void from_json(const nlohmann::json& j, TransformerConfig& c);
+
+// Decoding state: per-layer self-attention caches and projected encoder K/V.
+class TransformerState : public DecoderState {
+ public:
+  void select_rows(const std::vector<int64_t>& rows) override;
+  int64_t rows() const override { return src_pad.defined() ? src_pad.size(0) : rows_; }
+  int64_t steps() const override { return steps_; }
+
+  std::vector<DecoderLayerCache> layers;
+  Tensor src_pad;  // (rows, S) u8, or undefined (no padding)
+  int64_t rows_ = 0, steps_ = 0;
+};
+
+// The output projection; tie() makes its weight another parameter (the target embedding).
+class OutputProjection : public nn::Linear {
+ public:
+  OutputProjection(int64_t d_model, int64_t vocab) : nn::Linear(d_model, vocab, true) {}
+  void tie(const Tensor& w);  // w (vocab, d_model)
+};
+
+class Transformer : public Seq2Seq {
+ public:
+  // Initialises like the paper's reference / the Annotated Transformer: Xavier-uniform matrices
+  // and embeddings (padding row zero), zero biases, LayerNorm (1, 0).
+  explicit Transformer(const TransformerConfig& cfg, Generator& gen = default_generator());
+
+  // ---- Seq2Seq ----
+  // src (B, S) i64, src_pad (B, S) u8 1 = padding (or undefined), tgt_in (B, T) i64 -> (B, T, V).
+  Tensor forward(const Tensor& src, const Tensor& src_pad, const Tensor& tgt_in) override;
+  std::unique_ptr<DecoderState> start(const Tensor& src, const Tensor& src_pad) override;
+  // last_tokens (rows) or (rows, 1) i64 -> logits (rows, V). Runs under no-grad.
+  Tensor step(DecoderState& state, const Tensor& last_tokens) override;
+  // Per decoder layer (B, H, T, S), computed in eval mode (training flag restored after).
+  AttentionMaps cross_attention(const Tensor& src, const Tensor& src_pad, const Tensor& tgt_in) override;
+  int64_t src_vocab() const override { return cfg_.src_vocab; }
+  int64_t tgt_vocab() const override { return cfg_.tgt_vocab; }
+  int64_t max_len() const override { return cfg_.max_len; }
+
+  // ---- pieces ----
+  Tensor encode(const Tensor& src, const Tensor& src_pad) const;  // memory (B, S, D)
+  // Decoder output after the final norm (B, T, D); cross_w receives per-layer weights if non-null.
+  Tensor decode(const Tensor& tgt_in, const Tensor& memory, const Tensor& src_pad,
+                std::vector<Tensor>* cross_w = nullptr) const;
+  Tensor embed_source(const Tensor& src) const;                          // (B, S, D), dropout applied
+  Tensor embed_target(const Tensor& tgt, int64_t offset = 0) const;      // positions offset..offset+T-1
+  const TransformerConfig& config() const { return cfg_; }
+
+  std::shared_ptr<nn::Embedding> src_embed, tgt_embed;  // the same object when shared
+  std::shared_ptr<nn::SinusoidalPositionalEncoding> sinusoid;  // sinusoidal positions
+  std::shared_ptr<nn::LearnedPositionalEmbedding> src_pos, tgt_pos;  // learned positions
+  std::shared_ptr<Encoder> encoder;
+  std::shared_ptr<Decoder> decoder;
+  std::shared_ptr<OutputProjection> generator;  // (V, D) weight, (V) bias
+  std::shared_ptr<nn::Dropout> dropout;
+
+ private:
+  Tensor check_ids(const Tensor& ids, int64_t vocab, const char* what) const;
+  AttentionMask memory_mask(const Tensor& src_pad) const;
+  TransformerConfig cfg_;
+};
+
+}  // namespace qkv::models

@@ -1,0 +1,96 @@
+// TransformerConfig: validation and config.json (de)serialisation.
+#include "qkv/models/transformer.h"
+#include "qkv/util/config.h"
+
+namespace qkv::models {
+
+void TransformerConfig::validate() const {
+  const char* w = "TransformerConfig";
+  QKV_CHECK(src_vocab > 0, w, "src_vocab must be positive, got ", src_vocab);
+  QKV_CHECK(tgt_vocab > 0, w, "tgt_vocab must be positive, got ", tgt_vocab);
+  QKV_CHECK(d_model > 0 && heads > 0 && d_model % heads == 0, w,
+            "d_model must be a positive multiple of heads, got d_model=", d_model, " heads=", heads);
+  QKV_CHECK(enc_layers >= 0 && dec_layers >= 1, w, "enc_layers must be >= 0 and dec_layers >= 1, got ", enc_layers,
+            " and ", dec_layers);
+  QKV_CHECK(d_ff > 0, w, "d_ff must be positive, got ", d_ff);
+  QKV_CHECK(dropout >= 0 && dropout < 1, w, "dropout must be in [0, 1), got ", dropout);
+  QKV_CHECK(attention_dropout >= 0 && attention_dropout < 1, w, "attention_dropout must be in [0, 1), got ",
+            attention_dropout);
+  nn::parse_activation(activation);  // throws naming the activation
+  QKV_CHECK(!shared_embeddings || src_vocab == tgt_vocab, w, "shared_embeddings needs src_vocab == tgt_vocab, got ",
+            src_vocab, " and ", tgt_vocab);
+  QKV_CHECK(max_len > 0, w, "max_len must be positive, got ", max_len);
+  QKV_CHECK(positional == PositionalKind::learned || d_model % 2 == 0, w,
+            "sinusoidal positions need an even d_model, got ", d_model);
+  for (auto [name, id] : {std::pair{"pad_id", pad_id}, std::pair{"bos_id", bos_id}, std::pair{"eos_id", eos_id}})
+    QKV_CHECK(id >= 0 && id < tgt_vocab, w, name, " must be in [0, tgt_vocab=", tgt_vocab, "), got ", id);
+  QKV_CHECK(pad_id < src_vocab, w, "pad_id must be < src_vocab=", src_vocab, ", got ", pad_id);
+}
+
+BlockOptions TransformerConfig::block_options() const {
+  BlockOptions o;
+  o.d_model = d_model;
+  o.heads = heads;
+  o.d_ff = d_ff;
+  o.dropout = dropout;
+  o.attention_dropout = attention_dropout;
+  o.activation_dropout = dropout;  // as torch.nn.Transformer
+  o.activation = nn::parse_activation(activation);
+  o.pre_norm = pre_norm;
+  o.init = nn::init::Scheme::xavier_uniform;
+  return o;
+}
+
+void to_json(nlohmann::json& j, const TransformerConfig& c) {
+  j = nlohmann::json{{"src_vocab", c.src_vocab},
+                     {"tgt_vocab", c.tgt_vocab},
+                     {"d_model", c.d_model},
+                     {"heads", c.heads},
+                     {"enc_layers", c.enc_layers},
+                     {"dec_layers", c.dec_layers},
+                     {"d_ff", c.d_ff},
+                     {"dropout", c.dropout},
+                     {"attention_dropout", c.attention_dropout},
+                     {"activation", c.activation},
+                     {"pre_norm", c.pre_norm},
+                     {"shared_embeddings", c.shared_embeddings},
+                     {"tie_output", c.tie_output},
+                     {"max_len", c.max_len},
+                     {"pad_id", c.pad_id},
+                     {"bos_id", c.bos_id},
+                     {"eos_id", c.eos_id},
+                     {"positional", c.positional == PositionalKind::learned ? "learned" : "sinusoidal"},
+                     {"scale_embeddings", c.scale_embeddings}};
+}
+
+void from_json(const nlohmann::json& j, TransformerConfig& c) {
+  QKV_CHECK(j.is_object(), "TransformerConfig", "expected a JSON object, got ", j.type_name());
+  const TransformerConfig d;  // defaults
+  ConfigReader r(j, "TransformerConfig");  // unknown keys and wrong types throw naming the key
+  c.src_vocab = r.integer("src_vocab");
+  c.tgt_vocab = r.integer("tgt_vocab");
+  c.d_model = r.integer("d_model", d.d_model);
+  c.heads = r.integer("heads", d.heads);
+  c.enc_layers = r.integer("enc_layers", d.enc_layers);
+  c.dec_layers = r.integer("dec_layers", d.dec_layers);
+  c.d_ff = r.integer("d_ff", d.d_ff);
+  c.dropout = r.number("dropout", d.dropout);
+  c.attention_dropout = r.number("attention_dropout", d.attention_dropout);
+  c.activation = r.string("activation", d.activation);
+  c.pre_norm = r.boolean("pre_norm", d.pre_norm);
+  c.shared_embeddings = r.boolean("shared_embeddings", d.shared_embeddings);
+  c.tie_output = r.boolean("tie_output", d.tie_output);
+  c.max_len = r.integer("max_len", d.max_len);
+  c.pad_id = r.integer("pad_id", d.pad_id);
+  c.bos_id = r.integer("bos_id", d.bos_id);
+  c.eos_id = r.integer("eos_id", d.eos_id);
+  c.scale_embeddings = r.boolean("scale_embeddings", d.scale_embeddings);
+  std::string pos = r.string("positional", "sinusoidal");
+  QKV_CHECK(pos == "sinusoidal" || pos == "learned", r.where("positional"),
+            "expected \"sinusoidal\" or \"learned\", got \"", pos, "\"");
+  c.positional = pos == "learned" ? PositionalKind::learned : PositionalKind::sinusoidal;
+  r.finish();
+  c.validate();
+}
+
+}  // namespace qkv::models

@@ -1,0 +1,243 @@
+// The encoder-decoder Transformer against embeddings + torch.nn.Transformer + generator
+// (tools/refs/models_transformer.py, cases model_*): logits, loss, every parameter gradient,
+// cross-attention maps; incremental decoding (start/step/select_rows) against the same logits;
+// config JSON; save/load.
+#include "qkv/models/transformer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "qkv/autograd/node.h"
+#include "qkv/ops/loss.h"
+#include "qkv/ops/shape.h"
+#include "ref.h"
+
+using namespace qkv;
+using namespace qkv::testing;
+using namespace qkv::models;
+
+namespace {
+
+std::unique_ptr<Transformer> load_model(const RefFile& ref, const std::string& c) {
+  TransformerConfig cfg = ref.params(c)["config"].get<TransformerConfig>();
+  auto m = std::make_unique<Transformer>(cfg);
+  std::map<std::string, Tensor> sd;
+  for (auto& [name, t] : ref.contents().tensors)
+    if (name.rfind(c + "/p.", 0) == 0) sd[name.substr(c.size() + 3)] = t;
+  m->load_state_dict(sd, /*strict=*/true, c);  // every qkv name present in torch's model, none extra
+  m->eval();
+  return m;
+}
+
+// Logits of position t for the given rows: (R, V).
+Tensor logits_at(const Tensor& logits, const std::vector<int64_t>& rows, int64_t t) {
+  Tensor idx = Tensor::from_vector<int64_t>(rows, {int64_t(rows.size())});
+  return contiguous(reshape(slice(index_select(logits, 0, idx), 1, t, t + 1), {int64_t(rows.size()), logits.size(2)}));
+}
+
+const std::vector<std::string> kModels = {"model_post_relu_separate", "model_pre_gelu_shared_tied",
+                                          "model_post_learned_unscaled_tied"};
+
+}  // namespace
+
+TEST(Transformer, LogitsLossAndAllGradientsMatchTorch) {
+  RefFile ref("models_transformer");
+  for (auto& c : kModels) {
+    SCOPED_TRACE(c);
+    auto m = load_model(ref, c);
+    Tensor logits = m->forward(ref.get(c, "src"), ref.get(c, "src_pad"), ref.get(c, "tgt_in"));
+    EXPECT_CLOSE(logits, ref.get(c, "logits"), kF32);
+    const int64_t pad = m->config().pad_id;
+    Tensor loss = cross_entropy(logits, ref.get(c, "tgt_out"), pad);
+    EXPECT_CLOSE(loss, ref.get(c, "loss"), kF32);
+    backward(loss);
+    size_t n = 0;
+    for (auto& [name, t] : m->named_parameters()) {
+      SCOPED_TRACE(name);
+      // Up to 5 layers deep plus embeddings: each gradient is a chain of sums over <= 48 terms.
+      // Measured worst case is below 1e-5 relative / 1e-6 absolute: fp32 tolerance holds.
+      EXPECT_CLOSE(t.grad(), ref.get(c, "g." + name), kF32);
+      ++n;
+    }
+    size_t expected = 0;
+    for (auto& [name, t] : ref.contents().tensors) expected += name.rfind(c + "/g.", 0) == 0;
+    EXPECT_EQ(n, expected);
+  }
+}
+
+TEST(Transformer, CrossAttentionMapsMatchTorch) {
+  RefFile ref("models_transformer");
+  for (auto& c : kModels) {
+    SCOPED_TRACE(c);
+    auto m = load_model(ref, c);
+    m->train();  // cross_attention() runs in eval mode and restores the flag
+    AttentionMaps maps = m->cross_attention(ref.get(c, "src"), ref.get(c, "src_pad"), ref.get(c, "tgt_in"));
+    EXPECT_TRUE(m->is_training());
+    ASSERT_EQ(int64_t(maps.layers.size()), m->config().dec_layers);
+    for (size_t i = 0; i < maps.layers.size(); ++i)
+      EXPECT_CLOSE(maps.layers[i], ref.get(c, "cross_" + std::to_string(i)), kF32);
+  }
+}
+
+TEST(Transformer, IncrementalDecodingEqualsFullForwardStepByStep) {
+  RefFile ref("models_transformer");
+  for (auto& c : kModels) {
+    SCOPED_TRACE(c);
+    auto m = load_model(ref, c);
+    Tensor tgt_in = ref.get(c, "tgt_in"), logits = ref.get(c, "logits");  // torch's full forward
+    const int64_t B = tgt_in.size(0), T = tgt_in.size(1);
+    auto state = m->start(ref.get(c, "src"), ref.get(c, "src_pad"));
+    EXPECT_EQ(state->rows(), B);
+    std::vector<int64_t> all(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) all[size_t(b)] = b;
+    for (int64_t t = 0; t < T; ++t) {
+      SCOPED_TRACE(t);
+      EXPECT_EQ(state->steps(), t);
+      Tensor step_logits = m->step(*state, contiguous(slice(tgt_in, 1, t, t + 1)));  // (B, V)
+      EXPECT_FALSE(step_logits.requires_grad());
+      EXPECT_CLOSE(step_logits, logits_at(logits, all, t), kF32);
+    }
+  }
+}
+
+TEST(Transformer, SelectRowsReordersHypothesesLikeBeamSearch) {
+  RefFile ref("models_transformer");
+  for (auto& c : kModels) {
+    SCOPED_TRACE(c);
+    auto m = load_model(ref, c);
+    Tensor tgt_in = ref.get(c, "tgt_in"), logits = ref.get(c, "logits");
+    auto state = m->start(ref.get(c, "src"), ref.get(c, "src_pad"));
+    for (int64_t t = 0; t < 2; ++t) m->step(*state, contiguous(slice(tgt_in, 1, t, t + 1)));
+    // Expand to 5 hypotheses drawn from the 3 sentences (with repeats), then reorder again later.
+    std::vector<int64_t> rows = {2, 0, 2, 1, 0};
+    state->select_rows(rows);
+    EXPECT_EQ(state->rows(), 5);
+    Tensor idx = Tensor::from_vector<int64_t>(rows, {5});
+    Tensor tgt_rows = index_select(tgt_in, 0, idx);
+    for (int64_t t = 2; t < tgt_in.size(1); ++t) {
+      SCOPED_TRACE(t);
+      if (t == 4) {  // a second reordering of the current hypotheses
+        std::vector<int64_t> again = {4, 4, 1, 0, 3};
+        state->select_rows(again);
+        std::vector<int64_t> composed;
+        for (int64_t r : again) composed.push_back(rows[size_t(r)]);
+        rows = composed;
+        tgt_rows = index_select(tgt_in, 0, Tensor::from_vector<int64_t>(rows, {5}));
+      }
+      Tensor out = m->step(*state, contiguous(slice(tgt_rows, 1, t, t + 1)));
+      EXPECT_CLOSE(out, logits_at(logits, rows, t), kF32);
+    }
+    EXPECT_THROW(state->select_rows({7}), Error);
+  }
+}
+
+TEST(Transformer, ConfigJsonRoundTripAndUnknownKey) {
+  TransformerConfig c;
+  c.src_vocab = 100;
+  c.tgt_vocab = 120;
+  c.d_model = 64;
+  c.heads = 4;
+  c.enc_layers = 3;
+  c.dec_layers = 2;
+  c.d_ff = 128;
+  c.dropout = 0.25;
+  c.attention_dropout = 0.125;
+  c.activation = "gelu";
+  c.pre_norm = true;
+  c.tie_output = true;
+  c.max_len = 77;
+  c.pad_id = 3;
+  c.bos_id = 4;
+  c.eos_id = 5;
+  c.positional = PositionalKind::learned;
+  c.scale_embeddings = false;
+  nlohmann::json j = c;
+  TransformerConfig back = j.get<TransformerConfig>();
+  EXPECT_EQ(nlohmann::json(back), j);
+  EXPECT_EQ(back.positional, PositionalKind::learned);
+  EXPECT_EQ(back.dropout, 0.25);
+  EXPECT_EQ(j.size(), 19u);  // every field is written
+
+  nlohmann::json bad = j;
+  bad["num_heads"] = 4;
+  try {
+    bad.get<TransformerConfig>();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_heads"), std::string::npos) << e.what();
+  }
+  nlohmann::json wrong_type = j;
+  wrong_type["pre_norm"] = "yes";
+  EXPECT_THROW(wrong_type.get<TransformerConfig>(), Error);
+  nlohmann::json invalid = j;
+  invalid["heads"] = 5;  // 64 % 5 != 0
+  try {
+    invalid.get<TransformerConfig>();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("heads"), std::string::npos) << e.what();
+  }
+  nlohmann::json shared = j;
+  shared["shared_embeddings"] = true;  // 100 != 120
+  EXPECT_THROW(shared.get<TransformerConfig>(), Error);
+}
+
+TEST(Transformer, TiedAndSharedParametersAreSavedOnceAndReloadBitIdentical) {
+  TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = 30;
+  c.d_model = 16;
+  c.heads = 2;
+  c.enc_layers = c.dec_layers = 1;
+  c.d_ff = 32;
+  c.shared_embeddings = true;
+  c.tie_output = true;
+  c.max_len = 20;
+  Generator g1(1), g2(2);
+  Transformer a(c, g1), b(c, g2);
+  a.eval();
+  b.eval();
+  auto sd = a.state_dict();
+  EXPECT_EQ(sd.count("src_embed.weight"), 1u);
+  EXPECT_EQ(sd.count("tgt_embed.weight"), 0u);   // shared: saved once
+  EXPECT_EQ(sd.count("generator.weight"), 0u);   // tied
+  EXPECT_EQ(sd.count("generator.bias"), 1u);
+  EXPECT_TRUE(a.generator->weight.same(a.src_embed->weight));
+  auto dir = std::filesystem::temp_directory_path() / ("qkv_test_tf_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "model.safetensors").string();
+  a.save(path);
+  Tensor src = Tensor::from_vector<int64_t>({5, 6, 7, 0, 8, 9, 10, 11}, {2, 4});
+  Tensor pad = Tensor::from_vector<uint8_t>({0, 0, 0, 1, 0, 0, 0, 0}, {2, 4});
+  Tensor tgt = Tensor::from_vector<int64_t>({1, 12, 13, 1, 14, 15}, {2, 3});
+  NoGradGuard ng;
+  ASSERT_FALSE(bit_equal(a.forward(src, pad, tgt), b.forward(src, pad, tgt)));
+  b.load(path);
+  EXPECT_TRUE(bit_equal(a.forward(src, pad, tgt), b.forward(src, pad, tgt)));
+  EXPECT_TRUE(b.generator->weight.same(b.tgt_embed->weight));  // still tied after loading
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Transformer, BadInputsNameTheField) {
+  TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = 10;
+  c.d_model = 8;
+  c.heads = 2;
+  c.enc_layers = c.dec_layers = 1;
+  c.d_ff = 8;
+  c.max_len = 4;
+  Transformer m(c);
+  Tensor src = Tensor::from_vector<int64_t>({3, 4, 5, 6, 7}, {1, 5});  // longer than max_len
+  Tensor tgt = Tensor::from_vector<int64_t>({1}, {1, 1});
+  try {
+    m.forward(src, Tensor(), tgt);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_len"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(m.forward(Tensor::from_vector<int64_t>({3, 40}, {1, 2}), Tensor(), tgt), Error);  // id 40 >= vocab
+  auto st = m.start(Tensor::from_vector<int64_t>({3, 4}, {1, 2}), Tensor());
+  EXPECT_THROW(m.step(*st, Tensor::from_vector<int64_t>({1, 1}, {2})), Error);  // 2 tokens for 1 row
+  for (int i = 0; i < 4; ++i) m.step(*st, Tensor::from_vector<int64_t>({1}, {1}));
+  EXPECT_THROW(m.step(*st, Tensor::from_vector<int64_t>({1}, {1})), Error);  // past max_len
+}
