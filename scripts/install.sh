@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake ninja-build pkg-config git
       libopenblas-openmp-dev libgtest-dev libgmock-dev libbenchmark-dev
-      nlohmann-json3-dev libcli11-dev libpng-dev
+      nlohmann-json3-dev libcli11-dev libpng-dev libfreetype-dev fonts-dejavu-core
       python3-torch python3-numpy)
 # Node.js runs the reference tokenizers (npm packages); the nodesource build ships npm itself.
 command -v node >/dev/null || PKGS+=(nodejs)
