@@ -1,0 +1,63 @@
+// qkv/text/corpus.h - pieces shared by the corpus builders: text clean-up, whitespace token
+// statistics, deterministic hashing for splits, and the build stamp that makes builds idempotent.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace qkv::text {
+
+// ---- text clean-up (private helpers of the corpus layer, not the tokenizers' UTF-8 code) ----
+bool is_valid_utf8(std::string_view s);
+// Interprets bytes as ISO-8859-1 and returns UTF-8.
+std::string latin1_to_utf8(std::string_view s);
+// Valid UTF-8 is returned as is; anything else is read as ISO-8859-1 (the usual legacy encoding
+// of Debian text files).
+std::string to_utf8(std::string_view s);
+// Replaces every run of ASCII whitespace (space, \t, \n, \r, \f, \v) and U+00A0 by one space and
+// trims both ends. Other control characters (< 0x20, 0x7f) become spaces too.
+std::string normalize_whitespace(std::string_view s);
+// True if s holds at least one letter (ASCII letter or any non-ASCII code point) after removing
+// printf/Python/brace format codes, markup tags and entities.
+bool has_words(std::string_view s);
+// Number of whitespace-separated tokens.
+size_t count_tokens(std::string_view s);
+
+// ---- statistics ----
+// Counts lines, whitespace tokens and token types over one text column.
+struct TextStats {
+  uint64_t lines = 0, tokens = 0;
+  std::unordered_map<std::string, uint64_t> types;  // token -> count
+  void add(std::string_view line);
+  nlohmann::json to_json() const;         // {"lines", "tokens", "types"}
+};
+
+// ---- deterministic choices ----
+uint64_t splitmix64(uint64_t& state);
+uint64_t fnv1a64(std::string_view s);
+// A stable pseudo-random key for a group name (package, source package) under a seed.
+uint64_t group_key(std::string_view name, uint64_t seed);
+
+enum class Split { Train, Valid, Test };
+const char* split_name(Split s);
+// Assigns whole groups to splits: groups sorted by group_key; the first round(test_frac*G)
+// (at least 1 if G >= 3) go to test, the next round(valid_frac*G) (same rule) to valid.
+std::map<std::string, Split> split_groups(const std::vector<std::string>& groups,
+                                          double valid_frac, double test_frac, uint64_t seed);
+
+// ---- idempotent builds ----
+// A build writes <out_dir>/stamp.json last, holding `key` (a JSON of everything the output
+// depends on). is_up_to_date() is true when the stamp matches and every listed file exists.
+bool is_up_to_date(const std::string& out_dir, const nlohmann::json& key,
+                   const std::vector<std::string>& files);
+void write_stamp(const std::string& out_dir, const nlohmann::json& key);
+
+// Reads one "a\tb..." line into fields split at tabs.
+std::vector<std::string_view> split_tabs(std::string_view line);
+
+}  // namespace qkv::text

@@ -1,0 +1,56 @@
+// qkv/text/corpus_mono.h - the English monolingual corpora:
+//   lm-en       language modelling: Debian long descriptions (Translation-en), GCIDE, WordNet
+//               glosses, FOLDOC, Jargon File; UTF-8 paragraphs, one per line
+//               -> <data>/lm/en/{train,valid,test}.txt
+//   cls-debian  package descriptions labelled with their archive Section, splits grouped by
+//               source package -> <data>/cls/debian-sections/{train,valid,test}.tsv ("label\ttext")
+//   sentiment   the Amazon/IMDB/Yelp sentences shipped as fixtures by npm `sentiment`,
+//               stratified seeded splits -> <data>/cls/sentiment/{train,valid,test}.tsv
+// Each build writes stats.json and a stamp; a second run does nothing (and needs no network).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qkv/text/corpus_mt.h"  // BuildResult
+
+namespace qkv::text {
+
+struct ExtraBuildOptions {
+  std::string data_dir = "data";
+  std::string cache_dir;  // "" = default_cache_dir()
+  uint64_t seed = 20240521;
+  bool force = false, verbose = false;
+};
+
+BuildResult build_lm_corpus(const ExtraBuildOptions& opt);
+BuildResult build_cls_corpus(const ExtraBuildOptions& opt);
+BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt);
+
+// ---- parsers used by the builders (exposed for tests) ----
+
+// Records of a deb822 file (Packages, Translation-en): field -> value; continuation lines are
+// kept, joined with "\n" (their leading space included).
+std::vector<std::map<std::string, std::string>> parse_deb822(std::string_view text);
+
+// Paragraphs of a Debian long description (the continuation lines of Description):
+// " ." separates paragraphs; a line indented by two or more spaces, or a bullet (" * ", " - ",
+// " o "), starts a new one. Each paragraph is whitespace-normalised.
+std::vector<std::string> description_paragraphs(std::string_view long_description);
+
+// Entries of a dictd database: the .index ("word\t<b64 offset>\t<b64 length>") and the
+// decompressed .dict. Returns each distinct entry's text, in offset order, skipping the
+// 00-database-* metadata entries.
+std::vector<std::string> dictd_entries(std::string_view index, std::string_view dict);
+// Decodes dictd's base64 numbers ("A".."/" = 0..63, most significant digit first).
+uint64_t dictd_b64(std::string_view s);
+// Paragraphs of a dictd entry: drops the head line, splits at blank lines, removes {braces}
+// of cross references, normalises whitespace.
+std::vector<std::string> dictd_paragraphs(std::string_view entry);
+
+// Glosses of a WordNet data.* file (the text after " | " on each synset line).
+std::vector<std::string> wordnet_glosses(std::string_view data_file);
+
+}  // namespace qkv::text

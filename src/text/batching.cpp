@@ -1,0 +1,148 @@
+#include "qkv/text/batching.h"
+
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "qkv/text/corpus.h"  // splitmix64
+#include "qkv/util/error.h"
+
+namespace qkv::text {
+
+void ParallelDataset::add(const std::vector<int32_t>& src, const std::vector<int32_t>& tgt) {
+  src_.insert(src_.end(), src.begin(), src.end());
+  tgt_.insert(tgt_.end(), tgt.begin(), tgt.end());
+  src_off_.push_back(src_.size());
+  tgt_off_.push_back(tgt_.size());
+}
+
+int64_t Batch::real_tokens() const {
+  int64_t n = 0;
+  for (int64_t b = 0; b < batch; ++b) n += std::max(src_lengths[b], tgt_lengths[b]);
+  return n;
+}
+
+std::vector<uint8_t> key_padding_mask(const std::vector<int32_t>& lengths, int64_t max_len) {
+  std::vector<uint8_t> m(lengths.size() * size_t(max_len));  // (B, L)
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    QKV_CHECK(lengths[b] >= 0 && lengths[b] <= max_len, "key_padding_mask", "length ", lengths[b],
+              " of row ", b, " outside [0, ", max_len, "]");
+    for (int64_t t = 0; t < max_len; ++t) m[b * size_t(max_len) + size_t(t)] = t >= lengths[b];
+  }
+  return m;
+}
+
+std::array<int64_t, 3> DataPosition::to_array() const {
+  return {int64_t(epoch), int64_t(batch_index), int64_t(seed)};
+}
+DataPosition DataPosition::from_array(const std::array<int64_t, 3>& a) {
+  return {uint64_t(a[0]), uint64_t(a[1]), uint64_t(a[2])};
+}
+std::string DataPosition::to_json() const {
+  return nlohmann::json{{"epoch", epoch}, {"batch_index", batch_index}, {"seed", seed}}.dump();
+}
+DataPosition DataPosition::from_json(const std::string& s) {
+  try {
+    auto j = nlohmann::json::parse(s);
+    return {j.at("epoch").get<uint64_t>(), j.at("batch_index").get<uint64_t>(), j.at("seed").get<uint64_t>()};
+  } catch (const nlohmann::json::exception& e) {
+    fail("DataPosition::from_json", "expected {\"epoch\", \"batch_index\", \"seed\"}, got '", s, "': ", e.what());
+  }
+}
+
+TokenBudgetBatcher::TokenBudgetBatcher(const ParallelDataset& data, const BatcherOptions& opt,
+                                       uint64_t seed)
+    : data_(data), opt_(opt) {
+  QKV_CHECK(opt.max_tokens > 0, "TokenBudgetBatcher", "max_tokens must be > 0, got ", opt.max_tokens);
+  QKV_CHECK(opt.max_batch >= 0 && opt.max_len >= 0, "TokenBudgetBatcher",
+            "max_batch and max_len must be >= 0, got ", opt.max_batch, " and ", opt.max_len);
+  pos_.seed = seed;
+  auto len = [&](int64_t i) { return std::max(data.src_len(size_t(i)), data.tgt_len(size_t(i))); };
+  std::vector<int64_t> idx;
+  for (size_t i = 0; i < data.size(); ++i) {
+    const int64_t l = len(int64_t(i));
+    if ((opt.max_len && std::max(data.src_len(i), data.tgt_len(i)) > opt.max_len) || l > opt.max_tokens ||
+        l == 0) {
+      ++skipped_;
+      continue;
+    }
+    idx.push_back(int64_t(i));
+  }
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
+    const int64_t la = len(a), lb = len(b);
+    if (la != lb) return la < lb;
+    if (data.src_len(size_t(a)) != data.src_len(size_t(b))) return data.src_len(size_t(a)) < data.src_len(size_t(b));
+    return data.tgt_len(size_t(a)) < data.tgt_len(size_t(b));
+  });
+  // Greedy packing: lengths ascend, so the newest member is the longest row.
+  std::vector<int64_t> cur;
+  for (int64_t i : idx) {
+    const int64_t rows = int64_t(cur.size()) + 1;
+    const bool fits = rows * len(i) <= opt.max_tokens && (!opt.max_batch || rows <= opt.max_batch);
+    if (!fits && !cur.empty()) {
+      batches_.push_back(std::move(cur));
+      cur.clear();
+    }
+    cur.push_back(i);
+  }
+  if (!cur.empty()) batches_.push_back(std::move(cur));
+  QKV_CHECK(batches_.size() < (1ull << 32), "TokenBudgetBatcher", "too many batches: ", batches_.size());
+}
+
+std::vector<uint32_t> TokenBudgetBatcher::epoch_order(uint64_t epoch) const {
+  std::vector<uint32_t> order(batches_.size());
+  std::iota(order.begin(), order.end(), 0u);
+  uint64_t state = pos_.seed ^ (0xd1b54a32d192ed03ull * (epoch + 1));
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[splitmix64(state) % i]);
+  return order;
+}
+
+Batch TokenBudgetBatcher::make_batch(const std::vector<int64_t>& members) const {
+  Batch b;
+  b.batch = int64_t(members.size());
+  for (int64_t i : members) {
+    b.src_len = std::max(b.src_len, data_.src_len(size_t(i)));
+    b.tgt_len = std::max(b.tgt_len, data_.tgt_len(size_t(i)));
+  }
+  b.src.assign(size_t(b.batch * b.src_len), opt_.pad_id);
+  b.tgt.assign(size_t(b.batch * b.tgt_len), opt_.pad_id);
+  for (int64_t r = 0; r < b.batch; ++r) {
+    const size_t i = size_t(members[size_t(r)]);
+    const int64_t ls = data_.src_len(i), lt = data_.tgt_len(i);
+    std::copy(data_.src(i), data_.src(i) + ls, b.src.begin() + r * b.src_len);
+    std::copy(data_.tgt(i), data_.tgt(i) + lt, b.tgt.begin() + r * b.tgt_len);
+    b.src_lengths.push_back(int32_t(ls));
+    b.tgt_lengths.push_back(int32_t(lt));
+    b.indices.push_back(int64_t(i));
+  }
+  return b;
+}
+
+Batch TokenBudgetBatcher::batch_at(uint64_t epoch, uint64_t i) const {
+  QKV_CHECK(i < batches_.size(), "TokenBudgetBatcher::batch_at", "batch index ", i, " out of range [0, ",
+            batches_.size(), ")");
+  return make_batch(batches_[epoch_order(epoch)[i]]);
+}
+
+Batch TokenBudgetBatcher::next() {
+  QKV_CHECK(!batches_.empty(), "TokenBudgetBatcher::next", "no batches (dataset empty or every example skipped)");
+  if (order_epoch_ != pos_.epoch) {
+    order_ = epoch_order(pos_.epoch);
+    order_epoch_ = pos_.epoch;
+  }
+  Batch b = make_batch(batches_[order_[pos_.batch_index]]);
+  if (++pos_.batch_index == batches_.size()) {
+    ++pos_.epoch;
+    pos_.batch_index = 0;
+  }
+  return b;
+}
+
+void TokenBudgetBatcher::restore(const DataPosition& p) {
+  QKV_CHECK(p.seed == pos_.seed, "TokenBudgetBatcher::restore", "position seed ", p.seed,
+            " differs from this batcher's seed ", pos_.seed);
+  QKV_CHECK(p.batch_index < batches_.size(), "TokenBudgetBatcher::restore", "batch_index ",
+            p.batch_index, " out of range [0, ", batches_.size(), ")");
+  pos_ = p;
+}
+
+}  // namespace qkv::text

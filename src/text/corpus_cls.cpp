@@ -1,0 +1,96 @@
+// cls-debian: package descriptions labelled with their Section; splits grouped by source package.
+#include <chrono>
+#include <filesystem>
+#include <unordered_map>
+
+#include "qkv/text/corpus.h"
+#include "qkv/text/corpus_mono.h"
+#include "qkv/text/debian.h"
+#include "qkv/util/error.h"
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace qkv::text {
+
+BuildResult build_cls_corpus(const ExtraBuildOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  BuildResult res;
+  res.out_dir = opt.data_dir + "/cls/debian-sections";
+  const double valid_frac = 0.1, test_frac = 0.1;
+  const nlohmann::json key = {{"builder", "qkv cls-debian corpus v1"},
+                              {"indexes", {"bookworm main/binary-amd64/Packages.xz",
+                                           "bookworm main/i18n/Translation-en.xz"}},
+                              {"valid_frac", valid_frac}, {"test_frac", test_frac}, {"seed", opt.seed}};
+  const std::vector<std::string> outputs = {"train.tsv", "valid.tsv", "test.tsv", "stats.json"};
+  if (!opt.force && is_up_to_date(res.out_dir, key, outputs)) {
+    res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
+    return res;
+  }
+  const std::string cache = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
+  const std::string pk = fetch_archive_index("main/binary-amd64/Packages.xz", cache, "bookworm", opt.verbose);
+  const std::string tr = fetch_archive_index("main/i18n/Translation-en.xz", cache, "bookworm", opt.verbose);
+
+  std::unordered_map<std::string, std::string> long_desc;  // Description-md5 -> long text
+  for (auto& rec : parse_deb822(read_compressed(tr))) {
+    const std::string& d = rec["Description-en"];
+    size_t nl = d.find('\n');
+    std::string text;
+    if (nl != std::string::npos)
+      for (const auto& p : description_paragraphs(std::string_view(d).substr(nl + 1)))
+        text += (text.empty() ? "" : " ") + p;
+    long_desc[rec["Description-md5"]] = to_utf8(text);
+  }
+
+  struct Example {
+    std::string label, source, text;
+  };
+  std::vector<Example> ex;
+  std::vector<std::string> sources;
+  uint64_t no_long = 0;
+  for (auto& rec : parse_deb822(read_compressed(pk))) {
+    std::string section = rec["Section"];
+    if (section.empty()) continue;
+    if (size_t sl = section.rfind('/'); sl != std::string::npos) section.erase(0, sl + 1);
+    std::string source = rec.count("Source") ? rec["Source"] : rec["Package"];
+    if (size_t sp = source.find(' '); sp != std::string::npos) source.resize(sp);  // "src (ver)"
+    std::string text = normalize_whitespace(to_utf8(rec["Description"]));
+    auto it = long_desc.find(rec["Description-md5"]);
+    if (it != long_desc.end() && !it->second.empty()) text += " " + it->second;
+    else ++no_long;
+    ex.push_back({section, source, text});
+    sources.push_back(source);
+  }
+  auto split_of = split_groups(sources, valid_frac, test_frac, opt.seed);
+  std::string out[3];
+  TextStats st[3];
+  std::map<std::string, uint64_t> classes[3];
+  for (const auto& e : ex) {
+    int k = int(split_of[e.source]);
+    out[k] += e.label + "\t" + e.text + "\n";
+    st[k].add(e.text);
+    ++classes[k][e.label];
+  }
+  fs::create_directories(res.out_dir);
+  std::map<std::string, uint64_t> all_classes;
+  nlohmann::json stats = {{"name", "cls-debian"}, {"examples", ex.size()},
+                          {"source_packages", split_of.size()}, {"without_long_description", no_long}};
+  for (Split s : {Split::Train, Split::Valid, Split::Test}) {
+    const int k = int(s);
+    write_file_atomic(res.out_dir + "/" + split_name(s) + ".tsv", out[k]);
+    uint64_t n_src = 0;
+    for (auto& [src, sp] : split_of) n_src += sp == s;
+    stats["splits"][split_name(s)] = {{"examples", st[k].lines}, {"source_packages", n_src},
+                                      {"text", st[k].to_json()}, {"classes", classes[k]}};
+    for (auto& [c, n] : classes[k]) all_classes[c] += n;
+  }
+  stats["classes"] = all_classes.size();
+  stats["seconds_total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_file_atomic(res.out_dir + "/stats.json", stats.dump(2) + "\n");
+  write_stamp(res.out_dir, key);
+  res.stats = stats;
+  res.built = true;
+  return res;
+}
+
+}  // namespace qkv::text

@@ -1,0 +1,122 @@
+// lm-en: English paragraphs from Debian descriptions and dictionaries, one per line.
+#include <chrono>
+#include <filesystem>
+#include <unordered_set>
+
+#include "qkv/text/corpus.h"
+#include "qkv/text/corpus_mono.h"
+#include "qkv/text/debian.h"
+#include "qkv/util/error.h"
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace qkv::text {
+namespace {
+
+constexpr size_t kMinTokens = 6;
+const std::vector<std::string> kLmPackages = {"dict-gcide", "dict-foldoc", "dict-jargon", "wordnet-base"};
+
+// Extracts the files of `deb` under `prefix` into dir (flat, by base name); returns base names.
+void extract_to(const std::string& deb, const std::string& prefix, const std::string& dir) {
+  fs::create_directories(dir);
+  extract_deb_files(
+      deb, [&](const std::string& p) { return p.rfind(prefix, 0) == 0; },
+      [&](const std::string& p, std::string&& data) {
+        write_file_atomic(dir + "/" + fs::path(p).filename().string(), data);
+      });
+}
+
+}  // namespace
+
+BuildResult build_lm_corpus(const ExtraBuildOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  BuildResult res;
+  res.out_dir = opt.data_dir + "/lm/en";
+  const nlohmann::json key = {{"builder", "qkv lm-en corpus v1"}, {"packages", kLmPackages},
+                              {"index", "bookworm main/i18n/Translation-en.xz"},
+                              {"min_tokens", kMinTokens}, {"seed", opt.seed}};
+  const std::vector<std::string> outputs = {"train.txt", "valid.txt", "test.txt", "stats.json"};
+  if (!opt.force && is_up_to_date(res.out_dir, key, outputs)) {
+    res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
+    return res;
+  }
+  const std::string cache = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
+  const std::string tr = fetch_archive_index("main/i18n/Translation-en.xz", cache, "bookworm", opt.verbose);
+  auto debs = fetch_debs(kLmPackages, cache + "/debs", opt.verbose);
+  const std::string ex = cache + "/extracted";
+  extract_to(debs.at("dict-gcide"), "usr/share/dictd/gcide.", ex + "/dict-gcide");
+  extract_to(debs.at("dict-foldoc"), "usr/share/dictd/foldoc.", ex + "/dict-foldoc");
+  extract_to(debs.at("dict-jargon"), "usr/share/dictd/jargon.", ex + "/dict-jargon");
+  extract_to(debs.at("wordnet-base"), "usr/share/wordnet/data.", ex + "/wordnet-base");
+
+  std::unordered_set<std::string> seen;
+  std::vector<std::pair<std::string, std::string>> paras;  // (source, paragraph)
+  nlohmann::json sources;
+  auto add = [&](const std::string& source, std::vector<std::string>&& ps) {
+    uint64_t lines = 0, tokens = 0, candidates = ps.size();
+    for (auto& p : ps) {
+      size_t nt = count_tokens(p);
+      if (nt < kMinTokens || !has_words(p) || !seen.insert(p).second) continue;
+      ++lines;
+      tokens += nt;
+      paras.emplace_back(source, std::move(p));
+    }
+    sources[source] = {{"candidates", candidates}, {"lines", lines}, {"tokens", tokens}};
+  };
+
+  {
+    std::vector<std::string> ps;
+    for (auto& rec : parse_deb822(read_compressed(tr))) {
+      const std::string& d = rec["Description-en"];
+      size_t nl = d.find('\n');
+      if (nl == std::string::npos) continue;
+      for (auto& p : description_paragraphs(std::string_view(d).substr(nl + 1))) ps.push_back(to_utf8(p));
+    }
+    add("debian-descriptions", std::move(ps));
+  }
+  for (const char* name : {"gcide", "foldoc", "jargon"}) {
+    const std::string dir = ex + "/dict-" + std::string(name);
+    const std::string dict = read_compressed(dir + "/" + name + ".dict.dz");
+    std::vector<std::string> ps;
+    for (const auto& e : dictd_entries(read_file(dir + "/" + name + ".index"), dict))
+      for (auto& p : dictd_paragraphs(e)) ps.push_back(std::move(p));
+    add(name, std::move(ps));
+  }
+  {
+    std::vector<std::string> ps;
+    for (const char* pos : {"noun", "verb", "adj", "adv"})
+      for (auto& g : wordnet_glosses(read_file(ex + "/wordnet-base/data." + pos))) ps.push_back(std::move(g));
+    add("wordnet", std::move(ps));
+  }
+
+  // Paragraph-level split by a seeded hash of the text: 1% test, 1% valid.
+  std::string text[3];
+  TextStats st[3];
+  for (const auto& [src, p] : paras) {
+    uint64_t h = group_key(p, opt.seed) % 1000;
+    int k = h < 10 ? 2 : h < 20 ? 1 : 0;
+    text[k] += p;
+    text[k] += '\n';
+    st[k].add(p);
+  }
+  fs::create_directories(res.out_dir);
+  nlohmann::json stats = {{"name", "lm-en"}, {"sources", sources}, {"packages", kLmPackages},
+                          {"translation_index", tr}};
+  uint64_t total = 0;
+  for (Split s : {Split::Train, Split::Valid, Split::Test}) {
+    const int k = int(s);
+    write_file_atomic(res.out_dir + "/" + split_name(s) + ".txt", text[k]);
+    stats["splits"][split_name(s)] = {{"examples", st[k].lines}, {"text", st[k].to_json()}};
+    total += st[k].lines;
+  }
+  stats["paragraphs"] = total;
+  stats["seconds_total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_file_atomic(res.out_dir + "/stats.json", stats.dump(2) + "\n");
+  write_stamp(res.out_dir, key);
+  res.stats = stats;
+  res.built = true;
+  return res;
+}
+
+}  // namespace qkv::text

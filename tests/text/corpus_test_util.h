@@ -1,0 +1,34 @@
+// Helpers shared by the corpus/mo/batching tests: scratch directories and running tools.
+#pragma once
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "qkv/util/file.h"
+
+namespace qkv_test {
+
+// A fresh directory under the build tree, unique per test and process.
+inline std::string scratch_dir(const std::string& name) {
+  namespace fs = std::filesystem;
+  fs::path p = fs::path(QKV_BINARY_DIR) / "test_scratch" / (name + "." + std::to_string(getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+// Runs a shell command; returns its exit status (0 = success).
+inline int run_shell(const std::string& cmd) {
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+inline std::string python() { return "/usr/bin/python3"; }
+inline std::string tool(const std::string& rel) {
+  return std::string(QKV_SOURCE_DIR) + "/tools/text/" + rel;
+}
+
+}  // namespace qkv_test
