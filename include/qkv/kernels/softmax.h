@@ -16,13 +16,16 @@
 namespace qkv::kernels {
 
 // exp(x) for f32 in a form the compiler vectorises (no libm call): Cody-Waite range reduction
-// x = n ln2 + r, a degree-6 minimax polynomial for exp(r) (Cephes expf coefficients), then 2^n by
+// x = n ln2 + r (n rounded by the 1.5 * 2^23 trick), a degree-6 minimax polynomial for exp(r) (Cephes expf coefficients), then 2^n by
 // building the exponent bits. Max error ~2 ulp; exp(x) = 0 for x < -87.33 (below FLT_MIN), +inf
 // above 88.72.
 inline float vexp(float x) {
   constexpr float kLo = -87.33654475f, kHi = 88.72283906f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (no floor call)
   float xc = x < kLo ? kLo : (x > kHi ? kHi : x);
-  float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  float t = xc * 1.44269504088896341f + kRound;
+  float n = t - kRound;                                   // round(x / ln2)
+  int32_t ni = std::bit_cast<int32_t>(t) - 0x4B400000;    // the same integer, from the bits
   float r = xc - n * 0.693359375f;  // ln2 split in two parts: exact product with the high part
   r = r + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -32,8 +35,7 @@ inline float vexp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   float e = p * r * r + r + 1.0f;
-  int32_t bits = (int32_t(n) + 127) << 23;
-  float y = e * std::bit_cast<float>(bits);
+  float y = e * std::bit_cast<float>((ni + 127) << 23);
   y = x < kLo ? 0.0f : y;
   return x > kHi ? INFINITY : y;
 }

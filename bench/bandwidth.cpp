@@ -1,0 +1,105 @@
+// bench/bandwidth.cpp - memory-bound kernels against a STREAM-like triad, in the same run.
+//
+// Triad a = b + s * c on 64 MB f32 arrays sets the machine's attainable bandwidth (STREAM
+// counting: 3 x 64 MB per pass, write-allocate traffic not counted). Then, on 64 MB tensors:
+// elementwise add (3 x 64 MB), gelu, softmax over rows of 1024 and layer_norm over rows of 1024
+// (2 x 64 MB each: read x, write y), all through the public ops under NoGradGuard, so output
+// allocation (served by the caching allocator after the first pass) is included.
+// Each figure is the best of `reps` passes after one warm-up (STREAM reports the best).
+//
+// Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_bandwidth [reps]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "qkv/autograd/node.h"
+#include "qkv/ops/elementwise.h"
+#include "qkv/ops/norm.h"
+#include "qkv/ops/softmax.h"
+#include "qkv/tensor/rng.h"
+#include "qkv/tensor/tensor.h"
+
+using namespace qkv;
+
+namespace {
+
+constexpr int64_t kBytes = 64ll << 20;               // 64 MB per array / tensor
+constexpr int64_t kN = kBytes / int64_t(sizeof(float));  // 16 Mi floats
+constexpr int64_t kRow = 1024;
+
+double best_seconds(int reps, const std::function<void()>& fn) {
+  fn();  // warm-up: page faults, allocator cache
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    auto t1 = std::chrono::steady_clock::now();
+    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
+  }
+  return best;
+}
+
+Tensor random_tensor(const Shape& s, uint64_t seed) {
+  Tensor t = Tensor::empty(s);
+  Generator g(seed);
+  g.normal(t.data<float>(), t.numel());
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = argc > 1 ? std::atoi(argv[1]) : 10;
+  NoGradGuard no_grad;
+  std::printf("bench_bandwidth: %d OpenMP threads, arrays of %lld MB, best of %d\n", omp_get_max_threads(),
+              (long long)(kBytes >> 20), reps);
+
+  // STREAM-like triad on raw arrays, first-touched by the threads that use them.
+  float* a = static_cast<float*>(std::aligned_alloc(64, size_t(kBytes)));
+  float* b = static_cast<float*>(std::aligned_alloc(64, size_t(kBytes)));
+  float* c = static_cast<float*>(std::aligned_alloc(64, size_t(kBytes)));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < kN; ++i) {
+    a[i] = 0.f;
+    b[i] = 1.f;
+    c[i] = 2.f;
+  }
+  const float s = 3.f;
+  double t_triad = best_seconds(reps, [&] {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < kN; ++i) a[i] = b[i] + s * c[i];
+  });
+  double triad = 3.0 * double(kBytes) / t_triad / 1e9;
+  if (a[kN / 2] != 7.f) std::printf("triad check failed\n");
+
+  Tensor x = random_tensor({kN / kRow, kRow}, 1), y = random_tensor({kN / kRow, kRow}, 2);
+  Tensor w = random_tensor({kRow}, 3), bias = random_tensor({kRow}, 4);
+  struct Row {
+    std::string name;
+    double bytes, seconds;
+  };
+  std::vector<Row> rows;
+  rows.push_back({"add (x + y)", 3.0 * kBytes, best_seconds(reps, [&] { add(x, y); })});
+  rows.push_back({"gelu (erf)", 2.0 * kBytes, best_seconds(reps, [&] { gelu(x); })});
+  rows.push_back({"gelu (tanh)", 2.0 * kBytes, best_seconds(reps, [&] { gelu(x, GeluApprox::tanh); })});
+  rows.push_back({"softmax (rows 1024)", 2.0 * kBytes, best_seconds(reps, [&] { softmax(x); })});
+  rows.push_back({"log_softmax (rows 1024)", 2.0 * kBytes, best_seconds(reps, [&] { log_softmax(x); })});
+  rows.push_back({"layer_norm (rows 1024)", 2.0 * kBytes, best_seconds(reps, [&] { layer_norm(x, w, bias); })});
+
+  std::printf("%-26s %10s %10s %10s\n", "kernel", "ms", "GB/s", "% triad");
+  std::printf("%-26s %10.2f %10.2f %9.1f%%\n", "triad a = b + s*c", t_triad * 1e3, triad, 100.0);
+  for (const Row& r : rows) {
+    double gbs = r.bytes / r.seconds / 1e9;
+    std::printf("%-26s %10.2f %10.2f %9.1f%%\n", r.name.c_str(), r.seconds * 1e3, gbs, 100.0 * gbs / triad);
+  }
+  std::free(a);
+  std::free(b);
+  std::free(c);
+  return 0;
+}
