@@ -22,7 +22,7 @@
 namespace qkv::kernels {
 
 constexpr int64_t kAttnBlockQ = 64;   // query rows per tile
-constexpr int64_t kAttnBlockK = 64;   // key columns per tile
+constexpr int64_t kAttnBlockK = 128;  // key columns per tile
 
 // All optional; a position is masked if any of them masks it.
 struct AttnMask {

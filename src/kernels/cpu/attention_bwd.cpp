@@ -96,7 +96,7 @@ struct Bwd {
 
 template <typename T>
 void zero_rows(const View<T>& x, const Dims& d, int64_t T_, int64_t D) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (d.parallel())
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h)
       for (int64_t t = 0; t < T_; ++t) std::fill(x.row(b, h, t), x.row(b, h, t) + D, T(0));
@@ -111,7 +111,7 @@ void backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   const View<T> O(out), dO(dout);
   // D = rowsum(dO * out)   (B, H, Tq)
   std::vector<T> Drow(size_t(d.B * d.H * d.Tq));
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (d.parallel())
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h)
       for (int64_t i = 0; i < d.Tq; ++i) {
@@ -126,9 +126,9 @@ void backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   zero_rows(bw.dK, d, d.Tk, d.Dh);
   zero_rows(bw.dV, d, d.Tk, d.Dv);
   const int64_t nqb = (d.Tq + kAttnBlockQ - 1) / kAttnBlockQ, nkb = (d.Tk + kAttnBlockK - 1) / kAttnBlockK;
-  const int64_t heads = d.B * d.H, threads = omp_get_max_threads();
+  const int64_t heads = d.B * d.H, threads = d.parallel() ? omp_get_max_threads() : 1;
   if (heads % threads == 0 || heads >= 4 * threads) {
-#pragma omp parallel
+#pragma omp parallel if (d.parallel())
     {
       typename Bwd<T>::Scratch w;
 #pragma omp for schedule(static)
@@ -139,7 +139,7 @@ void backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
     }
     return;
   }
-#pragma omp parallel
+#pragma omp parallel if (d.parallel())
   {
     typename Bwd<T>::Scratch w;
 #pragma omp for schedule(dynamic, 1)

@@ -29,6 +29,10 @@ struct View {
 
 struct Dims {
   int64_t B, H, Tq, Tk, Dh, Dv;
+  // Multiply-adds of one pass; below kMinParallelWork the kernels stay on one thread (a parallel
+  // region costs more than the work, and much more on an oversubscribed machine).
+  int64_t work() const { return B * H * Tq * Tk * (Dh + Dv); }
+  bool parallel() const { return work() >= (int64_t(1) << 18); }
 };
 inline Dims dims_of(const Tensor& q, const Tensor& v) {
   return {q.size(0), q.size(1), q.size(2), v.size(2), q.size(3), v.size(3)};

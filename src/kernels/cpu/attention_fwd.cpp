@@ -23,7 +23,7 @@ void forward_impl(const Tensor& q, const Tensor& k, const Tensor& v, double scal
   const int64_t nqb = (d.Tq + kAttnBlockQ - 1) / kAttnBlockQ;
   const int64_t tasks = d.B * d.H * nqb;
 
-#pragma omp parallel
+#pragma omp parallel if (d.parallel())
   {
     // Per-thread scratch: S/P tile, dropout multipliers, accumulator, row statistics.
     std::vector<T> S(static_cast<size_t>(kAttnBlockQ * kAttnBlockK)), mult(static_cast<size_t>(kAttnBlockK));

@@ -48,7 +48,7 @@ void probs_impl(const Tensor& q, const Tensor& k, double scale, const AttnMask& 
   const MaskCtx<T> mc(mask, d);
   const int64_t nh = probs.size(1);
   T* out = probs.data<T>();  // (B, nh, Tq, Tk)
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (d.parallel())
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t hi = 0; hi < nh; ++hi) {
       const int64_t h = heads.empty() ? hi : heads[size_t(hi)];
@@ -65,7 +65,7 @@ void naive_forward_impl(const Tensor& probs, const Tensor& v, const AttnDropout&
   const Dims d{probs.size(0), probs.size(1), probs.size(2), probs.size(3), 0, v.size(3)};
   const View<T> V(v), O(out);
   const T* P0 = probs.data<T>();
-#pragma omp parallel
+#pragma omp parallel if (d.parallel())
   {
     std::vector<T> buf;
 #pragma omp for collapse(2) schedule(dynamic, 1)
@@ -89,7 +89,7 @@ void naive_backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, cons
   const T* P0 = probs.data<T>();
   const T* G0 = dprobs.defined() ? dprobs.data<T>() : nullptr;
   const T scale = T(scale_d);
-#pragma omp parallel
+#pragma omp parallel if (d.parallel())
   {
     std::vector<T> buf, dP(size_t(d.Tq * d.Tk)), z(size_t(d.Tk));
 #pragma omp for collapse(2) schedule(dynamic, 1)

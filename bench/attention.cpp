@@ -1,0 +1,107 @@
+// Fused vs naive scaled dot-product attention: forward+backward time and peak memory.
+//
+//   OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_attention [B H Dh]
+//
+// Every (path, T) runs in its own child process (this binary with --one), so the peak RSS it
+// reports (getrusage ru_maxrss) belongs to that configuration alone. Peak allocator bytes come
+// from qkv::allocator_stats() (tensors only), counted above the inputs' bytes; kernel scratch
+// (per-thread std::vector tiles; the naive backward's (Tq, Tk) per-thread buffer) shows in RSS.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "qkv/attention/sdpa.h"
+#include "qkv/autograd/node.h"
+#include "qkv/tensor/storage.h"
+
+using namespace qkv;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+Tensor randn(const Shape& s, uint64_t seed) {
+  Generator g(seed);
+  Tensor t = Tensor::empty(s);
+  g.normal(t.data<float>(), t.numel());
+  return t;
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// One configuration: prints "fwd_ms fwdbwd_ms peak_alloc_bytes max_rss_kb".
+int run_one(bool naive, int64_t B, int64_t H, int64_t T, int64_t Dh, bool causal) {
+  Tensor q = randn({B, H, T, Dh}, 1), k = randn({B, H, T, Dh}, 2), v = randn({B, H, T, Dh}, 3);
+  Tensor gy = randn({B, H, T, Dh}, 4);
+  for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
+  AttentionMask m;
+  m.causal = causal;
+  const int reps = T <= 512 ? 10 : (T <= 1024 ? 5 : 3);
+  std::vector<double> fwd, both;
+  size_t peak = 0;
+  for (int r = 0; r <= reps; ++r) {  // r = 0 warms up
+    for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+    const size_t base = allocator_stats().bytes_in_use;
+    allocator_reset_peak();
+    auto t0 = Clock::now();
+    SdpaResult res = scaled_dot_product_attention(q, k, v, m, 0.0, true, naive);
+    double f = ms_since(t0);
+    backward(res.out, gy);
+    double fb = ms_since(t0);
+    peak = std::max(peak, allocator_stats().peak_bytes_in_use - base);
+    if (r > 0) fwd.push_back(f), both.push_back(fb);
+  }
+  std::sort(fwd.begin(), fwd.end());
+  std::sort(both.begin(), both.end());
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("%.3f %.3f %zu %ld\n", fwd[fwd.size() / 2], both[both.size() / 2], peak, ru.ru_maxrss);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 8 && std::strcmp(argv[1], "--one") == 0)
+    return run_one(std::strcmp(argv[2], "naive") == 0, std::atoll(argv[3]), std::atoll(argv[4]), std::atoll(argv[5]),
+                   std::atoll(argv[6]), std::atoi(argv[7]) != 0);
+  const int64_t B = argc > 1 ? std::atoll(argv[1]) : 2, H = argc > 2 ? std::atoll(argv[2]) : 8;
+  const int64_t Dh = argc > 3 ? std::atoll(argv[3]) : 64;
+  const char* thr = std::getenv("OMP_NUM_THREADS");
+  std::printf("# scaled_dot_product_attention f32, B %lld H %lld Dh %lld, OMP_NUM_THREADS=%s; median ms\n",
+              (long long)B, (long long)H, (long long)Dh, thr ? thr : "(unset)");
+  std::printf("# peak alloc = allocator peak above the inputs (tensors); RSS = child's max resident set\n");
+  std::printf("%-6s %-7s %5s %10s %12s %14s %10s\n", "mask", "path", "T", "fwd_ms", "fwd+bwd_ms", "peak_alloc_MiB",
+              "RSS_MiB");
+  char self[4096] = {0};
+  if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return 1;
+  for (int causal = 0; causal < 2; ++causal)
+    for (int64_t T : {128, 512, 1024, 2048})
+      for (const char* path : {"fused", "naive"}) {
+        std::string cmd = std::string(self) + " --one " + path + " " + std::to_string(B) + " " +
+                          std::to_string(H) + " " + std::to_string(T) + " " + std::to_string(Dh) + " " +
+                          std::to_string(causal);
+        FILE* p = popen(cmd.c_str(), "r");
+        double f = 0, fb = 0;
+        size_t peak = 0;
+        long rss = 0;
+        int got = p ? std::fscanf(p, "%lf %lf %zu %ld", &f, &fb, &peak, &rss) : 0;
+        if (p) pclose(p);
+        if (got != 4) {
+          std::printf("%-6s %-7s %5lld  (child failed)\n", causal ? "causal" : "none", path, (long long)T);
+          continue;
+        }
+        std::printf("%-6s %-7s %5lld %10.2f %12.2f %14.1f %10.1f\n", causal ? "causal" : "none", path, (long long)T, f,
+                    fb, double(peak) / 1048576.0, double(rss) / 1024.0);
+        std::fflush(stdout);
+      }
+  return 0;
+}
