@@ -108,7 +108,9 @@ TEST(Linear, MatchesPyTorch) {
     backward(y, ref.get(c, "gy"));
     EXPECT_CLOSE(x.grad(), ref.get(c, "gx"), tol_for(DType::f32, p["kx"]));
     EXPECT_CLOSE(w.grad(), ref.get(c, "gw"), tol_for(DType::f32, p["kw"]));
-    if (bias.defined()) EXPECT_CLOSE(bias.grad(), ref.get(c, "gbias"), tol_for(DType::f32, p["kbias"]));
+    if (bias.defined()) {
+      EXPECT_CLOSE(bias.grad(), ref.get(c, "gbias"), tol_for(DType::f32, p["kbias"]));
+    }
     ++n;
   }
   EXPECT_GE(n, 6);

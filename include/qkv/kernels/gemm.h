@@ -48,4 +48,9 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 // over the process lifetime; tests use it to prove that transposed views are not copied).
 int64_t gemm_operand_copies();
 
+// The BLAS kernel family in use (OpenBLAS core name, e.g. "SkylakeX"). On AVX-512 CPUs that
+// OpenBLAS 0.3.21 does not recognise, qkv selects SkylakeX at start-up (see gemm.cpp) unless
+// OPENBLAS_CORETYPE is set.
+const char* blas_core();
+
 }  // namespace qkv::kernels

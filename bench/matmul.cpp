@@ -1,0 +1,175 @@
+// bench_matmul: GFLOP/s of qkv::matmul / qkv::linear forward against raw cblas_sgemm on the same
+// buffers, the cost of a 2-layer MLP training step against its six GEMMs alone, and a check that
+// OpenBLAS (OpenMP build) runs single-threaded inside an OpenMP parallel region.
+// Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_matmul
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "qkv/autograd/node.h"
+#include "qkv/kernels/gemm.h"
+#include "qkv/ops/elementwise.h"
+#include "qkv/ops/matmul.h"
+#include "qkv/ops/reduce.h"
+#include "qkv/tensor/rng.h"
+
+using namespace qkv;
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Median wall time of `reps` runs after `warm` warm-up runs.
+double median_time(const std::function<void()>& fn, int reps, int warm = 2) {
+  for (int i = 0; i < warm; ++i) fn();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    double t0 = now();
+    fn();
+    t.push_back(now() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+Tensor rand_t(const Shape& s, uint64_t seed) {
+  Generator g(seed);
+  Tensor t = Tensor::empty(s);
+  g.normal(t.data<float>(), t.numel(), 0.f, 0.05f);
+  return t;
+}
+
+int process_threads() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
+}
+
+void row(const char* name, double flops, double t_qkv, double t_raw) {
+  std::printf("| %-34s | %9.1f | %9.1f | %6.1f%% |\n", name, flops / t_qkv * 1e-9, flops / t_raw * 1e-9,
+              100.0 * t_raw / t_qkv);
+}
+
+void sgemm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta, float* C) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.f, A, lda, B,
+              ldb, beta, C, N);
+}
+
+}  // namespace
+
+int main() {
+  NoGradGuard no_grad;
+  const int reps = 10;
+  std::printf("OpenMP threads: %d, OpenBLAS threads: %d, OpenBLAS core: %s (%s)\n\n", omp_get_max_threads(),
+              openblas_get_num_threads(), kernels::blas_core(), openblas_get_config());
+  std::printf("| %-34s | qkv GF/s  | cblas GF/s | qkv/cblas |\n|%s|-----------|------------|-----------|\n", "case",
+              std::string(36, '-').c_str());
+
+  // Plain 2-D products: (M, K) @ (K, N).
+  for (auto [M, K, N] : {std::array<int, 3>{4096, 512, 2048}, {4096, 2048, 512}}) {
+    Tensor a = rand_t({M, K}, 1), b = rand_t({K, N}, 2), c = Tensor::empty({M, N});
+    double tq = median_time([&] { Tensor y = matmul(a, b); }, reps);
+    double tr = median_time([&] { sgemm(false, false, M, N, K, a.data<float>(), K, b.data<float>(), N, 0.f, c.data<float>()); }, reps);
+    char name[64];
+    std::snprintf(name, sizeof name, "matmul %dx%d @ %dx%d", M, K, K, N);
+    row(name, 2.0 * M * N * K, tq, tr);
+  }
+
+  // Batched small products: 64 x (128, 64) @ (64, 128).
+  {
+    const int B = 64, M = 128, K = 64, N = 128;
+    Tensor a = rand_t({B, M, K}, 3), b = rand_t({B, K, N}, 4), c = Tensor::empty({B, M, N});
+    double flops = 2.0 * B * M * N * K;
+    double tq = median_time([&] { Tensor y = matmul(a, b); }, 50);
+    const float *ap = a.data<float>(), *bp = b.data<float>();
+    float* cp = c.data<float>();
+    double tr = median_time([&] {
+      for (int i = 0; i < B; ++i) sgemm(false, false, M, N, K, ap + i * M * K, K, bp + i * K * N, N, 0.f, cp + i * M * N);
+    }, 50);
+    double tp = median_time([&] {
+#pragma omp parallel for schedule(static)
+      for (int i = 0; i < B; ++i) sgemm(false, false, M, N, K, ap + i * M * K, K, bp + i * K * N, N, 0.f, cp + i * M * N);
+    }, 50);
+    row("batched 64 x (128x64 @ 64x128)", flops, tq, tr);
+    row("  same, cblas in omp parallel for", flops, tq, tp);
+  }
+
+  // linear with bias: x (4096, 512), w (2048, 512), b (2048); raw = one sgemm x @ w^T (no bias).
+  {
+    const int R = 4096, K = 512, N = 2048;
+    Tensor x = rand_t({R, K}, 5), w = rand_t({N, K}, 6), bias = rand_t({N}, 7), c = Tensor::empty({R, N});
+    double tq = median_time([&] { Tensor y = linear(x, w, bias); }, reps);
+    double tr = median_time([&] { sgemm(false, true, R, N, K, x.data<float>(), K, w.data<float>(), K, 0.f, c.data<float>()); }, reps);
+    row("linear+bias 4096x512 -> 2048", 2.0 * R * N * K, tq, tr);
+  }
+
+  // 2-layer MLP training step: x (256, 4096) -> linear+relu -> linear -> mse; backward for x,
+  // both weights and both biases. Six GEMMs: 2 forward, dh/dW2 and dx/dW1 backward.
+  {
+    const int Bt = 256, D = 4096;
+    Tensor x = rand_t({Bt, D}, 8), w1 = rand_t({D, D}, 9), b1 = rand_t({D}, 10), w2 = rand_t({D, D}, 11),
+           b2 = rand_t({D}, 12), target = rand_t({Bt, D}, 13);
+    for (Tensor* p : {&x, &w1, &b1, &w2, &b2}) p->set_requires_grad(true);
+    auto step = [&] {
+      set_grad_enabled(true);
+      for (Tensor* p : {&x, &w1, &b1, &w2, &b2}) p->zero_grad();
+      Tensor h = relu(linear(x, w1, b1));   // (256, 4096)
+      Tensor y = linear(h, w2, b2);         // (256, 4096)
+      Tensor loss = mean(square(sub(y, target)));
+      backward(loss);
+      set_grad_enabled(false);
+    };
+    std::vector<Tensor> bufs;
+    for (int i = 0; i < 6; ++i) bufs.push_back(rand_t({D, D}, 20 + uint64_t(i)));
+    auto gemms = [&] {
+      const float* X = x.data<float>();
+      const float* W = bufs[0].data<float>();
+      float *H = bufs[1].data<float>(), *Y = bufs[2].data<float>(), *G = bufs[3].data<float>();
+      float *GW = bufs[4].data<float>(), *GX = bufs[5].data<float>();
+      sgemm(false, true, Bt, D, D, X, D, W, D, 0.f, H);  // h = x W1^T
+      sgemm(false, true, Bt, D, D, H, D, W, D, 0.f, Y);  // y = h W2^T
+      sgemm(true, false, D, D, Bt, Y, D, H, D, 0.f, GW);  // dW2 = dy^T h
+      sgemm(false, false, Bt, D, D, Y, D, W, D, 0.f, G);  // dh = dy W2
+      sgemm(true, false, D, D, Bt, G, D, X, D, 0.f, GW);  // dW1 = dz^T x
+      sgemm(false, false, Bt, D, D, G, D, W, D, 0.f, GX);  // dx = dz W1
+    };
+    double ts = median_time(step, 5, 1), tg = median_time(gemms, 5, 1);
+    double flops = 6 * 2.0 * Bt * D * D;
+    std::printf("\nMLP step 256 x (4096 -> 4096 -> 4096), fwd+bwd: %.1f ms; its 6 GEMMs alone: %.1f ms "
+                "(%.0f GF/s); ratio %.3f\n", ts * 1e3, tg * 1e3, flops / tg * 1e-9, ts / tg);
+  }
+
+  // OpenBLAS inside an OpenMP parallel region: each thread's call must run on that thread only.
+  {
+    const int n = 768;
+    std::vector<Tensor> a, c;
+    for (int i = 0; i < 2; ++i) a.push_back(rand_t({n, n}, 30 + uint64_t(i))), c.push_back(Tensor::empty({n, n}));
+    auto one = [&](int i) { sgemm(false, false, n, n, n, a[size_t(i)].data<float>(), n, a[size_t(i)].data<float>(), n, 0.f, c[size_t(i)].data<float>()); };
+    double t_out = median_time([&] { one(0); }, 5);  // BLAS's own threads
+    int omp_threads = omp_get_max_threads();
+    openblas_set_num_threads(1);
+    double t_single = median_time([&] { one(0); }, 5);
+    openblas_set_num_threads(omp_threads);
+    omp_set_num_threads(omp_threads);
+    int threads_before = process_threads();
+    double t_in = median_time([&] {
+#pragma omp parallel num_threads(2)
+      one(omp_get_thread_num() % 2);
+    }, 5);
+    std::printf("\nOpenBLAS in a parallel region (%dx%dx%d sgemm): alone with %d BLAS threads %.1f ms, alone\n"
+                "single-threaded %.1f ms, two at once (one per OpenMP thread) %.1f ms; process threads\n"
+                "before %d, after %d; omp max active levels %d\n",
+                n, n, n, omp_threads, t_out * 1e3, t_single * 1e3, t_in * 1e3, threads_before, process_threads(),
+                omp_get_max_active_levels());
+  }
+  return 0;
+}
