@@ -34,19 +34,21 @@ void layer_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, doubl
     T* yp = y.data<T>();
     T* mp = mean.data<T>();
     T* rp = rstd.data<T>();
-    T invC = T(1) / T(C);
 #pragma omp parallel for schedule(static) if (rows * C >= kParallelGrain && rows > 1)
     for (int64_t r = 0; r < rows; ++r) {
       const T* xr = xp + r * C;
       T* yr = yp + r * C;
-      T s = 0;
+      // Row statistics accumulate in double: an f32 running sum over C terms would lose
+      // ~sqrt(C) ulps, visible in outputs that cancel (x - mean) * rstd * w against b.
+      double s = 0;
 #pragma omp simd reduction(+ : s)
-      for (int64_t j = 0; j < C; ++j) s += xr[j];
-      T mu = s * invC;
-      T v = 0;
+      for (int64_t j = 0; j < C; ++j) s += double(xr[j]);
+      double mud = s / double(C);
+      double v = 0;
 #pragma omp simd reduction(+ : v)
-      for (int64_t j = 0; j < C; ++j) v += (xr[j] - mu) * (xr[j] - mu);
-      T rs = T(1) / std::sqrt(v * invC + T(eps));
+      for (int64_t j = 0; j < C; ++j) v += (double(xr[j]) - mud) * (double(xr[j]) - mud);
+      T mu = T(mud);
+      T rs = T(1.0 / std::sqrt(v / double(C) + eps));
       mp[r] = mu;
       rp[r] = rs;
       if (wp && bp) {
@@ -81,7 +83,6 @@ void layer_norm_backward(const Tensor& x, const Tensor& w, const Tensor& mean, c
     int64_t bs = std::max<int64_t>(1, (rows + kMaxBlocks - 1) / kMaxBlocks);
     int64_t nb = rows ? (rows + bs - 1) / bs : 0;
     std::vector<double> pw(gw ? size_t(nb * C) : 0, 0.0), pb(gb ? size_t(nb * C) : 0, 0.0);
-    T invC = T(1) / T(C);
 #pragma omp parallel for schedule(static) if (rows * C >= kParallelGrain && nb > 1)
     for (int64_t blk = 0; blk < nb; ++blk) {
       double* aw = gw ? pw.data() + blk * C : nullptr;
@@ -95,14 +96,14 @@ void layer_norm_backward(const Tensor& x, const Tensor& w, const Tensor& mean, c
         T mu = mp[r], rs = rp[r];
         T* d = dxh.data();
         // dxhat = gy * w;  dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-        T s1 = 0, s2 = 0;
+        double s1 = 0, s2 = 0;
 #pragma omp simd reduction(+ : s1, s2)
         for (int64_t j = 0; j < C; ++j) {
           d[j] = wp ? gr[j] * wp[j] : gr[j];
-          s1 += d[j];
-          s2 += d[j] * (xr[j] - mu) * rs;
+          s1 += double(d[j]);
+          s2 += double(d[j]) * double((xr[j] - mu) * rs);
         }
-        T m1 = s1 * invC, m2 = s2 * invC;
+        T m1 = T(s1 / double(C)), m2 = T(s2 / double(C));
 #pragma omp simd
         for (int64_t j = 0; j < C; ++j) {
           T xh = (xr[j] - mu) * rs;
