@@ -37,7 +37,16 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// One configuration: prints "fwd_ms fwdbwd_ms peak_alloc_bytes max_rss_kb".
+// CPU time (user + system, all threads) of this process in ms: less sensitive than wall time to
+// other processes on a shared machine.
+double cpu_ms() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return (double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3) +
+         double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-3;
+}
+
+// One configuration: prints "fwd_ms fwdbwd_ms fwdbwd_cpu_ms peak_alloc_bytes max_rss_kb".
 int run_one(bool naive, int64_t B, int64_t H, int64_t T, int64_t Dh, bool causal) {
   Tensor q = randn({B, H, T, Dh}, 1), k = randn({B, H, T, Dh}, 2), v = randn({B, H, T, Dh}, 3);
   Tensor gy = randn({B, H, T, Dh}, 4);
@@ -45,25 +54,28 @@ int run_one(bool naive, int64_t B, int64_t H, int64_t T, int64_t Dh, bool causal
   AttentionMask m;
   m.causal = causal;
   const int reps = T <= 512 ? 10 : (T <= 1024 ? 5 : 3);
-  std::vector<double> fwd, both;
+  std::vector<double> fwd, both, cpu;
   size_t peak = 0;
   for (int r = 0; r <= reps; ++r) {  // r = 0 warms up
     for (Tensor* t : {&q, &k, &v}) t->zero_grad();
     const size_t base = allocator_stats().bytes_in_use;
     allocator_reset_peak();
+    const double c0 = cpu_ms();
     auto t0 = Clock::now();
     SdpaResult res = scaled_dot_product_attention(q, k, v, m, 0.0, true, naive);
     double f = ms_since(t0);
     backward(res.out, gy);
-    double fb = ms_since(t0);
+    double fb = ms_since(t0), fbc = cpu_ms() - c0;
     peak = std::max(peak, allocator_stats().peak_bytes_in_use - base);
-    if (r > 0) fwd.push_back(f), both.push_back(fb);
+    if (r > 0) fwd.push_back(f), both.push_back(fb), cpu.push_back(fbc);
   }
   std::sort(fwd.begin(), fwd.end());
   std::sort(both.begin(), both.end());
+  std::sort(cpu.begin(), cpu.end());
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  std::printf("%.3f %.3f %zu %ld\n", fwd[fwd.size() / 2], both[both.size() / 2], peak, ru.ru_maxrss);
+  std::printf("%.3f %.3f %.3f %zu %ld\n", fwd[fwd.size() / 2], both[both.size() / 2], cpu[cpu.size() / 2], peak,
+              ru.ru_maxrss);
   return 0;
 }
 
@@ -79,8 +91,9 @@ int main(int argc, char** argv) {
   std::printf("# scaled_dot_product_attention f32, B %lld H %lld Dh %lld, OMP_NUM_THREADS=%s; median ms\n",
               (long long)B, (long long)H, (long long)Dh, thr ? thr : "(unset)");
   std::printf("# peak alloc = allocator peak above the inputs (tensors); RSS = child's max resident set\n");
-  std::printf("%-6s %-7s %5s %10s %12s %14s %10s\n", "mask", "path", "T", "fwd_ms", "fwd+bwd_ms", "peak_alloc_MiB",
-              "RSS_MiB");
+  std::printf("# cpu = user+sys time of fwd+bwd summed over threads\n");
+  std::printf("%-6s %-7s %5s %10s %12s %16s %14s %10s\n", "mask", "path", "T", "fwd_ms", "fwd+bwd_ms", "fwd+bwd_cpu_ms",
+              "peak_alloc_MiB", "RSS_MiB");
   char self[4096] = {0};
   if (readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) return 1;
   for (int causal = 0; causal < 2; ++causal)
@@ -90,17 +103,17 @@ int main(int argc, char** argv) {
                           std::to_string(H) + " " + std::to_string(T) + " " + std::to_string(Dh) + " " +
                           std::to_string(causal);
         FILE* p = popen(cmd.c_str(), "r");
-        double f = 0, fb = 0;
+        double f = 0, fb = 0, fbc = 0;
         size_t peak = 0;
         long rss = 0;
-        int got = p ? std::fscanf(p, "%lf %lf %zu %ld", &f, &fb, &peak, &rss) : 0;
+        int got = p ? std::fscanf(p, "%lf %lf %lf %zu %ld", &f, &fb, &fbc, &peak, &rss) : 0;
         if (p) pclose(p);
-        if (got != 4) {
+        if (got != 5) {
           std::printf("%-6s %-7s %5lld  (child failed)\n", causal ? "causal" : "none", path, (long long)T);
           continue;
         }
-        std::printf("%-6s %-7s %5lld %10.2f %12.2f %14.1f %10.1f\n", causal ? "causal" : "none", path, (long long)T, f,
-                    fb, double(peak) / 1048576.0, double(rss) / 1024.0);
+        std::printf("%-6s %-7s %5lld %10.2f %12.2f %16.2f %14.1f %10.1f\n", causal ? "causal" : "none", path,
+                    (long long)T, f, fb, fbc, double(peak) / 1048576.0, double(rss) / 1024.0);
         std::fflush(stdout);
       }
   return 0;

@@ -11,8 +11,12 @@ namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
 
-// x itself if its last axis is unit-stride (the kernels take such views), else a copy.
-Tensor unit_last(const Tensor& x) { return x.strides()[3] == 1 || x.size(3) <= 1 ? x : x.contiguous(); }
+// x itself if its rows are unit-stride and do not overlap (the kernels hand them to BLAS with
+// leading dimension strides()[2]), else a contiguous copy.
+Tensor unit_last(const Tensor& x) {
+  bool ok = (x.strides()[3] == 1 || x.size(3) <= 1) && x.strides()[2] >= x.size(3);
+  return ok ? x : x.contiguous();
+}
 
 // A (B, H, T, D) tensor; laid out as (B, T, H, D) if `like` is (a view of) that layout.
 Tensor empty_bhtd(int64_t B, int64_t H, int64_t T, int64_t D, DType dt, const Tensor& like = Tensor()) {

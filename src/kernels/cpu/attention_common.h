@@ -1,8 +1,6 @@
 // Private helpers shared by the attention kernels (attention_fwd/bwd/naive.cpp): strided
-// (B, H, T, D) views, mask evaluation on a tile, GEMM, a vectorisable exp, dropout multipliers.
+// (B, H, T, D) views, mask evaluation on a tile, a vectorisable exp, dropout multipliers.
 #pragma once
-#include <cblas.h>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -10,6 +8,7 @@
 #include <limits>
 
 #include "qkv/kernels/attention.h"
+#include "qkv/kernels/gemm.h"
 #include "qkv/tensor/rng.h"
 
 namespace qkv::kernels::attn {
@@ -29,7 +28,7 @@ struct View {
 
 struct Dims {
   int64_t B, H, Tq, Tk, Dh, Dv;
-  // Multiply-adds of one pass; below kMinParallelWork the kernels stay on one thread (a parallel
+  // Multiply-adds of one pass; below 2^18 the kernels stay on one thread (a parallel
   // region costs more than the work, and much more on an oversubscribed machine).
   int64_t work() const { return B * H * Tq * Tk * (Dh + Dv); }
   bool parallel() const { return work() >= (int64_t(1) << 18); }
@@ -38,17 +37,7 @@ inline Dims dims_of(const Tensor& q, const Tensor& v) {
   return {q.size(0), q.size(1), q.size(2), v.size(2), q.size(3), v.size(3)};
 }
 
-// Row-major C = alpha * op(A) op(B) + beta * C.
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-              alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
-}
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-                 const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-              alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
-}
+using kernels::gemm;  // row-major C = alpha * op(A) op(B) + beta * C (qkv/kernels/gemm.h)
 
 // exp(x) for x <= ~88, vectorisable: 2^n * poly(r) with Cody-Waite reduction (Cephes expf
 // coefficients, ~1 ulp). Returns exactly 0 below -87 (and for -inf).
