@@ -71,6 +71,8 @@ int main() {
   const int reps = 10;
   std::printf("OpenMP threads: %d, OpenBLAS threads: %d, OpenBLAS core: %s (%s)\n\n", omp_get_max_threads(),
               openblas_get_num_threads(), kernels::blas_core(), openblas_get_config());
+  if (kernels::blas_core_is_degraded())
+    std::printf("WARNING: AVX-512 CPU but OpenBLAS runs its Prescott (SSE3) kernels: set OPENBLAS_CORETYPE=SkylakeX\n\n");
   std::printf("| %-34s | qkv GF/s  | cblas GF/s | qkv/cblas |\n|%s|-----------|------------|-----------|\n", "case",
               std::string(36, '-').c_str());
 

@@ -48,9 +48,12 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 // over the process lifetime; tests use it to prove that transposed views are not copied).
 int64_t gemm_operand_copies();
 
-// The BLAS kernel family in use (OpenBLAS core name, e.g. "SkylakeX"). On AVX-512 CPUs that
-// OpenBLAS 0.3.21 does not recognise, qkv selects SkylakeX at start-up (see gemm.cpp) unless
-// OPENBLAS_CORETYPE is set.
+// The BLAS kernel family in use (OpenBLAS core name, e.g. "SkylakeX"). OpenBLAS 0.3.21 does not
+// recognise recent Xeons (family 6 model 207 here) and falls back to "Prescott" (SSE3), ~4x slower
+// than its AVX-512 kernels: run with OPENBLAS_CORETYPE=SkylakeX (it is read once, when the library
+// loads, so the process cannot change it for itself). See BENCHMARKS.md.
 const char* blas_core();
+// True when the CPU has AVX-512 but BLAS runs its Prescott (SSE3) kernels (see blas_core).
+bool blas_core_is_degraded();
 
 }  // namespace qkv::kernels

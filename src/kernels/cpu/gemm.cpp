@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -15,20 +14,6 @@ namespace qkv::kernels {
 namespace {
 
 std::atomic<int64_t> g_operand_copies{0};
-
-// OpenBLAS 0.3.21 (Debian 12, DYNAMIC_ARCH) does not know recent Xeons (this machine: family 6
-// model 207) and falls back to its Prescott (SSE3) kernels, measured ~4x slower than its AVX-512
-// (SkylakeX) ones here. It picks its kernels in its load-time constructor, so the choice is made
-// from the executable's .preinit_array, which runs before any shared library's initialiser.
-// An explicit OPENBLAS_CORETYPE in the environment is left alone.
-void pick_openblas_core() {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq"))
-    setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
-}
-__attribute__((section(".preinit_array"), used)) void (*const g_pick_openblas_core)() = pick_openblas_core;
 
 // Per-GEMM work (M*N*K multiply-adds) up to which a batch runs one single-threaded GEMM per
 // OpenMP thread rather than one multi-threaded GEMM after another (thread start-up and the
@@ -290,5 +275,10 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
 int64_t gemm_operand_copies() { return g_operand_copies.load(); }
 
 const char* blas_core() { return openblas_get_corename(); }
+
+bool blas_core_is_degraded() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && std::strcmp(blas_core(), "Prescott") == 0;
+}
 
 }  // namespace qkv::kernels
