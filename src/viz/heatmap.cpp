@@ -8,6 +8,7 @@
 #include "canvas.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
+#include "qkv/viz/plot.h"
 
 namespace qkv::viz {
 namespace {
@@ -33,6 +34,12 @@ std::string tick_text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", std::fabs(v) < 1e-12 ? 0.0 : v);
   return buf;
+}
+
+// Round values inside [lo, hi] (about 5), or the single value when the scale is flat.
+std::vector<double> colorbar_ticks(double lo, double hi) {
+  if (!(hi > lo)) return {lo};
+  return nice_ticks(lo, hi, 4);
 }
 
 struct Layout {
@@ -89,8 +96,7 @@ Layout layout(const detail::Canvas& cv, const std::vector<Heatmap>& ps, const He
   L.cb_x = L.margin + grid_w + 24;
   L.cb_y = L.margin + L.fig_title_h + L.panel_title_h;
   L.cb_h = std::max(120.0, std::min(double(R * L.cell), 360.0));
-  for (int k = 0; k <= 4; ++k)
-    L.tick_w = std::max(L.tick_w, cv.text_width(tick_text(L.vmin + (L.vmax - L.vmin) * k / 4), 11));
+  for (double v : colorbar_ticks(L.vmin, L.vmax)) L.tick_w = std::max(L.tick_w, cv.text_width(tick_text(v), 11));
   double right = L.cb_x + L.cb_w + 6 + L.tick_w + (o.colorbar_label.empty() ? 0 : 22) + L.margin;
   L.width = int(std::ceil(std::max(right, L.margin * 2 + cv.text_width(o.title, L.fig_title_px, true))));
   L.height = int(std::ceil(L.margin * 2 + L.fig_title_h + std::max(grid_h, L.panel_title_h + L.cb_h + 8)));
@@ -137,10 +143,10 @@ void draw(detail::Canvas& cv, const Layout& L, const std::vector<Heatmap>& ps, c
             "colorbar");
   }
   cv.frame(L.cb_x - 1, L.cb_y - 1, L.cb_w + 2, L.cb_h + 2, kFrame, 1);
-  for (int k = 0; k <= 4; ++k) {
-    const double y = L.cb_y + L.cb_h * (1.0 - k / 4.0);
+  for (double v : colorbar_ticks(L.vmin, L.vmax)) {
+    const double y = L.cb_y + L.cb_h * (span > 0 ? 1.0 - (v - L.vmin) / span : 0.5);
     cv.rect(L.cb_x + L.cb_w, y - 0.5, 4, 1, kFrame);
-    cv.text(L.cb_x + L.cb_w + 7, y + 4, tick_text(L.vmin + (L.vmax - L.vmin) * k / 4), 11, kMuted);
+    cv.text(L.cb_x + L.cb_w + 7, y + 4, tick_text(v), 11, kMuted);
   }
   if (!o.colorbar_label.empty())
     cv.text(L.cb_x + L.cb_w + 10 + L.tick_w + 12, L.cb_y + L.cb_h / 2, o.colorbar_label, 12, kMuted,

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 
@@ -63,6 +64,8 @@ void draw_panel(detail::Canvas& cv, const PlotPanel& P, double x0, double y0, do
         yr.lo = std::min(yr.lo, s.y[i]), yr.hi = std::max(yr.hi, s.y[i]);
       }
   if (xr.hi == xr.lo) xr.lo -= 0.5, xr.hi += 0.5;
+  const double xpad = (xr.hi - xr.lo) * 0.02;  // keep end points off the frame
+  xr.lo -= xpad, xr.hi += xpad;
   if (yr.hi == yr.lo) yr.lo -= std::max(0.5, std::fabs(yr.lo) * 0.05), yr.hi += std::max(0.5, std::fabs(yr.hi) * 0.05);
   const double pad = (yr.hi - yr.lo) * 0.05;
   yr.lo -= pad, yr.hi += pad;
@@ -101,11 +104,23 @@ void draw_panel(detail::Canvas& cv, const PlotPanel& P, double x0, double y0, do
     if (pts.size() <= 40)  // sparse series (e.g. validation points): mark the points
       for (auto& p : pts) cv.dot(p.first, p.second, 3.0, c);
   }
-  // legend, top right inside the axes
+  // legend: the inside corner that covers the fewest data points (top right on a tie)
   double lw = 0;
   for (auto& s : P.series) lw = std::max(lw, cv.text_width(s.name, tick_px));
   const double row = tick_px + 7, bw = lw + 44, bh = row * P.series.size() + 8;
-  const double bx = ax + aw - bw - 8, by = ay + 8;
+  double bx = ax + aw - bw - 8, by = ay + 8;
+  size_t best = SIZE_MAX;
+  for (int corner : {1, 0, 3, 2}) {  // 0 top-left, 1 top-right, 2 bottom-left, 3 bottom-right
+    const double cx = corner % 2 ? ax + aw - bw - 8 : ax + 8, cy = corner < 2 ? ay + 8 : ay + ah - bh - 8;
+    size_t hidden = 0;
+    for (auto& s : P.series)
+      for (size_t i = 0; i < s.x.size(); ++i) {
+        if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+        const double px = X(s.x[i]), py = Y(s.y[i]);
+        hidden += px >= cx - 4 && px <= cx + bw + 4 && py >= cy - 4 && py <= cy + bh + 4;
+      }
+    if (hidden < best) best = hidden, bx = cx, by = cy;
+  }
   cv.rect(bx, by, bw, bh, {255, 255, 255});
   cv.frame(bx, by, bw, bh, kGrid, 1);
   for (size_t k = 0; k < P.series.size(); ++k) {

@@ -2,7 +2,8 @@
 //  - Papineni et al. 2002, "BLEU: a Method for Automatic Evaluation of Machine Translation",
 //    Section 2.1: modified n-gram precisions of its worked examples (17/18, 10/17, 8/14, 1/13, 2/7).
 //  - sacreBLEU's own test suite (github.com/mjpost/sacrebleu, test/test_bleu.py,
-//    test/test_sentence_bleu.py, test/test_chrf.py): expected scores, with that file's tolerance.
+//    test/test_sentence_bleu.py, test/test_chrf.py): expected scores, with that file's tolerance;
+//    and its README's API example (BLEU line and chrF2 = 59.73).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -64,6 +65,10 @@ TEST(SacreBleuSuite, CorpusBleu) {
   EXPECT_NEAR(def.score, 48.530827, 1e-6);  // 7 significant digits published
   EXPECT_EQ(def.signature, std::string("nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:") +
                                kSacreBleuCompat);
+  // sacreBLEU README ("Using the API"): the printed line and chrF of the same example
+  EXPECT_EQ(def.verbose(), "82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)");
+  EXPECT_EQ(corpus_chrf(hyps, refs).format(), std::string("chrF2|nrefs:2|case:mixed|eff:yes|nc:6|nw:0|"
+                                                          "space:no|version:") + kSacreBleuCompat + " = 59.73");
   EXPECT_NEAR(corpus_bleu(hyps, refs, opts(BleuSmooth::None)).score, 48.530827, 1e-6);
   EXPECT_NEAR(corpus_bleu(hyps, refs, opts(BleuSmooth::Exp, -1, false, "none")).score,
               49.1919566, 1e-7);
