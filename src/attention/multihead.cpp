@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "qkv/autograd/node.h"
+#include "qkv/ops/matmul.h"
 #include "qkv/ops/shape.h"
 
 namespace qkv::attention {
@@ -116,7 +117,23 @@ MhaOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
   QKV_CHECK(key.size(0) == query.size(0) && value.size(0) == query.size(0) && key.size(1) == value.size(1),
             "MultiHeadAttention", "batch/length mismatch: query ", query.str(), ", key ", key.str(), ", value ",
             value.str());
+  if (query.same(key) && key.same(value) && k_proj->weight.size(1) == d_model_ && v_proj->weight.size(1) == d_model_) {
+    // Self-attention: the three projections as one GEMM against [W_q; W_k; W_v] (3D, D), as
+    // torch's packed in_proj. q/k/v are strided views of the (B, T, 3D) result; sdpa takes them
+    // without a copy and its gradients come back through split/concat.
+    Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);  // (3D, D)
+    Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
+    auto qkv = split(linear(query, w, b), {d_model_, d_model_, d_model_}, 2);  // 3 x (B, T, D)
+    return attend_heads(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), mask, need_weights);
+  }
   Tensor q = split_heads(q_proj->forward(query));  // (B, H, Tq, Dh)
+  if (key.same(value) && k_proj->weight.size(1) == v_proj->weight.size(1)) {
+    // Cross-attention over one memory: K and V projections as one GEMM against [W_k; W_v].
+    Tensor w = concat({k_proj->weight, v_proj->weight}, 0);  // (2D, kdim)
+    Tensor b = k_proj->bias.defined() ? concat({k_proj->bias, v_proj->bias}, 0) : Tensor();
+    auto kv = split(linear(key, w, b), {d_model_, d_model_}, 2);  // 2 x (B, Tk, D)
+    return attend_heads(q, split_heads(kv[0]), split_heads(kv[1]), mask, need_weights);
+  }
   Tensor k = split_heads(k_proj->forward(key));    // (B, H, Tk, Dh)
   Tensor v = split_heads(v_proj->forward(value));  // (B, H, Tk, Dh)
   return attend_heads(q, k, v, mask, need_weights);

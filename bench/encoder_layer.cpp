@@ -1,0 +1,116 @@
+// bench_encoder_layer: forward+backward time of one pre-LN Transformer encoder layer (d 512, h 8,
+// ff 2048, ReLU, dropout 0.1, training mode; B 8, T 128) against torch.nn.TransformerEncoderLayer
+// (norm_first=True) with the same sizes, in the same run: rounds alternate qkv and torch so both
+// see the same machine load. torch runs as tools/bench/encoder_layer_torch.py.
+// Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_encoder_layer [rounds] [iters]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "qkv/autograd/node.h"
+#include "qkv/models/transformer_blocks.h"
+#include "qkv/tensor/rng.h"
+
+using namespace qkv;
+
+namespace {
+
+// The source tree, from this file's (absolute, under CMake) path: <src>/bench/encoder_layer.cpp.
+std::string source_dir() {
+  std::string f = __FILE__;
+  auto k = f.rfind("/bench/");
+  return k == std::string::npos ? std::string(".") : f.substr(0, k);
+}
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Per-iteration times (ms) of qkv forward + backward.
+std::vector<double> time_qkv(models::EncoderBlock& layer, const Tensor& x_data, const Tensor& gy, int iters,
+                             int warmup) {
+  std::vector<double> t;
+  for (int i = 0; i < warmup + iters; ++i) {
+    layer.zero_grad();
+    Tensor x = x_data.detach();
+    x.set_requires_grad(true);
+    double t0 = now_ms();
+    Tensor y = layer.forward(x);  // (B, T, D)
+    backward(y, gy);
+    double t1 = now_ms();
+    if (i >= warmup) t.push_back(t1 - t0);
+  }
+  return t;
+}
+
+// Runs the torch script; returns its median ms (or -1 if it failed).
+double time_torch(int iters, int threads) {
+  std::string cmd = "OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 " + source_dir() +
+                    "/tools/bench/encoder_layer_torch.py --iters " + std::to_string(iters) + " --threads " +
+                    std::to_string(threads);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  char buf[512];
+  double ms = -1;
+  while (std::fgets(buf, sizeof buf, p)) {
+    std::string line(buf);
+    auto k = line.find("median_ms=");
+    if (k != std::string::npos) ms = std::atof(line.c_str() + k + 10);
+  }
+  pclose(p);
+  return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
+  const int iters = argc > 2 ? std::atoi(argv[2]) : 10;
+  const int64_t B = 8, T = 128, D = 512, H = 8, FF = 2048;
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const int threads = omp ? std::atoi(omp) : 2;
+
+  models::BlockOptions o;
+  o.d_model = D;
+  o.heads = H;
+  o.d_ff = FF;
+  o.dropout = 0.1;
+  o.attention_dropout = 0.1;   // torch's layer uses `dropout` on the attention weights too
+  o.activation_dropout = 0.1;  // and inside the FFN
+  o.pre_norm = true;
+  models::EncoderBlock layer(o);
+  layer.train();
+  Generator g(1);
+  Tensor x = Tensor::empty({B, T, D}), gy = Tensor::empty({B, T, D});
+  g.normal(x.data<float>(), x.numel());
+  g.normal(gy.data<float>(), gy.numel());
+
+  std::printf("pre-LN encoder layer, d %lld h %lld ff %lld, B %lld T %lld, dropout 0.1, fwd+bwd, %d threads\n",
+              (long long)D, (long long)H, (long long)FF, (long long)B, (long long)T, threads);
+  std::vector<double> q_all, t_all;
+  for (int r = 0; r < rounds; ++r) {
+    auto q = time_qkv(layer, x, gy, iters, 2);
+    double tq = median(q);
+    double tt = time_torch(iters, threads);
+    q_all.push_back(tq);
+    if (tt > 0) t_all.push_back(tt);
+    std::printf("round %d: qkv median %.2f ms (min %.2f), torch median %.2f ms\n", r, tq,
+                *std::min_element(q.begin(), q.end()), tt);
+  }
+  double mq = median(q_all);
+  if (t_all.empty()) {
+    std::printf("qkv %.2f ms; torch failed to run\n", mq);
+    return 1;
+  }
+  double mt = median(t_all);
+  std::printf("| pre-LN encoder layer fwd+bwd | qkv %.2f ms | torch %.2f ms | torch/qkv %.2fx |\n", mq, mt, mt / mq);
+  return 0;
+}
