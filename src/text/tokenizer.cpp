@@ -79,23 +79,33 @@ Encoding Tokenizer::encode_pair(std::string_view a, std::string_view b, bool add
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    QKV_CHECK(special_by_id_.count(ids[i]) || (ids[i] >= 0 && ids[i] < model_vocab_size()),
+              "text decode", "id ", ids[i], " at position ", i, " is outside the vocabulary [0, ",
+              vocab_size(), ")");
+  std::vector<int32_t> run;
+  run.reserve(ids.size());
+  if (skip_special) {
+    for (int32_t id : ids)
+      if (!special_by_id_.count(id)) run.push_back(id);
+    return decode_model(run);
+  }
+  // Specials kept: model runs decoded in between, pieces joined by a space where the model does.
   std::string out;
-  size_t run = 0;
-  auto flush = [&](size_t end) {
-    if (end > run) out += decode_model(ids.subspan(run, end - run));
+  auto piece = [&](const std::string& p) {
+    if (!out.empty() && decode_joins_with_space()) out += ' ';
+    out += p;
   };
-  for (size_t i = 0; i < ids.size(); ++i) {
-    auto it = special_by_id_.find(ids[i]);
+  for (int32_t id : ids) {
+    auto it = special_by_id_.find(id);
     if (it == special_by_id_.end()) {
-      QKV_CHECK(ids[i] >= 0 && ids[i] < model_vocab_size(), "text decode", "id ", ids[i],
-                " at position ", i, " is outside the vocabulary [0, ", vocab_size(), ")");
+      run.push_back(id);
       continue;
     }
-    flush(i);
-    run = i + 1;
-    if (!skip_special) out += it->second;
+    if (!run.empty()) piece(decode_model(run)), run.clear();
+    piece(it->second);
   }
-  flush(ids.size());
+  if (!run.empty()) piece(decode_model(run));
   return out;
 }
 

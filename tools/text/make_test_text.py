@@ -2,7 +2,8 @@
 """Writes the tokenizer test text: real text found on this Debian machine plus seeded synthetic
 stress lines. Nothing of it is committed; tests build it at run time.
 
-usage: make_test_text.py OUT [--bytes N] [--seed S] [--valid-only]
+usage: make_test_text.py OUT [--bytes N] [--seed S] [--valid-only] [--real-only]
+(--real-only: only whole real files, cycling through them, e.g. a 50 MB training corpus.)
 
 Sources, in a fixed order: /usr/share/common-licenses/*, /usr/share/doc/*/copyright,
 /usr/include/*.h, /usr/lib/python3.11/*.py (each file's bytes as they are), interleaved in
@@ -103,7 +104,21 @@ def main():
     ap.add_argument("--bytes", type=int, default=1 << 20)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--valid-only", action="store_true")
+    ap.add_argument("--real-only", action="store_true")
     a = ap.parse_args()
+    if a.real_only:
+        files, out, n = real_files(), [], 0
+        while n < a.bytes:
+            for fn in files:
+                with open(fn, "rb") as f:
+                    data = f.read().decode("utf-8", "ignore").encode("utf-8")
+                out.append(data)
+                n += len(data)
+                if n >= a.bytes:
+                    break
+        with open(a.out, "wb") as f:
+            f.write(b"".join(out)[:a.bytes])
+        return
     rng = random.Random(a.seed)
     files = real_files()
     rng.shuffle(files)

@@ -50,6 +50,7 @@ class BpeTokenizer : public Tokenizer {
   int32_t model_vocab_size() const override { return int32_t(vocab_.size()); }
   std::optional<int32_t> model_token_to_id(std::string_view token) const override;
   std::string model_id_to_token(int32_t id) const override { return vocab_.at(id); }
+  bool decode_joins_with_space() const override { return !opt_.byte_level; }
 
   // Symbols of one pre-token after all merges (no cache).
   void bpe_word(std::string_view word, std::vector<int32_t>& out) const;

@@ -68,6 +68,8 @@ class Tokenizer {
   virtual int32_t model_vocab_size() const = 0;
   virtual std::optional<int32_t> model_token_to_id(std::string_view token) const = 0;
   virtual std::string model_id_to_token(int32_t id) const = 0;
+  // True where decoded pieces are separated by spaces (word, WordPiece, word-level BPE).
+  virtual bool decode_joins_with_space() const { return false; }
 
  private:
   SpecialTokens specials_;

@@ -1,0 +1,53 @@
+// qkv/text/char_word.h - character-level and word-level (white-space) tokenizers with a
+// vocabulary built from a corpus: special tokens first, then tokens by descending count (ties in
+// byte-wise order), keeping those seen at least min_frequency times, up to max_size in total.
+#pragma once
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "qkv/text/tokenizer.h"
+
+namespace qkv::text {
+
+struct VocabBuildOptions {
+  int64_t min_frequency = 1;
+  int max_size = 0;  // 0: no limit
+  std::vector<std::string> special_tokens = {"<pad>", "<unk>", "<s>", "</s>"};
+  std::string unk_token = "<unk>";  // must be one of special_tokens
+};
+
+class VocabTokenizer : public Tokenizer {
+ public:
+  enum class Level { Char, Word };
+  VocabTokenizer(Level level, std::vector<std::string> vocab, std::string unk_token);
+
+  // Counts characters (UTF-8 code points; an invalid byte counts as itself) or white-space words.
+  static std::unique_ptr<VocabTokenizer> build(Level level, const std::vector<std::string>& files,
+                                               const VocabBuildOptions& opt);
+  static std::unique_ptr<VocabTokenizer> build_from_text(Level level, std::string_view text,
+                                                         const VocabBuildOptions& opt);
+
+  std::string kind() const override { return level_ == Level::Char ? "char" : "word"; }
+  Level level() const { return level_; }
+  const std::string& unk_token() const { return unk_; }
+  const std::vector<std::string>& vocab() const { return vocab_; }
+
+  void encode_model(std::string_view text, std::vector<int32_t>& out) const override;
+  // Char: concatenation; word: tokens joined by single spaces.
+  std::string decode_model(std::span<const int32_t> ids) const override;
+  int32_t model_vocab_size() const override { return int32_t(vocab_.size()); }
+  std::optional<int32_t> model_token_to_id(std::string_view token) const override;
+  std::string model_id_to_token(int32_t id) const override { return vocab_.at(id); }
+  bool decode_joins_with_space() const override { return level_ == Level::Word; }
+
+ private:
+  Level level_;
+  std::vector<std::string> vocab_;
+  std::string unk_;
+  std::unordered_map<std::string, int32_t> token_id_;
+  int32_t unk_id_ = -1;
+};
+
+}  // namespace qkv::text

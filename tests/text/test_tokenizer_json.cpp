@@ -1,0 +1,140 @@
+// tokenizer.json save/load round trips (GPT-2, BERT, word-level BPE, char, word), Hugging Face
+// spellings, load_tokenizer() path kinds, and errors that name the file and field.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+
+#include "qkv/text/bpe.h"
+#include "qkv/text/bpe_train.h"
+#include "qkv/text/char_word.h"
+#include "qkv/text/pretokenize.h"
+#include "qkv/text/tokenizer_json.h"
+#include "qkv/text/wordpiece.h"
+#include "qkv/util/error.h"
+#include "text_fixtures.h"
+
+using namespace qkv::text;
+using namespace qkv::testing;
+
+namespace {
+
+std::string tmp(const std::string& name) { return std::string(QKV_BINARY_DIR) + "/text-data/" + name; }
+
+// Saves, reloads, and checks the reloaded tokenizer gives the same ids on `text` line by line.
+std::unique_ptr<Tokenizer> round_trip(const Tokenizer& tok, const std::string& name, const std::string& text) {
+  std::string path = tmp(name);
+  tok.save(path);
+  auto back = load_tokenizer(path);
+  EXPECT_EQ(back->kind(), tok.kind());
+  EXPECT_EQ(back->vocab_size(), tok.vocab_size());
+  EXPECT_EQ(back->added_tokens(), tok.added_tokens());
+  EXPECT_EQ(back->special_tokens().tokens, tok.special_tokens().tokens);
+  size_t bad = 0;
+  for (auto& line : split_lines_keep_newline(text))
+    if (back->encode(line) != tok.encode(line) && bad++ < 3) ADD_FAILURE() << "line '" << line << "'";
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(to_tokenizer_json(*back), to_tokenizer_json(tok));  // stable: save(load(x)) == x
+  return back;
+}
+
+std::string expect_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const qkv::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no qkv::Error thrown";
+  return "";
+}
+
+}  // namespace
+
+TEST(TokenizerJson, Gpt2RoundTrip) {
+  auto gpt2 = load_tokenizer(npm_cache() + "/gpt2");  // directory with encoder.json + vocab.bpe
+  ASSERT_EQ(gpt2->kind(), "bytebpe");
+  EXPECT_EQ(gpt2->vocab_size(), 50257);
+  EXPECT_EQ(gpt2->require_special_id(Role::Eos), 50256);
+  std::string text = slurp(test_text_path("gpt2_1mb.txt", 1100000, false)).substr(0, 300000);
+  auto back = round_trip(*gpt2, "gpt2_tokenizer.json", text);
+  EXPECT_EQ(dynamic_cast<BpeTokenizer&>(*back).merges(), dynamic_cast<BpeTokenizer&>(*gpt2).merges());
+  auto ids = back->encode(text);
+  EXPECT_EQ(back->decode(ids), text);
+}
+
+TEST(TokenizerJson, BertRoundTripKeepsNormalizerAndTemplate) {
+  auto bert = load_tokenizer(npm_cache() + "/bert-base-uncased/vocab.txt");
+  ASSERT_EQ(bert->kind(), "wordpiece");
+  std::string text = slurp(test_text_path("bert_1mb.txt", 1100000, false)).substr(0, 300000);
+  auto back = round_trip(*bert, "bert_tokenizer.json", text);
+  Encoding a = bert->encode_pair("Who are you?", "I am here."), b = back->encode_pair("Who are you?", "I am here.");
+  EXPECT_EQ(a.ids, b.ids);
+  EXPECT_EQ(a.type_ids, b.type_ids);
+  EXPECT_EQ(a.ids.front(), 101);
+  EXPECT_EQ(a.ids.back(), 102);
+}
+
+TEST(TokenizerJson, TrainedTokenizersRoundTrip) {
+  std::string path = test_text_path("bpe_train_100k.txt", 100000, true);
+  std::string text = slurp(path);
+  BpeTrainOptions o;
+  o.vocab_size = 800;
+  auto bpe = train_bpe({path}, o);
+  bpe->set_template(PostTemplate::bos_eos());
+  round_trip(*bpe, "wordbpe_tokenizer.json", text);
+  VocabBuildOptions vo;
+  vo.max_size = 300;
+  round_trip(*VocabTokenizer::build(VocabTokenizer::Level::Word, {path}, vo), "word_tokenizer.json", text);
+  round_trip(*VocabTokenizer::build(VocabTokenizer::Level::Char, {path}, vo), "char_tokenizer.json", text);
+}
+
+TEST(TokenizerJson, ReadsHuggingFaceSpellings) {
+  // Merges as "left right" strings, BertProcessing, no qkv role record.
+  std::string j = R"({"version":"1.0","added_tokens":[
+      {"id":0,"content":"[UNK]","special":true},{"id":1,"content":"[CLS]","special":true},
+      {"id":2,"content":"[SEP]","special":true}],
+    "normalizer":null,"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"ByteLevel",
+      "add_prefix_space":false}]},
+    "post_processor":{"type":"BertProcessing","sep":["[SEP]",2],"cls":["[CLS]",1]},
+    "decoder":{"type":"ByteLevel"},
+    "model":{"type":"BPE","unk_token":null,"vocab":{"[UNK]":0,"[CLS]":1,"[SEP]":2,"a":3,"b":4,"ab":5,
+      "\u0120":6,"\u0120ab":7},"merges":["a b","\u0120 ab"]}})";
+  // The byte-level alphabet must be complete: add the 256 symbols to the vocabulary.
+  auto tok_err = expect_error([&] { from_tokenizer_json(j, "hf.json"); });
+  EXPECT_NE(tok_err.find("byte"), std::string::npos) << tok_err;
+  std::string full = j;
+  std::string extra;
+  int id = 8;
+  for (int b = 0; b < 256; ++b) {
+    std::string s = bytes_to_unicode_string(std::string(1, char(b)));
+    if (s == "a" || s == "b" || s == "\xc4\xa0") continue;
+    extra += ",\"" + (s == "\"" ? std::string("\\\"") : s == "\\" ? std::string("\\\\") : s) + "\":" + std::to_string(id++);
+  }
+  full.insert(full.find("},\"merges\""), extra);
+  auto tok = from_tokenizer_json(full, "hf.json");
+  EXPECT_EQ(tok->kind(), "bytebpe");
+  EXPECT_EQ(tok->encode("ab ab"), (std::vector<int32_t>{5, 7}));
+  EXPECT_EQ(tok->encode_single("ab").ids, (std::vector<int32_t>{1, 5, 2}));
+  EXPECT_EQ(tok->encode_pair("ab", "ab").type_ids, (std::vector<int32_t>{0, 0, 0, 1, 1}));
+  EXPECT_EQ(tok->require_special_id(Role::Cls), 1);
+}
+
+TEST(TokenizerJson, ErrorsNameFileAndField) {
+  std::string missing = tmp("does_not_exist.json");
+  EXPECT_NE(expect_error([&] { load_tokenizer_json(missing); }).find(missing), std::string::npos);
+  std::string bad = tmp("bad.json");
+  std::ofstream(bad) << "{\"model\": ";
+  std::string e1 = expect_error([&] { load_tokenizer(bad); });
+  EXPECT_NE(e1.find(bad), std::string::npos) << e1;
+  EXPECT_NE(e1.find("invalid JSON"), std::string::npos) << e1;
+  std::string e2 = expect_error([&] { from_tokenizer_json(R"({"model":{"type":"Unigram"}})", "x.json"); });
+  EXPECT_NE(e2.find("model.type"), std::string::npos) << e2;
+  EXPECT_NE(e2.find("Unigram"), std::string::npos) << e2;
+  std::string e3 = expect_error([&] { from_tokenizer_json(R"({"model":{"type":"WordPiece","unk_token":"[UNK]"}})", "y.json"); });
+  EXPECT_NE(e3.find("model.vocab"), std::string::npos) << e3;
+  EXPECT_NE(e3.find("y.json"), std::string::npos) << e3;
+  std::string e4 = expect_error([&] { from_tokenizer_json(R"({"model":{"type":"WordLevel","unk_token":"u","vocab":{"u":0,"v":"x"}}})", "z.json"); });
+  EXPECT_NE(e4.find("model.vocab.v"), std::string::npos) << e4;
+  EXPECT_NE(expect_error([&] { from_tokenizer_json("[]", "w.json"); }).find("w.json"), std::string::npos);
+  EXPECT_NE(expect_error([&] { load_tokenizer(tmp("")); }).find("no tokenizer.json"), std::string::npos);
+}
