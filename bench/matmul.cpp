@@ -66,7 +66,14 @@ void sgemm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // Optional section names on the command line run just those: gemm batched linear mlp omp.
+  auto want = [&](const char* name) {
+    if (argc < 2) return true;
+    for (int i = 1; i < argc; ++i)
+      if (std::string(argv[i]) == name) return true;
+    return false;
+  };
   NoGradGuard no_grad;
   const int reps = 10;
   std::printf("OpenMP threads: %d, OpenBLAS threads: %d, OpenBLAS core: %s (%s)\n\n", omp_get_max_threads(),
@@ -78,6 +85,7 @@ int main() {
 
   // Plain 2-D products: (M, K) @ (K, N).
   for (auto [M, K, N] : {std::array<int, 3>{4096, 512, 2048}, {4096, 2048, 512}}) {
+    if (!want("gemm")) break;
     Tensor a = rand_t({M, K}, 1), b = rand_t({K, N}, 2), c = Tensor::empty({M, N});
     double tq = median_time([&] { Tensor y = matmul(a, b); }, reps);
     double tr = median_time([&] { sgemm(false, false, M, N, K, a.data<float>(), K, b.data<float>(), N, 0.f, c.data<float>()); }, reps);
@@ -87,7 +95,7 @@ int main() {
   }
 
   // Batched small products: 64 x (128, 64) @ (64, 128).
-  {
+  if (want("batched")) {
     const int B = 64, M = 128, K = 64, N = 128;
     Tensor a = rand_t({B, M, K}, 3), b = rand_t({B, K, N}, 4), c = Tensor::empty({B, M, N});
     double flops = 2.0 * B * M * N * K;
@@ -106,7 +114,7 @@ int main() {
   }
 
   // linear with bias: x (4096, 512), w (2048, 512), b (2048); raw = one sgemm x @ w^T (no bias).
-  {
+  if (want("linear")) {
     const int R = 4096, K = 512, N = 2048;
     Tensor x = rand_t({R, K}, 5), w = rand_t({N, K}, 6), bias = rand_t({N}, 7), c = Tensor::empty({R, N});
     double tq = median_time([&] { Tensor y = linear(x, w, bias); }, reps);
@@ -116,7 +124,7 @@ int main() {
 
   // 2-layer MLP training step: x (256, 4096) -> linear+relu -> linear -> mse; backward for x,
   // both weights and both biases. Six GEMMs: 2 forward, dh/dW2 and dx/dW1 backward.
-  {
+  if (want("mlp")) {
     const int Bt = 256, D = 4096;
     Tensor x = rand_t({Bt, D}, 8), w1 = rand_t({D, D}, 9), b1 = rand_t({D}, 10), w2 = rand_t({D, D}, 11),
            b2 = rand_t({D}, 12), target = rand_t({Bt, D}, 13);
@@ -151,7 +159,7 @@ int main() {
   }
 
   // OpenBLAS inside an OpenMP parallel region: each thread's call must run on that thread only.
-  {
+  if (want("omp")) {
     const int n = 768;
     std::vector<Tensor> a, c;
     for (int i = 0; i < 2; ++i) a.push_back(rand_t({n, n}, 30 + uint64_t(i))), c.push_back(Tensor::empty({n, n}));
