@@ -1,7 +1,7 @@
 // qkv/kernels/norm.h - fused layer normalisation over the last axis (f32, f64).
 //
 // x is contiguous, viewed as (rows, C). The forward computes each row's mean and rstd = 1/sqrt(var
-// + eps) (biased variance, two passes over the row while it is in L1, accumulated in double) and writes
+// + eps) (biased variance; one pass of shifted sums in double) and writes
 // y = (x - mean) * rstd * w + b in the same sweep. The backward recomputes xhat from the saved
 // mean/rstd and produces dx per row; dweight/dbias are summed over fixed blocks of rows whose
 // partials are added in block order, so they do not depend on the thread count.

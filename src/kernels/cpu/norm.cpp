@@ -38,17 +38,21 @@ void layer_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, doubl
     for (int64_t r = 0; r < rows; ++r) {
       const T* xr = xp + r * C;
       T* yr = yp + r * C;
-      // Row statistics accumulate in double: an f32 running sum over C terms would lose
+      // Row statistics in one pass, accumulated in double and shifted by the row's first element
+      // (so E[d^2] - E[d]^2 does not cancel): an f32 running sum over C terms would lose
       // ~sqrt(C) ulps, visible in outputs that cancel (x - mean) * rstd * w against b.
-      double s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t j = 0; j < C; ++j) s += double(xr[j]);
-      double mud = s / double(C);
-      double v = 0;
-#pragma omp simd reduction(+ : v)
-      for (int64_t j = 0; j < C; ++j) v += (double(xr[j]) - mud) * (double(xr[j]) - mud);
+      double x0 = double(xr[0]), s = 0, s2 = 0;
+#pragma omp simd reduction(+ : s, s2)
+      for (int64_t j = 0; j < C; ++j) {
+        double d = double(xr[j]) - x0;
+        s += d;
+        s2 += d * d;
+      }
+      double md = s / double(C);
+      double v = std::max(0.0, s2 / double(C) - md * md);
+      double mud = x0 + md;
       T mu = T(mud);
-      T rs = T(1.0 / std::sqrt(v / double(C) + eps));
+      T rs = T(1.0 / std::sqrt(v + eps));
       mp[r] = mu;
       rp[r] = rs;
       if (wp && bp) {
