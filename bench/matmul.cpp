@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -26,17 +27,38 @@ namespace {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Median wall time of `reps` runs after `warm` warm-up runs.
+// CPU time of the whole process (all threads): on a shared machine the fairer work measure.
+double cpu_now() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// The CPU time of the last median_time call (median over its runs).
+double g_last_cpu = 0;
+
+// Median wall time of `reps` runs after `warm` warm-up runs (median CPU time in g_last_cpu).
 double median_time(const std::function<void()>& fn, int reps, int warm = 2) {
   for (int i = 0; i < warm; ++i) fn();
-  std::vector<double> t;
+  std::vector<double> t, c;
   for (int i = 0; i < reps; ++i) {
-    double t0 = now();
+    double t0 = now(), c0 = cpu_now();
     fn();
     t.push_back(now() - t0);
+    c.push_back(cpu_now() - c0);
   }
   std::sort(t.begin(), t.end());
+  std::sort(c.begin(), c.end());
+  g_last_cpu = c[c.size() / 2];
   return t[t.size() / 2];
+}
+
+struct Timed {
+  double wall, cpu;
+};
+Timed timed(const std::function<void()>& fn, int reps, int warm = 2) {
+  double w = median_time(fn, reps, warm);
+  return {w, g_last_cpu};
 }
 
 Tensor rand_t(const Shape& s, uint64_t seed) {
@@ -54,9 +76,10 @@ int process_threads() {
   return -1;
 }
 
-void row(const char* name, double flops, double t_qkv, double t_raw) {
-  std::printf("| %-34s | %9.1f | %9.1f | %6.1f%% |\n", name, flops / t_qkv * 1e-9, flops / t_raw * 1e-9,
-              100.0 * t_raw / t_qkv);
+void row(const char* name, double flops, Timed q, Timed r) {
+  std::printf("| %-34s | %9.1f | %10.1f | %8.1f%% | %9.1f | %10.1f | %8.1f%% |\n", name, flops / q.wall * 1e-9,
+              flops / r.wall * 1e-9, 100.0 * r.wall / q.wall, flops / q.cpu * 1e-9, flops / r.cpu * 1e-9,
+              100.0 * r.cpu / q.cpu);
 }
 
 void sgemm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta, float* C) {
@@ -80,15 +103,17 @@ int main(int argc, char** argv) {
               openblas_get_num_threads(), kernels::blas_core(), openblas_get_config());
   if (kernels::blas_core_is_degraded())
     std::printf("WARNING: AVX-512 CPU but OpenBLAS runs its Prescott (SSE3) kernels: set OPENBLAS_CORETYPE=SkylakeX\n\n");
-  std::printf("| %-34s | qkv GF/s  | cblas GF/s | qkv/cblas |\n|%s|-----------|------------|-----------|\n", "case",
+  std::printf("GF/s per wall second and per CPU second (process CPU time, all threads); qkv/cblas = time ratio\n");
+  std::printf("| %-34s | qkv wall  | cblas wall | qkv/cblas | qkv cpu   | cblas cpu  | qkv/cblas |\n"
+              "|%s|-----------|------------|-----------|-----------|------------|-----------|\n", "case",
               std::string(36, '-').c_str());
 
   // Plain 2-D products: (M, K) @ (K, N).
   for (auto [M, K, N] : {std::array<int, 3>{4096, 512, 2048}, {4096, 2048, 512}}) {
     if (!want("gemm")) break;
     Tensor a = rand_t({M, K}, 1), b = rand_t({K, N}, 2), c = Tensor::empty({M, N});
-    double tq = median_time([&] { Tensor y = matmul(a, b); }, reps);
-    double tr = median_time([&] { sgemm(false, false, M, N, K, a.data<float>(), K, b.data<float>(), N, 0.f, c.data<float>()); }, reps);
+    Timed tq = timed([&] { Tensor y = matmul(a, b); }, reps);
+    Timed tr = timed([&] { sgemm(false, false, M, N, K, a.data<float>(), K, b.data<float>(), N, 0.f, c.data<float>()); }, reps);
     char name[64];
     std::snprintf(name, sizeof name, "matmul %dx%d @ %dx%d", M, K, K, N);
     row(name, 2.0 * M * N * K, tq, tr);
@@ -99,13 +124,13 @@ int main(int argc, char** argv) {
     const int B = 64, M = 128, K = 64, N = 128;
     Tensor a = rand_t({B, M, K}, 3), b = rand_t({B, K, N}, 4), c = Tensor::empty({B, M, N});
     double flops = 2.0 * B * M * N * K;
-    double tq = median_time([&] { Tensor y = matmul(a, b); }, 50);
+    Timed tq = timed([&] { Tensor y = matmul(a, b); }, 50);
     const float *ap = a.data<float>(), *bp = b.data<float>();
     float* cp = c.data<float>();
-    double tr = median_time([&] {
+    Timed tr = timed([&] {
       for (int i = 0; i < B; ++i) sgemm(false, false, M, N, K, ap + i * M * K, K, bp + i * K * N, N, 0.f, cp + i * M * N);
     }, 50);
-    double tp = median_time([&] {
+    Timed tp = timed([&] {
 #pragma omp parallel for schedule(static)
       for (int i = 0; i < B; ++i) sgemm(false, false, M, N, K, ap + i * M * K, K, bp + i * K * N, N, 0.f, cp + i * M * N);
     }, 50);
@@ -117,8 +142,8 @@ int main(int argc, char** argv) {
   if (want("linear")) {
     const int R = 4096, K = 512, N = 2048;
     Tensor x = rand_t({R, K}, 5), w = rand_t({N, K}, 6), bias = rand_t({N}, 7), c = Tensor::empty({R, N});
-    double tq = median_time([&] { Tensor y = linear(x, w, bias); }, reps);
-    double tr = median_time([&] { sgemm(false, true, R, N, K, x.data<float>(), K, w.data<float>(), K, 0.f, c.data<float>()); }, reps);
+    Timed tq = timed([&] { Tensor y = linear(x, w, bias); }, reps);
+    Timed tr = timed([&] { sgemm(false, true, R, N, K, x.data<float>(), K, w.data<float>(), K, 0.f, c.data<float>()); }, reps);
     row("linear+bias 4096x512 -> 2048", 2.0 * R * N * K, tq, tr);
   }
 
@@ -152,10 +177,12 @@ int main(int argc, char** argv) {
       sgemm(true, false, D, D, Bt, G, D, X, D, 0.f, GW);  // dW1 = dz^T x
       sgemm(false, false, Bt, D, D, G, D, W, D, 0.f, GX);  // dx = dz W1
     };
-    double ts = median_time(step, 5, 1), tg = median_time(gemms, 5, 1);
+    Timed ts = timed(step, 5, 1), tg = timed(gemms, 5, 1);
     double flops = 6 * 2.0 * Bt * D * D;
-    std::printf("\nMLP step 256 x (4096 -> 4096 -> 4096), fwd+bwd: %.1f ms; its 6 GEMMs alone: %.1f ms "
-                "(%.0f GF/s); ratio %.3f\n", ts * 1e3, tg * 1e3, flops / tg * 1e-9, ts / tg);
+    std::printf("\nMLP step 256 x (4096 -> 4096 -> 4096), fwd+bwd: wall %.1f ms, cpu %.1f ms; its 6 GEMMs alone: "
+                "wall %.1f ms, cpu %.1f ms (%.0f GF/s per CPU s); step/GEMMs: wall %.3f, cpu %.3f\n",
+                ts.wall * 1e3, ts.cpu * 1e3, tg.wall * 1e3, tg.cpu * 1e3, flops / tg.cpu * 1e-9, ts.wall / tg.wall,
+                ts.cpu / tg.cpu);
   }
 
   // OpenBLAS inside an OpenMP parallel region: each thread's call must run on that thread only.
