@@ -3,6 +3,8 @@
 // (norm_first=True) with the same sizes, in the same run: rounds alternate qkv and torch so both
 // see the same machine load. torch runs as tools/bench/encoder_layer_torch.py.
 // Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_encoder_layer [rounds] [iters]
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,44 +31,60 @@ double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// User + system CPU time of the process (all threads), ms.
+double cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto ms = [](const timeval& t) { return double(t.tv_sec) * 1e3 + double(t.tv_usec) * 1e-3; };
+  return ms(u.ru_utime) + ms(u.ru_stime);
+}
+
+struct Times {
+  std::vector<double> wall, cpu;  // ms per iteration
+};
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
-// Per-iteration times (ms) of qkv forward + backward.
-std::vector<double> time_qkv(models::EncoderBlock& layer, const Tensor& x_data, const Tensor& gy, int iters,
-                             int warmup) {
-  std::vector<double> t;
+// Per-iteration times of qkv forward + backward.
+Times time_qkv(models::EncoderBlock& layer, const Tensor& x_data, const Tensor& gy, int iters, int warmup) {
+  Times t;
   for (int i = 0; i < warmup + iters; ++i) {
     layer.zero_grad();
     Tensor x = x_data.detach();
     x.set_requires_grad(true);
-    double t0 = now_ms();
+    double c0 = cpu_ms(), t0 = now_ms();
     Tensor y = layer.forward(x);  // (B, T, D)
     backward(y, gy);
-    double t1 = now_ms();
-    if (i >= warmup) t.push_back(t1 - t0);
+    double t1 = now_ms(), c1 = cpu_ms();
+    if (i >= warmup) {
+      t.wall.push_back(t1 - t0);
+      t.cpu.push_back(c1 - c0);
+    }
   }
   return t;
 }
 
-// Runs the torch script; returns its median ms (or -1 if it failed).
-double time_torch(int iters, int threads) {
+// Runs the torch script; returns its median {wall, cpu} ms (-1 if it failed).
+std::pair<double, double> time_torch(int iters, int threads) {
   std::string cmd = "OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 " + source_dir() +
                     "/tools/bench/encoder_layer_torch.py --iters " + std::to_string(iters) + " --threads " +
                     std::to_string(threads);
   FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
+  if (!p) return {-1, -1};
   char buf[512];
-  double ms = -1;
+  double ms = -1, cpu = -1;
   while (std::fgets(buf, sizeof buf, p)) {
     std::string line(buf);
     auto k = line.find("median_ms=");
     if (k != std::string::npos) ms = std::atof(line.c_str() + k + 10);
+    k = line.find("median_cpu_ms=");
+    if (k != std::string::npos) cpu = std::atof(line.c_str() + k + 14);
   }
   pclose(p);
-  return ms;
+  return {ms, cpu};
 }
 
 }  // namespace
@@ -95,22 +113,25 @@ int main(int argc, char** argv) {
 
   std::printf("pre-LN encoder layer, d %lld h %lld ff %lld, B %lld T %lld, dropout 0.1, fwd+bwd, %d threads\n",
               (long long)D, (long long)H, (long long)FF, (long long)B, (long long)T, threads);
-  std::vector<double> q_all, t_all;
+  std::vector<double> qw, qc, tw, tc;  // per-round medians: qkv/torch wall/cpu
   for (int r = 0; r < rounds; ++r) {
-    auto q = time_qkv(layer, x, gy, iters, 2);
-    double tq = median(q);
-    double tt = time_torch(iters, threads);
-    q_all.push_back(tq);
-    if (tt > 0) t_all.push_back(tt);
-    std::printf("round %d: qkv median %.2f ms (min %.2f), torch median %.2f ms\n", r, tq,
-                *std::min_element(q.begin(), q.end()), tt);
+    Times q = time_qkv(layer, x, gy, iters, 2);
+    auto [twall, tcpu] = time_torch(iters, threads);
+    qw.push_back(median(q.wall));
+    qc.push_back(median(q.cpu));
+    if (twall > 0) {
+      tw.push_back(twall);
+      tc.push_back(tcpu);
+    }
+    std::printf("round %d: qkv wall %.2f ms cpu %.2f ms | torch wall %.2f ms cpu %.2f ms\n", r, qw.back(), qc.back(),
+                twall, tcpu);
   }
-  double mq = median(q_all);
-  if (t_all.empty()) {
-    std::printf("qkv %.2f ms; torch failed to run\n", mq);
+  if (tw.empty()) {
+    std::printf("torch failed to run\n");
     return 1;
   }
-  double mt = median(t_all);
-  std::printf("| pre-LN encoder layer fwd+bwd | qkv %.2f ms | torch %.2f ms | torch/qkv %.2fx |\n", mq, mt, mt / mq);
+  std::printf("| pre-LN encoder layer fwd+bwd | qkv cpu %.2f ms | torch cpu %.2f ms | torch/qkv cpu %.2fx | "
+              "qkv wall %.2f ms | torch wall %.2f ms | torch/qkv wall %.2fx |\n",
+              median(qc), median(tc), median(tc) / median(qc), median(qw), median(tw), median(tw) / median(qw));
   return 0;
 }
