@@ -19,6 +19,7 @@
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/gemm.h"
 #include "qkv/tensor/storage.h"
 
 using namespace qkv;
@@ -90,6 +91,9 @@ int main(int argc, char** argv) {
   const char* thr = std::getenv("OMP_NUM_THREADS");
   std::printf("# scaled_dot_product_attention f32, B %lld H %lld Dh %lld, OMP_NUM_THREADS=%s; median ms\n",
               (long long)B, (long long)H, (long long)Dh, thr ? thr : "(unset)");
+  std::printf("# OpenBLAS core: %s%s\n", kernels::blas_core(),
+              kernels::blas_core_is_degraded() ? " (DEGRADED: SSE3 kernels on an AVX-512 CPU; export "
+                                                 "OPENBLAS_CORETYPE=SkylakeX)" : "");
   std::printf("# peak alloc = allocator peak above the inputs (tensors); RSS = child's max resident set\n");
   std::printf("# cpu = user+sys time of fwd+bwd summed over threads\n");
   std::printf("%-6s %-7s %5s %10s %12s %16s %14s %10s\n", "mask", "path", "T", "fwd_ms", "fwd+bwd_ms", "fwd+bwd_cpu_ms",
