@@ -61,7 +61,7 @@ TEST(BpeTrain, SennrichExampleByHand) {
 
 TEST(BpeTrain, MergesEqualNaivePythonTrainer) {
   std::string path = test_text_path("bpe_train_100k.txt", 100000, true);
-  std::string ref = path + ".py.merges";
+  std::string ref = scratch("py.merges");
   run_command("/usr/bin/python3 " + std::string(QKV_SOURCE_DIR) + "/tools/text/bpe_train_reference.py " +
               shell_quote(path) + " " + shell_quote(ref) + " --merges 300");
   auto lines = read_lines(ref);

@@ -22,12 +22,12 @@ struct CmdResult {
 };
 
 CmdResult run_qkv(const std::string& args, const std::string& stdin_text) {
-  std::string dir = std::string(QKV_BINARY_DIR) + "/text-data/";
-  std::ofstream(dir + "cli_in.txt", std::ios::binary) << stdin_text;
-  std::string cmd = shell_quote(qkv_bin()) + " " + args + " < " + shell_quote(dir + "cli_in.txt") + " > " +
-                    shell_quote(dir + "cli_out.txt") + " 2> " + shell_quote(dir + "cli_err.txt");
+  std::string in = scratch("cli_in.txt"), out = scratch("cli_out.txt"), err = scratch("cli_err.txt");
+  std::ofstream(in, std::ios::binary) << stdin_text;
+  std::string cmd = shell_quote(qkv_bin()) + " " + args + " < " + shell_quote(in) + " > " +
+                    shell_quote(out) + " 2> " + shell_quote(err);
   int st = std::system(cmd.c_str());
-  return {WEXITSTATUS(st), slurp(dir + "cli_out.txt"), slurp(dir + "cli_err.txt")};
+  return {WEXITSTATUS(st), slurp(out), slurp(err)};
 }
 
 }  // namespace
@@ -68,7 +68,7 @@ TEST(CliTokenize, TrainThenTokenizeRoundTrip) {
     i = j + 1;
   }
   ASSERT_EQ(words, 24);
-  std::string out = std::string(QKV_BINARY_DIR) + "/text-data/cli_bpe.json";
+  std::string out = scratch("cli_bpe.json");
   for (std::string kind : {"bpe", "bytebpe", "char", "word"}) {
     std::string vs = kind == "bpe" || kind == "bytebpe" ? "600" : "100000";
     CmdResult t = run_qkv("train-tokenizer --kind " + kind + " --vocab-size " + vs + " --input " +
@@ -90,7 +90,7 @@ TEST(CliTokenize, ErrorsNameTheFile) {
   CmdResult r = run_qkv("tokenize -t /nonexistent/tok.json", "x\n");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("/nonexistent/tok.json"), std::string::npos) << r.err;
-  std::string bad = std::string(QKV_BINARY_DIR) + "/text-data/cli_bad.json";
+  std::string bad = scratch("cli_bad.json");
   std::ofstream(bad) << R"({"model": {"type": "Unigram", "vocab": []}})";
   r = run_qkv("tokenize -t " + shell_quote(bad), "x\n");
   EXPECT_EQ(r.status, 1);

@@ -24,13 +24,14 @@ const JsReference& js_reference() {
     r.text_path = test_text_path("gpt2_1mb.txt", 1100000, false);
     std::string base = npm_cache();
     std::string js = std::string(QKV_SOURCE_DIR) + "/tools/text/gpt2_js_encode.js";
+    std::string ids = scratch("gpt2.js.ids"), pieces = scratch("gpt2.js.pieces");
     run_command("node " + shell_quote(js) + " " + shell_quote(base) + " " + shell_quote(r.text_path) +
-                " " + shell_quote(r.text_path + ".js.ids"));
+                " " + shell_quote(ids));
     run_command("node " + shell_quote(js) + " " + shell_quote(base) + " " + shell_quote(r.text_path) +
-                " " + shell_quote(r.text_path + ".js.pieces") + " --pieces");
+                " " + shell_quote(pieces) + " --pieces");
     r.lines = split_lines_keep_newline(slurp(r.text_path));
-    r.ids = read_lines(r.text_path + ".js.ids");
-    r.pieces = read_lines(r.text_path + ".js.pieces");
+    r.ids = read_lines(ids);
+    r.pieces = read_lines(pieces);
     return r;
   }();
   return ref;
@@ -109,7 +110,7 @@ TEST(Gpt2Bpe, DecodeRoundTripsBytesExactly) {
 // everywhere; \p{L}/\p{N} may differ only on code points that Unicode 14 leaves unassigned
 // (qkv: category C), i.e. characters added later. Documented in docs/tokenizers.md.
 TEST(Gpt2Unicode, DifferencesFromNodeAreOnlyNewerCharacters) {
-  std::string out = std::string(QKV_BINARY_DIR) + "/text-data/js_classes.bin";
+  std::string out = scratch("js_classes.bin");
   std::string ver = run_command("node " + std::string(QKV_SOURCE_DIR) + "/tools/text/js_unicode_classes.js " +
                                 shell_quote(out));
   std::string js = slurp(out);

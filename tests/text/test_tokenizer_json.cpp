@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <functional>
+#include <sys/stat.h>
 
 #include "qkv/text/bpe.h"
 #include "qkv/text/bpe_train.h"
@@ -19,7 +20,7 @@ using namespace qkv::testing;
 
 namespace {
 
-std::string tmp(const std::string& name) { return std::string(QKV_BINARY_DIR) + "/text-data/" + name; }
+std::string tmp(const std::string& name) { return scratch(name); }
 
 // Saves, reloads, and checks the reloaded tokenizer gives the same ids on `text` line by line.
 std::unique_ptr<Tokenizer> round_trip(const Tokenizer& tok, const std::string& name, const std::string& text) {
@@ -136,5 +137,7 @@ TEST(TokenizerJson, ErrorsNameFileAndField) {
   std::string e4 = expect_error([&] { from_tokenizer_json(R"({"model":{"type":"WordLevel","unk_token":"u","vocab":{"u":0,"v":"x"}}})", "z.json"); });
   EXPECT_NE(e4.find("model.vocab.v"), std::string::npos) << e4;
   EXPECT_NE(expect_error([&] { from_tokenizer_json("[]", "w.json"); }).find("w.json"), std::string::npos);
-  EXPECT_NE(expect_error([&] { load_tokenizer(tmp("")); }).find("no tokenizer.json"), std::string::npos);
+  std::string empty_dir = tmp("empty_dir");
+  ::mkdir(empty_dir.c_str(), 0755);
+  EXPECT_NE(expect_error([&] { load_tokenizer(empty_dir); }).find("no tokenizer.json"), std::string::npos);
 }

@@ -22,14 +22,16 @@ const WordPieceTokenizer& bert() {
 
 // Ids of each line of `path` from the Python reference and from the npm package.
 std::vector<std::string> python_ids(const std::string& path) {
+  std::string out = scratch("bert.py.ids");
   run_command("/usr/bin/python3 " + std::string(QKV_SOURCE_DIR) + "/tools/text/bert_reference.py " +
-              shell_quote(vocab_txt()) + " " + shell_quote(path) + " " + shell_quote(path + ".py.ids"));
-  return read_lines(path + ".py.ids");
+              shell_quote(vocab_txt()) + " " + shell_quote(path) + " " + shell_quote(out));
+  return read_lines(out);
 }
 std::vector<std::string> js_ids(const std::string& path) {
+  std::string out = scratch("bert.js.ids");
   run_command("node " + std::string(QKV_SOURCE_DIR) + "/tools/text/bert_js_encode.js " +
-              shell_quote(npm_cache()) + " " + shell_quote(path) + " " + shell_quote(path + ".js.ids"));
-  return read_lines(path + ".js.ids");
+              shell_quote(npm_cache()) + " " + shell_quote(path) + " " + shell_quote(out));
+  return read_lines(out);
 }
 
 std::string ids_str(const std::vector<int32_t>& ids) {
@@ -88,7 +90,7 @@ TEST(WordPiece, AgreesWithJsPackageOnPlainLowercaseText) {
     else if (c == '\n') { if (!plain.empty() && plain.back() == ' ') plain.pop_back(); plain += '\n'; space = true; }
     else if (!space) plain += ' ', space = true;
   }
-  std::string path = std::string(QKV_BINARY_DIR) + "/text-data/bert_plain.txt";
+  std::string path = scratch("bert_plain.txt");
   std::ofstream(path, std::ios::binary) << plain;
   auto js = js_ids(path);
   auto lines = split_lines_keep_newline(plain);
@@ -117,7 +119,7 @@ TEST(WordPiece, JsPackageDivergencesFollowBert) {
       {"words over 100 characters are [UNK]", std::string(101, 'a')},
       {"special tokens in the text", "the [MASK] is"},
   };
-  std::string path = std::string(QKV_BINARY_DIR) + "/text-data/bert_divergences.txt";
+  std::string path = scratch("bert_divergences.txt");
   {
     std::ofstream f(path, std::ios::binary);
     for (auto& c : cases) f << c.second << '\n';

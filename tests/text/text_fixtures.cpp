@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace qkv::testing {
 
@@ -48,12 +49,19 @@ std::string test_text_path(const std::string& name, size_t bytes, bool valid_onl
   std::string path = dir + "/" + name;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
+    std::string tmp = path + ".tmp" + std::to_string(::getpid());
     run_command("/usr/bin/python3 " + std::string(QKV_SOURCE_DIR) + "/tools/text/make_test_text.py " +
-                shell_quote(path + ".tmp") + " --bytes " + std::to_string(bytes) +
-                (valid_only ? " --valid-only" : "") + " && mv " + shell_quote(path + ".tmp") + " " +
+                shell_quote(tmp) + " --bytes " + std::to_string(bytes) +
+                (valid_only ? " --valid-only" : "") + " && mv " + shell_quote(tmp) + " " +
                 shell_quote(path));
   }
   return path;
+}
+
+std::string scratch(const std::string& name) {
+  std::string dir = std::string(QKV_BINARY_DIR) + "/text-data";
+  ::mkdir(dir.c_str(), 0755);
+  return dir + "/" + std::to_string(::getpid()) + "-" + name;
 }
 
 std::string slurp(const std::string& path) {

@@ -23,5 +23,7 @@ std::vector<std::string> split_lines_keep_newline(const std::string& text);
 std::vector<std::string> read_lines(const std::string& path);  // without the '\n'
 std::vector<int32_t> parse_ids(const std::string& line);
 std::string shell_quote(const std::string& s);
+// A file name in the build tree's text-data/ unique to this process (tests run in parallel).
+std::string scratch(const std::string& name);
 
 }  // namespace qkv::testing

