@@ -1,0 +1,70 @@
+// Cross-attention heatmaps of one translated sentence (`qkv translate --attention`).
+#include <algorithm>
+#include <cstdio>
+
+#include "qkv/autograd/node.h"
+#include "qkv/viz/heatmap.h"
+#include "translate_common.h"
+
+namespace qkv::cli {
+namespace {
+
+// A readable label for one token: its decoded text, or its vocabulary string if that is empty.
+std::string token_label(const text::Tokenizer& tok, int64_t id) {
+  std::vector<int32_t> one{int32_t(id)};
+  std::string s = tok.decode(one, /*skip_special=*/false);
+  auto b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
+  s = b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  return s.empty() ? tok.id_to_token(int32_t(id)) : s;
+}
+
+}  // namespace
+
+void write_attention_png(io::Seq2SeqBundle& b, const TranslateResult& r, const std::vector<std::string>& lines,
+                         int64_t line, const std::string& png) {
+  QKV_CHECK(line >= 1 && line <= int64_t(lines.size()), "--attention-line", "must be in 1..", lines.size(), ", got ",
+            line);
+  const auto& src = r.src_ids[size_t(line - 1)];
+  const auto& hyp = r.hyps[size_t(line - 1)].front().tokens;  // y1 .. yn (</s> last if produced)
+  QKV_CHECK(!hyp.empty(), "translate", "line ", line, " produced no tokens to draw");
+  train::SeqIds ids = special_ids(b);
+  std::vector<int64_t> tgt_in{ids.bos};  // <s> y1 .. y_{n-1}: row t attends while producing y_t
+  tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end() - 1);
+  int64_t S = int64_t(src.size()), T = int64_t(tgt_in.size());
+  Tensor src_t = Tensor::from_vector(src, Shape{1, S}), pad = Tensor::zeros({1, S}, DType::u8);
+  Tensor tgt_t = Tensor::from_vector(tgt_in, Shape{1, T});
+  models::AttentionMaps maps;
+  {
+    NoGradGuard ng;
+    maps = b.model->cross_attention(src_t, pad, tgt_t);
+  }
+  std::vector<std::string> cols, rows;
+  for (int64_t id : src) cols.push_back(token_label(*b.src_tok, id));
+  for (int64_t id : hyp) rows.push_back(token_label(*b.tgt_tok, id));
+  std::vector<viz::Heatmap> panels;
+  for (size_t l = 0; l < maps.layers.size(); ++l) {
+    Tensor w = maps.layers[l].contiguous();  // (1, H, T, S)
+    int64_t H = w.size(1);
+    for (int64_t h = 0; h < H; ++h) {
+      viz::Heatmap p;
+      p.rows = int(T);
+      p.cols = int(S);
+      const float* base = w.data<float>() + h * T * S;
+      p.values.assign(base, base + T * S);
+      p.row_labels = rows;
+      p.col_labels = cols;
+      p.title = maps.layers.size() == 1 && H == 1 ? "attention" : "layer " + std::to_string(l) + " head " + std::to_string(h);
+      panels.push_back(std::move(p));
+    }
+  }
+  QKV_CHECK(!panels.empty(), "translate", "the model returned no attention maps");
+  if (panels.size() > 1) panels.push_back(viz::average_heatmap(panels, "average over layers and heads"));
+  viz::HeatmapOptions opt;
+  opt.title = "cross-attention: " + lines[size_t(line - 1)];
+  opt.colorbar_label = "attention weight";
+  opt.vmin = 0;  // the maximum follows the data, so weak heads stay visible
+  viz::write_heatmap_grid(png, panels, opt);
+  std::fprintf(stderr, "qkv translate: wrote %zu attention panels to %s\n", panels.size(), png.c_str());
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,91 @@
+// qkv translate --model DIR: source sentences (stdin or --input) -> one translation per line.
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+
+#include "cli.h"
+#include "translate_common.h"
+#include "qkv/util/file.h"
+
+namespace qkv::cli {
+namespace {
+
+std::vector<std::string> read_lines(std::istream& in) {
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Translate sentences with a trained encoder-decoder model", "qkv translate"};
+  std::string model_dir, input, output, attention_png;
+  TranslateRequest req;
+  std::string on_long = "truncate";
+  int64_t attention_line = 1;
+  app.add_option("--model,-m", model_dir, "model directory (config.json, model.safetensors, tokenizer)")->required();
+  app.add_option("--input,-i", input, "source file, one sentence per line (default: stdin)");
+  app.add_option("--output,-o", output, "write translations here (default: stdout)");
+  app.add_option("--beam,-b", req.options.beam, "beam size (1 = greedy)")->check(CLI::PositiveNumber);
+  app.add_option("--alpha", req.options.alpha, "GNMT length-penalty exponent for beam search");
+  app.add_option("--max-len-ratio", req.options.max_len_ratio, "maximum output length as a multiple of the source");
+  app.add_option("--nbest", req.options.nbest, "print the n best hypotheses, tab-separated with scores");
+  app.add_option("--batch-size", req.batch_size, "sentences per batch")->check(CLI::PositiveNumber);
+  app.add_flag("--sample", req.options.sample, "sample instead of searching");
+  app.add_option("--temperature", req.options.temperature, "sampling temperature");
+  app.add_option("--top-k", req.options.top_k, "sample from the k most likely tokens (0 = all)");
+  app.add_option("--top-p", req.options.top_p, "nucleus sampling mass");
+  app.add_option("--seed", req.options.seed, "sampling seed");
+  app.add_option("--on-long", on_long, "a line longer than the model allows: truncate (warn) or refuse")
+      ->check(CLI::IsMember({"truncate", "refuse"}));
+  app.add_option("--attention", attention_png, "write the cross-attention heatmaps of one sentence to this PNG");
+  app.add_option("--attention-line", attention_line, "which input line to draw (1-based)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  req.refuse_long = on_long == "refuse";
+
+  io::Seq2SeqBundle bundle = io::load_seq2seq(model_dir);
+  std::vector<std::string> lines;
+  if (input.empty()) {
+    lines = read_lines(std::cin);
+  } else {
+    std::ifstream in(input);
+    QKV_CHECK(in.good(), input, "cannot open input file");
+    lines = read_lines(in);
+  }
+  QKV_CHECK(!lines.empty(), input.empty() ? "stdin" : input, "no input lines to translate");
+  TranslateResult r = translate_lines(bundle, lines, req);
+
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (req.options.nbest > 1) {
+      for (auto& h : r.hyps[i]) {
+        std::vector<int32_t> toks;
+        for (int64_t t : h.tokens)
+          if (t != special_ids(bundle).eos) toks.push_back(int32_t(t));
+        out += std::to_string(i) + "\t" + bundle.tgt_tok->decode(toks) + "\t" + std::to_string(h.score) + "\n";
+      }
+    } else {
+      out += r.text[i] + "\n";
+    }
+  }
+  if (output.empty()) {
+    std::cout << out;
+    std::cout.flush();
+  } else {
+    write_file_atomic(output, out);
+  }
+  if (!attention_png.empty()) write_attention_png(bundle, r, lines, attention_line, attention_png);
+  return 0;
+}
+
+Register reg("translate", "translate sentences with a trained model (greedy, beam, sampling)", run);
+
+}  // namespace
+}  // namespace qkv::cli

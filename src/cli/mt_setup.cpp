@@ -1,0 +1,136 @@
+#include "mt_setup.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "qkv/text/bpe_train.h"
+#include "qkv/text/corpus.h"
+#include "qkv/text/corpus_mt.h"
+#include "qkv/train/seq2seq_data.h"
+#include "qkv/util/config.h"
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace qkv::cli {
+
+ParallelText read_parallel_tsv(const std::string& path) {
+  std::ifstream in(path);
+  QKV_CHECK(in.good(), path, "cannot open the parallel corpus (expected 'source<TAB>target' lines)");
+  ParallelText t;
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    auto tab = line.find('\t');
+    QKV_CHECK(tab != std::string::npos && line.find('\t', tab + 1) == std::string::npos, path, "line ", n,
+              ": expected exactly one tab between source and target");
+    QKV_CHECK(text::is_valid_utf8(line), path, "line ", n, ": invalid UTF-8");
+    t.src.push_back(line.substr(0, tab));
+    t.tgt.push_back(line.substr(tab + 1));
+  }
+  QKV_CHECK(!t.src.empty(), path, "no sentence pairs");
+  return t;
+}
+
+std::string ensure_mt_corpus(const std::string& name, const std::string& data_dir) {
+  // "en-de-small" -> language "de", set "small"
+  auto a = name.find('-'), b = name.rfind('-');
+  QKV_CHECK(name.rfind("en-", 0) == 0 && a != b, "corpus", "unknown corpus '", name,
+            "' (expected en-<lang>-<set>, e.g. en-de-small)");
+  text::MtBuildOptions o;
+  o.tgt_lang = name.substr(a + 1, b - a - 1);
+  o.set = name.substr(b + 1);
+  o.data_dir = data_dir;
+  o.verbose = true;
+  o.config.tgt_lang = o.tgt_lang;
+  auto r = text::build_mt_corpus(o);
+  return r.out_dir;
+}
+
+void train_tokenizers(const nlohmann::json& cfg_json, const ParallelText& train, const std::string& work_dir,
+                      std::shared_ptr<text::Tokenizer>& src_tok, std::shared_ptr<text::Tokenizer>& tgt_tok) {
+  ConfigReader r(cfg_json, "config", "tokenizer");
+  std::string kind = r.string("kind", "bpe");
+  QKV_CHECK(kind == "bpe" || kind == "bytebpe", r.where("kind"), "expected \"bpe\" or \"bytebpe\", got \"", kind, "\"");
+  text::BpeTrainOptions o;
+  o.byte_level = kind == "bytebpe";
+  if (o.byte_level) {
+    o.end_of_word_suffix.clear();
+    o.unk_token.clear();
+  }
+  o.vocab_size = int(r.integer("vocab_size", 8000));
+  o.min_frequency = r.integer("min_frequency", 2);
+  bool shared = r.boolean("shared", true);
+  r.finish();
+  fs::create_directories(work_dir);
+  auto dump = [&](const std::string& file, std::initializer_list<const std::vector<std::string>*> cols) {
+    std::string text;
+    for (auto* c : cols)
+      for (auto& s : *c) text += s + "\n";
+    write_file_atomic(file, text);
+    return file;
+  };
+  if (shared) {
+    std::string f = dump((fs::path(work_dir) / "bpe_input.txt").string(), {&train.src, &train.tgt});
+    src_tok = text::train_bpe({f}, o);
+    tgt_tok = src_tok;
+  } else {
+    src_tok = text::train_bpe({dump((fs::path(work_dir) / "bpe_input.src.txt").string(), {&train.src})}, o);
+    tgt_tok = text::train_bpe({dump((fs::path(work_dir) / "bpe_input.tgt.txt").string(), {&train.tgt})}, o);
+  }
+}
+
+void complete_model_config(nlohmann::json& config, const text::Tokenizer& src, const text::Tokenizer& tgt) {
+  auto& m = config["model"];
+  m["src_vocab"] = src.vocab_size();
+  m["tgt_vocab"] = tgt.vocab_size();
+  m["pad_id"] = tgt.require_special_id(text::Role::Pad);
+  m["bos_id"] = tgt.require_special_id(text::Role::Bos);
+  m["eos_id"] = tgt.require_special_id(text::Role::Eos);
+  QKV_CHECK(&src == &tgt || src.require_special_id(text::Role::Eos) == tgt.require_special_id(text::Role::Eos), "config",
+            "source and target tokenizers must agree on the </s> id");
+}
+
+std::vector<train::Example> encode_pairs(const ParallelText& t, const text::Tokenizer& src_tok,
+                                         const text::Tokenizer& tgt_tok, int64_t eos, int64_t max_len,
+                                         int64_t* dropped) {
+  std::vector<train::Example> out;
+  int64_t drop = 0;
+  for (size_t i = 0; i < t.src.size(); ++i) {
+    bool cut_s = false, cut_t = false;
+    train::Example e{train::encode_sentence(src_tok, t.src[i], eos, max_len, &cut_s),
+                     train::encode_sentence(tgt_tok, t.tgt[i], eos, max_len - 1, &cut_t)};
+    if (cut_s || cut_t) {
+      ++drop;
+      continue;
+    }
+    out.push_back(std::move(e));
+  }
+  if (dropped) *dropped = drop;
+  return out;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& cfg, const std::string& where, nn::Module& model) {
+  ConfigReader r(cfg, where, "optimizer");
+  std::string type = r.string("type", "adam");
+  double lr = r.number("lr", 1e-3), wd = r.number("weight_decay", type == "adamw" ? 0.01 : 0.0);
+  std::pair<double, double> betas{0.9, 0.98};
+  if (r.has("betas")) {
+    auto b = r.raw("betas");
+    QKV_CHECK(b.is_array() && b.size() == 2 && b[0].is_number() && b[1].is_number(), r.where("betas"),
+              "expected [beta1, beta2]");
+    betas = {b[0].get<double>(), b[1].get<double>()};
+  }
+  double eps = r.number("eps", 1e-9), momentum = r.number("momentum", 0.0);
+  r.finish();
+  auto groups = make_param_groups(model.named_parameters(), is_bias_or_norm);
+  if (type == "adam") return std::make_unique<Adam>(groups, lr, betas, eps, wd);
+  if (type == "adamw") return std::make_unique<AdamW>(groups, lr, betas, eps, wd);
+  if (type == "sgd") return std::make_unique<SGD>(groups, lr, momentum, 0.0, false, wd);
+  fail(r.where("type"), "expected adam, adamw or sgd, got '", type, "'");
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,42 @@
+// src/cli/mt_setup.h - what `qkv train` assembles for a translation run: corpus files,
+// tokenizers, the model, the optimizer, the data streams and the validation callback.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qkv/io/model_dir.h"
+#include "qkv/train/optim.h"
+#include "qkv/train/seq2seq_stream.h"
+
+namespace qkv::cli {
+
+struct ParallelText {
+  std::vector<std::string> src, tgt;
+};
+// Reads "source\ttarget" lines; errors name the file and line.
+ParallelText read_parallel_tsv(const std::string& path);
+
+// Resolves a corpus name ("en-de-small", "en-fr-large") to <data_dir>/mt/<name>/, building it
+// from Debian packages first if needed. Returns the directory.
+std::string ensure_mt_corpus(const std::string& name, const std::string& data_dir);
+
+// Trains BPE tokenizer(s) from the training text per the "tokenizer" config section
+// ({"kind": "bpe"|"bytebpe", "vocab_size", "min_frequency", "shared"}) into work_dir.
+void train_tokenizers(const nlohmann::json& cfg, const ParallelText& train, const std::string& work_dir,
+                      std::shared_ptr<text::Tokenizer>& src_tok, std::shared_ptr<text::Tokenizer>& tgt_tok);
+
+// Fills vocabulary sizes and special ids from the tokenizers into config["model"].
+void complete_model_config(nlohmann::json& config, const text::Tokenizer& src_tok, const text::Tokenizer& tgt_tok);
+
+// Tokenizes pairs; drops those longer than max_len tokens on either side (returns the count).
+std::vector<train::Example> encode_pairs(const ParallelText& text, const text::Tokenizer& src_tok,
+                                         const text::Tokenizer& tgt_tok, int64_t eos, int64_t max_len,
+                                         int64_t* dropped = nullptr);
+
+// Adam / AdamW / SGD from {"type", "lr", "betas", "eps", "weight_decay", "momentum"}; biases and
+// LayerNorm weights are never decayed.
+std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& cfg, const std::string& where, nn::Module& model);
+
+}  // namespace qkv::cli

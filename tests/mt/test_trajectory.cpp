@@ -1,0 +1,90 @@
+// 200 training steps of the qkv Transformer equal torch.nn.Transformer + embeddings + generator
+// step by step (tools/refs/mt_trajectory.py): same weights, data order, Adam, Noam, label
+// smoothing, clipping, dropout 0.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "qkv/models/transformer.h"
+#include "qkv/train/seq2seq_trainer.h"
+#include "ref.h"
+
+using namespace qkv;
+using namespace qkv::testing;
+
+namespace {
+// Replays the reference's batches in order.
+class ReplayStream : public train::BatchStream {
+ public:
+  explicit ReplayStream(std::vector<train::Seq2SeqBatch> b) : batches_(std::move(b)) {}
+  train::Seq2SeqBatch next() override { return batches_[size_t(i_++ % int64_t(batches_.size()))]; }
+  int64_t epoch() const override { return i_ / int64_t(batches_.size()); }
+  std::map<std::string, int64_t> position() const override { return {{"i", i_}}; }
+  void restore(const std::map<std::string, int64_t>& p) override { i_ = p.at("i"); }
+
+ private:
+  std::vector<train::Seq2SeqBatch> batches_;
+  int64_t i_ = 0;
+};
+
+int64_t count_targets(const Tensor& tout) {
+  int64_t n = 0;
+  for (int64_t v : tout.to_vector<int64_t>()) n += v != 0;
+  return n;
+}
+}  // namespace
+
+TEST(Trajectory, TwoHundredStepsMatchPyTorch) {
+  RefFile ref("mt_trajectory");
+  const std::string c = "run";
+  auto p = ref.params(c);
+  models::TransformerConfig cfg;
+  from_json(p["config"], cfg);
+  models::Transformer model(cfg);
+  std::map<std::string, Tensor> init;
+  for (auto& [name, t] : model.state_dict()) init[name] = ref.get(c, "init." + name);
+  model.load_state_dict(init);
+
+  std::vector<train::Seq2SeqBatch> batches;
+  for (int i = 0; i < int(p["batches"]); ++i) {
+    train::Seq2SeqBatch b;
+    std::string k = std::to_string(i);
+    b.src = ref.get(c, "src" + k);
+    b.src_pad = ref.get(c, "pad" + k);
+    b.tgt_in = ref.get(c, "tin" + k);
+    b.tgt_out = ref.get(c, "tout" + k);
+    b.tgt_tokens = count_targets(b.tgt_out);
+    batches.push_back(b);
+  }
+  ReplayStream stream(batches);
+  auto groups = single_group(model.parameters());
+  Adam opt(groups, 1.0, {0.9, 0.98}, p["eps"]);
+  NoamSchedule sched(cfg.d_model, p["warmup"], p["factor"]);
+  train::TrainOptions o;
+  o.max_steps = p["steps"];
+  o.label_smoothing = p["label_smoothing"];
+  o.clip_norm = p["clip"];
+  o.pad_id = cfg.pad_id;
+  train::Seq2SeqTrainer trainer(model, opt, sched, stream, o, ::testing::TempDir() + "/trajectory", {});
+
+  std::vector<double> expect = ref.get(c, "losses").to_vector<double>();
+  std::vector<double> exact = ref.get(c, "losses64").to_vector<double>();
+  double worst = 0, reference_fp32_error = 0;
+  for (size_t s = 0; s < expect.size(); ++s) {
+    double loss = trainer.train_step();
+    double rel = std::abs(loss - expect[s]) / std::abs(expect[s]);
+    worst = std::max(worst, rel);
+    reference_fp32_error = std::max(reference_fp32_error, std::abs(expect[s] - exact[s]) / std::abs(exact[s]));
+    // fp32 tolerance: 1e-5 relative on the loss for the first 100 steps. Rounding differences
+    // accumulate over training: PyTorch's own fp32 run drifts from its fp64 run by up to 5.7e-6
+    // over these 200 steps, so two fp32 implementations may differ by twice one's budget late in
+    // the run; after step 100 the bound is 2e-5 (measured worst: 1.1e-5 at step 181).
+    double tol = s < 100 ? 1e-5 : 2e-5;
+    ASSERT_LE(rel, tol) << "step " << s + 1 << ": qkv " << loss << " vs PyTorch " << expect[s];
+  }
+  // The comparison is meaningful only while fp32 itself is accurate: the reference's own fp32
+  // run must stay within 1e-5 of its fp64 run (see tools/refs/mt_trajectory.py).
+  EXPECT_LT(reference_fp32_error, 1e-5);
+  RecordProperty("worst_relative_loss_error", std::to_string(worst));
+  EXPECT_LT(expect.back(), expect.front() * 0.8) << "the reference run should learn something";
+}
