@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian package qkv needs (idempotent, quiet when nothing is missing),
-# then configures and builds the Release tree in build/ (and build-asan/ with --asan).
+# Installs every Debian package qkv needs (idempotent, quiet when nothing is missing), then
+# configures and builds the `qkv` program in build/ (Release). --tests builds everything in
+# build/ (tests, benchmarks); --asan also builds the Debug+ASan+UBSan tree in build-asan/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,16 +24,29 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-build() {  # build <dir> <cmake args...>
-  local dir=$1; shift
+tests=0 asan=0
+for a in "$@"; do
+  case "$a" in
+    --tests) tests=1 ;;
+    --asan) tests=1 asan=1 ;;
+    *) echo "usage: scripts/install.sh [--tests] [--asan]" >&2; exit 2 ;;
+  esac
+done
+
+build() {  # build <dir> <target or ""> <cmake args...>
+  local dir=$1 target=$2; shift 2
   if [ ! -f "$dir/build.ninja" ]; then
     cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
   fi
-  cmake --build "$dir" -- --quiet 2>&1 | grep -v '^ninja: no work to do' || true
-  test "${PIPESTATUS[0]}" = 0
+  local log; log=$(mktemp)
+  if ! cmake --build "$dir" ${target:+--target "$target"} -- --quiet >"$log" 2>&1; then
+    cat "$log" >&2; rm -f "$log"; exit 1
+  fi
+  grep -v '^ninja: no work to do' "$log" || true
+  rm -f "$log"
 }
 
-build build -DCMAKE_BUILD_TYPE=Release
-if [ "${1:-}" = "--asan" ]; then
-  build build-asan -DCMAKE_BUILD_TYPE=Debug -DQKV_SANITIZE=ON -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g"
+if ((tests)); then build build "" -DCMAKE_BUILD_TYPE=Release; else build build qkv_cli -DCMAKE_BUILD_TYPE=Release; fi
+if ((asan)); then
+  build build-asan "" -DCMAKE_BUILD_TYPE=Debug -DQKV_SANITIZE=ON -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g"
 fi
