@@ -34,8 +34,8 @@ cut -f2 "$CORPUS/test.tsv" > "$RUN/test.de"
 $QKV translate --model "$RUN/model" --input "$RUN/test.en" --output "$RUN/test.hyp" --beam 4
 $QKV bleu --hyp "$RUN/test.hyp" --ref "$RUN/test.de" --chrf
 echo "-- sample translations:"
-paste "$RUN/test.en" "$RUN/test.de" "$RUN/test.hyp" | head -n 6 |
-  awk -F'\t' '{printf "  source     %s\n  reference  %s\n  qkv        %s\n\n", $1, $2, $3}'
+paste "$RUN/test.en" "$RUN/test.de" "$RUN/test.hyp" |
+  awk -F'\t' 'NR <= 6 {printf "  source     %s\n  reference  %s\n  qkv        %s\n\n", $1, $2, $3}'
 
 echo "== attention"
 sed -n 4p "$RUN/test.en" > "$RUN/sample.en"
