@@ -3,7 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "qkv/text/corpus.h"  // splitmix64
+#include "qkv/text/corpus.h"  // splitmix64, split_tabs
+#include "qkv/text/line_reader.h"
 #include "qkv/util/error.h"
 
 namespace qkv::text {
@@ -13,6 +14,20 @@ void ParallelDataset::add(const std::vector<int32_t>& src, const std::vector<int
   tgt_.insert(tgt_.end(), tgt.begin(), tgt.end());
   src_off_.push_back(src_.size());
   tgt_off_.push_back(tgt_.size());
+}
+
+ParallelDataset read_parallel_dataset(const std::string& tsv_path, const Encoder& encode_src,
+                                      const Encoder& encode_tgt, size_t max_lines) {
+  ParallelDataset ds;
+  LineReader rd(tsv_path);
+  std::string_view line;
+  while ((max_lines == 0 || ds.size() < max_lines) && rd.next(line)) {
+    auto f = split_tabs(line);
+    QKV_CHECK(f.size() == 2, "parallel TSV '" + tsv_path + "'", "line ", rd.line_number(),
+              ": expected 2 tab-separated fields, found ", f.size());
+    ds.add(encode_src(f[0]), encode_tgt(f[1]));
+  }
+  return ds;
 }
 
 int64_t Batch::real_tokens() const {

@@ -101,8 +101,13 @@ void TarStream::on_body_done() {
     while (pos < body_.size()) {
       size_t sp = body_.find(' ', pos);
       if (sp == std::string::npos) break;
-      size_t len = std::stoul(body_.substr(pos, sp - pos));
-      if (len == 0 || pos + len > body_.size()) break;
+      size_t len = 0;
+      for (size_t k = pos; k < sp; ++k) {
+        QKV_CHECK(body_[k] >= '0' && body_[k] <= '9' && len < (size_t(1) << 40),
+                  "tar stream of '" + source_ + "'", "bad pax record length at byte ", offset_);
+        len = len * 10 + size_t(body_[k] - '0');
+      }
+      if (len <= sp - pos + 1 || pos + len > body_.size()) break;
       std::string rec = body_.substr(sp + 1, pos + len - sp - 2);
       if (rec.rfind("path=", 0) == 0) long_name_ = rec.substr(5);
       pos += len;

@@ -206,3 +206,27 @@ TEST(LineReaderTest, SmallBufferMatchesWholeFile) {
   EXPECT_EQ(r3.buffer_capacity(), 4096u);
   EXPECT_THROW(LineReader("/nonexistent/file.tsv"), qkv::Error);
 }
+
+TEST(Batching, ReadParallelDatasetStreamsThroughEncoders) {
+  const std::string d = qkv_test::scratch_dir("pds");
+  qkv::write_file_atomic(d + "/c.tsv", "a bb\tccc\nd\te ff gg\nxyz\tw\n");
+  // Encoder: one id per whitespace token = its length (hand-checkable).
+  auto enc = [](std::string_view s) {
+    std::vector<int32_t> ids;
+    size_t i = 0;
+    while (i < s.size()) {
+      size_t j = s.find(' ', i);
+      if (j == std::string_view::npos) j = s.size();
+      ids.push_back(int32_t(j - i));
+      i = j + 1;
+    }
+    return ids;
+  };
+  auto ds = read_parallel_dataset(d + "/c.tsv", enc, enc);
+  ASSERT_EQ(ds.size(), 3u);
+  EXPECT_EQ(std::vector<int32_t>(ds.src(0), ds.src(0) + ds.src_len(0)), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(std::vector<int32_t>(ds.tgt(1), ds.tgt(1) + ds.tgt_len(1)), (std::vector<int32_t>{1, 2, 2}));
+  EXPECT_EQ(read_parallel_dataset(d + "/c.tsv", enc, enc, 2).size(), 2u);
+  qkv::write_file_atomic(d + "/bad.tsv", "a\tb\nc\n");
+  EXPECT_THROW(read_parallel_dataset(d + "/bad.tsv", enc, enc), qkv::Error);
+}

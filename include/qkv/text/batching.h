@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace qkv::text {
@@ -29,6 +31,13 @@ class ParallelDataset {
   std::vector<int32_t> src_, tgt_;
   std::vector<uint64_t> src_off_{0}, tgt_off_{0};
 };
+
+// Streams a two-column TSV ("src\ttgt" per line, as written by the corpus builders) through
+// the encoders into a dataset, without holding the text. Stops after max_lines (0 = all).
+// Throws qkv::Error naming the file and line for a row without exactly two fields.
+using Encoder = std::function<std::vector<int32_t>(std::string_view)>;
+ParallelDataset read_parallel_dataset(const std::string& tsv_path, const Encoder& encode_src,
+                                      const Encoder& encode_tgt, size_t max_lines = 0);
 
 struct Batch {
   int64_t batch = 0, src_len = 0, tgt_len = 0;  // B, S, T
