@@ -107,7 +107,9 @@ BuildResult build_mt_corpus(const MtBuildOptions& opt) {
     if (per_pkg[i].empty()) without.push_back(packages[i]);
     for (auto& cs : per_pkg[i]) all.push_back(std::move(cs));
   }
-  res.stats = write_mt_corpus(all, opt.config, res.out_dir);
+  MtCorpusConfig cfg = opt.config;
+  cfg.tgt_lang = lang;  // MtBuildOptions::tgt_lang decides the language
+  res.stats = write_mt_corpus(all, cfg, res.out_dir);
   const auto t1 = std::chrono::steady_clock::now();
   res.stats["name"] = "en-" + lang + "-" + opt.set;
   res.stats["package_list"] = list_path;

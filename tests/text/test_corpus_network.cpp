@@ -164,6 +164,7 @@ TEST(NetworkCorpus, CliDataCommandIsQuietWhenUpToDate) {
   const std::string first = qkv::read_file(data + "/first.txt");
   EXPECT_NE(first.find("en-fr-small"), std::string::npos) << first;
   EXPECT_NE(first.find("train"), std::string::npos) << first;
+  EXPECT_NE(first.find("    fr "), std::string::npos) << "target side labelled fr: " << first;
   ASSERT_EQ(qkv_test::run_shell(base + " > '" + data + "/second.txt' 2>&1"), 0);
   EXPECT_EQ(qkv::read_file(data + "/second.txt"), "");
   EXPECT_NE(qkv_test::run_shell(std::string("'") + bin + "' data no-such-corpus 2> /dev/null"), 0);
