@@ -1,6 +1,8 @@
 // Bahdanau, Luong, RoPE and Shaw relative attention vs PyTorch (tools/refs/attention_classic.py).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "gradcheck.h"
 #include "qkv/attention/positions.h"
 #include "qkv/attention/rnn_attention.h"
@@ -27,6 +29,13 @@ void load_params(nn::Module& m, const RefFile& ref, const std::string& c) {
 void expect_param_grads(nn::Module& m, const RefFile& ref, const std::string& c, Tol tol) {
   for (auto& [name, t] : m.named_parameters()) {
     SCOPED_TRACE(name);
+    if (name.size() >= 11 && name.compare(name.size() - 11, 11, "k_proj.bias") == 0) {
+      // Exactly zero in exact arithmetic: a key bias adds q.b to every score of a row, and
+      // softmax ignores per-row constants. PyTorch's and qkv's values are both rounding noise
+      // (~6e-7, sign varies with summation order), so assert the analytic zero instead.
+      for (double g : t.grad().to_vector<double>()) EXPECT_LE(std::abs(g), 1e-5);
+      continue;
+    }
     EXPECT_CLOSE(t.grad(), ref.get(c, "g." + name), tol);
   }
 }
