@@ -20,7 +20,7 @@ STEPS=()
 echo "== corpus: English-German pairs from Debian's gettext catalogs (corpora/en-de.small.txt)"
 $QKV data mt-en-de --set small --dir data
 
-echo "== training a small Transformer (d_model 256, 3+3 layers) -> $RUN"
+echo "== training a small Transformer (pre-LN, d_model 192, 2+2 layers) -> $RUN"
 if [ -f "$RUN/model/model.safetensors" ] && [ -z "${QKV_DEMO_STEPS:-}" ]; then
   echo "already trained ($RUN/model); delete $RUN to train again"
 else
@@ -40,7 +40,7 @@ paste "$RUN/test.en" "$RUN/test.de" "$RUN/test.hyp" |
 echo "== attention"
 sed -n 4p "$RUN/test.en" > "$RUN/sample.en"
 $QKV translate --model "$RUN/model" --input "$RUN/sample.en" --beam 4 --attention "$RUN/attention.png" > /dev/null
-$QKV plot --positional-encoding 64 --d-model 256 --out "$RUN/positional_encoding.png"
+$QKV plot --positional-encoding 64 --d-model 192 --out "$RUN/positional_encoding.png"
 $QKV plot --metrics "$RUN/metrics.jsonl" --out "$RUN/curves.png"
 echo "wrote $RUN/attention.png, $RUN/positional_encoding.png and $RUN/curves.png"
 echo "translate your own sentences: echo 'Cannot open file' | $QKV translate --model $RUN/model"
