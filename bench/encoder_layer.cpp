@@ -3,15 +3,12 @@
 // (norm_first=True) with the same sizes, in the same run: rounds alternate qkv and torch so both
 // see the same machine load. torch runs as tools/bench/encoder_layer_torch.py.
 // Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_encoder_layer [rounds] [iters]
-#include <sys/resource.h>
-
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "qkv/autograd/node.h"
 #include "qkv/models/transformer_blocks.h"
 #include "qkv/tensor/rng.h"
@@ -20,33 +17,13 @@ using namespace qkv;
 
 namespace {
 
-// The source tree, from this file's (absolute, under CMake) path: <src>/bench/encoder_layer.cpp.
-std::string source_dir() {
-  std::string f = __FILE__;
-  auto k = f.rfind("/bench/");
-  return k == std::string::npos ? std::string(".") : f.substr(0, k);
-}
-
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// User + system CPU time of the process (all threads), ms.
-double cpu_ms() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto ms = [](const timeval& t) { return double(t.tv_sec) * 1e3 + double(t.tv_usec) * 1e-3; };
-  return ms(u.ru_utime) + ms(u.ru_stime);
-}
+using bench::cpu_ms;
+using bench::median;
+using bench::now_ms;
 
 struct Times {
   std::vector<double> wall, cpu;  // ms per iteration
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Per-iteration times of qkv forward + backward.
 Times time_qkv(models::EncoderBlock& layer, const Tensor& x_data, const Tensor& gy, int iters, int warmup) {
@@ -69,22 +46,10 @@ Times time_qkv(models::EncoderBlock& layer, const Tensor& x_data, const Tensor& 
 
 // Runs the torch script; returns its median {wall, cpu} ms (-1 if it failed).
 std::pair<double, double> time_torch(int iters, int threads) {
-  std::string cmd = "OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 " + source_dir() +
-                    "/tools/bench/encoder_layer_torch.py --iters " + std::to_string(iters) + " --threads " +
-                    std::to_string(threads);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {-1, -1};
-  char buf[512];
-  double ms = -1, cpu = -1;
-  while (std::fgets(buf, sizeof buf, p)) {
-    std::string line(buf);
-    auto k = line.find("median_ms=");
-    if (k != std::string::npos) ms = std::atof(line.c_str() + k + 10);
-    k = line.find("median_cpu_ms=");
-    if (k != std::string::npos) cpu = std::atof(line.c_str() + k + 14);
-  }
-  pclose(p);
-  return {ms, cpu};
+  std::string out = bench::run_capture("OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 " + bench::source_dir() +
+                                       "/tools/bench/encoder_layer_torch.py --iters " + std::to_string(iters) +
+                                       " --threads " + std::to_string(threads));
+  return {bench::find_number(out, "median_ms="), bench::find_number(out, "median_cpu_ms=")};
 }
 
 }  // namespace
@@ -93,8 +58,7 @@ int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
   const int iters = argc > 2 ? std::atoi(argv[2]) : 10;
   const int64_t B = 8, T = 128, D = 512, H = 8, FF = 2048;
-  const char* omp = std::getenv("OMP_NUM_THREADS");
-  const int threads = omp ? std::atoi(omp) : 2;
+  const int threads = bench::env_threads();
 
   models::BlockOptions o;
   o.d_model = D;

@@ -1,0 +1,73 @@
+// bench/bench_util.h - helpers shared by the benchmarks that time qkv against a PyTorch child
+// process in the same run (bench_encoder_layer, bench_seq2seq_decode, ...): clocks (wall and
+// process CPU time), medians, peak RSS, the source tree's path, and running a script while
+// collecting its output.
+#pragma once
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace qkv::bench {
+
+// The source tree, from this header's (absolute, under CMake) path: <src>/bench/bench_util.h.
+inline std::string source_dir() {
+  std::string f = __FILE__;
+  auto k = f.rfind("/bench/");
+  return k == std::string::npos ? std::string(".") : f.substr(0, k);
+}
+
+inline double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// User + system CPU time of the process (all threads), ms.
+inline double cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto ms = [](const timeval& t) { return double(t.tv_sec) * 1e3 + double(t.tv_usec) * 1e-3; };
+  return ms(u.ru_utime) + ms(u.ru_stime);
+}
+
+// Peak resident set size of this process so far, MiB.
+inline double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// OMP_NUM_THREADS, or `fallback` when unset.
+inline int env_threads(int fallback = 2) {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  return omp ? std::atoi(omp) : fallback;
+}
+
+// Runs `cmd` through the shell and returns its standard output ("" if it could not start).
+inline std::string run_capture(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {};
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  return out;
+}
+
+// The number after `key` in text ("median_ms=12.5" with key "median_ms=", or a JSON line
+// "\"key\": 12.5" with key "\"key\":"); -1 if absent.
+inline double find_number(const std::string& text, const std::string& key) {
+  auto k = text.find(key);
+  return k == std::string::npos ? -1.0 : std::atof(text.c_str() + k + key.size());
+}
+
+}  // namespace qkv::bench
