@@ -4,17 +4,10 @@
 
 #include "qkv/tensor/strided.h"
 
+#include "dispatch.h"
+
 namespace qkv::kernels {
 namespace {
-
-template <typename Fn>
-void dispatch_float(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f32: fn(float{}); return;
-    case DType::f64: fn(double{}); return;
-    default: fail(op, "dtype ", dtype_name(t), " is not supported (f32, f64)");
-  }
-}
 
 constexpr double kSqrt2OverPi = 0.7978845608028654;
 constexpr double kInvSqrt2 = 0.7071067811865476;

@@ -6,6 +6,8 @@
 #include "qkv/kernels/elementwise.h"
 #include "qkv/tensor/strided.h"
 
+#include "dispatch.h"
+
 namespace qkv::kernels {
 namespace {
 
@@ -18,15 +20,6 @@ void dispatch_bits(DType t, const char* op, Fn&& fn) {
     case 4: fn(uint32_t{}); return;
     case 8: fn(uint64_t{}); return;
     default: fail(op, "unsupported element size for ", dtype_name(t));
-  }
-}
-
-template <typename Fn>
-void dispatch_float(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f32: fn(float{}); return;
-    case DType::f64: fn(double{}); return;
-    default: fail(op, "dtype ", dtype_name(t), " is not supported (f32, f64)");
   }
 }
 

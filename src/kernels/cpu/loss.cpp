@@ -6,19 +6,9 @@
 #include "qkv/kernels/elementwise.h"
 #include "qkv/kernels/softmax.h"
 
+#include "dispatch.h"
+
 namespace qkv::kernels {
-namespace {
-
-template <typename Fn>
-void dispatch_float(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f32: fn(float{}); return;
-    case DType::f64: fn(double{}); return;
-    default: fail(op, "dtype ", dtype_name(t), " is not supported (f32, f64)");
-  }
-}
-
-}  // namespace
 
 void cross_entropy_forward(const Tensor& logits, const int64_t* targets, int64_t ignore_index, double smoothing,
                            Tensor& loss, Tensor& lse) {

@@ -12,17 +12,10 @@
 
 #include "qkv/kernels/elementwise.h"
 
+#include "dispatch.h"
+
 namespace qkv::kernels {
 namespace {
-
-template <typename Fn>
-void dispatch_float(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f32: fn(float{}); return;
-    case DType::f64: fn(double{}); return;
-    default: fail(op, "dtype ", dtype_name(t), " is not supported (f32, f64)");
-  }
-}
 
 // Adam's per-step scalars, in double (rounded to T inside the loop).
 struct AdamConsts {

@@ -4,17 +4,10 @@
 
 #include "qkv/kernels/elementwise.h"
 
+#include "dispatch.h"
+
 namespace qkv::kernels {
 namespace {
-
-template <typename Fn>
-void dispatch_float(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f32: fn(float{}); return;
-    case DType::f64: fn(double{}); return;
-    default: fail(op, "dtype ", dtype_name(t), " is not supported (f32, f64)");
-  }
-}
 
 // Fixed chunk of a single long sum: partials are per chunk, so the order is thread-independent.
 constexpr int64_t kSumChunk = 16384;

@@ -5,17 +5,10 @@
 #include "qkv/kernels/elementwise.h"
 #include "qkv/tensor/strided.h"
 
+#include "dispatch.h"
+
 namespace qkv::kernels {
 namespace {
-
-template <typename Fn>
-void dispatch_float(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f32: fn(float{}); return;
-    case DType::f64: fn(double{}); return;
-    default: fail(op, "dtype ", dtype_name(t), " is not supported (f32, f64)");
-  }
-}
 
 // Per-row access to a broadcast mask view of x's shape.
 struct RowMask {
