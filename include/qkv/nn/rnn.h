@@ -15,7 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "qkv/kernels/rnn.h"
 #include "qkv/nn/module.h"
+#include "qkv/tensor/rng.h"
 
 namespace qkv::nn {
 
@@ -66,6 +68,18 @@ struct RnnWeights {
   Tensor bias_ih, bias_hh;      // (G*H) or undefined
 };
 
+using kernels::RnnKind;
+
+// The functional forms the modules run (weights of x's dtype, f32 or f64; `who` names the
+// caller in errors). w holds num_layers * dirs entries, layer-major, forward then reverse.
+// Dropout between layers draws from gen, only when training.
+RnnOutput rnn_forward(RnnKind kind, const RnnOptions& o, const std::vector<RnnWeights>& w, const Tensor& x,
+                      const Tensor& lengths, const Tensor& h0, const Tensor& c0, bool training,
+                      Generator& gen = default_generator(), const char* who = "rnn");
+std::pair<Tensor, Tensor> lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const RnnWeights& w,
+                                    const char* who = "lstm_cell");
+Tensor gru_cell(const Tensor& x, const Tensor& h, const RnnWeights& w, const char* who = "gru_cell");
+
 // Shared machinery of LSTM and GRU (parameters, validation, the layer/direction loop).
 class RnnBase : public Module {
  public:
@@ -75,13 +89,13 @@ class RnnBase : public Module {
   const RnnWeights& weights(int64_t layer, int direction = 0) const;
 
  protected:
-  RnnBase(const char* name, int gates, const RnnOptions& o);
-  // Runs every layer and direction; c0 is ignored (and c_n left undefined) for the GRU.
+  RnnBase(const char* name, RnnKind kind, const RnnOptions& o);
+  // Runs every layer and direction (c0 must be undefined for the GRU).
   RnnOutput run(const Tensor& x, const Tensor& lengths, const Tensor& h0, const Tensor& c0);
 
  private:
-  const char* name_;
-  int gates_;
+  const char* name_;  // "LSTM" / "GRU", for errors
+  RnnKind kind_;
   RnnOptions opts_;
   std::vector<RnnWeights> w_;  // [layer * dirs + direction]
 };
