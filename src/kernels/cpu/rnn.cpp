@@ -8,6 +8,7 @@
 
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/softmax.h"
+#include "dispatch.h"
 
 namespace qkv::kernels {
 namespace {
@@ -288,21 +289,17 @@ void backward_impl(const RnnLayerDims& d, const Tensor& x, const Tensor& w_ih, c
 void rnn_layer_forward(const RnnLayerDims& d, const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih,
                        const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, bool save, Tensor& y, Tensor& h_n,
                        Tensor& c_n, RnnSaved& saved) {
-  switch (x.dtype()) {
-    case DType::f32: return forward_impl<float>(d, x, h0, c0, w_ih, w_hh, b_ih, b_hh, save, y, h_n, c_n, saved);
-    case DType::f64: return forward_impl<double>(d, x, h0, c0, w_ih, w_hh, b_ih, b_hh, save, y, h_n, c_n, saved);
-    default: fail("rnn_layer_forward", "supports f32 and f64, got ", x.str());
-  }
+  dispatch_float(x.dtype(), "rnn_layer_forward", [&](auto t) {
+    forward_impl<decltype(t)>(d, x, h0, c0, w_ih, w_hh, b_ih, b_hh, save, y, h_n, c_n, saved);
+  });
 }
 
 void rnn_layer_backward(const RnnLayerDims& d, const Tensor& x, const Tensor& w_ih, const Tensor& w_hh,
                         const RnnSaved& saved, const Tensor& g_y, const Tensor& g_hn, const Tensor& g_cn,
                         const RnnLayerGrads& out) {
-  switch (x.dtype()) {
-    case DType::f32: return backward_impl<float>(d, x, w_ih, w_hh, saved, g_y, g_hn, g_cn, out);
-    case DType::f64: return backward_impl<double>(d, x, w_ih, w_hh, saved, g_y, g_hn, g_cn, out);
-    default: fail("rnn_layer_backward", "supports f32 and f64, got ", x.str());
-  }
+  dispatch_float(x.dtype(), "rnn_layer_backward", [&](auto t) {
+    backward_impl<decltype(t)>(d, x, w_ih, w_hh, saved, g_y, g_hn, g_cn, out);
+  });
 }
 
 }  // namespace qkv::kernels
