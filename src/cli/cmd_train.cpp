@@ -41,6 +41,7 @@ int run(int argc, char** argv) {
   CLI::App app{"Train an encoder-decoder translation model", "qkv train"};
   std::string config_path, corpus, train_tsv, valid_tsv, tokenizer_path, out_dir, resume, data_dir = "data";
   int64_t max_steps = -1;
+  double max_minutes = -1;
   app.add_option("--config,-c", config_path, "JSON config (see configs/ and docs/config.md)");
   app.add_option("--corpus", corpus, "corpus name built from Debian packages, e.g. en-de-small");
   app.add_option("--train", train_tsv, "training pairs, 'source<TAB>target' per line");
@@ -50,6 +51,7 @@ int run(int argc, char** argv) {
   app.add_option("--out,-o", out_dir, "run directory to create");
   app.add_option("--resume", resume, "continue the run in this directory from its latest checkpoint");
   app.add_option("--max-steps", max_steps, "override train.max_steps");
+  app.add_option("--max-minutes", max_minutes, "override train.max_minutes (wall-clock budget of this run)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -92,9 +94,11 @@ int run(int argc, char** argv) {
     spec.valid_tsv = fs::absolute(spec.valid_tsv).string();
   }
   if (max_steps >= 0) spec.config["train"]["max_steps"] = max_steps;
+  if (max_minutes >= 0) spec.config["train"]["max_minutes"] = max_minutes;
 
   // Validate the top-level keys (each section is read strictly where it is used).
-  ConfigReader top(spec.config, config_path.empty() ? out_dir + "/run.json" : config_path);
+  const std::string top_where = config_path.empty() ? out_dir + "/run.json" : config_path;
+  ConfigReader top(spec.config, top_where);
   std::string model_type = top.string("model_type", "transformer");
   top.object("model");
   nlohmann::json tok_cfg = top.object("tokenizer", false), data_cfg = top.object("data", false),
@@ -139,7 +143,13 @@ int run(int argc, char** argv) {
 
   auto optimizer = make_optimizer(opt_cfg, "config", *bundle.model);
   if (!sched_cfg.contains("type")) sched_cfg["type"] = "noam";
-  if (sched_cfg["type"] == "noam" && !sched_cfg.contains("d_model")) sched_cfg["d_model"] = spec.config["model"].value("d_model", 512);
+  if (sched_cfg["type"] == "noam" && !sched_cfg.contains("d_model")) {  // Noam scales by the model's width
+    nlohmann::json model_cfg = io::resolved_model_config(spec.config, top_where);
+    QKV_CHECK(model_cfg.contains("d_model"), top_where, "field 'schedule.d_model': the noam schedule (the default) ",
+              "needs d_model and this ", spec.config["model_type"].get<std::string>(),
+              " model has none; give schedule.d_model or another schedule type");
+    sched_cfg["d_model"] = model_cfg["d_model"];
+  }
   auto schedule = make_schedule(sched_cfg);
 
   ConfigReader tr(train_cfg, "config", "train");

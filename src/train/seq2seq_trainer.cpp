@@ -20,6 +20,7 @@ TrainOptions TrainOptions::from_config(ConfigReader& r) {
   TrainOptions o;
   o.max_steps = r.integer("max_steps", o.max_steps);
   o.max_epochs = r.integer("max_epochs", o.max_epochs);
+  o.max_minutes = r.number("max_minutes", o.max_minutes);
   o.accum_steps = r.integer("accum_steps", o.accum_steps);
   o.label_smoothing = r.number("label_smoothing", o.label_smoothing);
   o.clip_norm = r.number("clip_norm", o.clip_norm);
@@ -31,7 +32,9 @@ TrainOptions TrainOptions::from_config(ConfigReader& r) {
   QKV_CHECK(o.accum_steps >= 1, r.where("accum_steps"), "must be >= 1, got ", o.accum_steps);
   QKV_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, r.where("label_smoothing"), "must be in [0, 1), got ",
             o.label_smoothing);
-  QKV_CHECK(o.max_steps > 0 || o.max_epochs > 0, r.where("max_steps"), "give max_steps or max_epochs > 0");
+  QKV_CHECK(o.max_minutes >= 0, r.where("max_minutes"), "must be >= 0, got ", o.max_minutes);
+  QKV_CHECK(o.max_steps > 0 || o.max_epochs > 0 || o.max_minutes > 0, r.where("max_steps"),
+            "give max_steps, max_epochs or max_minutes > 0");
   QKV_CHECK(o.keep_last >= 1, r.where("keep_last"), "must be >= 1, got ", o.keep_last);
   return o;
 }
@@ -171,11 +174,17 @@ Outcome Seq2SeqTrainer::run() {
   ProgressBar bar(stderr, o_.log_every);
   int64_t total = o_.max_steps;
   auto window_start = std::chrono::steady_clock::now();
+  const auto run_start = window_start;
+  auto out_of_time = [&] {
+    return o_.max_minutes > 0 &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count() >= o_.max_minutes * 60;
+  };
   Outcome outcome = Outcome::finished;
   while (true) {
     if (stop_requested()) { outcome = Outcome::interrupted; break; }
     if (o_.max_steps > 0 && step_ >= o_.max_steps) break;
     if (o_.max_epochs > 0 && data_.epoch() >= o_.max_epochs) break;
+    if (out_of_time()) break;
     train_step();
     auto now = std::chrono::steady_clock::now();
     double secs = std::chrono::duration<double>(now - window_start).count();

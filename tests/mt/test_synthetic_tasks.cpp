@@ -11,11 +11,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "qkv/decode/search.h"
 #include "qkv/models/transformer.h"
 #include "qkv/train/seq2seq_trainer.h"
+#include "qkv/util/config.h"
 
 using namespace qkv;
 
@@ -145,4 +150,44 @@ TEST(SyntheticTasks, ReverseReachesExactMatch) {
   int64_t wrong = 0;
   double acc = train_and_score(Task::reverse, 600, &wrong);
   EXPECT_EQ(wrong, 0) << "greedy exact match " << acc * 100 << "% on 256 held-out reversals";
+}
+
+// train.max_minutes is a wall-clock budget: run() stops between updates once it is spent and
+// saves a final checkpoint, like reaching max_steps.
+TEST(SyntheticTasks, TrainerStopsAtWallClockBudget) {
+  models::TransformerConfig cfg;
+  cfg.src_vocab = cfg.tgt_vocab = kFirstSymbol + kSymbols;
+  cfg.d_model = 16, cfg.heads = 2, cfg.enc_layers = 1, cfg.dec_layers = 1, cfg.d_ff = 32, cfg.max_len = 32;
+  cfg.pad_id = kPad, cfg.bos_id = kBos, cfg.eos_id = kEos;
+  models::Transformer model(cfg);
+  SyntheticStream stream(Task::copy, 1);
+  Adam opt(single_group(model.parameters()), 1e-3);
+  ConstantLR sched(1e-3);
+  nlohmann::json j = {{"max_steps", 1000000}, {"max_minutes", 0.005}, {"valid_every", 0}, {"save_every", 0}};
+  ConfigReader r(j, "budget.json", "train");
+  train::TrainOptions o = train::TrainOptions::from_config(r);
+  std::string dir = ::testing::TempDir() + "/budget";
+  train::Seq2SeqTrainer trainer(model, opt, sched, stream, o, dir, {});
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(trainer.run(), train::Outcome::finished);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(trainer.step(), 0);
+  EXPECT_LT(trainer.step(), 1000000);
+  EXPECT_GE(secs, 0.3);  // 0.005 minutes
+  char last[32];
+  std::snprintf(last, sizeof last, "step-%09lld", static_cast<long long>(trainer.step()));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoints/" + last)) << "a final checkpoint is written";
+
+  nlohmann::json bad = {{"max_minutes", -1}};
+  ConfigReader rb(bad, "budget.json", "train");
+  EXPECT_THROW(
+      {
+        try {
+          train::TrainOptions::from_config(rb);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("max_minutes"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
 }
