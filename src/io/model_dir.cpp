@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "qkv/models/rnn_seq2seq.h"
 #include "qkv/models/transformer.h"
 #include "qkv/util/config.h"
 #include "qkv/util/file.h"
@@ -10,21 +11,41 @@ namespace fs = std::filesystem;
 
 namespace qkv::io {
 
-std::shared_ptr<models::Seq2Seq> make_seq2seq(const nlohmann::json& config, const std::string& where) {
+namespace {
+
+// Checks {"model_type": ..., "model": {...}} and returns the type.
+std::string model_type(const nlohmann::json& config, const std::string& where) {
   QKV_CHECK(config.is_object() && config.contains("model_type") && config["model_type"].is_string(), where,
             "field 'model_type': expected \"transformer\" or \"rnn\"");
   std::string type = config["model_type"];
   QKV_CHECK(config.contains("model") && config["model"].is_object(), where, "field 'model': expected an object");
-  if (type == "transformer") {
-    models::TransformerConfig c;
-    try {
-      from_json(config["model"], c);
-    } catch (const Error& e) {
-      fail(where, "field 'model': ", e.what());
-    }
-    return std::make_shared<models::Transformer>(c);
+  QKV_CHECK(type == "transformer" || type == "rnn", where, "field 'model_type': unknown model type '", type,
+            "' (expected \"transformer\" or \"rnn\")");
+  return type;
+}
+
+models::TransformerConfig transformer_config(const nlohmann::json& model, const std::string& where) {
+  models::TransformerConfig c;
+  try {
+    from_json(model, c);
+  } catch (const Error& e) {
+    fail(where, "field 'model': ", e.what());
   }
-  fail(where, "field 'model_type': unknown model type '", type, "' (expected \"transformer\" or \"rnn\")");
+  return c;
+}
+
+}  // namespace
+
+std::shared_ptr<models::Seq2Seq> make_seq2seq(const nlohmann::json& config, const std::string& where) {
+  if (model_type(config, where) == "transformer")
+    return std::make_shared<models::Transformer>(transformer_config(config["model"], where));
+  // errors read "<where>: field 'model.<key>': ..."
+  return std::make_shared<models::RnnSeq2Seq>(models::RnnSeq2SeqConfig::parse(config["model"], where, "model"));
+}
+
+nlohmann::json resolved_model_config(const nlohmann::json& config, const std::string& where) {
+  if (model_type(config, where) == "transformer") return transformer_config(config["model"], where);
+  return models::RnnSeq2SeqConfig::parse(config["model"], where, "model");
 }
 
 Seq2SeqBundle load_seq2seq(const std::string& dir) {

@@ -23,6 +23,8 @@ struct Seq2SeqBundle {
 
 // Builds an untrained model from {"model_type": ..., "model": {...}}; `where` names the source.
 std::shared_ptr<models::Seq2Seq> make_seq2seq(const nlohmann::json& config, const std::string& where);
+// The "model" section with every default filled in, as the model reads it (same checks).
+nlohmann::json resolved_model_config(const nlohmann::json& config, const std::string& where);
 
 Seq2SeqBundle load_seq2seq(const std::string& dir);
 // Writes config.json, model.safetensors and the tokenizer file(s) into dir (each atomically).
