@@ -18,7 +18,7 @@ namespace {
 struct RnnLayerBackward : Node {
   kernels::RnnLayerDims d;
   std::vector<int64_t> len;  // (B) or empty; d.len points here
-  Tensor x, w_ih, w_hh;      // contiguous, detached
+  Tensor w_ih, w_hh;         // contiguous, detached
   kernels::RnnSaved saved;
   const char* name() const override { return d.kind == kernels::RnnKind::lstm ? "LstmLayerBackward" : "GruLayerBackward"; }
   // inputs: x, h0, c0, w_ih, w_hh, b_ih, b_hh;  outputs: y (B, T, H), h_n, c_n (B, H)
@@ -33,11 +33,11 @@ struct RnnLayerBackward : Node {
     kernels::RnnLayerGrads out;
     out.x = want(0), out.h0 = want(1), out.c0 = want(2);
     out.w_ih = want(3), out.w_hh = want(4), out.b_ih = want(5), out.b_hh = want(6);
-    kernels::rnn_layer_backward(d, x, w_ih, w_hh, saved, grad_out(0), grad_out(1), grad_out(2), out);
+    kernels::rnn_layer_backward(d, w_ih, w_hh, saved, grad_out(0), grad_out(1), grad_out(2), out);
     return res;
   }
   void release_saved() override {
-    x = w_ih = w_hh = Tensor();
+    w_ih = w_hh = Tensor();
     saved = {};
   }
 };
@@ -73,7 +73,6 @@ LayerResult run_layer(kernels::RnnKind kind, bool reverse, const Tensor& x, cons
     node->d = d;
     node->len = len;
     node->d.len = node->len.empty() ? nullptr : node->len.data();
-    node->x = xc.detach();
     node->w_ih = wih.detach();
     node->w_hh = whh.detach();
     node->saved = std::move(saved);

@@ -6,7 +6,7 @@
 // and runs one fused, vectorised gate kernel (sigmoid/tanh, cell update) that overwrites the
 // pre-activations with the gate activations, which the backward reuses.
 // Backward: the reverse time loop runs the gate kernel's derivative and one GEMM per step for
-// dh_{t-1} = dpre_t W_hh; dW_hh, dW_ih and dx are then one GEMM each over all B*T rows.
+// dh_{t-1} = dpre_t W_hh; dW_hh, dW_ih and dx are then one GEMM each over all T*B rows.
 //
 // Padding: row b is active at step t iff t < len[b]. An inactive step leaves the row's state as
 // it was and writes y = 0, so the forward direction's state after its last real step, and the
@@ -29,11 +29,13 @@ struct RnnLayerDims {
   const int64_t* len = nullptr;  // (B) with 1 <= len[b] <= T, or nullptr = all T
 };
 
-// What the backward needs (filled by the forward when save is set).
+// What the backward needs (filled by the forward when save is set). Time-major, so that each
+// step's rows are one contiguous GEMM operand.
 struct RnnSaved {
-  Tensor gates;  // (B, T, G*H): gate activations (LSTM i f g o; GRU r z n)
-  Tensor hprev;  // (B, T, H): the state h_{t-1} each step started from
-  Tensor aux;    // (B, T, H): LSTM c_{t-1}; GRU W_hn h_{t-1} + b_hn
+  Tensor x_tm;   // (T, B, I): the input
+  Tensor gates;  // (T, B, G*H): gate activations (LSTM i f g o; GRU r z n)
+  Tensor hprev;  // (T, B, H): the state h_{t-1} each step started from
+  Tensor aux;    // (T, B, H): LSTM c_{t-1}; GRU W_hn h_{t-1} + b_hn
 };
 
 // x (B, T, I), h0 / c0 (B, H) (c0 LSTM only), w_ih (G*H, I), w_hh (G*H, H), b_ih / b_hh (G*H) or
@@ -49,8 +51,7 @@ struct RnnLayerGrads {
   Tensor *x = nullptr, *h0 = nullptr, *c0 = nullptr;
   Tensor *w_ih = nullptr, *w_hh = nullptr, *b_ih = nullptr, *b_hh = nullptr;
 };
-void rnn_layer_backward(const RnnLayerDims& d, const Tensor& x, const Tensor& w_ih, const Tensor& w_hh,
-                        const RnnSaved& saved, const Tensor& g_y, const Tensor& g_hn, const Tensor& g_cn,
-                        const RnnLayerGrads& out);
+void rnn_layer_backward(const RnnLayerDims& d, const Tensor& w_ih, const Tensor& w_hh, const RnnSaved& saved,
+                        const Tensor& g_y, const Tensor& g_hn, const Tensor& g_cn, const RnnLayerGrads& out);
 
 }  // namespace qkv::kernels
