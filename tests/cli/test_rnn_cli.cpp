@@ -1,0 +1,152 @@
+// The RNN encoder-decoder through the command line with no special cases: `qkv train` with a
+// tiny model_type "rnn" config on a tiny TSV, then `qkv translate` (greedy and beam, with an
+// attention heatmap), `qkv bleu`; a bad rnn config fails naming the file and key.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string qkv_bin() {
+  const char* b = std::getenv("QKV_BIN");
+  return b ? b : std::string(QKV_BINARY_DIR) + "/qkv";
+}
+
+// Runs qkv with args, stdout to out_path (or /dev/null) and stderr to log; returns the exit code.
+int run_qkv(const std::vector<std::string>& args, const fs::path& log, const std::string& out_path = "/dev/null") {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!std::freopen(log.c_str(), "w", stderr) || !std::freopen(out_path.c_str(), "w", stdout)) _exit(126);
+    std::vector<std::string> full{qkv_bin()};
+    full.insert(full.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : full) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// "w1 w2 w3" -> "w3 w2 w1" over ten words.
+void write_corpus(const fs::path& dir) {
+  const char* words[] = {"alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"};
+  std::string train, valid, vsrc, vref;
+  uint64_t s = 777;
+  for (int i = 0; i < 220; ++i) {
+    std::vector<std::string> w;
+    int n = 2 + i % 4;
+    for (int j = 0; j < n; ++j) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      w.push_back(words[(s >> 33) % 10]);
+    }
+    std::string a, b;
+    for (int j = 0; j < n; ++j) a += (j ? " " : "") + w[size_t(j)];
+    for (int j = n - 1; j >= 0; --j) b += w[size_t(j)] + (j ? " " : "");
+    if (i < 200) {
+      train += a + "\t" + b + "\n";
+    } else {
+      valid += a + "\t" + b + "\n";
+      vsrc += a + "\n";
+      vref += b + "\n";
+    }
+  }
+  qkv::write_file_atomic((dir / "train.tsv").string(), train);
+  qkv::write_file_atomic((dir / "valid.tsv").string(), valid);
+  qkv::write_file_atomic((dir / "valid.src").string(), vsrc);
+  qkv::write_file_atomic((dir / "valid.ref").string(), vref);
+}
+
+std::string config(const std::string& model) {
+  return R"({
+    "model_type": "rnn",
+    "model": )" + model + R"(,
+    "tokenizer": {"kind": "bpe", "vocab_size": 60, "min_frequency": 1},
+    "data": {"max_tokens": 128, "max_sentences": 16},
+    "optimizer": {"type": "adam", "betas": [0.9, 0.98], "eps": 1e-8},
+    "schedule": {"type": "constant", "lr": 0.01},
+    "train": {"max_steps": 60, "save_every": 30, "valid_every": 30, "keep_last": 2, "clip_norm": 5.0},
+    "valid": {"max_sentences": 10, "beam": 2},
+    "seed": 3
+  })";
+}
+
+}  // namespace
+
+TEST(RnnCli, TrainTranslateGreedyBeamAttentionAndBleu) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_rnn_cli_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_corpus(dir);
+  qkv::write_file_atomic((dir / "config.json").string(),
+                         config(R"({"cell": "lstm", "embed_dim": 16, "enc_hidden": 16, "bidirectional": true,
+                                    "dec_hidden": 32, "attention": "luong", "score": "general",
+                                    "input_feeding": true, "max_len": 32})"));
+  auto log = [&](const char* name) { return dir / name; };
+  ASSERT_EQ(run_qkv({"train", "--config", (dir / "config.json").string(), "--train", (dir / "train.tsv").string(),
+                     "--valid", (dir / "valid.tsv").string(), "--out", (dir / "run").string()},
+                    log("train.log")),
+            0)
+      << qkv::read_file(log("train.log").string());
+  fs::path model = dir / "run" / "model";
+  ASSERT_TRUE(fs::exists(model / "config.json"));
+  EXPECT_NE(qkv::read_file((model / "config.json").string()).find("\"rnn\""), std::string::npos);
+
+  for (std::string beam : {"1", "3"}) {
+    SCOPED_TRACE("beam " + beam);
+    fs::path out = dir / ("hyp" + beam + ".txt"), png = dir / ("attention" + beam + ".png");
+    ASSERT_EQ(run_qkv({"translate", "--model", model.string(), "--input", (dir / "valid.src").string(), "--output",
+                       out.string(), "--beam", beam, "--attention", png.string(), "--attention-line", "2"},
+                      log("translate.log")),
+              0)
+        << qkv::read_file(log("translate.log").string());
+    std::istringstream lines(qkv::read_file(out.string()));
+    int n = 0;
+    for (std::string l; std::getline(lines, l);) ++n;
+    EXPECT_EQ(n, 20);
+    ASSERT_TRUE(fs::exists(png));
+    EXPECT_GT(fs::file_size(png), 1000u);
+    EXPECT_EQ(qkv::read_file(png.string()).substr(1, 3), "PNG");
+    ASSERT_EQ(run_qkv({"bleu", "--hyp", out.string(), "--ref", (dir / "valid.ref").string(), "--score-only"},
+                      log("bleu.log"), (dir / ("bleu" + beam + ".txt")).string()),
+              0)
+        << qkv::read_file(log("bleu.log").string());
+    double bleu = std::stod(qkv::read_file((dir / ("bleu" + beam + ".txt")).string()));
+    EXPECT_GE(bleu, 0.0);
+    EXPECT_LE(bleu, 100.0);
+  }
+
+  // A config mistake fails before any training, naming the file and the key.
+  qkv::write_file_atomic((dir / "bad.json").string(),
+                         config(R"({"embed_dim": 16, "enc_hidden": 16, "bidirectional": true, "dec_hidden": 16,
+                                    "attention": "luong", "score": "dot"})"));
+  EXPECT_NE(run_qkv({"train", "--config", (dir / "bad.json").string(), "--train", (dir / "train.tsv").string(),
+                     "--valid", (dir / "valid.tsv").string(), "--out", (dir / "bad_run").string()},
+                    log("bad.log")),
+            0);
+  std::string bad = qkv::read_file(log("bad.log").string());
+  EXPECT_NE(bad.find("bad.json: field 'model.score'"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("2 * enc_hidden"), std::string::npos) << bad;
+
+  // The default schedule (noam) needs a width the RNN does not have: an error, not a silent 512.
+  qkv::write_file_atomic((dir / "nosched.json").string(), R"({
+    "model_type": "rnn", "model": {"embed_dim": 8, "enc_hidden": 8, "dec_hidden": 8},
+    "tokenizer": {"kind": "bpe", "vocab_size": 60, "min_frequency": 1}, "train": {"max_steps": 1}})");
+  EXPECT_NE(run_qkv({"train", "--config", (dir / "nosched.json").string(), "--train", (dir / "train.tsv").string(),
+                     "--valid", (dir / "valid.tsv").string(), "--out", (dir / "nosched_run").string()},
+                    log("nosched.log")),
+            0);
+  std::string nosched = qkv::read_file(log("nosched.log").string());
+  EXPECT_NE(nosched.find("nosched.json: field 'schedule.d_model'"), std::string::npos) << nosched;
+  fs::remove_all(dir);
+}
