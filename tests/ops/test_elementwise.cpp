@@ -1,6 +1,10 @@
 // ops/elementwise against PyTorch (tools/refs/ops_elementwise.py) and finite differences.
 #include "qkv/ops/elementwise.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include "gradcheck.h"
@@ -153,4 +157,74 @@ TEST(Autograd, DiamondGraphWithUnreachedBranch) {
   backward(y, Tensor::ones({5}));
   std::vector<float> bv = b.to_vector<float>(), g = a.grad().to_vector<float>();
   for (size_t i = 0; i < bv.size(); ++i) EXPECT_FLOAT_EQ(g[i], bv[i] + 1);
+}
+
+// The f32 activation kernels (polynomials + kernels::vexp instead of libm, so that they vectorise)
+// against double precision on a dense grid of [-30, 30] plus saturation points. Error is counted
+// in units of f32 spacing at the true value ("ulps"), the spacing floored at that of `floor`:
+// forward values are checked relative to themselves down to 1e-30 (tails included, per unit of
+// the condition number where that exceeds 1); derivatives
+// relative to max(|d|, 1), since the backward formulas use y (tanh' = 1 - y^2, as torch does),
+// which is accurate only to f32 eps absolutely where the derivative is small. The references are
+// written without cancellation (erfc, sigmoid) so that they hold in double far into the tails.
+namespace {
+double f32_ulps(double got, double want, double floor) {
+  double ref = std::max(std::fabs(want), floor);
+  double spacing = std::ldexp(1.0, std::ilogb(ref) - 23);
+  return std::fabs(got - want) / spacing;
+}
+double sig(double x) { return 1 / (1 + std::exp(-x)); }
+constexpr double kInvSqrt2 = 0.7071067811865476, kInvSqrt2Pi = 0.3989422804014327, kK = 0.7978845608028654;
+double phi(double x) { return 0.5 * std::erfc(-x * kInvSqrt2); }  // P(N(0,1) <= x)
+double u_tanh(double x) { return kK * (x + 0.044715 * x * x * x); }
+}  // namespace
+
+TEST(Elementwise, F32ActivationsAccurateToDoublePrecision) {
+  struct Case {
+    std::string op;
+    double (*f)(double);
+    double (*df)(double);
+    double max_ulps, max_ulps_grad;
+  };
+  const std::vector<Case> cases = {
+      {"exp", [](double x) { return std::exp(x); }, [](double x) { return std::exp(x); }, 4, 4},
+      {"tanh", [](double x) { return std::tanh(x); }, [](double x) { return 1 / (std::cosh(x) * std::cosh(x)); }, 4, 4},
+      {"sigmoid", [](double x) { return sig(x); }, [](double x) { return sig(x) * sig(-x); }, 4, 4},
+      {"silu", [](double x) { return x * sig(x); }, [](double x) { return sig(x) * (1 + x * sig(-x)); }, 4, 4},
+      {"gelu", [](double x) { return x * phi(x); },
+       [](double x) { return phi(x) + x * kInvSqrt2Pi * std::exp(-0.5 * x * x); }, 8, 8},
+      {"gelu_tanh", [](double x) { return x * sig(2 * u_tanh(x)); },  // 0.5 x (1 + tanh u) = x sigmoid(2u)
+       [](double x) {
+         double s = sig(2 * u_tanh(x));
+         return s + x * 2 * s * sig(-2 * u_tanh(x)) * kK * (1 + 3 * 0.044715 * x * x);
+       },
+       8, 8},
+  };
+  std::vector<float> xs;
+  for (int i = -300000; i <= 300000; ++i) xs.push_back(float(i) * 1e-4f);  // [-30, 30], step 1e-4
+  const size_t grid = xs.size();
+  for (float v : {-100.f, -88.f, -87.5f, -60.f, -14.f, -13.f, 13.f, 14.f, 60.f, 87.5f, 88.f, 100.f}) xs.push_back(v);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    std::vector<float> in(xs.begin(), c.op == "exp" ? xs.begin() + int64_t(grid) : xs.end());  // exp: [-30, 30]
+    Tensor x = Tensor::from_vector<float>(in, {int64_t(in.size())});
+    x.set_requires_grad(true);
+    Tensor y = apply_unary(c.op, x);
+    backward(y, Tensor::ones(y.shape()));
+    std::vector<float> yv = y.to_vector<float>(), gv = x.grad().to_vector<float>();
+    double worst = 0, worst_g = 0, at = 0, at_g = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      // Forward error per unit of the condition number |x f'(x) / f(x)| where that exceeds 1: in a
+      // tail like gelu_tanh's (f ~ x exp(-2u), cond ~ 180 at x = -9) one ulp of input moves the
+      // output by cond ulps, so no f32 evaluation can do better.
+      const double fx = c.f(in[i]), cond = fx != 0 ? std::fabs(double(in[i]) * c.df(in[i]) / fx) : 1.0;
+      double e = f32_ulps(yv[i], fx, 1e-30) / std::max(1.0, cond), eg = f32_ulps(gv[i], c.df(in[i]), 1.0);
+      if (!(e <= worst)) worst = e, at = in[i];  // NaN counts as the worst
+      if (!(eg <= worst_g)) worst_g = eg, at_g = in[i];
+    }
+    std::printf("[ %-9s ] max error %.2f ulp (/ max(1, cond)) at x = %g; derivative %.2f ulp (of max(|d|, 1)) at x = %g\n",
+                c.op.c_str(), worst, at, worst_g, at_g);
+    EXPECT_LE(worst, c.max_ulps) << "at x = " << at;
+    EXPECT_LE(worst_g, c.max_ulps_grad) << "at x = " << at_g;
+  }
 }

@@ -33,6 +33,22 @@ def main(out):
             gy = torch.randn(y.shape, generator=g)
             (gx,) = grads(y, [xr], gy)
             r.case(f"unary_{name}_{i}", {"op": name, "transposed": transposed}, x=xin, y=y, gy=gy, gx=gx)
+    # The f32 activation kernels (no libm: polynomials + kernels::vexp) over a wide range: dense
+    # [-30, 30], saturation/underflow points, random. Computed in f64 and rounded to f32, so the
+    # reference is the true value rather than torch's own f32 approximation.
+    for name in ("exp", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh"):
+        special = [-100., -88., -60., -20., -13.5, -9., -5., 5., 9., 13.5, 20., 60., 88., 100.]
+        x = torch.cat([torch.linspace(-30, 30, 1201, dtype=torch.float64), torch.tensor(special, dtype=torch.float64),
+                       torch.randn(400, generator=g, dtype=torch.float64) * 6])
+        if name == "exp":
+            x = x.clamp(-80, 80)
+        x = x.float().double()  # exactly representable in f32
+        xr = x.clone().requires_grad_(True)
+        y = UNARY[name](xr)
+        gy = torch.randn(y.shape, generator=g, dtype=torch.float64).float().double()
+        (gx,) = grads(y, [xr], gy)
+        r.case(f"unary_{name}_wide", {"op": name, "transposed": False}, x=x.float(), y=y.float(), gy=gy.float(),
+               gx=gx.float())
     for name, fn in BINARY.items():
         for i, (sa, sb) in enumerate(SHAPE_PAIRS):
             a = torch.randn(sa, generator=g, requires_grad=True)
