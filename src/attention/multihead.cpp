@@ -8,70 +8,6 @@
 
 namespace qkv::attention {
 
-// ---------------------------------------------------------------- KVCache
-
-namespace {
-// (B, cap, H, Dh) buffer, positions [0, len) -> (B, H, len, Dh) view.
-Tensor head_view(const Tensor& buf, int64_t len) {
-  return permute(slice(buf, 1, 0, len), {0, 2, 1, 3});
-}
-}  // namespace
-
-Tensor KVCache::k() const {
-  QKV_CHECK(k_.defined(), "KVCache", "empty cache (nothing appended yet)");
-  return head_view(k_, length_);
-}
-
-Tensor KVCache::v() const {
-  QKV_CHECK(v_.defined(), "KVCache", "empty cache (nothing appended yet)");
-  return head_view(v_, length_);
-}
-
-void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
-  NoGradGuard ng;
-  QKV_CHECK(k_new.ndim() == 4 && k_new.shape() == v_new.shape(), "KVCache::append",
-            "expected k and v (B, t, H, Dh) of one shape, got ", k_new.str(), " and ", v_new.str());
-  const int64_t B = k_new.size(0), t = k_new.size(1), H = k_new.size(2), Dh = k_new.size(3);
-  if (k_.defined()) {
-    QKV_CHECK(k_.size(0) == B && k_.size(2) == H && k_.size(3) == Dh, "KVCache::append", "cache holds (", k_.size(0),
-              ", *, ", k_.size(2), ", ", k_.size(3), "), got ", k_new.str());
-  }
-  const int64_t need = length_ + t;
-  const int64_t cap = k_.defined() ? k_.size(1) : 0;
-  if (need > cap) {  // grow by doubling (at least 16 positions)
-    int64_t new_cap = std::max<int64_t>({16, 2 * cap, need});
-    Tensor k2 = Tensor::empty({B, new_cap, H, Dh}, k_new.dtype()), v2 = Tensor::empty({B, new_cap, H, Dh}, v_new.dtype());
-    if (length_ > 0) {
-      slice(k2, 1, 0, length_).copy_from(slice(k_, 1, 0, length_));
-      slice(v2, 1, 0, length_).copy_from(slice(v_, 1, 0, length_));
-    }
-    k_ = k2;
-    v_ = v2;
-  }
-  slice(k_, 1, length_, need).copy_from(k_new.detach());
-  slice(v_, 1, length_, need).copy_from(v_new.detach());
-  length_ = need;
-}
-
-void KVCache::select_rows(const Tensor& index) {
-  if (!k_.defined()) return;
-  NoGradGuard ng;
-  // Same capacity, so the next append does not regrow.
-  auto pick = [&](const Tensor& buf) {
-    Tensor out = Tensor::empty({index.numel(), buf.size(1), buf.size(2), buf.size(3)}, buf.dtype());
-    slice(out, 1, 0, length_).copy_from(index_select(slice(buf, 1, 0, length_), 0, index));
-    return out;
-  };
-  k_ = pick(k_);
-  v_ = pick(v_);
-}
-
-void ProjectedKV::select_rows(const Tensor& index) {
-  NoGradGuard ng;
-  k = index_select(k, 0, index);
-  v = index_select(v, 0, index);
-}
-
 // ---------------------------------------------------------------- MultiHeadAttention
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t heads, double dropout, bool bias, int64_t kdim,
@@ -137,31 +73,6 @@ MhaOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
   Tensor k = split_heads(k_proj->forward(key));    // (B, H, Tk, Dh)
   Tensor v = split_heads(v_proj->forward(value));  // (B, H, Tk, Dh)
   return attend_heads(q, k, v, mask, need_weights);
-}
-
-MhaOutput MultiHeadAttention::step(const Tensor& x_new, KVCache& cache, bool need_weights) const {
-  check_input(x_new, d_model_, "step input");
-  auto to_bthd = [&](const Tensor& y) { return reshape(y, {y.size(0), y.size(1), heads_, head_dim_}); };
-  cache.append(to_bthd(k_proj->forward(x_new)), to_bthd(v_proj->forward(x_new)));  // (B, t, H, Dh)
-  Tensor q = split_heads(q_proj->forward(x_new));  // (B, H, t, Dh)
-  AttentionMask causal;
-  causal.causal = x_new.size(1) > 1;  // query i (of t) sees cached keys up to its own position
-  return attend_heads(q, cache.k(), cache.v(), causal, need_weights);
-}
-
-ProjectedKV MultiHeadAttention::project_kv(const Tensor& key, const Tensor& value) const {
-  check_input(key, k_proj->weight.size(1), "key");
-  check_input(value, v_proj->weight.size(1), "value");
-  return {split_heads(k_proj->forward(key)), split_heads(v_proj->forward(value))};
-}
-
-MhaOutput MultiHeadAttention::attend(const Tensor& query, const ProjectedKV& kv, const AttentionMask& mask,
-                                     bool need_weights) const {
-  check_input(query, d_model_, "query");
-  QKV_CHECK(kv.k.defined() && kv.k.ndim() == 4 && kv.k.size(0) == query.size(0) && kv.k.size(1) == heads_,
-            "MultiHeadAttention::attend", "projected K/V must be (", query.size(0), ", ", heads_, ", S, ", head_dim_,
-            "), got ", kv.k.defined() ? kv.k.str() : std::string("undefined"));
-  return attend_heads(split_heads(q_proj->forward(query)), kv.k, kv.v, mask, need_weights);
 }
 
 }  // namespace qkv::attention

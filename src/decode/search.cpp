@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/softmax.h"
 
 namespace qkv::decode {
 namespace {
@@ -79,6 +80,62 @@ int64_t max_target_len(const models::Seq2Seq& model, int64_t src_len, const Opti
   return std::max<int64_t>(1, std::min(lim, model.max_len() - 1));
 }
 
+namespace {
+
+// log sum_v exp(row[v]); -inf for an all -inf row.
+float row_logsumexp(const float* row, int64_t V) {
+  float mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+  for (int64_t v = 0; v < V; ++v) mx = row[v] > mx ? row[v] : mx;
+  if (mx == kNegInf) return kNegInf;
+  // f32 exps (kernels::vexp): blocks of 256 summed in f32 vector lanes (16 terms per lane),
+  // block sums accumulated in double.
+  constexpr int64_t kBlock = 256;
+  double s = 0;
+  int64_t v = 0;
+  for (; v + kBlock <= V; v += kBlock) {
+    const float* x = row + v;
+    float bs = 0.f;
+#pragma omp simd reduction(+ : bs)
+    for (int64_t i = 0; i < kBlock; ++i) bs += kernels::vexp(x[i] - mx);
+    s += double(bs);
+  }
+  for (; v < V; ++v) s += double(kernels::vexp(row[v] - mx));
+  return mx + float(std::log(s));
+}
+
+// The m largest log-softmax values of a logits row (row[v] - lse, exactly the floats
+// log_softmax_rows gives), best first, ties towards the lower token id. One pass: a chunk of 16
+// logits is skipped unless its maximum beats the current m-th best, so after the first chunks
+// almost every logit costs one vectorised compare.
+void top_tokens(const float* row, int64_t V, size_t m, std::vector<std::pair<float, int64_t>>& top) {
+  top.clear();
+  if (m == 0) return;
+  const float lse = row_logsumexp(row, V);
+  auto offer = [&](int64_t v) {
+    const float l = row[v] - lse;
+    if (top.size() == m && !(l > top.back().first)) return;
+    auto at = std::upper_bound(top.begin(), top.end(), l,
+                               [](float x, const std::pair<float, int64_t>& e) { return x > e.first; });
+    top.insert(at, {l, v});  // after equal values: they have lower token ids
+    if (top.size() > m) top.pop_back();
+  };
+  constexpr int64_t kChunk = 16;
+  int64_t v = 0;
+  for (; v + kChunk <= V; v += kChunk) {
+    if (top.size() == m) {
+      float mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+      for (int64_t i = 0; i < kChunk; ++i) mx = row[v + i] > mx ? row[v + i] : mx;
+      if (!(mx - lse > top.back().first)) continue;
+    }
+    for (int64_t i = 0; i < kChunk; ++i) offer(v + i);
+  }
+  for (; v < V; ++v) offer(v);
+}
+
+}  // namespace
+
 void log_softmax_rows(const Tensor& logits_in, std::vector<float>& out) {
   Tensor logits = logits_in.contiguous();
   int64_t R = logits.size(0), V = logits.size(1);
@@ -86,12 +143,10 @@ void log_softmax_rows(const Tensor& logits_in, std::vector<float>& out) {
   const float* x = logits.data<float>();
   for (int64_t r = 0; r < R; ++r) {
     const float* row = x + r * V;
-    float mx = kNegInf;
-    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, row[v]);
-    double s = 0;
-    for (int64_t v = 0; v < V; ++v) s += std::exp(double(row[v] - mx));
-    float lse = mx + float(std::log(s));
-    for (int64_t v = 0; v < V; ++v) out[size_t(r * V + v)] = row[v] - lse;
+    const float lse = row_logsumexp(row, V);
+    float* o = out.data() + r * V;
+#pragma omp simd
+    for (int64_t v = 0; v < V; ++v) o[v] = row[v] - lse;
   }
 }
 
@@ -132,21 +187,26 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
     Generator gen(opt.seed);
     std::vector<Hypothesis> hyp(static_cast<size_t>(B));
     std::vector<int64_t> last(size_t(B), ids.bos);
-    std::vector<float> logp;
     for (int64_t t = 0; t < max_steps; ++t) {
       Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (B, V)
-      int64_t V = logits.size(1);
-      if (!opt.sample) log_softmax_rows(logits, logp);
+      const int64_t V = logits.size(1);
+      const float* X = logits.data<float>();
       for (int64_t b = 0; b < B; ++b) {
         if (done[size_t(b)]) { last[size_t(b)] = ids.eos; continue; }
         int64_t tok;
         double lp;
         if (opt.sample) {
-          tok = sample_row(logits.data<float>() + b * V, V, opt, gen, lp);
-        } else {
-          const float* row = logp.data() + b * V;
-          tok = std::max_element(row, row + V) - row;  // first maximum on ties
-          lp = row[tok];
+          tok = sample_row(X + b * V, V, opt, gen, lp);
+        } else {  // the first maximum of the log-softmax row (the values log_softmax_rows gives)
+          const float* row = X + b * V;
+          const float lse = row_logsumexp(row, V);
+          float best = kNegInf;  // max of row[v] - lse (vectorised), then its first position
+#pragma omp simd reduction(max : best)
+          for (int64_t v = 0; v < V; ++v) best = std::max(best, row[v] - lse);
+          tok = 0;
+          while (tok + 1 < V && !(row[tok] - lse == best)) ++tok;
+          if (!(best > kNegInf)) tok = 0;  // no finite logit (as max_element over NaN / -inf)
+          lp = row[tok] - lse;
         }
         Hypothesis& h = hyp[size_t(b)];
         h.tokens.push_back(tok);
@@ -183,11 +243,13 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
   for (int64_t b = 0; b < B; ++b) score[size_t(b * K)] = 0;
   std::vector<std::vector<int64_t>> toks(static_cast<size_t>(B * K));
   std::vector<int64_t> last(size_t(B * K), ids.bos);
-  std::vector<float> logp;
+  struct Cand { double s; int64_t row, tok; };
+  std::vector<Cand> cands;
+  std::vector<std::pair<float, int64_t>> top;  // one row's best (log-prob, token)
 
   for (int64_t t = 0; t < max_steps; ++t) {
-    Tensor logits = model.step(*state, tokens_tensor(last));  // (B*K, V)
-    log_softmax_rows(logits, logp);
+    Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (B*K, V)
+    const float* X = logits.data<float>();
     const int64_t V = logits.size(1);
     std::vector<int64_t> next_rows(static_cast<size_t>(B * K));
     std::vector<double> next_score(size_t(B * K), -INFINITY);
@@ -197,15 +259,14 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
       const int64_t base = b * K;
       for (int64_t k = 0; k < K; ++k) next_rows[size_t(base + k)] = base;  // harmless filler
       if (done[size_t(b)]) continue;
-      // The 2K best (row, token) extensions: K of them can end in </s> and K still remain.
-      struct Cand { double s; int64_t row, tok; };
-      std::vector<Cand> cands;
-      cands.reserve(size_t(K * V));
+      // The 2K best (row, token) extensions: K of them can end in </s> and K still remain. They
+      // are among the 2K best tokens of each row (the row's score is a constant offset).
+      cands.clear();
       for (int64_t k = 0; k < K; ++k) {
         double s0 = score[size_t(base + k)];
         if (s0 == -INFINITY) continue;
-        const float* row = logp.data() + (base + k) * V;
-        for (int64_t v = 0; v < V; ++v) cands.push_back({s0 + double(row[v]), base + k, v});
+        top_tokens(X + (base + k) * V, V, size_t(2 * K), top);
+        for (const auto& [lp, tok] : top) cands.push_back({s0 + double(lp), base + k, tok});
       }
       size_t keep = std::min(cands.size(), size_t(2 * K));
       // Ties break towards the lower row, then the lower token id (deterministic).

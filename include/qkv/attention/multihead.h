@@ -13,35 +13,63 @@
 //   - cross-attention: project_kv(memory) once, then attend(x_new, kv, mask) every step.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "qkv/attention/sdpa.h"
+#include "qkv/kernels/gemm.h"
 #include "qkv/nn/layers.h"
 
 namespace qkv::attention {
 
-// Self-attention keys and values of the positions decoded so far. Stored (B, capacity, H, Dh),
-// grown by doubling, so appending one position costs O(B H Dh) and k()/v() are free views.
+// Self-attention keys and values of the positions decoded so far (incremental decoding; rows
+// are hypotheses). Storage (rows, capacity, H, Dh), grown by doubling, so appending a position
+// costs O(rows H Dh). Positions are appended to every row in lockstep and never overwritten, so
+// select_rows (beam-search reordering) moves no keys while the number of rows stays the same:
+// a (rows, capacity) table records which storage row holds each row's position j. Implemented
+// with MultiHeadAttention's decoding methods in src/attention/decoding.cpp.
 class KVCache {
  public:
-  Tensor k() const;  // (B, H, length, Dh) view
-  Tensor v() const;  // (B, H, length, Dh) view
+  // (rows, H, length, Dh): a view of the storage while each row reads its own storage row
+  // (no reordering yet), else a gathered copy.
+  Tensor k() const;
+  Tensor v() const;
   int64_t length() const { return length_; }
   int64_t rows() const { return k_.defined() ? k_.size(0) : 0; }
   // k_new, v_new (B, t, H, Dh): appended at positions length .. length + t - 1.
   void append(const Tensor& k_new, const Tensor& v_new);
   // Keeps rows `index` (i64 (R), repeats allowed) in that order (beam search reordering).
   void select_rows(const Tensor& index);
-  void clear() { k_ = v_ = Tensor(); length_ = 0; }
+  void clear();
+
+  // ---- for attention kernels (kernels::attention_decode) ----
+  const Tensor& k_storage() const { return k_; }  // (rows, capacity, H, Dh), contiguous
+  const Tensor& v_storage() const { return v_; }
+  int64_t capacity() const { return k_.defined() ? k_.size(1) : 0; }
+  // (rows, capacity): the storage row holding (row, position), or nullptr when row r reads
+  // storage row r at every position.
+  const int32_t* row_table() const { return table_.empty() ? nullptr : table_.data(); }
+
+  // [W_q; W_k; W_v] (3D, D) + biases and W_o, packed (kernels::PackedLinear) at the first step of
+  // a decoding session (weights do not change while decoding): one skinny GEMM per projection.
+  kernels::PackedLinear packed_qkv, packed_out;
 
  private:
-  Tensor k_, v_;  // (B, capacity, H, Dh)
+  Tensor gather(const Tensor& buf) const;  // (rows, length, H, Dh), row r from its table entries
+  Tensor k_, v_;  // (rows, capacity, H, Dh)
+  std::vector<int32_t> table_;  // (rows, capacity) or empty (identity)
   int64_t length_ = 0;
 };
 
 // Projected keys and values of a fixed memory (the encoder output), for cross-attention.
+// Beam search repeats and reorders rows; every beam of a sentence reads the same memory row, so
+// select_rows only composes a row map and never copies K/V.
 struct ProjectedKV {
-  Tensor k, v;  // (B, H, S, Dh) each
+  Tensor k, v;  // (P, H, S, Dh) each: the projected memory of P sentences
+  std::vector<int32_t> row_map;  // row r attends to memory row row_map[r]; empty: row r to row r
+  kernels::PackedLinear packed_q, packed_out;  // W_q, W_o packed by project_kv for the steps
+  int64_t rows() const { return row_map.empty() ? (k.defined() ? k.size(0) : 0) : int64_t(row_map.size()); }
   void select_rows(const Tensor& index);  // i64 (R)
+  ProjectedKV gathered() const;  // k, v with one row per row (the map applied), empty map
 };
 
 struct MhaOutput {
@@ -79,6 +107,8 @@ class MultiHeadAttention : public nn::Module {
 
  private:
   Tensor split_heads(const Tensor& x) const;  // (B, T, d_model) -> (B, H, T, Dh) view
+  // One query position, f32, no weights, no attention dropout: kernels::attention_decode applies.
+  bool single_query_ok(const Tensor& query, bool need_weights) const;
   MhaOutput attend_heads(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                          bool need_weights) const;  // q/k/v (B, H, T, Dh) -> projected output
   int64_t d_model_, heads_, head_dim_;

@@ -66,4 +66,31 @@ void attention_naive_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& dout, const Tensor& dprobs, double scale, const AttnDropout& drop,
                               Tensor& dq, Tensor& dk, Tensor& dv);
 
+// ---- single query (incremental decoding, f32) ----
+// One query position per row:  out[r, h] = softmax_j(scale * q[r, h] . k_j + mask) v_j, j < length,
+// where k_j / v_j of row r are read from cache storage at physical row phys(r, j):
+//   phys(r, j) = table[r * table_ld + j] if table, else row_map[r] if row_map, else r,
+// element (phys, j, h, d) at k + phys * row_stride + j * pos_stride + h * head_dim + d (same for v).
+// A table lets beam search reorder hypotheses without moving cached keys; a row_map lets all
+// beams of a sentence share one copy of the projected encoder memory. key_padding (rows, length)
+// u8, indexed by (logical) row: nonzero = masked. A fully masked row gives out = 0. Costs
+// O(rows * heads * length * head_dim), never a length x length tile.
+struct DecodeAttention {
+  const float* q = nullptr;  // (rows, heads * head_dim), row stride q_row_stride
+  int64_t q_row_stride = 0;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t row_stride = 0, pos_stride = 0;  // of k and v storage (unit stride over d, head_dim over h)
+  const int32_t* table = nullptr;
+  int64_t table_ld = 0;
+  const int32_t* row_map = nullptr;
+  const uint8_t* key_padding = nullptr;
+  int64_t key_padding_ld = 0;
+  float* out = nullptr;  // (rows, heads * head_dim), row stride out_row_stride
+  int64_t out_row_stride = 0;
+  int64_t rows = 0, heads = 0, head_dim = 0, length = 0;
+  float scale = 1.f;
+};
+void attention_decode(const DecodeAttention& a);
+
 }  // namespace qkv::kernels

@@ -44,6 +44,28 @@ void matmul_2d(const Tensor& x, const Tensor& y, Tensor& out, double beta = 0.0)
 // The bias is fused: out starts as the bias rows and the GEMM runs with beta = 1.
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 
+// A Linear's weight packed once for many skinny products against it (incremental decoding: a
+// few dozen rows per step, the same weights every step). BLAS re-packs the weight on every call;
+// this keeps W^T in panels of 32 output columns, (K, 32) each, zero-padded, read by an AVX-512
+// 8 x 32 micro-kernel. Pack per decoding session (weights must not change while it is used).
+struct PackedLinear {
+  Tensor weight, bias;  // the originals, (N, K) and (N) or undefined (the f64 / fallback path)
+  Tensor panels;        // (ceil(N / 32), K, 32) f32, undefined for f64
+  Tensor dense_bias;    // bias, contiguous
+  Tensor padded_bias;   // (ceil(N / 32) * 32) when N is not a multiple of 32
+  int64_t N = 0, K = 0;
+  bool defined() const { return weight.defined(); }
+};
+PackedLinear pack_linear(const Tensor& w, const Tensor& bias);
+// out (M, N) = x (M, K) @ w^T + bias; x rows unit-stride (row stride free), out contiguous.
+// Each output element is one k-ordered dot product: results do not depend on the thread count.
+void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out);
+
+// out (N) = sum over the rows of x (R, N) (a Linear's bias gradient); x, out contiguous. Sums in
+// row order, in x's dtype (like the GEMM against a row of ones it replaces); threads own column
+// tiles, so results do not depend on the thread count.
+void column_sums(const Tensor& x, Tensor& out);
+
 // Operands batched_matmul had to copy because their layout was not BLAS-compatible (a counter
 // over the process lifetime; tests use it to prove that transposed views are not copied).
 int64_t gemm_operand_copies();

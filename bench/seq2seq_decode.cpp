@@ -1,0 +1,165 @@
+// bench_seq2seq_decode: greedy and beam-search decoding speed of models::Transformer against
+// torch.nn.Transformer, in the same run (issue #5).
+//
+// Model (both sides): d_model 256, 4 heads, 3 encoder + 3 decoder layers, d_ff 1024, ReLU,
+// post-LN, shared source/target embedding (vocab 8000) * sqrt(d) + sinusoidal positions, separate
+// output Linear(256, 8000), eval mode, f32, random weights. Batch 32 random source sentences of
+// 32 tokens (no padding); every sentence decodes exactly 32 target tokens: the limit is set to 32
+// (max_len_ratio 0, max_len_extra 32) and </s> is id -1, which no step produces, so nothing stops
+// early. Timed: encoder + 32 decoder steps + search (decode::greedy / decode::beam_search), as
+// torch's greedy() in tools/bench/seq2seq_torch.py, which re-runs its decoder over the whole prefix
+// every step (nn.Transformer has no cache). Beam search: beam 4, 32 sentences -> 128 rows.
+//
+// Rounds alternate qkv and the torch script (a child process, same environment, torch threads =
+// OMP_NUM_THREADS) so both see the same machine load. Per round: the median of `reps` timed
+// repetitions after one warm-up. Reported: sentences/s from wall time and from process CPU time
+// (sentences / (CPU s / threads): the rate with the cores to ourselves, the figure to compare on
+// a shared machine), and peak RSS (qkv: this process after greedy, then after beam; torch: its
+// process).
+//
+// Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX
+//        build/bench/bench_seq2seq_decode [rounds=3] [reps=5] [torch=2] [modes=both]
+// torch: 2 = greedy and beam (torch beam runs 1 repetition per round: without a cache it is
+// slow), 1 = greedy only, 0 = qkv only (for profiling); modes: both | greedy | beam.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "qkv/autograd/node.h"
+#include "qkv/decode/search.h"
+#include "qkv/models/transformer.h"
+#include "qkv/tensor/rng.h"
+
+using namespace qkv;
+
+namespace {
+
+constexpr int64_t kVocab = 8000, kBatch = 32, kSrcLen = 32, kSteps = 32;
+
+struct Measure {
+  std::vector<double> wall_s, cpu_s;  // per-round medians, seconds per batch
+  double rss_mib = -1;
+};
+
+// Median {wall, cpu} seconds of `reps` decodes of the batch (after one warm-up); checksum of tokens.
+std::pair<double, double> time_qkv(models::Transformer& model, const Tensor& src, const Tensor& pad, int beam,
+                                   int reps, int64_t& checksum) {
+  decode::Options o;
+  o.beam = beam;
+  o.nbest = 1;
+  o.max_len_ratio = 0;
+  o.max_len_extra = kSteps;
+  const decode::SpecialIds ids{/*bos=*/1, /*eos=*/-1};  // -1: no token ends a hypothesis
+  std::vector<double> wall, cpu;
+  for (int r = 0; r <= reps; ++r) {
+    double c0 = bench::cpu_ms(), t0 = bench::now_ms();
+    auto hyps = decode::translate(model, src, pad, ids, o);
+    double t1 = bench::now_ms(), c1 = bench::cpu_ms();
+    checksum = 0;
+    for (auto& h : hyps) {
+      if (h.at(0).tokens.size() != size_t(kSteps)) {
+        std::fprintf(stderr, "expected %lld tokens, got %zu\n", (long long)kSteps, h[0].tokens.size());
+        std::exit(1);
+      }
+      for (int64_t t : h[0].tokens) checksum = checksum * 31 + t;
+    }
+    if (r > 0) {
+      wall.push_back((t1 - t0) * 1e-3);
+      cpu.push_back((c1 - c0) * 1e-3);
+    }
+  }
+  return {bench::median(wall), bench::median(cpu)};
+}
+
+// Runs tools/bench/seq2seq_torch.py decode; {wall s, cpu s, peak RSS MiB} medians (-1 if it failed).
+std::vector<double> time_torch(int beam, int reps, int threads) {
+  std::string out = bench::run_capture("OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 -I " + bench::source_dir() +
+                                       "/tools/bench/seq2seq_torch.py decode --threads " + std::to_string(threads) +
+                                       " --beam " + std::to_string(beam) + " --reps " + std::to_string(reps));
+  return {bench::find_number(out, "\"wall_s_median\":"), bench::find_number(out, "\"cpu_s_median\":"),
+          bench::find_number(out, "\"peak_rss_MiB\":")};
+}
+
+void report(const char* what, const Measure& q, const Measure& t, int threads) {
+  auto sps = [](double s) { return s > 0 ? double(kBatch) / s : -1.0; };
+  double qw = sps(bench::median(q.wall_s)), qc = sps(bench::median(q.cpu_s) / threads);
+  std::printf("| %-10s | qkv wall %8.1f sent/s | qkv cpu %8.1f sent/s | qkv RSS %6.1f MiB |", what, qw, qc, q.rss_mib);
+  if (t.wall_s.empty()) {
+    std::printf(" torch not run |\n");
+    return;
+  }
+  double tw = sps(bench::median(t.wall_s)), tc = sps(bench::median(t.cpu_s) / threads);
+  std::printf(" torch wall %6.1f sent/s | torch cpu %6.1f sent/s | torch RSS %6.1f MiB | qkv/torch wall %.1fx cpu %.1fx |\n",
+              tw, tc, t.rss_mib, qw / tw, qc / tc);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 5;
+  const int torch = argc > 3 ? std::atoi(argv[3]) : 2;
+  const std::string modes = argc > 4 ? argv[4] : "both";
+  const bool run_greedy = modes != "beam", run_beam = modes != "greedy";
+  const int threads = bench::env_threads();
+
+  models::TransformerConfig cfg;
+  cfg.src_vocab = cfg.tgt_vocab = kVocab;
+  cfg.d_model = 256;
+  cfg.heads = 4;
+  cfg.enc_layers = cfg.dec_layers = 3;
+  cfg.d_ff = 1024;
+  cfg.dropout = 0.1;  // inactive: eval mode
+  cfg.shared_embeddings = true;
+  Generator gen(0);
+  models::Transformer model(cfg, gen);
+  model.eval();
+
+  Tensor src = Tensor::empty({kBatch, kSrcLen}, DType::i64);  // (B, S) ids in [3, V)
+  for (int64_t i = 0; i < src.numel(); ++i) src.data<int64_t>()[i] = 3 + int64_t(gen.randint(kVocab - 3));
+  Tensor pad = Tensor::zeros({kBatch, kSrcLen}, DType::u8);
+
+  std::printf("seq2seq decode: d 256 h 4 3+3 layers ff 1024 vocab 8000, batch %lld src %lld, %lld steps, %d threads, "
+              "%d rounds x %d reps\n",
+              (long long)kBatch, (long long)kSrcLen, (long long)kSteps, threads, rounds, reps);
+  Measure qg, qb, tg, tb;
+  int64_t sum_g = 0, sum_b = 0;
+  for (int r = 0; r < rounds && run_greedy; ++r) {
+    auto [gw, gc] = time_qkv(model, src, pad, 1, reps, sum_g);
+    qg.wall_s.push_back(gw);
+    qg.cpu_s.push_back(gc);
+    qg.rss_mib = bench::peak_rss_mib();
+    std::vector<double> t{-1, -1, -1};
+    if (torch >= 1) t = time_torch(1, reps, threads);
+    if (t[0] > 0) {
+      tg.wall_s.push_back(t[0]);
+      tg.cpu_s.push_back(t[1]);
+      tg.rss_mib = t[2];
+    }
+    std::printf("round %d greedy: qkv wall %.3f s cpu %.3f s | torch wall %.3f s cpu %.3f s\n", r, gw, gc, t[0], t[1]);
+    std::fflush(stdout);
+  }
+  for (int r = 0; r < rounds && run_beam; ++r) {
+    auto [bw, bc] = time_qkv(model, src, pad, 4, reps, sum_b);
+    qb.wall_s.push_back(bw);
+    qb.cpu_s.push_back(bc);
+    qb.rss_mib = bench::peak_rss_mib();
+    std::vector<double> t{-1, -1, -1};
+    if (torch >= 2) {
+      t = time_torch(4, 1, threads);  // no cache: 4x the rows over the whole prefix, slow
+      if (t[0] > 0) {
+        tb.wall_s.push_back(t[0]);
+        tb.cpu_s.push_back(t[1]);
+        tb.rss_mib = t[2];
+      }
+    }
+    std::printf("round %d beam 4: qkv wall %.3f s cpu %.3f s | torch wall %.3f s cpu %.3f s\n", r, bw, bc, t[0], t[1]);
+    std::fflush(stdout);
+  }
+  std::printf("token checksums: greedy %lld beam %lld\n", (long long)sum_g, (long long)sum_b);
+  report("greedy", qg, tg, threads);
+  report("beam 4", qb, tb, threads);
+  return 0;
+}

@@ -1,0 +1,273 @@
+// Incremental decoding for MultiHeadAttention: the self-attention KVCache, the projected
+// cross-attention memory (ProjectedKV), and MultiHeadAttention::step / project_kv / attend.
+//
+// One new position per step (t = 1, f32, no weights requested, no attention dropout) takes the
+// single-query kernel (kernels::attention_decode): Q, K and V come from one GEMM against the
+// packed [W_q; W_k; W_v], K/V are appended to the cache, and the kernel reads the cache and the
+// projected memory in place through their row tables / maps (beam search reorders nothing).
+// Anything else (several positions, f64, weights for a heatmap) gathers and goes through
+// scaled_dot_product_attention, exactly as the training path.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "qkv/attention/multihead.h"
+#include "qkv/autograd/node.h"
+#include "qkv/kernels/attention.h"
+#include "qkv/ops/matmul.h"
+#include "qkv/ops/packed.h"
+#include "qkv/ops/shape.h"
+
+namespace qkv::attention {
+
+namespace {
+
+// i64 (R) row indices, each checked against `rows`.
+std::vector<int64_t> checked_rows(const Tensor& index, int64_t rows, const char* who) {
+  QKV_CHECK(index.defined() && index.ndim() == 1 && index.dtype() == DType::i64, who,
+            "expected an i64 (R) index, got ", index.defined() ? index.str() : std::string("undefined"));
+  std::vector<int64_t> idx = index.to_vector<int64_t>();
+  for (int64_t r : idx) QKV_CHECK(r >= 0 && r < rows, who, "row ", r, " out of range for ", rows, " rows");
+  return idx;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- KVCache
+
+Tensor KVCache::gather(const Tensor& buf) const {
+  const int64_t R = buf.size(0), cap = buf.size(1), HD = buf.size(2) * buf.size(3);
+  Tensor out = Tensor::empty({R, length_, buf.size(2), buf.size(3)}, buf.dtype());
+  const size_t esz = dtype_size(buf.dtype());
+  const char* src = static_cast<const char*>(buf.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t j = 0; j < length_; ++j) {
+      const int64_t p = table_.empty() ? r : table_[size_t(r * cap + j)];
+      std::copy_n(src + size_t((p * cap + j) * HD) * esz, size_t(HD) * esz, dst + size_t((r * length_ + j) * HD) * esz);
+    }
+  return out;
+}
+
+Tensor KVCache::k() const {
+  QKV_CHECK(k_.defined(), "KVCache", "empty cache (nothing appended yet)");
+  Tensor buf = table_.empty() ? slice(k_, 1, 0, length_) : gather(k_);
+  return permute(buf, {0, 2, 1, 3});  // (rows, H, length, Dh)
+}
+
+Tensor KVCache::v() const {
+  QKV_CHECK(v_.defined(), "KVCache", "empty cache (nothing appended yet)");
+  Tensor buf = table_.empty() ? slice(v_, 1, 0, length_) : gather(v_);
+  return permute(buf, {0, 2, 1, 3});
+}
+
+void KVCache::clear() {
+  k_ = v_ = Tensor();
+  table_.clear();
+  length_ = 0;
+  packed_qkv = packed_out = kernels::PackedLinear();
+}
+
+void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
+  NoGradGuard ng;
+  QKV_CHECK(k_new.ndim() == 4 && k_new.shape() == v_new.shape(), "KVCache::append",
+            "expected k and v (B, t, H, Dh) of one shape, got ", k_new.str(), " and ", v_new.str());
+  const int64_t B = k_new.size(0), t = k_new.size(1), H = k_new.size(2), Dh = k_new.size(3);
+  if (k_.defined()) {
+    QKV_CHECK(k_.size(0) == B && k_.size(2) == H && k_.size(3) == Dh, "KVCache::append", "cache holds (", k_.size(0),
+              ", *, ", k_.size(2), ", ", k_.size(3), "), got ", k_new.str());
+  }
+  const int64_t need = length_ + t;
+  const int64_t cap = capacity();
+  if (need > cap) {  // grow by doubling (at least 16 positions); storage rows keep their places
+    int64_t new_cap = std::max<int64_t>({16, 2 * cap, need});
+    Tensor k2 = Tensor::empty({B, new_cap, H, Dh}, k_new.dtype()), v2 = Tensor::empty({B, new_cap, H, Dh}, v_new.dtype());
+    if (length_ > 0) {
+      slice(k2, 1, 0, length_).copy_from(slice(k_, 1, 0, length_));
+      slice(v2, 1, 0, length_).copy_from(slice(v_, 1, 0, length_));
+    }
+    if (!table_.empty()) {
+      std::vector<int32_t> t2(size_t(B * new_cap));
+      for (int64_t r = 0; r < B; ++r)
+        std::copy_n(table_.begin() + r * cap, length_, t2.begin() + r * new_cap);
+      table_ = std::move(t2);
+    }
+    k_ = k2;
+    v_ = v2;
+  }
+  slice(k_, 1, length_, need).copy_from(k_new.detach());  // row r's new positions: storage row r
+  slice(v_, 1, length_, need).copy_from(v_new.detach());
+  if (!table_.empty()) {
+    const int64_t c = capacity();
+    for (int64_t r = 0; r < B; ++r)
+      for (int64_t j = length_; j < need; ++j) table_[size_t(r * c + j)] = int32_t(r);
+  }
+  length_ = need;
+}
+
+void KVCache::select_rows(const Tensor& index) {
+  if (!k_.defined()) return;
+  NoGradGuard ng;
+  const int64_t R = rows(), cap = capacity();
+  std::vector<int64_t> idx = checked_rows(index, R, "KVCache::select_rows");
+  const int64_t n = int64_t(idx.size());
+  if (n == R) {  // same number of rows: compose the table, move no keys
+    bool identity = table_.empty();
+    for (int64_t i = 0; identity && i < n; ++i) identity = idx[size_t(i)] == i;
+    if (identity) return;
+    std::vector<int32_t> t2(size_t(R * cap));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t src = idx[size_t(i)];
+      for (int64_t j = 0; j < length_; ++j)
+        t2[size_t(i * cap + j)] = table_.empty() ? int32_t(src) : table_[size_t(src * cap + j)];
+    }
+    table_ = std::move(t2);
+    return;
+  }
+  // A different number of rows: gather into new storage of the same capacity (no regrowth).
+  auto pick = [&](const Tensor& buf) {
+    Tensor rows_now = gather(buf);  // (R, length, H, Dh) in row order
+    Tensor out = Tensor::empty({n, cap, buf.size(2), buf.size(3)}, buf.dtype());
+    slice(out, 1, 0, length_).copy_from(index_select(rows_now, 0, index));
+    return out;
+  };
+  k_ = pick(k_);
+  v_ = pick(v_);
+  table_.clear();
+}
+
+// ---------------------------------------------------------------- ProjectedKV
+
+void ProjectedKV::select_rows(const Tensor& index) {
+  std::vector<int64_t> idx = checked_rows(index, rows(), "ProjectedKV::select_rows");
+  std::vector<int32_t> m(idx.size());
+  for (size_t i = 0; i < idx.size(); ++i) m[i] = row_map.empty() ? int32_t(idx[i]) : row_map[size_t(idx[i])];
+  row_map = std::move(m);
+}
+
+ProjectedKV ProjectedKV::gathered() const {
+  if (row_map.empty()) return {k, v, {}, {}, {}};
+  NoGradGuard ng;
+  std::vector<int64_t> m(row_map.begin(), row_map.end());
+  Tensor index = Tensor::from_vector<int64_t>(m, {int64_t(m.size())});
+  return {index_select(k, 0, index), index_select(v, 0, index), {}, {}, {}};
+}
+
+// ---------------------------------------------------------------- MultiHeadAttention
+
+namespace {
+
+void check_step_input(const Tensor& x, int64_t dim, const char* what) {
+  QKV_CHECK(x.defined() && x.ndim() == 3 && x.size(2) == dim, "MultiHeadAttention", what, " must be (B, T, ", dim,
+            "), got ", x.defined() ? x.str() : std::string("undefined"));
+}
+
+}  // namespace
+
+bool MultiHeadAttention::single_query_ok(const Tensor& query, bool need_weights) const {
+  return query.size(1) == 1 && query.dtype() == DType::f32 && !need_weights && (dropout == 0.0 || !is_training());
+}
+
+MhaOutput MultiHeadAttention::step(const Tensor& x_new, KVCache& cache, bool need_weights) const {
+  check_step_input(x_new, d_model_, "step input");
+  const int64_t B = x_new.size(0), t = x_new.size(1), D = d_model_;
+  if (!cache.packed_qkv.defined()) {  // once per decoding session
+    NoGradGuard ng;
+    Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);  // (3D, D)
+    Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
+    cache.packed_qkv = kernels::pack_linear(w, b);
+    cache.packed_out = kernels::pack_linear(out_proj->weight, out_proj->bias);
+  }
+  Tensor qkv = linear_packed(x_new, cache.packed_qkv);  // (B, t, 3D)
+  auto parts = split(qkv, {D, D, D}, 2);                      // 3 x (B, t, D) views
+  auto to_bthd = [&](const Tensor& y) { return reshape(y, {B, t, heads_, head_dim_}); };
+  cache.append(to_bthd(parts[1]), to_bthd(parts[2]));  // (B, t, H, Dh)
+  if (single_query_ok(x_new, need_weights)) {
+    NoGradGuard ng;
+    Tensor o = Tensor::empty({B, 1, D});  // (B, 1, H * Dh)
+    kernels::DecodeAttention a;
+    a.q = qkv.data<float>();
+    a.q_row_stride = 3 * D;
+    a.k = cache.k_storage().data<float>();
+    a.v = cache.v_storage().data<float>();
+    a.row_stride = cache.capacity() * D;
+    a.pos_stride = D;
+    a.table = cache.row_table();
+    a.table_ld = cache.capacity();
+    a.out = o.data<float>();
+    a.out_row_stride = D;
+    a.rows = B;
+    a.heads = heads_;
+    a.head_dim = head_dim_;
+    a.length = cache.length();
+    a.scale = float(1.0 / std::sqrt(double(head_dim_)));
+    kernels::attention_decode(a);
+    return {linear_packed(o, cache.packed_out), Tensor()};
+  }
+  AttentionMask causal;
+  causal.causal = t > 1;  // query i (of t) sees cached keys up to its own position
+  return attend_heads(split_heads(parts[0]), cache.k(), cache.v(), causal, need_weights);
+}
+
+ProjectedKV MultiHeadAttention::project_kv(const Tensor& key, const Tensor& value) const {
+  check_step_input(key, k_proj->weight.size(1), "key");
+  check_step_input(value, v_proj->weight.size(1), "value");
+  ProjectedKV kv{split_heads(k_proj->forward(key)), split_heads(v_proj->forward(value)), {}, {}, {}};
+  kv.packed_q = kernels::pack_linear(q_proj->weight, q_proj->bias);
+  kv.packed_out = kernels::pack_linear(out_proj->weight, out_proj->bias);
+  return kv;
+}
+
+MhaOutput MultiHeadAttention::attend(const Tensor& query, const ProjectedKV& kv, const AttentionMask& mask,
+                                     bool need_weights) const {
+  check_step_input(query, d_model_, "query");
+  const int64_t B = query.size(0);
+  QKV_CHECK(kv.k.defined() && kv.k.ndim() == 4 && kv.rows() == B && kv.k.size(1) == heads_,
+            "MultiHeadAttention::attend", "projected K/V must be (", B, ", ", heads_, ", S, ", head_dim_, "), got ",
+            kv.k.defined() ? kv.k.str() : std::string("undefined"), " for ", kv.rows(), " rows");
+  Tensor q = kv.packed_q.defined() ? linear_packed(query, kv.packed_q) : q_proj->forward(query);  // (B, Tq, D)
+  const Tensor& k = kv.k;
+  const Tensor& v = kv.v;
+  const int64_t S = k.size(2);
+  // The single-query kernel reads K/V as (P, S, H, Dh) storage (what project_kv makes) and
+  // supports a key-padding mask only.
+  const bool layout_ok = k.strides() == v.strides() && k.strides()[3] == 1 && k.strides()[1] == head_dim_ &&
+                         v.shape() == k.shape() && k.dtype() == DType::f32;
+  const Tensor& kp = mask.key_padding;
+  const bool mask_ok = !mask.causal && !mask.key_lengths.defined() && !mask.mask.defined() &&
+                       (!kp.defined() || (kp.dtype() == DType::u8 || kp.dtype() == DType::boolean));
+  if (single_query_ok(query, need_weights) && layout_ok && mask_ok) {
+    NoGradGuard ng;
+    Tensor pad;
+    if (kp.defined()) {
+      QKV_CHECK(kp.ndim() == 2 && kp.size(0) == B && kp.size(1) == S, "MultiHeadAttention::attend",
+                "mask.key_padding: expected (", B, ", ", S, "), got ", kp.str());
+      pad = kp.contiguous();
+    }
+    Tensor qc = q.contiguous();
+    Tensor o = Tensor::empty({B, 1, d_model_});
+    kernels::DecodeAttention a;
+    a.q = qc.data<float>();
+    a.q_row_stride = d_model_;
+    a.k = k.data<float>();
+    a.v = v.data<float>();
+    a.row_stride = k.strides()[0];
+    a.pos_stride = k.strides()[2];
+    a.row_map = kv.row_map.empty() ? nullptr : kv.row_map.data();
+    a.key_padding = pad.defined() ? pad.data<uint8_t>() : nullptr;
+    a.key_padding_ld = S;
+    a.out = o.data<float>();
+    a.out_row_stride = d_model_;
+    a.rows = B;
+    a.heads = heads_;
+    a.head_dim = head_dim_;
+    a.length = S;
+    a.scale = float(1.0 / std::sqrt(double(head_dim_)));
+    kernels::attention_decode(a);
+    return {kv.packed_out.defined() ? linear_packed(o, kv.packed_out) : out_proj->forward(o), Tensor()};
+  }
+  ProjectedKV g = kv.gathered();
+  return attend_heads(split_heads(q), g.k, g.v, mask, need_weights);
+}
+
+}  // namespace qkv::attention
