@@ -139,8 +139,9 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       if (!slot.defined()) {
         slot = grads_in[i];
       } else {
-        Tensor sum = slot.contiguous().clone();
-        kernels::add_inplace(sum, grads_in[i]);
+        // A fresh sum (one pass; never in place: a gradient may be shared with other nodes).
+        Tensor sum = Tensor::empty(slot.shape(), slot.dtype());
+        kernels::binary(kernels::Binary::add, slot.contiguous(), grads_in[i].contiguous(), sum);
         slot = sum;
       }
     }

@@ -1,5 +1,6 @@
 #include "qkv/models/transformer_blocks.h"
 
+#include "qkv/ops/dropout.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/packed.h"
 
@@ -26,8 +27,9 @@ std::shared_ptr<nn::PositionwiseFFN> make_ffn(const BlockOptions& o) {
 // One residual sublayer in either norm placement.
 Tensor sublayer_connection(const Tensor& x, const nn::LayerNorm& ln, const nn::Dropout& drop, bool pre_norm,
                            const std::function<Tensor(const Tensor&)>& f) {
-  if (pre_norm) return add(x, drop.forward(f(ln.forward(x))));  // x + Dropout(f(LN(x)))
-  return ln.forward(add(x, drop.forward(f(x))));                // LN(x + Dropout(f(x)))
+  // add_dropout(x, y) = x + Dropout(y) in one pass (ops/dropout.h)
+  if (pre_norm) return add_dropout(x, f(ln.forward(x)), drop.p, drop.is_training());  // x + Dropout(f(LN(x)))
+  return ln.forward(add_dropout(x, f(x), drop.p, drop.is_training()));                // LN(x + Dropout(f(x)))
 }
 
 }  // namespace

@@ -84,7 +84,10 @@ PositionwiseFFN::PositionwiseFFN(int64_t d_model, int64_t d_ff, Activation act, 
 }
 
 Tensor PositionwiseFFN::forward(const Tensor& x) const {
-  return fc2->forward(drop->forward(activate(fc1->forward(x), act)));  // (..., d_model)
+  Tensor h = fc1->forward(x);  // (..., d_ff)
+  // ReLU and dropout in one pass (same mask as drop->forward(relu(h))).
+  h = act == Activation::relu ? relu_dropout(h, drop->p, drop->is_training()) : drop->forward(activate(h, act));
+  return fc2->forward(h);  // (..., d_model)
 }
 
 void initialize(Module& m, init::Scheme scheme, Generator& g) {

@@ -77,10 +77,9 @@ struct LinearBackward : Node {  // y (R, N) = x (R, K) @ w^T (w (N, K)) + b (N)
       gw = Tensor::empty({N, K}, w.dtype());
       kernels::matmul_2d(mT(gy), x2, gw);
     }
-    if (next.size() > 2 && next[2].valid()) {  // db = 1^T @ dy (column sums, one GEMV-shaped GEMM)
-      gb = Tensor::empty({1, N}, w.dtype());
-      kernels::matmul_2d(Tensor::ones({1, R}, w.dtype()), gy, gb);
-      gb = reshape(gb, {N});
+    if (next.size() > 2 && next[2].valid()) {  // db = 1^T @ dy: column sums of dy
+      gb = Tensor::empty({N}, w.dtype());
+      kernels::column_sums(gy.contiguous(), gb);
     }
     return {gx, gw, gb};
   }

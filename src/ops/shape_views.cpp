@@ -129,7 +129,9 @@ struct SplitBackward : Node {  // ys = split(x): dx = the pieces' gradients side
   std::vector<int64_t> sizes;
   const char* name() const override { return "SplitBackward"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
-    Tensor gx = Tensor::zeros(input_shapes[0], input_dtypes[0]);
+    bool all = true;  // every piece has a gradient: each element of gx is written once
+    for (size_t i = 0; i < sizes.size(); ++i) all = all && g[i].defined();
+    Tensor gx = all ? Tensor::empty(input_shapes[0], input_dtypes[0]) : Tensor::zeros(input_shapes[0], input_dtypes[0]);
     int64_t pos = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {
       if (g[i].defined()) slice(gx, axis, pos, pos + sizes[i]).copy_from(g[i]);

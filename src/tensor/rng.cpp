@@ -1,5 +1,6 @@
 #include "qkv/tensor/rng.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace qkv {
@@ -30,6 +31,45 @@ std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_hi, uint64_t c
     k1 += kWeyl1;
   }
   return {c0, c1, c2, c3};
+}
+
+void philox4x32_blocks(uint64_t key, uint64_t counter_hi, uint64_t counter_lo, int64_t nblocks, uint32_t* out) {
+  constexpr int kLanes = 16;  // blocks per SIMD batch, structure of arrays
+  const uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
+  const uint32_t hi2 = uint32_t(counter_hi), hi3 = uint32_t(counter_hi >> 32);
+  for (int64_t b0 = 0; b0 < nblocks; b0 += kLanes) {
+    alignas(64) uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l) {
+      uint64_t ctr = counter_lo + uint64_t(b0 + l);
+      c0[l] = uint32_t(ctr);
+      c1[l] = uint32_t(ctr >> 32);
+      c2[l] = hi2;
+      c3[l] = hi3;
+    }
+    uint32_t r0 = k0, r1 = k1;
+    for (int round = 0; round < 10; ++round) {
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) {
+        uint64_t p0 = uint64_t(kMul0) * c0[l], p1 = uint64_t(kMul1) * c2[l];
+        uint32_t n0 = uint32_t(p1 >> 32) ^ c1[l] ^ r0, n2 = uint32_t(p0 >> 32) ^ c3[l] ^ r1;
+        c1[l] = uint32_t(p1);
+        c3[l] = uint32_t(p0);
+        c0[l] = n0;
+        c2[l] = n2;
+      }
+      r0 += kWeyl0;
+      r1 += kWeyl1;
+    }
+    const int64_t n = std::min<int64_t>(kLanes, nblocks - b0);
+    uint32_t* o = out + 4 * b0;
+    for (int64_t l = 0; l < n; ++l) {
+      o[4 * l] = c0[l];
+      o[4 * l + 1] = c1[l];
+      o[4 * l + 2] = c2[l];
+      o[4 * l + 3] = c3[l];
+    }
+  }
 }
 
 uint64_t Generator::reserve(uint64_t n) {

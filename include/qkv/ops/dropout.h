@@ -12,6 +12,14 @@ namespace qkv {
 // reuses the saved u8 mask. p must be in [0, 1).
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
 
+// Fused forms for Transformer blocks; each draws exactly the mask dropout(., p, training, gen)
+// would (same generator offsets), so results are bit-identical to the unfused composition while
+// making one pass instead of two and saving one u8 mask instead of activations:
+//   relu_dropout(x)   = dropout(relu(x))      (saves keep & (x > 0))
+//   add_dropout(x, y) = x + dropout(y)        (x and y of one shape and dtype: the residual branch)
+Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
+Tensor add_dropout(const Tensor& x, const Tensor& y, double p, bool training, Generator& gen = default_generator());
+
 // The keep mask (u8, 1 = kept) dropout would draw for `shape` at counter `base` (for tests/tools).
 Tensor dropout_keep_mask(const Shape& shape, double p, uint64_t seed, uint64_t base);
 

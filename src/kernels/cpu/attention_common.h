@@ -141,12 +141,15 @@ struct MaskCtx {
 // mult[c] = 0 (dropped) or 1/(1-p) (kept) for elements n0 .. n0 + cols - 1 (see AttnDropout).
 template <typename T>
 inline void dropout_row(const AttnDropout& d, uint64_t n0, int64_t cols, T* mult) {
+  constexpr int64_t kSeg = 128;  // elements per Philox draw
   const T keep = T(1.0 / (1.0 - d.p));
-  uint64_t n = n0, end = n0 + uint64_t(cols);
-  while (n < end) {
-    auto r = philox4x32(d.seed, 0, d.offset + n / 4);
-    for (uint64_t lane = n % 4; lane < 4 && n < end; ++lane, ++n)
-      mult[n - n0] = double(u32_to_unit_float(r[lane])) < d.p ? T(0) : keep;
+  uint32_t r[kSeg + 8];  // whole Philox blocks covering one segment
+  for (int64_t c0 = 0; c0 < cols; c0 += kSeg) {
+    const int64_t n = std::min(kSeg, cols - c0);
+    const uint64_t start = n0 + uint64_t(c0), skip = start % 4;
+    philox4x32_blocks(d.seed, 0, d.offset + start / 4, int64_t((skip + uint64_t(n) + 3) / 4), r);
+#pragma omp simd
+    for (int64_t c = 0; c < n; ++c) mult[c0 + c] = double(u32_to_unit_float(r[skip + uint64_t(c)])) < d.p ? T(0) : keep;
   }
 }
 

@@ -272,6 +272,33 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
   matmul_2d(x, wt, out, 1.0);
 }
 
+void column_sums(const Tensor& x, Tensor& out) {
+  QKV_CHECK(x.ndim() == 2 && x.is_contiguous() && out.is_contiguous() && out.numel() == x.size(1) &&
+                out.dtype() == x.dtype(),
+            "column_sums", "expected contiguous x (R, N) and out (N), got ", x.str(), " and ", out.str());
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int64_t kTile = 64;  // columns per task: 4 AVX-512 accumulators for f32
+    const int64_t R = x.size(0), N = x.size(1), tiles = (N + kTile - 1) / kTile;
+    const T* xp = x.data<T>();
+    T* op = out.data<T>();
+#pragma omp parallel for schedule(static) if (R * N >= (int64_t(1) << 16) && tiles > 1)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t j0 = t * kTile, n = std::min(kTile, N - j0);
+      T acc[kTile] = {};
+      for (int64_t r = 0; r < R; ++r) {
+        const T* row = xp + r * N + j0;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
+      }
+      std::copy(acc, acc + n, op + j0);
+    }
+  };
+  if (x.dtype() == DType::f32) run(float{});
+  else if (x.dtype() == DType::f64) run(double{});
+  else fail("column_sums", "dtype ", dtype_name(x.dtype()), " is not supported (f32, f64)");
+}
+
 int64_t gemm_operand_copies() { return g_operand_copies.load(); }
 
 const char* blas_core() { return openblas_get_corename(); }
