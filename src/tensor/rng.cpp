@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 namespace qkv {
 namespace {
@@ -33,13 +36,24 @@ std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_hi, uint64_t c
   return {c0, c1, c2, c3};
 }
 
+#ifdef __AVX512F__
+namespace {
+// (hi, lo) 32-bit halves of a * m for 16 lanes (vpmuludq on even and odd lanes).
+inline void mulhilo16(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
+  const __m512i pe = _mm512_mul_epu32(a, m);                           // lanes 0, 2, ..: 64-bit products
+  const __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);    // lanes 1, 3, ..
+  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
+  lo = _mm512_mask_blend_epi32(0xAAAA, pe, _mm512_slli_epi64(po, 32));
+}
+}  // namespace
+#endif
+
 void philox4x32_blocks(uint64_t key, uint64_t counter_hi, uint64_t counter_lo, int64_t nblocks, uint32_t* out) {
   constexpr int kLanes = 16;  // blocks per SIMD batch, structure of arrays
   const uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
   const uint32_t hi2 = uint32_t(counter_hi), hi3 = uint32_t(counter_hi >> 32);
   for (int64_t b0 = 0; b0 < nblocks; b0 += kLanes) {
     alignas(64) uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
-#pragma omp simd
     for (int l = 0; l < kLanes; ++l) {
       uint64_t ctr = counter_lo + uint64_t(b0 + l);
       c0[l] = uint32_t(ctr);
@@ -47,6 +61,42 @@ void philox4x32_blocks(uint64_t key, uint64_t counter_hi, uint64_t counter_lo, i
       c2[l] = hi2;
       c3[l] = hi3;
     }
+    const int64_t n = std::min<int64_t>(kLanes, nblocks - b0);
+    uint32_t* o = out + 4 * b0;
+#ifdef __AVX512F__
+    __m512i x0 = _mm512_load_si512(c0), x1 = _mm512_load_si512(c1), x2 = _mm512_load_si512(c2),
+            x3 = _mm512_load_si512(c3);
+    const __m512i m0 = _mm512_set1_epi32(int(kMul0)), m1 = _mm512_set1_epi32(int(kMul1));
+    uint32_t r0 = k0, r1 = k1;
+    for (int round = 0; round < 10; ++round) {
+      __m512i hi0, lo0, hi1, lo1;
+      mulhilo16(x0, m0, hi0, lo0);
+      mulhilo16(x2, m1, hi1, lo1);
+      x0 = _mm512_xor_si512(_mm512_xor_si512(hi1, x1), _mm512_set1_epi32(int(r0)));
+      x1 = lo1;
+      x2 = _mm512_xor_si512(_mm512_xor_si512(hi0, x3), _mm512_set1_epi32(int(r1)));
+      x3 = lo0;
+      r0 += kWeyl0;
+      r1 += kWeyl1;
+    }
+    // 4 x 16 (word j of block l in lane l of xj) -> 16 x 4 (block-major): 32-bit and 64-bit
+    // unpacks give blocks 4k + j in 128-bit lane k of yj; two 128-bit shuffles put them in order.
+    const __m512i ab_lo = _mm512_unpacklo_epi32(x0, x1), ab_hi = _mm512_unpackhi_epi32(x0, x1);
+    const __m512i cd_lo = _mm512_unpacklo_epi32(x2, x3), cd_hi = _mm512_unpackhi_epi32(x2, x3);
+    const __m512i y0 = _mm512_unpacklo_epi64(ab_lo, cd_lo), y1 = _mm512_unpackhi_epi64(ab_lo, cd_lo);
+    const __m512i y2 = _mm512_unpacklo_epi64(ab_hi, cd_hi), y3 = _mm512_unpackhi_epi64(ab_hi, cd_hi);
+    const __m512i u0 = _mm512_shuffle_i32x4(y0, y1, 0x88), u1 = _mm512_shuffle_i32x4(y2, y3, 0x88);
+    const __m512i u2 = _mm512_shuffle_i32x4(y0, y1, 0xDD), u3 = _mm512_shuffle_i32x4(y2, y3, 0xDD);
+    const __m512i z[4] = {_mm512_shuffle_i32x4(u0, u1, 0x88), _mm512_shuffle_i32x4(u2, u3, 0x88),
+                          _mm512_shuffle_i32x4(u0, u1, 0xDD), _mm512_shuffle_i32x4(u2, u3, 0xDD)};
+    if (n == kLanes) {
+      for (int q = 0; q < 4; ++q) _mm512_storeu_si512(o + 16 * q, z[q]);
+    } else {
+      alignas(64) uint32_t tmp[4 * kLanes];
+      for (int q = 0; q < 4; ++q) _mm512_store_si512(tmp + 16 * q, z[q]);
+      std::copy(tmp, tmp + 4 * n, o);
+    }
+#else
     uint32_t r0 = k0, r1 = k1;
     for (int round = 0; round < 10; ++round) {
 #pragma omp simd
@@ -61,14 +111,13 @@ void philox4x32_blocks(uint64_t key, uint64_t counter_hi, uint64_t counter_lo, i
       r0 += kWeyl0;
       r1 += kWeyl1;
     }
-    const int64_t n = std::min<int64_t>(kLanes, nblocks - b0);
-    uint32_t* o = out + 4 * b0;
     for (int64_t l = 0; l < n; ++l) {
       o[4 * l] = c0[l];
       o[4 * l + 1] = c1[l];
       o[4 * l + 2] = c2[l];
       o[4 * l + 3] = c3[l];
     }
+#endif
   }
 }
 
