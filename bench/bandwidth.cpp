@@ -2,9 +2,11 @@
 //
 // Triad a = b + s * c on 64 MB f32 arrays sets the machine's attainable bandwidth (STREAM
 // counting: 3 x 64 MB per pass, write-allocate traffic not counted). Then, on 64 MB tensors:
-// elementwise add (3 x 64 MB), gelu, softmax over rows of 1024 and layer_norm over rows of 1024
-// (2 x 64 MB each: read x, write y), all through the public ops under NoGradGuard, so output
-// allocation (served by the caching allocator after the first pass) is included.
+// elementwise add (3 x 64 MB), gelu (erf and tanh forms), silu, sigmoid, tanh, softmax over rows
+// of 1024 and layer_norm over rows of 1024 (2 x 64 MB each: read x, write y), all through the
+// public ops under NoGradGuard, so output allocation (served by the caching allocator after the
+// first pass) is included; and the gelu / silu backward kernels (kernels::unary_backward: read
+// x, y, gy, write gx: 4 x 64 MB).
 // Each figure is the best of `reps` passes after one warm-up (STREAM reports the best). On a
 // shared machine wall time includes waiting for a core, so a second set of columns uses process
 // CPU time: bytes / (CPU seconds / threads) estimates the rate with the cores to ourselves
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/elementwise.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/norm.h"
 #include "qkv/ops/softmax.h"
@@ -108,6 +111,22 @@ int main(int argc, char** argv) {
   rows.push_back({"add (x + y)", 3.0 * kBytes, best_seconds(reps, [&] { add(x, y); })});
   rows.push_back({"gelu (erf)", 2.0 * kBytes, best_seconds(reps, [&] { gelu(x); })});
   rows.push_back({"gelu (tanh)", 2.0 * kBytes, best_seconds(reps, [&] { gelu(x, GeluApprox::tanh); })});
+  rows.push_back({"silu", 2.0 * kBytes, best_seconds(reps, [&] { silu(x); })});
+  rows.push_back({"sigmoid", 2.0 * kBytes, best_seconds(reps, [&] { sigmoid(x); })});
+  rows.push_back({"tanh", 2.0 * kBytes, best_seconds(reps, [&] { tanh(x); })});
+  {  // backward kernels: read x, y, gy, write gx
+    Tensor gy = y, g_out = Tensor::empty(x.shape());
+    Tensor ge = gelu(x), gt = gelu(x, GeluApprox::tanh), sl = silu(x);
+    rows.push_back({"gelu (erf) backward", 4.0 * kBytes, best_seconds(reps, [&] {
+                      kernels::unary_backward(kernels::Unary::gelu_erf, x, ge, gy, g_out);
+                    })});
+    rows.push_back({"gelu (tanh) backward", 4.0 * kBytes, best_seconds(reps, [&] {
+                      kernels::unary_backward(kernels::Unary::gelu_tanh, x, gt, gy, g_out);
+                    })});
+    rows.push_back({"silu backward", 4.0 * kBytes, best_seconds(reps, [&] {
+                      kernels::unary_backward(kernels::Unary::silu, x, sl, gy, g_out);
+                    })});
+  }
   rows.push_back({"softmax (rows 1024)", 2.0 * kBytes, best_seconds(reps, [&] { softmax(x); })});
   rows.push_back({"log_softmax (rows 1024)", 2.0 * kBytes, best_seconds(reps, [&] { log_softmax(x); })});
   rows.push_back({"layer_norm (rows 1024)", 2.0 * kBytes, best_seconds(reps, [&] { layer_norm(x, w, bias); })});

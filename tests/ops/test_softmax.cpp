@@ -9,6 +9,7 @@
 #include "gradcheck.h"
 #include "qkv/autograd/node.h"
 #include "qkv/ops/elementwise.h"
+#include "qkv/ops/shape.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -119,4 +120,20 @@ TEST(Softmax, MaskAndInputErrorsNameTheOp) {
   expect_msg([&] { softmax(x, Tensor::zeros({4}, DType::i64)); }, {"softmax", "i64"});
   expect_msg([&] { softmax(Tensor::scalar(1.0)); }, {"softmax", "at least one axis"});
   expect_msg([&] { softmax(Tensor::zeros({3}, DType::i32)); }, {"softmax", "i32"});
+}
+
+// Outputs of 16 MB and more are written with streaming stores (kernels/cpu/softmax.cpp); they
+// must equal the ordinary path's, which smaller slices of the same rows take.
+TEST(Softmax, LargeOutputsStreamedEqualSmallSlices) {
+  NoGradGuard ng;
+  Tensor x = randn({4200, 1024}, 11);  // 16.4 MB
+  x.data<float>()[5 * 1024 + 3] = -INFINITY;
+  for (bool log : {false, true}) {
+    SCOPED_TRACE(log ? "log_softmax" : "softmax");
+    Tensor y = log ? log_softmax(x) : softmax(x);
+    for (int64_t r0 : {int64_t(0), int64_t(2100), int64_t(4190)}) {
+      Tensor part = slice(x, 0, r0, r0 + 10).contiguous();
+      EXPECT_CLOSE(slice(y, 0, r0, r0 + 10), log ? log_softmax(part) : softmax(part), kF32);
+    }
+  }
 }

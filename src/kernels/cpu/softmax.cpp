@@ -1,6 +1,13 @@
 #include "qkv/kernels/softmax.h"
 
+#include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "qkv/kernels/elementwise.h"
 #include "qkv/tensor/strided.h"
@@ -83,6 +90,46 @@ void softmax_row(const T* v, int64_t C, bool log, T* y) {
   }
 }
 
+// Outputs at least this large are written with streaming (non-temporal) stores: they do not fit
+// the caches, and a normal store first reads each output line from memory (write-allocate),
+// a third of the traffic of a read-x / write-y kernel.
+constexpr int64_t kStreamBytes = int64_t(16) << 20;
+
+// softmax_row for an f32 row written with streaming stores: y 64-byte aligned, C % 16 == 0, no
+// mask. The exp pass goes to `scratch` (C floats, stays in L1), never to y.
+void softmax_row_stream(const float* v, int64_t C, bool log, float* scratch, float* y) {
+#if defined(__AVX512F__)
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < C; ++j) mx = v[j] > mx ? v[j] : mx;
+  if (mx == kNegInf) {  // fully masked: probabilities 0, log-probabilities -inf
+    const __m512 fill = _mm512_set1_ps(log ? kNegInf : 0.f);
+    for (int64_t j = 0; j < C; j += 16) _mm512_stream_ps(y + j, fill);
+    return;
+  }
+  float s = 0;
+  if (log) {
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < C; ++j) s += vexp(v[j] - mx);
+    const __m512 lse = _mm512_set1_ps(mx + std::log(s));
+    for (int64_t j = 0; j < C; j += 16) _mm512_stream_ps(y + j, _mm512_sub_ps(_mm512_loadu_ps(v + j), lse));
+  } else {
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < C; ++j) {
+      float e = vexp(v[j] - mx);
+      scratch[j] = e;
+      s += e;
+    }
+    const __m512 inv = _mm512_set1_ps(1.f / s);
+    for (int64_t j = 0; j < C; j += 16) _mm512_stream_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(scratch + j), inv));
+  }
+#else
+  (void)scratch;
+  softmax_row(v, C, log, y);
+#endif
+}
+
 }  // namespace
 
 void softmax_forward(const Tensor& x, const Tensor& mask, bool log, Tensor& out) {
@@ -94,6 +141,22 @@ void softmax_forward(const Tensor& x, const Tensor& mask, bool log, Tensor& out)
     const T* xp = x.data<T>();
     T* yp = out.data<T>();
     RowMask m(mask);
+    if constexpr (std::is_same_v<T, float>) {
+      const bool stream = !m.base && C % 16 == 0 && C <= 16384 && reinterpret_cast<uintptr_t>(yp) % 64 == 0 &&
+                          out.numel() * int64_t(sizeof(float)) >= kStreamBytes;
+      if (stream) {
+#pragma omp parallel if (rows > 1)
+        {
+          std::vector<float> scratch(static_cast<size_t>(C));
+#pragma omp for schedule(static)
+          for (int64_t r = 0; r < rows; ++r) softmax_row_stream(xp + r * C, C, log, scratch.data(), yp + r * C);
+#if defined(__AVX512F__)
+          _mm_sfence();  // streaming stores are weakly ordered: each thread fences its own
+#endif
+        }
+        return;
+      }
+    }
     for_rows(rows, C, [&](int64_t r) {
       const T* xr = xp + r * C;
       T* yr = yp + r * C;
