@@ -8,13 +8,13 @@
 
 namespace qkv::nn {
 
-SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d, int64_t max_len, SinusoidLayout layout) {
+Tensor sinusoidal_table(int64_t max_len, int64_t d, SinusoidLayout layout) {
   QKV_CHECK(d > 0 && d % 2 == 0, "SinusoidalPositionalEncoding", "d_model must be positive and even, got ", d);
-  table_ = register_buffer("pe", Tensor::empty({max_len, d}), /*persistent=*/false);
-  float* p = table_.data<float>();
+  QKV_CHECK(max_len >= 0, "SinusoidalPositionalEncoding", "max_len must be >= 0, got ", max_len);
+  Tensor table = Tensor::empty({max_len, d});  // (max_len, D)
+  float* p = table.data<float>();
   for (int64_t pos = 0; pos < max_len; ++pos) {
     for (int64_t i = 0; i < d / 2; ++i) {
-      // Computed in double, then rounded once: matches PyTorch's float32 table to ~1 ulp.
       double angle = double(pos) * std::exp(-std::log(10000.0) * double(2 * i) / double(d));
       float s = float(std::sin(angle)), c = float(std::cos(angle));
       if (layout == SinusoidLayout::interleaved) {
@@ -26,6 +26,11 @@ SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d, int64_t ma
       }
     }
   }
+  return table;
+}
+
+SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d, int64_t max_len, SinusoidLayout layout) {
+  table_ = register_buffer("pe", sinusoidal_table(max_len, d, layout), /*persistent=*/false);
 }
 
 Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, int64_t offset) const {

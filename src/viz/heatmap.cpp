@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "canvas.h"
+#include "qkv/nn/positional.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
 #include "qkv/viz/plot.h"
@@ -209,13 +210,7 @@ Heatmap sinusoidal_positional_encoding(int max_len, int d_model) {
   Heatmap h;
   h.rows = max_len;
   h.cols = d_model;
-  h.values.resize(size_t(max_len) * d_model);
-  for (int p = 0; p < max_len; ++p)
-    for (int i = 0; i < d_model; i += 2) {
-      const double angle = p / std::pow(10000.0, double(i) / d_model);  // (T, D)
-      h.values[size_t(p) * d_model + i] = float(std::sin(angle));
-      h.values[size_t(p) * d_model + i + 1] = float(std::cos(angle));
-    }
+  h.values = nn::sinusoidal_table(max_len, d_model).to_vector<float>();  // (max_len, d_model)
   for (int p = 0; p < max_len; ++p) h.row_labels.push_back(std::to_string(p));
   for (int i = 0; i < d_model; ++i) h.col_labels.push_back(std::to_string(i));
   h.title = "sinusoidal positional encoding (d_model " + std::to_string(d_model) + ")";

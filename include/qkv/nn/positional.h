@@ -9,6 +9,10 @@ namespace qkv::nn {
 // Layout `halves` puts all sines first, then all cosines (Hugging Face Marian / fairseq).
 enum class SinusoidLayout { interleaved, halves };
 
+// The (max_len, d_model) f32 table, each angle computed in double and rounded once (PyTorch's
+// f32 table to ~1 ulp). The one source of the table: the module below holds it, viz draws it.
+Tensor sinusoidal_table(int64_t max_len, int64_t d_model, SinusoidLayout layout = SinusoidLayout::interleaved);
+
 class SinusoidalPositionalEncoding : public Module {
  public:
   SinusoidalPositionalEncoding(int64_t d_model, int64_t max_len, SinusoidLayout layout = SinusoidLayout::interleaved);

@@ -44,7 +44,8 @@ Heatmap average_heatmap(const std::vector<Heatmap>& panels, const std::string& t
 
 // The sinusoidal encoding of Vaswani et al. (2017) sec. 3.5, rows = positions 0..max_len-1,
 // cols = dimensions: PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(p / 10000^(2i/d)).
-// Labels every position/dimension; draw with Colormap::Diverging and vmin -1, vmax 1.
+// Values from nn::sinusoidal_table; labels every position/dimension; draw with
+// Colormap::Diverging and vmin -1, vmax 1.
 Heatmap sinusoidal_positional_encoding(int max_len, int d_model);
 
 }  // namespace qkv::viz
