@@ -1,5 +1,6 @@
 // `qkv bleu`: corpus BLEU (and chrF / chrF++) exactly as sacreBLEU 2.x with default settings.
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -29,6 +30,54 @@ std::vector<std::string> split_lines(const std::string& text) {
   return lines;
 }
 
+std::string format_fixed(double v, int width) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", width, v);
+  return buf;
+}
+
+// Scores of the sentences whose source has [lo, hi] 13a tokens (an empty source counts as 1).
+struct LengthBucket {
+  const char* name;
+  size_t lo, hi, sentences = 0;
+  double bleu = 0, chrf = 0;
+};
+
+std::vector<LengthBucket> score_by_source_length(const std::vector<std::string>& sources,
+                                                 const std::vector<std::string>& hyps,
+                                                 const std::vector<std::vector<std::string>>& refs,
+                                                 const qkv::eval::BleuOptions& bo, bool chrf, int chrf_word_order,
+                                                 bool lowercase) {
+  std::vector<LengthBucket> buckets{{"1-5", 0, 5}, {"6-10", 6, 10}, {"11-20", 11, 20}, {"21+", 21, SIZE_MAX}};
+  for (auto& k : buckets) {
+    std::vector<std::string> h;
+    std::vector<std::vector<std::string>> r(refs.size());
+    for (size_t i = 0; i < sources.size(); ++i) {
+      std::string tok = qkv::eval::tokenize_13a(sources[i]);
+      size_t n = 0;
+      for (size_t a = 0; a < tok.size();) {  // count space-separated tokens
+        size_t b = tok.find(' ', a);
+        if (b == std::string::npos) b = tok.size();
+        n += b > a;
+        a = b + 1;
+      }
+      if (n < k.lo || n > k.hi) continue;
+      h.push_back(hyps[i]);
+      for (size_t j = 0; j < refs.size(); ++j) r[j].push_back(refs[j][i]);
+    }
+    k.sentences = h.size();
+    if (h.empty()) continue;
+    k.bleu = qkv::eval::corpus_bleu(h, r, bo).score;
+    if (chrf) {
+      qkv::eval::ChrfOptions co;
+      co.lowercase = lowercase;
+      co.word_order = chrf_word_order;
+      k.chrf = qkv::eval::corpus_chrf(h, r, co).score;
+    }
+  }
+  return buckets;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"Corpus BLEU and chrF, identical to sacreBLEU 2.x defaults (see docs/metrics.md)",
                "qkv bleu"};
@@ -49,6 +98,10 @@ int run(int argc, char** argv) {
   app.add_flag("--json", json, "print sacreBLEU-style JSON");
   app.add_flag("--score-only,-b", score_only, "print only the score(s)");
   app.add_option("--width,-w", width, "decimals")->check(CLI::Range(0, 10));
+  std::string src_path;
+  app.add_option("--by-source-length", src_path,
+                 "source file (line-aligned): also score the sentences in source-length buckets of 1-5, 6-10, "
+                 "11-20 and 21+ 13a tokens");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -72,6 +125,13 @@ int run(int argc, char** argv) {
               hyps.size(), " lines but reference ", p, " has ", refs.back().size());
   }
 
+  std::vector<std::string> sources;
+  if (!src_path.empty()) {
+    sources = split_lines(qkv::read_file(src_path));
+    QKV_CHECK(sources.size() == hyps.size(), "bleu", "line counts differ: ", hyp_name, " has ", hyps.size(),
+              " lines but source ", src_path, " has ", sources.size());
+  }
+
   qkv::eval::BleuOptions bo;
   bo.lowercase = lowercase;
   bo.tokenize = tokenize;
@@ -86,7 +146,19 @@ int run(int argc, char** argv) {
     co.word_order = chrf_word_order;
     c = qkv::eval::corpus_chrf(hyps, refs, co);
   }
+  std::vector<LengthBucket> buckets;
+  if (!sources.empty()) buckets = score_by_source_length(sources, hyps, refs, bo, chrf, chrf_word_order, lowercase);
   if (json) {
+    if (!buckets.empty()) {
+      std::printf("{\"corpus\": %s,\n \"by_source_length\": [", chrf ? ("[" + b.json(width) + ", " + c.json(width) + "]").c_str()
+                                                                       : b.json(width).c_str());
+      for (size_t i = 0; i < buckets.size(); ++i)
+        std::printf("%s\n  {\"bucket\": \"%s\", \"sentences\": %zu, \"bleu\": %.*f%s}", i ? "," : "",
+                    buckets[i].name, buckets[i].sentences, width, buckets[i].bleu,
+                    chrf ? (", \"chrf\": " + format_fixed(buckets[i].chrf, width)).c_str() : "");
+      std::printf("\n]}\n");
+      return 0;
+    }
     std::printf(chrf ? "[\n%s,\n%s\n]\n" : "%s\n", b.json(width).c_str(), chrf ? c.json(width).c_str() : "");
   } else if (score_only) {
     std::printf("%.*f\n", width, b.score);
@@ -95,6 +167,12 @@ int run(int argc, char** argv) {
     std::printf("%s\n", b.format(width).c_str());
     if (chrf) std::printf("%s\n", c.format(width).c_str());
   }
+  if (!json)
+    for (const auto& k : buckets) {
+      std::printf("source length %-5s  %5zu sentences  BLEU %6.*f", k.name, k.sentences, width, k.bleu);
+      if (chrf) std::printf("  chrF %6.*f", width, k.chrf);
+      std::printf("\n");
+    }
   return 0;
 }
 
