@@ -57,7 +57,7 @@ void write_attention_png(io::Seq2SeqBundle& b, const TranslateResult& r, const s
       panels.push_back(std::move(p));
     }
   }
-  QKV_CHECK(!panels.empty(), "translate", "the model returned no attention maps");
+  QKV_CHECK(!panels.empty(), "translate", "the model has no cross-attention to draw (e.g. an RNN with \"attention\": \"none\")");
   if (panels.size() > 1) panels.push_back(viz::average_heatmap(panels, "average over layers and heads"));
   viz::HeatmapOptions opt;
   opt.title = "cross-attention: " + lines[size_t(line - 1)];

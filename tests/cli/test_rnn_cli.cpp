@@ -1,6 +1,7 @@
 // The RNN encoder-decoder through the command line with no special cases: `qkv train` with a
 // tiny model_type "rnn" config on a tiny TSV, then `qkv translate` (greedy and beam, with an
-// attention heatmap), `qkv bleu`; a bad rnn config fails naming the file and key.
+// attention heatmap), `qkv bleu`; a model without attention translates and refuses a heatmap
+// with a reason; a bad rnn config fails naming the file and key.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -125,6 +126,29 @@ TEST(RnnCli, TrainTranslateGreedyBeamAttentionAndBleu) {
     EXPECT_GE(bleu, 0.0);
     EXPECT_LE(bleu, 100.0);
   }
+
+  // Without attention (Sutskever: reversed source, 2 layers) translation works and a heatmap
+  // request fails saying why.
+  qkv::write_file_atomic((dir / "none.json").string(),
+                         config(R"({"cell": "gru", "embed_dim": 16, "enc_hidden": 24, "enc_layers": 2, "dec_hidden": 24,
+                                    "dec_layers": 2, "attention": "none", "reverse_source": true, "max_len": 32})"));
+  ASSERT_EQ(run_qkv({"train", "--config", (dir / "none.json").string(), "--train", (dir / "train.tsv").string(),
+                     "--valid", (dir / "valid.tsv").string(), "--out", (dir / "none_run").string(), "--max-steps",
+                     "10"},
+                    log("none.log")),
+            0)
+      << qkv::read_file(log("none.log").string());
+  std::string none_model = (dir / "none_run" / "model").string();
+  EXPECT_EQ(run_qkv({"translate", "--model", none_model, "--input", (dir / "valid.src").string(), "--beam", "2"},
+                    log("none_translate.log")),
+            0)
+      << qkv::read_file(log("none_translate.log").string());
+  EXPECT_NE(run_qkv({"translate", "--model", none_model, "--input", (dir / "valid.src").string(), "--attention",
+                     (dir / "none.png").string()},
+                    log("none_attention.log")),
+            0);
+  EXPECT_NE(qkv::read_file(log("none_attention.log").string()).find("no cross-attention"), std::string::npos)
+      << qkv::read_file(log("none_attention.log").string());
 
   // A config mistake fails before any training, naming the file and the key.
   qkv::write_file_atomic((dir / "bad.json").string(),
