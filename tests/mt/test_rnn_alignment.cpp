@@ -112,11 +112,9 @@ AttentionStats attention_stats(RnnSeq2Seq& m, const Batch& b) {
   return st;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int kTrainSteps = 250;  // ASan: the same assertions with a smaller budget
-#else
+// ~3 s per attention kind in Release, ~15 s under ASan + UBSan at -O1 (250 steps already reach
+// 98.6% / 99.4% there).
 constexpr int kTrainSteps = 400;
-#endif
 
 void train_reversal(RnnSeq2Seq& m, int steps) {
   auto params = m.parameters();
