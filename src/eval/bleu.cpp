@@ -2,7 +2,6 @@
 #include "qkv/eval/bleu.h"
 
 #include <cmath>
-#include <cstdio>
 #include <set>
 #include <unordered_map>
 
@@ -122,17 +121,11 @@ double smooth_default(const BleuOptions& opt) {
   return opt.smooth == BleuSmooth::Floor ? 0.1 : opt.smooth == BleuSmooth::AddK ? 1.0 : 0.0;
 }
 
-std::string fixed(double v, int width) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", width, v);
-  return buf;
-}
-
 std::string signature(const BleuOptions& opt, const std::string& nrefs) {
   static const char* names[] = {"none", "floor", "add-k", "exp"};
   std::string smooth = names[int(opt.smooth)];
   if (opt.smooth == BleuSmooth::Floor || opt.smooth == BleuSmooth::AddK)
-    smooth.append("[").append(fixed(smooth_default(opt), 2)).append("]");
+    smooth.append("[").append(detail::fixed(smooth_default(opt), 2)).append("]");
   return "nrefs:" + nrefs + "|case:" + (opt.lowercase ? "lc" : "mixed") +
          "|eff:" + (opt.effective_order ? "yes" : "no") + "|tok:" + opt.tokenize +
          "|smooth:" + smooth + "|version:" + kSacreBleuCompat;
@@ -256,29 +249,22 @@ BleuScore sentence_bleu(const std::string& hyp, const std::vector<std::string>& 
 
 std::string BleuScore::verbose() const {
   std::string p;
-  for (size_t n = 0; n < precisions.size(); ++n) p.append(n ? "/" : "").append(fixed(precisions[n], 1));
-  return p + " (BP = " + fixed(bp, 3) + " ratio = " + fixed(ratio, 3) +
+  for (size_t n = 0; n < precisions.size(); ++n) p.append(n ? "/" : "").append(detail::fixed(precisions[n], 1));
+  return p + " (BP = " + detail::fixed(bp, 3) + " ratio = " + detail::fixed(ratio, 3) +
          " hyp_len = " + std::to_string(hyp_len) + " ref_len = " + std::to_string(ref_len) + ")";
 }
 
 std::string BleuScore::format(int width) const {
-  return "BLEU|" + signature + " = " + fixed(score, width) + " " + verbose();
+  return "BLEU|" + signature + " = " + detail::fixed(score, width) + " " + verbose();
 }
 
 std::string BleuScore::json(int width) const {
   nlohmann::ordered_json j;
   j["name"] = "BLEU";
-  j["score"] = std::stod(fixed(score, width));
+  j["score"] = std::stod(detail::fixed(score, width));
   j["signature"] = signature;
   j["verbose_score"] = verbose();
-  for (size_t a = 0; a < signature.size();) {  // the signature's fields, as sacreBLEU adds them
-    size_t bar = signature.find('|', a);
-    if (bar == std::string::npos) bar = signature.size();
-    std::string kv = signature.substr(a, bar - a);
-    size_t colon = kv.find(':');
-    j[kv.substr(0, colon)] = kv.substr(colon + 1);
-    a = bar + 1;
-  }
+  detail::add_signature_fields(j, signature);
   j["precisions"] = precisions;
   j["counts"] = counts;
   j["totals"] = totals;

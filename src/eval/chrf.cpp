@@ -1,7 +1,6 @@
 // chrF / chrF++ as sacreBLEU 2.x computes them (metrics/chrf.py, metrics/helpers.py).
 #include "qkv/eval/chrf.h"
 
-#include <cstdio>
 #include <set>
 #include <unordered_map>
 
@@ -68,12 +67,6 @@ std::vector<Counts> all_ngrams(const std::u32string& s, const ChrfOptions& o) {
     }
   }
   return out;
-}
-
-std::string fixed(double v, int width) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", width, v);
-  return buf;
 }
 
 }  // namespace
@@ -158,22 +151,15 @@ ChrfScore sentence_chrf(const std::string& hyp, const std::vector<std::string>& 
 }
 
 std::string ChrfScore::format(int width) const {
-  return name + "|" + signature + " = " + fixed(score, width);
+  return name + "|" + signature + " = " + detail::fixed(score, width);
 }
 
 std::string ChrfScore::json(int width) const {
   nlohmann::ordered_json j;
   j["name"] = name;
-  j["score"] = std::stod(fixed(score, width));
+  j["score"] = std::stod(detail::fixed(score, width));
   j["signature"] = signature;
-  for (size_t a = 0; a < signature.size();) {
-    size_t bar = signature.find('|', a);
-    if (bar == std::string::npos) bar = signature.size();
-    std::string kv = signature.substr(a, bar - a);
-    size_t colon = kv.find(':');
-    j[kv.substr(0, colon)] = kv.substr(colon + 1);
-    a = bar + 1;
-  }
+  detail::add_signature_fields(j, signature);
   j["stats"] = stats;
   j["score_exact"] = score;
   return j.dump(1);

@@ -1,6 +1,9 @@
-// src/eval/corpus_refs.h - shared by the corpus scorers: checks the reference layout and picks
-// the non-empty references of one segment (sacreBLEU drops empty ones per segment).
+// src/eval/corpus_refs.h - shared by the corpus scorers: checks the reference layout, picks
+// the non-empty references of one segment (sacreBLEU drops empty ones per segment), and formats
+// scores and signatures as sacreBLEU prints them.
 #pragma once
+#include <cstdio>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,6 +31,25 @@ inline std::vector<const std::string*> segment_refs(
 
 inline std::string nrefs_field(const std::set<size_t>& counts) {
   return counts.size() == 1 ? std::to_string(*counts.begin()) : "var";
+}
+
+// v with `width` decimals ("%.*f").
+inline std::string fixed(double v, int width) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", width, v);
+  return buf;
+}
+
+// The signature's "key:value|key:value" fields as JSON members, as sacreBLEU's JSON adds them.
+inline void add_signature_fields(nlohmann::ordered_json& j, const std::string& signature) {
+  for (size_t a = 0; a < signature.size();) {
+    size_t bar = signature.find('|', a);
+    if (bar == std::string::npos) bar = signature.size();
+    std::string kv = signature.substr(a, bar - a);
+    size_t colon = kv.find(':');
+    j[kv.substr(0, colon)] = kv.substr(colon + 1);
+    a = bar + 1;
+  }
 }
 
 }  // namespace qkv::eval::detail

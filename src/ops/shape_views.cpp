@@ -2,6 +2,7 @@
 // concat / split / chunk, each with its backward.
 #include <algorithm>
 
+#include "axis.h"
 #include "qkv/autograd/node.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/shape.h"
@@ -9,13 +10,7 @@
 namespace qkv {
 namespace {
 
-// Normalises a possibly negative axis of x; the error names the op, the axis and x's shape.
-int axis_of(const Tensor& x, int axis, const char* op) {
-  int nd = x.ndim(), a = axis < 0 ? axis + nd : axis;
-  QKV_CHECK(a >= 0 && a < std::max(nd, 1), op, "axis ", axis, " is out of range for x ", x.shape().str(),
-            " (valid: ", -std::max(nd, 1), " to ", std::max(nd, 1) - 1, ")");
-  return a;
-}
+using detail::axis_of;
 
 std::string vec_str(const std::vector<int>& v) {
   std::string s = "[";

@@ -3,11 +3,11 @@
 #include "qkv/ops/dropout.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 
 #include "gradcheck.h"
+#include "helpers.h"
 #include "qkv/autograd/node.h"
 #include "ref.h"
 
@@ -35,14 +35,12 @@ TEST(Dropout, MaskIsPhiloxCounterStreamIndependentOfThreads) {
   const double p = 0.5;
   Tensor x = randn({257, 301}, 51);  // odd sizes: the last Philox block is partial
   auto run = [&](int threads) {
-    omp_set_num_threads(threads);
+    ThreadGuard guard(threads);
     Generator gen(99);
     gen.reserve(40);  // a non-zero starting counter (offset 10 blocks)
     return dropout(x, p, true, gen);
   };
-  int saved = omp_get_max_threads();
   Tensor y1 = run(1), y2 = run(2);
-  omp_set_num_threads(saved);
   EXPECT_TRUE(bit_equal(y1, y2));
   // Independent check of the documented rule: element i kept iff lane i%4 of
   // philox4x32(seed, 0, 10 + i/4), as a unit float, is >= p.

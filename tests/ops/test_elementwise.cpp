@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "gradcheck.h"
+#include "helpers.h"
 #include "qkv/autograd/node.h"
 #include "ref.h"
 
@@ -42,15 +43,6 @@ Tensor apply_binary(const std::string& op, const Tensor& a, const Tensor& b) {
   throw std::runtime_error("unknown op " + op);
 }
 
-// The transpose of the last two axes as a strided view (no copy, not recorded).
-Tensor t_view(const Tensor& x) {
-  Shape s = x.shape(), st = x.strides();
-  int n = s.ndim();
-  std::swap(s[n - 1], s[n - 2]);
-  std::swap(st[n - 1], st[n - 2]);
-  return x.as_strided(s, st, x.offset());
-}
-
 }  // namespace
 
 TEST(Elementwise, MatchesPyTorch) {
@@ -62,7 +54,7 @@ TEST(Elementwise, MatchesPyTorch) {
     std::string op = p["op"];
     if (c.rfind("unary_", 0) == 0) {
       Tensor x = ref.get(c, "x");
-      if (p["transposed"].get<bool>()) x = t_view(x);  // a non-contiguous leaf
+      if (p["transposed"].get<bool>()) x = transposed_view(x);  // a non-contiguous leaf
       x.set_requires_grad(true);
       Tensor y = apply_unary(op, x);
       EXPECT_CLOSE(y, ref.get(c, "y"), kF32);

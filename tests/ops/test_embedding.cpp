@@ -2,9 +2,9 @@
 #include "qkv/ops/embedding.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include "gradcheck.h"
+#include "helpers.h"
 #include "qkv/autograd/node.h"
 #include "ref.h"
 
@@ -50,15 +50,13 @@ TEST(Embedding, BackwardDeterministicAcrossThreadCounts) {
   Tensor ids = Tensor::from_vector(idv, {64, 64});
   Tensor w = randn({50, 256}, 42), gy = randn({64, 64, 256}, 43);
   auto run = [&](int threads) {
-    omp_set_num_threads(threads);
+    ThreadGuard guard(threads);
     Tensor ww = w.clone();
     ww.set_requires_grad(true);
     backward(embedding(ids, ww), gy);
     return ww.grad();
   };
-  int saved = omp_get_max_threads();
   Tensor g1 = run(1), g2 = run(2);
-  omp_set_num_threads(saved);
   EXPECT_TRUE(bit_equal(g1, g2));
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "gradcheck.h"
+#include "helpers.h"
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/ops/shape.h"
@@ -32,25 +33,6 @@ Tol tol_for(DType dt, int64_t k) {
   double s = std::sqrt(double(std::max<int64_t>(k, 1)));
   return dt == DType::f64 ? Tol{1e-10, 1e-12 * s} : Tol{1e-5, 1e-6 * s};
 }
-
-Tensor leaf(const RefFile& ref, const std::string& c, const std::string& name) {
-  Tensor t = ref.get(c, name);
-  t.set_requires_grad(true);
-  return t;
-}
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a qkv::Error";
-  return "";
-}
-
-#define EXPECT_MENTIONS(msg, text) EXPECT_NE((msg).find(text), std::string::npos) << "missing '" << (text) << "' in: " << (msg)
 
 // Naive row-major reference for the GEMM front-end test (double accumulation).
 std::vector<double> naive_gemm(bool ta, bool tb, int M, int N, int K, const std::vector<float>& A, int lda,

@@ -2,9 +2,9 @@
 #include "qkv/ops/norm.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include "gradcheck.h"
+#include "helpers.h"
 #include "qkv/autograd/node.h"
 #include "ref.h"
 
@@ -46,7 +46,7 @@ TEST(LayerNorm, GradcheckF64) {
 TEST(LayerNorm, ParameterGradientsDeterministicAcrossThreadCounts) {
   Tensor x = randn({512, 256}, 34), w = randn({256}, 35), b = randn({256}, 36), gy = randn({512, 256}, 37);
   auto run = [&](int threads) {
-    omp_set_num_threads(threads);
+    ThreadGuard guard(threads);
     Tensor xx = x.clone(), ww = w.clone(), bb = b.clone();
     xx.set_requires_grad(true);
     ww.set_requires_grad(true);
@@ -54,9 +54,7 @@ TEST(LayerNorm, ParameterGradientsDeterministicAcrossThreadCounts) {
     backward(layer_norm(xx, ww, bb), gy);
     return std::vector<Tensor>{xx.grad(), ww.grad(), bb.grad()};
   };
-  int saved = omp_get_max_threads();
   auto g1 = run(1), g2 = run(2);
-  omp_set_num_threads(saved);
   for (int k = 0; k < 3; ++k) EXPECT_TRUE(bit_equal(g1[size_t(k)], g2[size_t(k)])) << k;
 }
 

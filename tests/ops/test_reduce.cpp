@@ -2,9 +2,9 @@
 #include "qkv/ops/reduce.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include "gradcheck.h"
+#include "helpers.h"
 #include "qkv/autograd/node.h"
 #include "ref.h"
 
@@ -12,15 +12,6 @@ using namespace qkv;
 using namespace qkv::testing;
 
 namespace {
-
-// The transpose of the last two axes as a strided view (no copy, not recorded).
-Tensor transposed_view(const Tensor& x) {
-  Shape s = x.shape(), st = x.strides();
-  int n = s.ndim();
-  std::swap(s[n - 1], s[n - 2]);
-  std::swap(st[n - 1], st[n - 2]);
-  return x.as_strided(s, st, x.offset());
-}
 
 std::vector<int> axes_of(const nlohmann::json& p) { return p["axes"].get<std::vector<int>>(); }
 
@@ -73,15 +64,12 @@ TEST(Reduce, GradcheckF64) {
 TEST(Reduce, DeterministicAcrossThreadCounts) {
   Tensor x = randn({3, 200000}, 12);
   Tensor big = randn({1000003}, 13);
-  int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  Tensor a1 = sum(x, {1}), b1 = sum(big), c1 = mean(x, {0});
-  omp_set_num_threads(2);
-  Tensor a2 = sum(x, {1}), b2 = sum(big), c2 = mean(x, {0});
-  omp_set_num_threads(saved);
-  EXPECT_TRUE(bit_equal(a1, a2));
-  EXPECT_TRUE(bit_equal(b1, b2));
-  EXPECT_TRUE(bit_equal(c1, c2));
+  auto run = [&](int threads) {
+    ThreadGuard guard(threads);
+    return std::vector<Tensor>{sum(x, {1}), sum(big), mean(x, {0})};
+  };
+  auto r1 = run(1), r2 = run(2);
+  for (size_t k = 0; k < r1.size(); ++k) EXPECT_TRUE(bit_equal(r1[k], r2[k])) << k;
 }
 
 TEST(Reduce, F64AndEdgeCases) {

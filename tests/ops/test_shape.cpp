@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "gradcheck.h"
+#include "helpers.h"
 #include "qkv/autograd/node.h"
 #include "qkv/ops/elementwise.h"
 #include "ref.h"
@@ -43,26 +44,6 @@ bool is_view_op(const std::string& op) {
   return op == "permute" || op == "transpose" || op == "unsqueeze" || op == "squeeze" || op == "slice" ||
          op == "expand";
 }
-
-Tensor leaf(const RefFile& ref, const std::string& c, const std::string& name) {
-  Tensor t = ref.get(c, name);
-  t.set_requires_grad(true);
-  return t;
-}
-
-// The message of the qkv::Error that fn throws ("" and a test failure if none).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a qkv::Error";
-  return "";
-}
-
-#define EXPECT_MENTIONS(msg, text) EXPECT_NE((msg).find(text), std::string::npos) << "missing '" << (text) << "' in: " << (msg)
 
 }  // namespace
 

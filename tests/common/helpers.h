@@ -1,0 +1,55 @@
+// tests/common/helpers.h - small helpers shared by the test binaries (thread counts, strided
+// views, reference leaves, error messages).
+#pragma once
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <string>
+#include <utility>
+
+#include "qkv/tensor/tensor.h"
+#include "qkv/util/error.h"
+#include "ref.h"
+
+namespace qkv::testing {
+
+// Sets the OpenMP thread count for a scope: determinism tests compare runs at several counts.
+struct ThreadGuard {
+  int prev = omp_get_max_threads();
+  explicit ThreadGuard(int n) { omp_set_num_threads(n); }
+  ~ThreadGuard() { omp_set_num_threads(prev); }
+  ThreadGuard(const ThreadGuard&) = delete;
+  ThreadGuard& operator=(const ThreadGuard&) = delete;
+};
+
+// The transpose of the last two axes as a strided view (no copy, not recorded).
+inline Tensor transposed_view(const Tensor& x) {
+  Shape s = x.shape(), st = x.strides();
+  int n = s.ndim();
+  std::swap(s[n - 1], s[n - 2]);
+  std::swap(st[n - 1], st[n - 2]);
+  return x.as_strided(s, st, x.offset());
+}
+
+// Reference tensor `name` of case `c` as a leaf that requires grad.
+inline Tensor leaf(const RefFile& ref, const std::string& c, const std::string& name) {
+  Tensor t = ref.get(c, name);
+  t.set_requires_grad(true);
+  return t;
+}
+
+// The message of the qkv::Error that fn throws ("" and a test failure if none).
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a qkv::Error";
+  return "";
+}
+
+}  // namespace qkv::testing
+
+#define EXPECT_MENTIONS(msg, text) EXPECT_NE((msg).find(text), std::string::npos) << "missing '" << (text) << "' in: " << (msg)
