@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include "helpers.h"
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/optim.h"
 #include "qkv/ops/dropout.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/loss.h"
@@ -69,12 +71,6 @@ void expect_bit_identical(const Trained& a, const Trained& b) {
   EXPECT_EQ(a.losses, b.losses);
 }
 
-struct ThreadGuard {
-  int prev = omp_get_max_threads();
-  explicit ThreadGuard(int n) { omp_set_num_threads(n); }
-  ~ThreadGuard() { omp_set_num_threads(prev); }
-};
-
 }  // namespace
 
 TEST(Determinism, SameSeedSameThreadsGivesSameBits) {
@@ -118,4 +114,20 @@ TEST(Determinism, OptimizerAndClipAreThreadCountInvariant) {
   EXPECT_TRUE(bit_equal(v1, v2));
   EXPECT_EQ(n1, n2);
   EXPECT_GT(n1[0], 100.0);  // the grads really were scaled
+}
+
+// clip_grad_norm's sum of squares: fixed blocks summed in order, so any thread count gives the
+// same bits (an OpenMP reduction would not); n is not a multiple of the block size.
+TEST(Determinism, SumSquaresIsThreadCountInvariant) {
+  const int64_t n = 37 * kernels::kSumBlock + 123;
+  Tensor x = randn({n}, 5);
+  auto run = [&](int threads) {
+    ThreadGuard guard(threads);
+    return kernels::sum_squares_deterministic(x);
+  };
+  const double s1 = run(1);
+  for (int t : {2, 3, 5}) EXPECT_EQ(run(t), s1) << t << " threads";
+  double exact = 0;  // the same sum serially, in one pass: equal to rounding
+  for (float v : x.to_vector<float>()) exact += double(v) * double(v);
+  EXPECT_NEAR(s1, exact, 1e-12 * exact);
 }
