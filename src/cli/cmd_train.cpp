@@ -69,7 +69,7 @@ int run(int argc, char** argv) {
     spec.config = rj.at("config");
     spec.train_tsv = rj.at("train").get<std::string>();
     spec.valid_tsv = rj.at("valid").get<std::string>();
-    auto latest = train::CheckpointManager(resume, 1000000).latest();
+    auto latest = train::CheckpointManager::latest(resume);
     QKV_CHECK(latest.has_value(), resume, "no checkpoint to resume from under checkpoints/");
     checkpoint = *latest;
     bundle = io::load_seq2seq(checkpoint);
@@ -193,9 +193,8 @@ int run(int argc, char** argv) {
   }
   train::Outcome outcome = trainer.run();
 
-  train::CheckpointManager mgr(out_dir, topt.keep_last);
-  auto best = mgr.best();
-  std::string publish = best ? *best : *mgr.latest();
+  auto best = train::CheckpointManager::best(out_dir);
+  std::string publish = best ? *best : *train::CheckpointManager::latest(out_dir);
   train::copy_directory_atomic(publish, (fs::path(out_dir) / "model").string());
   fs::remove((fs::path(out_dir) / "model" / "training_state.safetensors"));
   const char* why = outcome == train::Outcome::interrupted ? "interrupted (checkpoint saved)"

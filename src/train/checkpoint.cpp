@@ -48,9 +48,9 @@ CheckpointManager::CheckpointManager(std::string run_dir, int keep_last)
   fs::create_directories(fs::path(run_dir_) / "checkpoints");
 }
 
-std::vector<std::string> CheckpointManager::list() const {
+std::vector<std::string> CheckpointManager::list(const std::string& run_dir) {
   std::vector<std::string> out;
-  fs::path root = fs::path(run_dir_) / "checkpoints";
+  fs::path root = fs::path(run_dir) / "checkpoints";
   if (!fs::exists(root)) return out;
   for (auto& e : fs::directory_iterator(root)) {
     std::string name = e.path().filename().string();
@@ -62,18 +62,18 @@ std::vector<std::string> CheckpointManager::list() const {
   return out;
 }
 
-std::optional<std::string> CheckpointManager::latest() const {
-  auto l = list();
+std::optional<std::string> CheckpointManager::latest(const std::string& run_dir) {
+  auto l = list(run_dir);
   if (l.empty()) return std::nullopt;
   return l.back();
 }
 
-std::optional<std::string> CheckpointManager::best() const {
-  fs::path link = fs::path(run_dir_) / "best";
+std::optional<std::string> CheckpointManager::best(const std::string& run_dir) {
+  fs::path link = fs::path(run_dir) / "best";
   std::error_code ec;
   if (!fs::is_symlink(link, ec)) return std::nullopt;
   fs::path target = fs::read_symlink(link, ec);
-  fs::path full = target.is_absolute() ? target : fs::path(run_dir_) / target;
+  fs::path full = target.is_absolute() ? target : fs::path(run_dir) / target;
   if (!fs::is_directory(full)) return std::nullopt;
   return full.lexically_normal().string();
 }
@@ -83,8 +83,8 @@ std::string CheckpointManager::save(int64_t step, const std::function<void(const
   std::snprintf(name, sizeof name, "step-%09lld", static_cast<long long>(step));
   std::string dir = (fs::path(run_dir_) / "checkpoints" / name).string();
   write_directory_atomic(dir, fill);
-  auto all = list();
-  auto b = best();
+  auto all = list(run_dir_);
+  auto b = best(run_dir_);
   int64_t excess = int64_t(all.size()) - keep_last_;
   for (int64_t i = 0; i < int64_t(all.size()) && excess > 0; ++i) {
     if (b && fs::equivalent(all[size_t(i)], *b)) continue;

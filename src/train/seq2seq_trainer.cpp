@@ -42,7 +42,7 @@ TrainOptions TrainOptions::from_config(ConfigReader& r) {
 Seq2SeqTrainer::Seq2SeqTrainer(models::Seq2Seq& model, Optimizer& opt, const LrSchedule& schedule, BatchStream& data,
                                TrainOptions options, std::string run_dir, TrainCallbacks callbacks)
     : model_(model), opt_(opt), schedule_(schedule), data_(data), o_(options), run_dir_(std::move(run_dir)),
-      cb_(std::move(callbacks)) {}
+      checkpoints_(run_dir_, o_.keep_last), cb_(std::move(callbacks)) {}
 
 namespace {
 // Sum over non-pad targets of the (smoothed) token loss: logits (B, T, V), targets (B, T).
@@ -138,9 +138,8 @@ void Seq2SeqTrainer::restore_training_state(const std::string& dir) {
 }
 
 std::string Seq2SeqTrainer::save_checkpoint() {
-  CheckpointManager mgr(run_dir_, o_.keep_last);
   auto state = training_state();
-  return mgr.save(step_, [&](const std::string& dir) {
+  return checkpoints_.save(step_, [&](const std::string& dir) {
     if (cb_.write_model) cb_.write_model(dir);
     else model_.save((fs::path(dir) / "model.safetensors").string());
     safetensors::save((fs::path(dir) / "training_state.safetensors").string(), state,
@@ -152,7 +151,7 @@ bool Seq2SeqTrainer::validate_and_track() {
   if (!cb_.validate) return false;
   auto metrics = cb_.validate();
   metrics["step"] = double(step_);
-  MetricsLog(run_dir_ + "/metrics.jsonl").write(metrics, "valid");
+  metrics_->write(metrics, "valid");
   std::string dir = save_checkpoint();
   auto it = metrics.find("valid_bleu");
   if (it == metrics.end()) return false;
@@ -160,7 +159,7 @@ bool Seq2SeqTrainer::validate_and_track() {
     best_bleu_ = it->second;
     best_step_ = step_;
     bad_validations_ = 0;
-    CheckpointManager(run_dir_, o_.keep_last).mark_best(dir);
+    checkpoints_.mark_best(dir);
     return false;
   }
   ++bad_validations_;
@@ -170,7 +169,7 @@ bool Seq2SeqTrainer::validate_and_track() {
 Outcome Seq2SeqTrainer::run() {
   fs::create_directories(run_dir_);
   install_stop_signal_handlers();
-  MetricsLog metrics(run_dir_ + "/metrics.jsonl");
+  if (!metrics_) metrics_.emplace(run_dir_ + "/metrics.jsonl");
   ProgressBar bar(stderr, o_.log_every);
   int64_t total = o_.max_steps;
   auto window_start = std::chrono::steady_clock::now();
@@ -190,9 +189,9 @@ Outcome Seq2SeqTrainer::run() {
     double secs = std::chrono::duration<double>(now - window_start).count();
     tokens_per_s_ = secs > 0 ? double(last_step_tokens_) / secs : 0;
     window_start = now;
-    metrics.write({{"step", double(step_)}, {"train_loss", last_loss_}, {"lr", opt_.lr()},
-                   {"tokens_per_s", tokens_per_s_}, {"epoch", double(data_.epoch())}},
-                  "train");
+    metrics_->write({{"step", double(step_)}, {"train_loss", last_loss_}, {"lr", opt_.lr()},
+                     {"tokens_per_s", tokens_per_s_}, {"epoch", double(data_.epoch())}},
+                    "train");
     bar.update({step_, total, data_.epoch(), last_loss_, opt_.lr(), tokens_per_s_});
     bool last = o_.max_steps > 0 && step_ >= o_.max_steps;
     if (o_.valid_every > 0 && step_ % o_.valid_every == 0 && !last) {

@@ -32,10 +32,12 @@ class CheckpointManager {
   std::string save(int64_t step, const std::function<void(const std::string& dir)>& fill);
   // Marks `dir` as best (updates run/best symlink).
   void mark_best(const std::string& dir);
-  std::optional<std::string> best() const;
-  std::vector<std::string> list() const;  // existing checkpoints, oldest first
-  std::optional<std::string> latest() const;
   const std::string& run_dir() const { return run_dir_; }
+
+  // Reading a run directory needs no manager (e.g. `qkv train --resume`):
+  static std::vector<std::string> list(const std::string& run_dir);      // oldest first
+  static std::optional<std::string> latest(const std::string& run_dir);  // newest
+  static std::optional<std::string> best(const std::string& run_dir);    // run/best's target
 
  private:
   std::string run_dir_;

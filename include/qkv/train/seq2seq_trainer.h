@@ -13,10 +13,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "qkv/models/seq2seq.h"
+#include "qkv/train/checkpoint.h"
 #include "qkv/train/optim.h"
+#include "qkv/train/progress.h"
 #include "qkv/train/schedule.h"
 #include "qkv/util/config.h"
 
@@ -93,6 +96,8 @@ class Seq2SeqTrainer {
   BatchStream& data_;
   TrainOptions o_;
   std::string run_dir_;
+  CheckpointManager checkpoints_;    // run_dir/checkpoints, pruned to keep_last
+  std::optional<MetricsLog> metrics_;  // run_dir/metrics.jsonl, opened once by run()
   TrainCallbacks cb_;
   int64_t step_ = 0;
   double best_bleu_ = -1;
