@@ -140,6 +140,9 @@ int run(int argc, char** argv) {
   train::Seq2SeqStream stream(std::move(examples), ids, max_tokens, max_sentences, seed);
   train::Seq2SeqStream valid_stream(encode_pairs(valid_text, *bundle.src_tok, *bundle.tgt_tok, ids.eos, max_len),
                                     ids, max_tokens, max_sentences, seed);
+  if (stream.skipped() + valid_stream.skipped() > 0)
+    std::fprintf(stderr, "qkv train: %zu training and %zu validation pairs longer than data.max_tokens %lld left out\n",
+                 stream.skipped(), valid_stream.skipped(), (long long)max_tokens);
 
   auto optimizer = make_optimizer(opt_cfg, "config", *bundle.model);
   if (!sched_cfg.contains("type")) sched_cfg["type"] = "noam";

@@ -64,51 +64,68 @@ DataPosition DataPosition::from_json(const std::string& s) {
   }
 }
 
-TokenBudgetBatcher::TokenBudgetBatcher(const ParallelDataset& data, const BatcherOptions& opt,
-                                       uint64_t seed)
-    : data_(data), opt_(opt) {
-  QKV_CHECK(opt.max_tokens > 0, "TokenBudgetBatcher", "max_tokens must be > 0, got ", opt.max_tokens);
-  QKV_CHECK(opt.max_batch >= 0 && opt.max_len >= 0, "TokenBudgetBatcher",
+std::vector<std::vector<int64_t>> token_budget_batches(const std::vector<int64_t>& src_lengths,
+                                                       const std::vector<int64_t>& tgt_lengths,
+                                                       const BatcherOptions& opt, size_t* skipped) {
+  QKV_CHECK(src_lengths.size() == tgt_lengths.size(), "token_budget_batches", "got ", src_lengths.size(),
+            " source and ", tgt_lengths.size(), " target lengths");
+  QKV_CHECK(opt.max_tokens > 0, "token_budget_batches", "max_tokens must be > 0, got ", opt.max_tokens);
+  QKV_CHECK(opt.max_batch >= 0 && opt.max_len >= 0, "token_budget_batches",
             "max_batch and max_len must be >= 0, got ", opt.max_batch, " and ", opt.max_len);
-  pos_.seed = seed;
-  auto len = [&](int64_t i) { return std::max(data.src_len(size_t(i)), data.tgt_len(size_t(i))); };
+  auto len = [&](int64_t i) { return std::max(src_lengths[size_t(i)], tgt_lengths[size_t(i)]); };
   std::vector<int64_t> idx;
-  for (size_t i = 0; i < data.size(); ++i) {
+  size_t left_out = 0;
+  for (size_t i = 0; i < src_lengths.size(); ++i) {
     const int64_t l = len(int64_t(i));
-    if ((opt.max_len && std::max(data.src_len(i), data.tgt_len(i)) > opt.max_len) || l > opt.max_tokens ||
-        l == 0) {
-      ++skipped_;
+    if ((opt.max_len && l > opt.max_len) || l > opt.max_tokens || l == 0) {
+      ++left_out;
       continue;
     }
     idx.push_back(int64_t(i));
   }
+  if (skipped) *skipped = left_out;
   std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
     const int64_t la = len(a), lb = len(b);
     if (la != lb) return la < lb;
-    if (data.src_len(size_t(a)) != data.src_len(size_t(b))) return data.src_len(size_t(a)) < data.src_len(size_t(b));
-    return data.tgt_len(size_t(a)) < data.tgt_len(size_t(b));
+    if (src_lengths[size_t(a)] != src_lengths[size_t(b)]) return src_lengths[size_t(a)] < src_lengths[size_t(b)];
+    return tgt_lengths[size_t(a)] < tgt_lengths[size_t(b)];
   });
   // Greedy packing: lengths ascend, so the newest member is the longest row.
+  std::vector<std::vector<int64_t>> batches;
   std::vector<int64_t> cur;
   for (int64_t i : idx) {
     const int64_t rows = int64_t(cur.size()) + 1;
     const bool fits = rows * len(i) <= opt.max_tokens && (!opt.max_batch || rows <= opt.max_batch);
     if (!fits && !cur.empty()) {
-      batches_.push_back(std::move(cur));
+      batches.push_back(std::move(cur));
       cur.clear();
     }
     cur.push_back(i);
   }
-  if (!cur.empty()) batches_.push_back(std::move(cur));
-  QKV_CHECK(batches_.size() < (1ull << 32), "TokenBudgetBatcher", "too many batches: ", batches_.size());
+  if (!cur.empty()) batches.push_back(std::move(cur));
+  QKV_CHECK(batches.size() < (1ull << 32), "token_budget_batches", "too many batches: ", batches.size());
+  return batches;
+}
+
+std::vector<uint32_t> epoch_batch_order(size_t n, uint64_t seed, uint64_t epoch) {
+  std::vector<uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  uint64_t state = seed ^ (0xd1b54a32d192ed03ull * (epoch + 1));
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[splitmix64(state) % i]);
+  return order;
+}
+
+TokenBudgetBatcher::TokenBudgetBatcher(const ParallelDataset& data, const BatcherOptions& opt,
+                                       uint64_t seed)
+    : data_(data), opt_(opt) {
+  pos_.seed = seed;
+  std::vector<int64_t> src_lengths(data.size()), tgt_lengths(data.size());
+  for (size_t i = 0; i < data.size(); ++i) src_lengths[i] = data.src_len(i), tgt_lengths[i] = data.tgt_len(i);
+  batches_ = token_budget_batches(src_lengths, tgt_lengths, opt, &skipped_);
 }
 
 std::vector<uint32_t> TokenBudgetBatcher::epoch_order(uint64_t epoch) const {
-  std::vector<uint32_t> order(batches_.size());
-  std::iota(order.begin(), order.end(), 0u);
-  uint64_t state = pos_.seed ^ (0xd1b54a32d192ed03ull * (epoch + 1));
-  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[splitmix64(state) % i]);
-  return order;
+  return epoch_batch_order(batches_.size(), pos_.seed, epoch);
 }
 
 Batch TokenBudgetBatcher::make_batch(const std::vector<int64_t>& members) const {

@@ -1,9 +1,6 @@
 #include "qkv/train/seq2seq_stream.h"
 
-#include <algorithm>
-#include <numeric>
-
-#include "qkv/text/corpus.h"
+#include "qkv/text/batching.h"
 
 namespace qkv::train {
 
@@ -12,39 +9,21 @@ Seq2SeqStream::Seq2SeqStream(std::vector<Example> examples, SeqIds ids, int64_t 
     : examples_(std::move(examples)), ids_(ids), seed_(seed) {
   QKV_CHECK(!examples_.empty(), "Seq2SeqStream", "the training corpus is empty");
   QKV_CHECK(max_tokens > 0 && max_sentences > 0, "Seq2SeqStream", "max_tokens and max_sentences must be positive");
-  std::vector<int64_t> idx(examples_.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
-    const Example &x = examples_[size_t(a)], &y = examples_[size_t(b)];
-    if (x.tgt.size() != y.tgt.size()) return x.tgt.size() < y.tgt.size();
-    return x.src.size() < y.src.size();
-  });
-  std::vector<int64_t> cur;
-  int64_t width = 0;
-  for (int64_t i : idx) {
-    const Example& e = examples_[size_t(i)];
-    int64_t w = std::max<int64_t>(std::max(width, int64_t(e.src.size())), int64_t(e.tgt.size()));
-    if (!cur.empty() && (w * int64_t(cur.size() + 1) > max_tokens || int64_t(cur.size()) >= max_sentences)) {
-      batches_.push_back(std::move(cur));
-      cur.clear();
-      w = std::max<int64_t>(int64_t(e.src.size()), int64_t(e.tgt.size()));
-    }
-    cur.push_back(i);
-    width = w;
+  text::BatcherOptions opt;
+  opt.max_tokens = max_tokens;
+  opt.max_batch = max_sentences;
+  std::vector<int64_t> src_lengths, tgt_lengths;
+  for (const Example& e : examples_) {
+    src_lengths.push_back(int64_t(e.src.size()));
+    tgt_lengths.push_back(int64_t(e.tgt.size()));
   }
-  if (!cur.empty()) batches_.push_back(std::move(cur));
+  batches_ = text::token_budget_batches(src_lengths, tgt_lengths, opt, &skipped_);
+  QKV_CHECK(!batches_.empty(), "Seq2SeqStream", "every one of the ", examples_.size(),
+            " pairs is longer than max_tokens ", max_tokens);
   shuffle_for_epoch();
 }
 
-void Seq2SeqStream::shuffle_for_epoch() {
-  order_.resize(batches_.size());
-  std::iota(order_.begin(), order_.end(), 0);
-  uint64_t state = seed_ * 0x9E3779B97F4A7C15ull + uint64_t(epoch_) + 1;
-  for (size_t i = order_.size(); i > 1; --i) {  // Fisher-Yates
-    size_t j = size_t(text::splitmix64(state) % i);
-    std::swap(order_[i - 1], order_[j]);
-  }
-}
+void Seq2SeqStream::shuffle_for_epoch() { order_ = text::epoch_batch_order(batches_.size(), seed_, uint64_t(epoch_)); }
 
 Seq2SeqBatch Seq2SeqStream::next() {
   if (index_ >= int64_t(order_.size())) {

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "qkv/text/batching.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -70,6 +71,34 @@ TEST(Seq2SeqStream, EpochsReshuffleAndResumeIsExact) {
   EXPECT_THROW(other_seed.restore(pos), Error);
 }
 
+// The stream is the text batcher's algorithm: batch e of epoch k holds exactly the examples of
+// token_budget_batches(...)[epoch_batch_order(..., k)[e]], rows in that order.
+TEST(Seq2SeqStream, BatchesAreTheTextBatchersInItsEpochOrder) {
+  std::vector<Example> ex = corpus(120);
+  std::vector<int64_t> ls, lt;
+  for (const Example& e : ex) ls.push_back(int64_t(e.src.size())), lt.push_back(int64_t(e.tgt.size()));
+  text::BatcherOptions opt;
+  opt.max_tokens = 20;  // below the longest pairs (up to 26 tokens): some are left out
+  opt.max_batch = 4;
+  size_t skipped = 0;
+  auto expected = text::token_budget_batches(ls, lt, opt, &skipped);
+  Seq2SeqStream st(ex, kIds, 20, 4, 11);
+  EXPECT_GT(st.skipped(), 0u);
+  EXPECT_EQ(st.skipped(), skipped);
+  ASSERT_EQ(st.batches_per_epoch(), int64_t(expected.size()));
+  for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+    auto order = text::epoch_batch_order(expected.size(), 11, epoch);
+    for (uint32_t b : order) {
+      Seq2SeqBatch batch = st.next();
+      const auto& members = expected[b];
+      ASSERT_EQ(batch.tgt_out.size(0), int64_t(members.size()));
+      for (size_t r = 0; r < members.size(); ++r)
+        EXPECT_EQ(batch.tgt_out.data<int64_t>()[int64_t(r) * batch.tgt_out.size(1)], 1000 + members[r]);
+    }
+  }
+}
+
 TEST(Seq2SeqStream, EmptyCorpusIsAnError) {
   EXPECT_THROW(Seq2SeqStream({}, kIds, 100, 10, 1), Error);
+  EXPECT_THROW(Seq2SeqStream(corpus(10), kIds, 1, 10, 1), Error);  // every pair longer than max_tokens
 }

@@ -71,10 +71,19 @@ struct BatcherOptions {
   int32_t pad_id = 0;
 };
 
+// The batching algorithm (used by TokenBudgetBatcher and train::Seq2SeqStream), on lengths only.
 // Buckets by length: examples sorted by (max(src, tgt) length, src length, tgt length, index)
-// and packed greedily into batches under the budget. The batch set is fixed; each epoch visits
-// it in an order shuffled by splitmix64 seeded with (seed, epoch). Examples that cannot fit
-// (longer than max_len, or than max_tokens) are skipped and counted.
+// and packed greedily into batches under the budget (pad_id unused). Examples that cannot fit
+// (empty, longer than max_len, or than max_tokens) are left out and counted in *skipped.
+// Returns the example indices of each batch.
+std::vector<std::vector<int64_t>> token_budget_batches(const std::vector<int64_t>& src_lengths,
+                                                       const std::vector<int64_t>& tgt_lengths,
+                                                       const BatcherOptions& opt, size_t* skipped = nullptr);
+// The order in which epoch `epoch` visits `n` batches: Fisher-Yates driven by splitmix64 seeded
+// with (seed, epoch), so training data order is a pure function of (seed, epoch).
+std::vector<uint32_t> epoch_batch_order(size_t n, uint64_t seed, uint64_t epoch);
+
+// The batch set of token_budget_batches, fixed; each epoch visits it in epoch_batch_order.
 class TokenBudgetBatcher {
  public:
   TokenBudgetBatcher(const ParallelDataset& data, const BatcherOptions& opt, uint64_t seed);

@@ -1,10 +1,12 @@
 // qkv/train/seq2seq_stream.h - the BatchStream over a tokenized parallel corpus.
 //
-// Examples are sorted by (target, source) length and cut into batches whose padded size
-// B * max(S, T) stays under `max_tokens` (and B under `max_sentences`). The batch list is fixed;
-// each epoch visits it in an order shuffled by splitmix64(seed, epoch), so the stream is a pure
-// function of (seed, epoch, index) and resuming needs only those two counters.
+// Batches are text::token_budget_batches over the examples' lengths: padded size
+// B * max(S, T) <= `max_tokens`, B <= `max_sentences`; a pair longer than max_tokens is left
+// out (counted by skipped()). The batch list is fixed; epoch e visits it in
+// text::epoch_batch_order(seed, e), so the stream is a pure function of (seed, epoch, index)
+// and resuming needs only those two counters.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "qkv/train/seq2seq_data.h"
@@ -21,6 +23,7 @@ class Seq2SeqStream : public BatchStream {
   void restore(const std::map<std::string, int64_t>& pos) override;
 
   int64_t batches_per_epoch() const { return int64_t(batches_.size()); }
+  size_t skipped() const { return skipped_; }  // pairs longer than max_tokens, never batched
   const std::vector<Example>& examples() const { return examples_; }
   // Every batch once, in corpus order (for validation).
   std::vector<Seq2SeqBatch> all_batches() const;
@@ -31,7 +34,8 @@ class Seq2SeqStream : public BatchStream {
   SeqIds ids_;
   uint64_t seed_;
   std::vector<std::vector<int64_t>> batches_;  // example indices per batch
-  std::vector<int64_t> order_;                 // batch visit order this epoch
+  size_t skipped_ = 0;
+  std::vector<uint32_t> order_;                // batch visit order this epoch
   int64_t epoch_ = 0, index_ = 0;
 };
 
