@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <unistd.h>
 
 #include "qkv/decode/search.h"
 #include "qkv/models/transformer.h"
@@ -166,7 +167,10 @@ TEST(SyntheticTasks, TrainerStopsAtWallClockBudget) {
   nlohmann::json j = {{"max_steps", 1000000}, {"max_minutes", 0.005}, {"valid_every", 0}, {"save_every", 0}};
   ConfigReader r(j, "budget.json", "train");
   train::TrainOptions o = train::TrainOptions::from_config(r);
-  std::string dir = ::testing::TempDir() + "/budget";
+  // A fresh run directory: checkpoints of an earlier run there (another build's test run) would
+  // outrank this run's and be kept instead of it.
+  std::string dir = ::testing::TempDir() + "/budget." + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
   train::Seq2SeqTrainer trainer(model, opt, sched, stream, o, dir, {});
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(trainer.run(), train::Outcome::finished);
@@ -177,6 +181,7 @@ TEST(SyntheticTasks, TrainerStopsAtWallClockBudget) {
   char last[32];
   std::snprintf(last, sizeof last, "step-%09lld", static_cast<long long>(trainer.step()));
   EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoints/" + last)) << "a final checkpoint is written";
+  std::filesystem::remove_all(dir);
 
   nlohmann::json bad = {{"max_minutes", -1}};
   ConfigReader rb(bad, "budget.json", "train");
