@@ -13,8 +13,8 @@
 //   embeddings (qkv's Transformer does, as the paper).
 // Rounds alternate qkv and the torch child (tools/bench/seq2seq_torch.py train, the same model
 // and loop as the reference script plus process CPU time) so that both see the same load.
-// Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX \
-//        build/bench/bench_seq2seq [rounds=3] [steps=10]
+// Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX
+//        build/bench/bench_seq2seq [rounds=3] [steps=10]   (one command line)
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
