@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "qkv/autograd/node.h"
@@ -61,6 +62,27 @@ Timed timed(const std::function<void()>& fn, int reps, int warm = 2) {
   return {w, g_last_cpu};
 }
 
+// Medians of a and b timed in alternation (a, b, a, b, ...), so that drifting machine speed
+// (shared host, frequency) affects both sides alike.
+std::pair<Timed, Timed> timed_pair(const std::function<void()>& fa, const std::function<void()>& fb, int reps,
+                                   int warm = 2) {
+  for (int i = 0; i < warm; ++i) fa(), fb();
+  std::vector<double> ta, ca, tb, cb;
+  for (int i = 0; i < reps; ++i) {
+    for (auto [fn, t, c] : {std::tuple{&fa, &ta, &ca}, std::tuple{&fb, &tb, &cb}}) {
+      double t0 = now(), c0 = cpu_now();
+      (*fn)();
+      t->push_back(now() - t0);
+      c->push_back(cpu_now() - c0);
+    }
+  }
+  auto med = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {{med(ta), med(ca)}, {med(tb), med(cb)}};
+}
+
 Tensor rand_t(const Shape& s, uint64_t seed) {
   Generator g(seed);
   Tensor t = Tensor::empty(s);
@@ -98,7 +120,7 @@ int main(int argc, char** argv) {
     return false;
   };
   NoGradGuard no_grad;
-  const int reps = 10;
+  const int reps = 30;  // per side, alternating
   std::printf("OpenMP threads: %d, OpenBLAS threads: %d, OpenBLAS core: %s (%s)\n\n", omp_get_max_threads(),
               openblas_get_num_threads(), kernels::blas_core(), openblas_get_config());
   if (kernels::blas_core_is_degraded())
@@ -112,8 +134,9 @@ int main(int argc, char** argv) {
   for (auto [M, K, N] : {std::array<int, 3>{4096, 512, 2048}, {4096, 2048, 512}}) {
     if (!want("gemm")) break;
     Tensor a = rand_t({M, K}, 1), b = rand_t({K, N}, 2), c = Tensor::empty({M, N});
-    Timed tq = timed([&] { Tensor y = matmul(a, b); }, reps);
-    Timed tr = timed([&] { sgemm(false, false, M, N, K, a.data<float>(), K, b.data<float>(), N, 0.f, c.data<float>()); }, reps);
+    auto [tq, tr] = timed_pair([&] { Tensor y = matmul(a, b); },
+                               [&] { sgemm(false, false, M, N, K, a.data<float>(), K, b.data<float>(), N, 0.f, c.data<float>()); },
+                               reps);
     char name[64];
     std::snprintf(name, sizeof name, "matmul %dx%d @ %dx%d", M, K, K, N);
     row(name, 2.0 * M * N * K, tq, tr);
@@ -142,8 +165,9 @@ int main(int argc, char** argv) {
   if (want("linear")) {
     const int R = 4096, K = 512, N = 2048;
     Tensor x = rand_t({R, K}, 5), w = rand_t({N, K}, 6), bias = rand_t({N}, 7), c = Tensor::empty({R, N});
-    Timed tq = timed([&] { Tensor y = linear(x, w, bias); }, reps);
-    Timed tr = timed([&] { sgemm(false, true, R, N, K, x.data<float>(), K, w.data<float>(), K, 0.f, c.data<float>()); }, reps);
+    auto [tq, tr] = timed_pair([&] { Tensor y = linear(x, w, bias); },
+                               [&] { sgemm(false, true, R, N, K, x.data<float>(), K, w.data<float>(), K, 0.f, c.data<float>()); },
+                               reps);
     row("linear+bias 4096x512 -> 2048", 2.0 * R * N * K, tq, tr);
   }
 
