@@ -11,33 +11,13 @@
 #include <sstream>
 
 #include "qkv/util/file.h"
+#include "run_qkv.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string qkv_bin() {
-  const char* b = std::getenv("QKV_BIN");
-  return b ? b : std::string(QKV_BINARY_DIR) + "/qkv";
-}
-
-// Runs qkv with args, stdout to out_path (or /dev/null) and stderr to log; returns the exit code.
-int run_qkv(const std::vector<std::string>& args, const fs::path& log, const std::string& out_path = "/dev/null") {
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (!std::freopen(log.c_str(), "w", stderr) || !std::freopen(out_path.c_str(), "w", stdout)) _exit(126);
-    std::vector<std::string> full{qkv_bin()};
-    full.insert(full.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : full) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using qkv::testing::run_qkv;
 
 // "w1 w2 w3" -> "w3 w2 w1" over ten words.
 void write_corpus(const fs::path& dir) {

@@ -13,15 +13,13 @@
 #include <thread>
 
 #include "qkv/util/file.h"
+#include "run_qkv.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string qkv_bin() {
-  const char* b = std::getenv("QKV_BIN");
-  return b ? b : std::string(QKV_BINARY_DIR) + "/qkv";
-}
+using qkv::testing::qkv_bin;
 
 // A tiny reversal corpus: "w1 w2 w3" -> "w3 w2 w1".
 void write_corpus(const fs::path& dir) {
