@@ -9,29 +9,12 @@
 #include "qkv/models/rnn_seq2seq.h"
 #include "qkv/train/seq2seq_trainer.h"
 #include "ref.h"
+#include "replay.h"
 
 using namespace qkv;
 using namespace qkv::testing;
 
 namespace {
-class ReplayStream : public train::BatchStream {
- public:
-  explicit ReplayStream(std::vector<train::Seq2SeqBatch> b) : batches_(std::move(b)) {}
-  train::Seq2SeqBatch next() override { return batches_[size_t(i_++ % int64_t(batches_.size()))]; }
-  int64_t epoch() const override { return i_ / int64_t(batches_.size()); }
-  std::map<std::string, int64_t> position() const override { return {{"i", i_}}; }
-  void restore(const std::map<std::string, int64_t>& p) override { i_ = p.at("i"); }
-
- private:
-  std::vector<train::Seq2SeqBatch> batches_;
-  int64_t i_ = 0;
-};
-
-int64_t count_targets(const Tensor& tout) {
-  int64_t n = 0;
-  for (int64_t v : tout.to_vector<int64_t>()) n += v != 0;
-  return n;
-}
 
 void run_variant(const std::string& c) {
   RefFile ref("mt_rnn_trajectory");
@@ -42,18 +25,7 @@ void run_variant(const std::string& c) {
   for (auto& [name, t] : model.state_dict()) init[name] = ref.get(c, "init." + name);
   model.load_state_dict(init);
 
-  std::vector<train::Seq2SeqBatch> batches;
-  for (int i = 0; i < int(p["batches"]); ++i) {
-    train::Seq2SeqBatch b;
-    std::string k = std::to_string(i);
-    b.src = ref.get(c, "src" + k);
-    b.src_pad = ref.get(c, "pad" + k);
-    b.tgt_in = ref.get(c, "tin" + k);
-    b.tgt_out = ref.get(c, "tout" + k);
-    b.tgt_tokens = count_targets(b.tgt_out);
-    batches.push_back(b);
-  }
-  ReplayStream stream(batches);
+  ReplayStream stream(reference_batches(ref, c, int(p["batches"])));
   auto groups = single_group(model.parameters());
   Adam opt(groups, p["lr"], {0.9, 0.98}, p["eps"]);
   ConstantLR sched(p["lr"]);
