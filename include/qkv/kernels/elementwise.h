@@ -28,7 +28,5 @@ void add_inplace(Tensor& dst, const Tensor& src);
 void scale_inplace(Tensor& dst, double s);
 // Sums g (broadcast shape) down to `target` (the shape it was broadcast from): out contiguous.
 void sum_to(const Tensor& g, const Shape& target, Tensor& out);
-// Sum of squares of every element, accumulated in double.
-double sum_squares(const Tensor& x);
 
 }  // namespace qkv::kernels

@@ -349,17 +349,4 @@ void sum_to(const Tensor& g_in, const Shape& target, Tensor& out) {
   });
 }
 
-double sum_squares(const Tensor& x_in) {
-  Tensor x = x_in.contiguous();
-  double total = 0;
-  dispatch_float(x.dtype(), "sum_squares", [&](auto tag) {
-    using T = decltype(tag);
-    const T* p = x.data<T>();
-    int64_t n = x.numel();
-#pragma omp parallel for reduction(+ : total) schedule(static) if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) total += double(p[i]) * double(p[i]);
-  });
-  return total;
-}
-
 }  // namespace qkv::kernels
