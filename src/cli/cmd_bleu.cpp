@@ -49,19 +49,23 @@ std::vector<LengthBucket> score_by_source_length(const std::vector<std::string>&
                                                  const qkv::eval::BleuOptions& bo, bool chrf, int chrf_word_order,
                                                  bool lowercase) {
   std::vector<LengthBucket> buckets{{"1-5", 0, 5}, {"6-10", 6, 10}, {"11-20", 11, 20}, {"21+", 21, SIZE_MAX}};
+  std::vector<size_t> lengths;  // 13a tokens per source, counted once
+  for (const auto& src : sources) {
+    std::string tok = qkv::eval::tokenize_13a(src);
+    size_t n = 0;
+    for (size_t a = 0; a < tok.size();) {  // count space-separated tokens
+      size_t b = tok.find(' ', a);
+      if (b == std::string::npos) b = tok.size();
+      n += b > a;
+      a = b + 1;
+    }
+    lengths.push_back(n);
+  }
   for (auto& k : buckets) {
     std::vector<std::string> h;
     std::vector<std::vector<std::string>> r(refs.size());
     for (size_t i = 0; i < sources.size(); ++i) {
-      std::string tok = qkv::eval::tokenize_13a(sources[i]);
-      size_t n = 0;
-      for (size_t a = 0; a < tok.size();) {  // count space-separated tokens
-        size_t b = tok.find(' ', a);
-        if (b == std::string::npos) b = tok.size();
-        n += b > a;
-        a = b + 1;
-      }
-      if (n < k.lo || n > k.hi) continue;
+      if (lengths[i] < k.lo || lengths[i] > k.hi) continue;
       h.push_back(hyps[i]);
       for (size_t j = 0; j < refs.size(); ++j) r[j].push_back(refs[j][i]);
     }
