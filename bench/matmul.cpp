@@ -112,7 +112,7 @@ void sgemm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Optional section names on the command line run just those: gemm batched linear mlp omp.
+  // Optional section names on the command line run just those: gemm batched linear mlp omp packed.
   auto want = [&](const char* name) {
     if (argc < 2) return true;
     for (int i = 1; i < argc; ++i)
@@ -210,6 +210,23 @@ int main(int argc, char** argv) {
   }
 
   // OpenBLAS inside an OpenMP parallel region: each thread's call must run on that thread only.
+  // Skinny decoding products (kernels::packed_linear, weights packed once) against cblas
+  // x @ W^T on the same buffers: 32 rows (a greedy batch) through the bench_seq2seq_decode
+  // model's layers (d 256, d_ff 1024, vocabulary 8000). Not in the default run.
+  if (argc > 1 && want("packed")) {
+    const int M = 32;
+    for (auto [K, N] : {std::array<int, 2>{256, 256}, {256, 768}, {256, 1024}, {1024, 256}, {256, 8000}}) {
+      Tensor x = rand_t({M, K}, 30), w = rand_t({N, K}, 31), bias = rand_t({N}, 32), c = Tensor::empty({M, N});
+      const kernels::PackedLinear pw = kernels::pack_linear(w, bias);
+      auto [tq, tr] = timed_pair([&] { kernels::packed_linear(x, pw, c); },
+                                 [&] { sgemm(false, true, M, N, K, x.data<float>(), K, w.data<float>(), K, 0.f, c.data<float>()); },
+                                 200);
+      char name[64];
+      std::snprintf(name, sizeof name, "packed %dx%d @ (%dx%d)^T", M, K, N, K);
+      row(name, 2.0 * M * N * K, tq, tr);
+    }
+  }
+
   if (want("omp")) {
     const int n = 768;
     std::vector<Tensor> a, c;

@@ -12,20 +12,74 @@
 #include "qkv/kernels/attention.h"
 #include "qkv/kernels/softmax.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace qkv::kernels {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+#if defined(__AVX512F__)
+// a . b over n floats, n a multiple of 16: two accumulators, one shuffle-tree reduction (an
+// `omp simd` reduction spills the lanes to the stack and adds them one by one).
+inline float dot_avx512(const float* a, const float* b, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t d = 0;
+  for (; d + 32 <= n; d += 32) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + d), _mm512_loadu_ps(b + d), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + d + 16), _mm512_loadu_ps(b + d + 16), acc1);
+  }
+  if (d < n) acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + d), _mm512_loadu_ps(b + d), acc0);
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+// o[c0 .. c0 + 16 NV) = sum_j p[h, j] v_j[c0 ..], the NV output vectors held in registers
+// across all positions (a load-FMA-store per position would serialise on the store).
+template <int NV, typename At>
+inline void weighted_sum_block(int64_t c0, int64_t L, int64_t Dh, const float* p, int64_t p_ld, const uint8_t* pad,
+                               At at, float* o) {
+  __m512 acc[NV];
+  const float* pv[NV];  // the probability row of the head each output vector belongs to
+  for (int v = 0; v < NV; ++v) {
+    acc[v] = _mm512_setzero_ps();
+    pv[v] = p + ((c0 + 16 * v) / Dh) * p_ld;
+  }
+  for (int64_t j = 0; j < L; ++j) {
+    if (pad && pad[j]) continue;
+    const float* vr = at(j) + c0;
+    for (int v = 0; v < NV; ++v) {
+      const __m512 w = _mm512_set1_ps(pv[v][j]);
+      acc[v] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vr + 16 * v), acc[v]);
+    }
+  }
+  for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + c0 + 16 * v, acc[v]);
+}
+#endif
+
+}  // namespace
 
 void attention_decode(const DecodeAttention& a) {
   const int64_t R = a.rows, H = a.heads, Dh = a.head_dim, L = a.length, D = H * Dh;
   if (R == 0 || H == 0) return;
   const float scale = a.scale;
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+#if defined(__AVX512F__)
+  const bool vec = Dh % 16 == 0;
+#else
+  const bool vec = false;
+#endif
   // Multiply-adds per call; small calls stay on one thread (waking the pool costs more).
   const bool parallel = R * L * D * 2 >= (int64_t(1) << 17);
 #pragma omp parallel if (parallel)
   {
     // Scores of one row, (H, L). A row's heads are handled together, so each cached position
     // is read as one contiguous run of H * Dh floats.
-    std::vector<float> s(static_cast<size_t>(std::max<int64_t>(H * L, 1))), inv(static_cast<size_t>(H));
+    // Per-thread buffers kept across calls (one call per layer and step: no malloc each time).
+    thread_local std::vector<float> s, inv;
+    s.resize(static_cast<size_t>(std::max<int64_t>(H * L, 1)));
+    inv.resize(static_cast<size_t>(H));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < R; ++r) {
       const float* q = a.q + r * a.q_row_stride;
@@ -47,6 +101,12 @@ void attention_decode(const DecodeAttention& a) {
           const float* qh = q + h * Dh;
           const float* kh = k + h * Dh;
           float dot = 0.f;
+#if defined(__AVX512F__)
+          if (vec) {
+            s[size_t(h * L + j)] = dot_avx512(qh, kh, Dh) * scale;
+            continue;
+          }
+#endif
 #pragma omp simd reduction(+ : dot)
           for (int64_t d = 0; d < Dh; ++d) dot += qh[d] * kh[d];
           s[size_t(h * L + j)] = dot * scale;
@@ -72,6 +132,17 @@ void attention_decode(const DecodeAttention& a) {
         inv[size_t(h)] = 1.f / sum;
       }
       // o_h = sum_j p_{h,j} v_{j,h}
+#if defined(__AVX512F__)
+      if (vec) {
+        for (int64_t h = 0; h < H; ++h)  // normalise once: p = e / sum
+          for (int64_t j = 0; j < L; ++j) s[size_t(h * L + j)] *= inv[size_t(h)];
+        auto v_at = [&](int64_t j) { return at(a.v, j); };
+        int64_t c0 = 0;
+        for (; c0 + 256 <= D; c0 += 256) weighted_sum_block<16>(c0, L, Dh, s.data(), L, pad, v_at, o);
+        for (; c0 < D; c0 += 16) weighted_sum_block<1>(c0, L, Dh, s.data(), L, pad, v_at, o);
+        continue;
+      }
+#endif
       std::fill(o, o + D, 0.f);
       for (int64_t j = 0; j < L; ++j) {
         if (pad && pad[j]) continue;
