@@ -20,7 +20,27 @@ Seq2SeqStream::Seq2SeqStream(std::vector<Example> examples, SeqIds ids, int64_t 
   batches_ = text::token_budget_batches(src_lengths, tgt_lengths, opt, &skipped_);
   QKV_CHECK(!batches_.empty(), "Seq2SeqStream", "every one of the ", examples_.size(),
             " pairs is longer than max_tokens ", max_tokens);
+  plan_ = plan_fingerprint();
   shuffle_for_epoch();
+}
+
+// FNV-1a over every batch's member indices and lengths (and the batch boundaries): identifies
+// the batch plan, so that a resume refuses a corpus, tokenizer or batching algorithm that would
+// give the same number of batches but different ones. 63 bits (stored as a non-negative i64).
+int64_t Seq2SeqStream::plan_fingerprint() const {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xFF)) * 1099511628211ull;
+  };
+  for (const auto& members : batches_) {
+    mix(members.size());
+    for (int64_t i : members) {
+      mix(uint64_t(i));
+      for (int64_t t : examples_[size_t(i)].src) mix(uint64_t(t));
+      for (int64_t t : examples_[size_t(i)].tgt) mix(uint64_t(t));
+    }
+  }
+  return int64_t(h >> 1);
 }
 
 void Seq2SeqStream::shuffle_for_epoch() { order_ = text::epoch_batch_order(batches_.size(), seed_, uint64_t(epoch_)); }
@@ -38,7 +58,11 @@ Seq2SeqBatch Seq2SeqStream::next() {
 }
 
 std::map<std::string, int64_t> Seq2SeqStream::position() const {
-  return {{"epoch", epoch_}, {"index", index_}, {"seed", int64_t(seed_)}, {"batches", int64_t(batches_.size())}};
+  return {{"epoch", epoch_},
+          {"index", index_},
+          {"seed", int64_t(seed_)},
+          {"batches", int64_t(batches_.size())},
+          {"plan", plan_}};
 }
 
 void Seq2SeqStream::restore(const std::map<std::string, int64_t>& pos) {
@@ -51,6 +75,13 @@ void Seq2SeqStream::restore(const std::map<std::string, int64_t>& pos) {
             "the saved data position (seed ", get("seed"), ", ", get("batches"),
             " batches) does not match this corpus and config (seed ", seed_, ", ", batches_.size(),
             " batches): resume with the same data and batch settings");
+  QKV_CHECK(pos.count("plan"), "Seq2SeqStream::restore",
+            "the saved data position has no batch-plan fingerprint ('plan'; checkpoints written before it was "
+            "added): the batch order cannot be verified, so an exact resume is impossible; start a new run");
+  QKV_CHECK(get("plan") == plan_, "Seq2SeqStream::restore",
+            "the saved batch plan (fingerprint ", get("plan"), ") differs from this corpus, tokenizer and batching (",
+            plan_, "), with the same seed and batch count: resume with the same data, tokenizer and "
+            "qkv version");
   epoch_ = get("epoch");
   index_ = get("index");
   shuffle_for_epoch();

@@ -69,6 +69,22 @@ TEST(Seq2SeqStream, EpochsReshuffleAndResumeIsExact) {
   }
   Seq2SeqStream other_seed(corpus(200), kIds, 150, 64, 12);
   EXPECT_THROW(other_seed.restore(pos), Error);
+  // Same seed and batch count, different batches: one token changed (as a retrained tokenizer
+  // would), or the examples reordered (as a changed corpus file would).
+  std::vector<Example> edited = corpus(200);
+  edited[17].src[0] += 1;
+  Seq2SeqStream other_tokens(edited, kIds, 150, 64, 11);
+  ASSERT_EQ(other_tokens.batches_per_epoch(), nb);
+  EXPECT_THROW(other_tokens.restore(pos), Error);
+  std::vector<Example> reordered = corpus(200);
+  std::swap(reordered[3], reordered[150]);
+  Seq2SeqStream other_order(reordered, kIds, 150, 64, 11);
+  ASSERT_EQ(other_order.batches_per_epoch(), nb);
+  EXPECT_THROW(other_order.restore(pos), Error);
+  // A position saved before the fingerprint existed cannot be verified: refused.
+  auto old_pos = pos;
+  old_pos.erase("plan");
+  EXPECT_THROW(b.restore(old_pos), Error);
 }
 
 // The stream is the text batcher's algorithm: batch e of epoch k holds exactly the examples of

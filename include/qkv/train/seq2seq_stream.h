@@ -4,7 +4,9 @@
 // B * max(S, T) <= `max_tokens`, B <= `max_sentences`; a pair longer than max_tokens is left
 // out (counted by skipped()). The batch list is fixed; epoch e visits it in
 // text::epoch_batch_order(seed, e), so the stream is a pure function of (seed, epoch, index)
-// and resuming needs only those two counters.
+// and resuming needs only those two counters. The saved position also carries the seed, the
+// batch count and a fingerprint of the batch plan (members and their tokens), and restore()
+// refuses any mismatch: a different corpus, tokenizer or batcher would silently change the order.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -30,11 +32,13 @@ class Seq2SeqStream : public BatchStream {
 
  private:
   void shuffle_for_epoch();
+  int64_t plan_fingerprint() const;
   std::vector<Example> examples_;
   SeqIds ids_;
   uint64_t seed_;
   std::vector<std::vector<int64_t>> batches_;  // example indices per batch
   size_t skipped_ = 0;
+  int64_t plan_ = 0;                           // plan_fingerprint(), computed once
   std::vector<uint32_t> order_;                // batch visit order this epoch
   int64_t epoch_ = 0, index_ = 0;
 };
