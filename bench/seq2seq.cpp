@@ -11,8 +11,9 @@
 //   torch.nn.Transformer puts a final LayerNorm after each stack even when post-LN (qkv's post-LN
 //   stacks end with the last block's LayerNorm), and torch's script applies no dropout to the
 //   embeddings (qkv's Transformer does, as the paper).
-// Rounds alternate qkv and the torch child (tools/bench/seq2seq_torch.py train, the same model
-// and loop as the reference script plus process CPU time) so that both see the same load.
+// Rounds alternate qkv and the torch child (tools/bench/seq2seq_torch.py train: the shared
+// ../shared/bench-reference/seq2seq_bench.py itself, imported, with process CPU time recorded
+// around its timed steps) so that both see the same load.
 // Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX
 //        build/bench/bench_seq2seq [rounds=3] [steps=10]   (one command line)
 #include <cstdio>

@@ -7,8 +7,9 @@
 // 32 tokens (no padding); every sentence decodes exactly 32 target tokens: the limit is set to 32
 // (max_len_ratio 0, max_len_extra 32) and </s> is id -1, which no step produces, so nothing stops
 // early. Timed: encoder + 32 decoder steps + search (decode::greedy / decode::beam_search), as
-// torch's greedy() in tools/bench/seq2seq_torch.py, which re-runs its decoder over the whole prefix
-// every step (nn.Transformer has no cache). Beam search: beam 4, 32 sentences -> 128 rows.
+// the shared reference's greedy() (../shared/bench-reference/seq2seq_bench.py, run through
+// tools/bench/seq2seq_torch.py, which adds CPU time), which re-runs its decoder over the whole
+// prefix every step (nn.Transformer has no cache). Beam search: beam 4, 32 sentences -> 128 rows.
 //
 // Rounds alternate qkv and the torch script (a child process, same environment, torch threads =
 // OMP_NUM_THREADS) so both see the same machine load. Per round: the median of `reps` timed
