@@ -25,10 +25,12 @@ constexpr int64_t kPanel = 32;  // output columns per panel
 constexpr int64_t kRows = 8;    // output rows per tile
 
 #if defined(__AVX512F__)
-// c (MR, ncols) = x (MR, K) @ panel (K, 32) [+ bias], ncols <= 32.
+// c (MR, ncols) = x (MR, K) @ panel (K, 32) [+ bias], ncols <= 32. `prefetch`, if not null, is
+// the next panel: its row k is requested into L2 as row k of this one is used, so that the weights
+// (a decoder's 20 MB live in L3, not L2) arrive before the next panel's first pass needs them.
 template <int MR>
 void tile(const float* x, int64_t ldx, const float* panel, int64_t K, const float* bias, float* c, int64_t ldc,
-          int64_t ncols) {
+          int64_t ncols, const float* prefetch) {
   __m512 acc[MR][2];
   const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
   const __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
@@ -37,6 +39,10 @@ void tile(const float* x, int64_t ldx, const float* panel, int64_t K, const floa
     acc[m][1] = b1;
   }
   for (int64_t k = 0; k < K; ++k) {
+    if (prefetch) {
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel + 16), _MM_HINT_T1);
+    }
     const __m512 w0 = _mm512_load_ps(panel + k * kPanel), w1 = _mm512_load_ps(panel + k * kPanel + 16);
     for (int m = 0; m < MR; ++m) {
       const __m512 a = _mm512_set1_ps(x[m * ldx + k]);
@@ -61,7 +67,7 @@ void tile(const float* x, int64_t ldx, const float* panel, int64_t K, const floa
 #else
 template <int MR>
 void tile(const float* x, int64_t ldx, const float* panel, int64_t K, const float* bias, float* c, int64_t ldc,
-          int64_t ncols) {
+          int64_t ncols, const float*) {
   for (int m = 0; m < MR; ++m) {
     float acc[kPanel];
     for (int64_t j = 0; j < kPanel; ++j) acc[j] = bias ? bias[j] : 0.f;
@@ -75,16 +81,16 @@ void tile(const float* x, int64_t ldx, const float* panel, int64_t K, const floa
 #endif
 
 void tile_rows(int64_t mr, const float* x, int64_t ldx, const float* panel, int64_t K, const float* bias, float* c,
-               int64_t ldc, int64_t ncols) {
+               int64_t ldc, int64_t ncols, const float* prefetch) {
   switch (mr) {
-    case 8: return tile<8>(x, ldx, panel, K, bias, c, ldc, ncols);
-    case 7: return tile<7>(x, ldx, panel, K, bias, c, ldc, ncols);
-    case 6: return tile<6>(x, ldx, panel, K, bias, c, ldc, ncols);
-    case 5: return tile<5>(x, ldx, panel, K, bias, c, ldc, ncols);
-    case 4: return tile<4>(x, ldx, panel, K, bias, c, ldc, ncols);
-    case 3: return tile<3>(x, ldx, panel, K, bias, c, ldc, ncols);
-    case 2: return tile<2>(x, ldx, panel, K, bias, c, ldc, ncols);
-    default: return tile<1>(x, ldx, panel, K, bias, c, ldc, ncols);
+    case 8: return tile<8>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
+    case 7: return tile<7>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
+    case 6: return tile<6>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
+    case 5: return tile<5>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
+    case 4: return tile<4>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
+    case 3: return tile<3>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
+    case 2: return tile<2>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
+    default: return tile<1>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
   }
 }
 
@@ -142,8 +148,10 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
     const int64_t n0 = j * kPanel, ncols = std::min(kPanel, N - n0);
     const float* panel = panels + j * K * kPanel;
     const float* b = bias ? bias + n0 : nullptr;
-    for (int64_t m0 = 0; m0 < M; m0 += kRows)
-      tile_rows(std::min(kRows, M - m0), xp + m0 * ldx, ldx, panel, K, b, op + m0 * N + n0, N, ncols);
+    const float* next = j + 1 < np ? panel + K * kPanel : nullptr;
+    for (int64_t m0 = 0; m0 < M; m0 += kRows)  // the first row tile prefetches the next panel
+      tile_rows(std::min(kRows, M - m0), xp + m0 * ldx, ldx, panel, K, b, op + m0 * N + n0, N, ncols,
+                m0 == 0 ? next : nullptr);
   }
 }
 
