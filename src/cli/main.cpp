@@ -2,28 +2,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <unistd.h>
 #include <string>
 
 #include "cli.h"
+#include "qkv/util/blas_env.h"
 #include "qkv/util/error.h"
-
-// OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its SSE3
-// kernels, about 4x slower; it reads OPENBLAS_CORETYPE when it loads, before main(). So on an
-// AVX-512 machine where the user set neither variable, re-run once with SkylakeX kernels and
-// passive OpenMP waits (spinning threads lose badly on shared or busy machines).
-static void reexec_with_blas_settings(char** argv) {
-  if (std::getenv("QKV_NO_REEXEC") || std::getenv("OPENBLAS_CORETYPE")) return;
-  if (!__builtin_cpu_supports("avx512f")) return;
-  setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
-  setenv("QKV_NO_REEXEC", "1", 1);
-  execv("/proc/self/exe", argv);  // on failure, carry on with the defaults
-}
 
 int main(int argc, char** argv) {
   using namespace qkv::cli;
-  reexec_with_blas_settings(argv);
+  qkv::reexec_with_blas_settings(argv);  // before anything else: see blas_env.h
   const auto& cmds = registry();
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::printf("usage: qkv <command> [options]\n\ncommands:\n");
