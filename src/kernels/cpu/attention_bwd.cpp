@@ -58,7 +58,7 @@ struct Bwd {
       }
       const T lr = Lr[r];
 #pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) p[c] = fast_exp(p[c] - lr);
+      for (int64_t c = 0; c < cols; ++c) p[c] = vexp(p[c] - lr);
     }
     const T* Pz = P;  // P * Z
     if (drop.active()) {

@@ -9,6 +9,7 @@
 
 #include "qkv/kernels/attention.h"
 #include "qkv/kernels/gemm.h"
+#include "qkv/kernels/softmax.h"
 #include "qkv/tensor/rng.h"
 
 namespace qkv::kernels::attn {
@@ -39,24 +40,8 @@ inline Dims dims_of(const Tensor& q, const Tensor& v) {
 
 using kernels::gemm;  // row-major C = alpha * op(A) op(B) + beta * C (qkv/kernels/gemm.h)
 
-// exp(x) for x <= ~88, vectorisable: 2^n * poly(r) with Cody-Waite reduction (Cephes expf
-// coefficients, ~1 ulp). Returns exactly 0 below -87 (and for -inf).
-inline float fast_exp(float x) {
-  float xc = x < -87.f ? -87.f : (x > 88.f ? 88.f : x);
-  float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float y = p * r * r + r + 1.f;
-  float two_n = std::bit_cast<float>((int32_t(n) + 127) << 23);
-  return x < -87.f ? 0.f : y * two_n;
-}
-inline double fast_exp(double x) { return std::exp(x); }
+// exp: kernels::vexp (qkv/kernels/softmax.h; f32 polynomial, f64 std::exp). Arguments here are
+// x - row max <= 0; exp(-inf) = 0 (a fully masked entry).
 
 // x[c] = exp(x[c] - m) for c < n; returns the sum of the results.
 template <typename T>
@@ -64,7 +49,7 @@ inline T exp_sub_sum(T* x, int64_t n, T m) {
   T s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t c = 0; c < n; ++c) {
-    T e = fast_exp(x[c] - m);
+    T e = vexp(x[c] - m);
     x[c] = e;
     s += e;
   }

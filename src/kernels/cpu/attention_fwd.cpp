@@ -50,7 +50,7 @@ void forward_impl(const Tensor& q, const Tensor& k, const Tensor& v, double scal
             std::fill(s, s + cols, T(0));
             continue;
           }
-          const T alpha = fast_exp(m[r] - m_new);  // 0 when m[r] = -inf
+          const T alpha = vexp(m[r] - m_new);  // 0 when m[r] = -inf
           l[r] = l[r] * alpha + exp_sub_sum(s, cols, m_new);
           m[r] = m_new;
           if (alpha != T(1)) {
