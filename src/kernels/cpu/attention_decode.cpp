@@ -14,6 +14,9 @@
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
+// GCC 12 reports its own _mm512_undefined_* inside the reduction intrinsics as "may be used
+// uninitialized" wherever they are inlined (a known false positive); this file only.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace qkv::kernels {
