@@ -14,14 +14,27 @@ using namespace qkv::testing;
 namespace {
 Tensor pos(const Tensor& x, int64_t t) { return contiguous(slice(x, 1, t, t + 1)); }  // (B, 1, D)
 Tensor idx(std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(v, {int64_t(v.size())}); }
+
+// (d_model, heads): the kernel's scalar path (head size 4), and its AVX-512 path with one
+// 16-float vector per head (64/4), two 256-float register blocks (512/4), and one block plus
+// two single-vector remainders (288/2, head size 144).
+struct Dims {
+  int64_t d, heads;
+};
+class Decoding : public ::testing::TestWithParam<Dims> {};
+INSTANTIATE_TEST_SUITE_P(HeadSizes, Decoding, ::testing::Values(Dims{16, 4}, Dims{64, 4}, Dims{512, 4}, Dims{288, 2}),
+                         [](const auto& info) {
+                           return "d" + std::to_string(info.param.d) + "h" + std::to_string(info.param.heads);
+                         });
 }  // namespace
 
-TEST(Decoding, SelfAttentionStepsAcrossInPlaceReorders) {
+TEST_P(Decoding, SelfAttentionStepsAcrossInPlaceReorders) {
   NoGradGuard ng;
-  attention::MultiHeadAttention m(16, 4);
+  const auto [D, H] = GetParam();
+  attention::MultiHeadAttention m(D, H);
   m.eval();
   const int64_t B = 3, T = 9;
-  Tensor x = randn({B, T, 16}, 21);
+  Tensor x = randn({B, T, D}, 21);
   AttentionMask causal;
   causal.causal = true;
   Tensor expected = m.forward(x, x, x, causal).out;  // (B, T, D)
@@ -51,11 +64,12 @@ TEST(Decoding, SelfAttentionStepsAcrossInPlaceReorders) {
   EXPECT_THROW(cache.select_rows(idx({2})), Error);  // no row 2 now
 }
 
-TEST(Decoding, CrossAttentionRowMapSharesTheMemory) {
+TEST_P(Decoding, CrossAttentionRowMapSharesTheMemory) {
   NoGradGuard ng;
-  attention::MultiHeadAttention m(16, 4);
+  const auto [D, H] = GetParam();
+  attention::MultiHeadAttention m(D, H);
   m.eval();
-  Tensor memory = randn({2, 5, 16}, 22), q = randn({4, 1, 16}, 23);
+  Tensor memory = randn({2, 5, D}, 22), q = randn({4, 1, D}, 23);
   Tensor pad = Tensor::zeros({2, 5}, DType::u8);
   pad.data<uint8_t>()[1 * 5 + 4] = pad.data<uint8_t>()[1 * 5 + 3] = 1;  // sentence 1 has 3 tokens
   auto kv = m.project_kv(memory, memory);
