@@ -82,11 +82,12 @@ int64_t max_target_len(const models::Seq2Seq& model, int64_t src_len, const Opti
 
 namespace {
 
-// log sum_v exp(row[v]); -inf for an all -inf row.
-float row_logsumexp(const float* row, int64_t V) {
+// log sum_v exp(row[v]); -inf for an all -inf row. `max_out`, if given, receives max_v row[v].
+float row_logsumexp(const float* row, int64_t V, float* max_out = nullptr) {
   float mx = kNegInf;
 #pragma omp simd reduction(max : mx)
   for (int64_t v = 0; v < V; ++v) mx = row[v] > mx ? row[v] : mx;
+  if (max_out) *max_out = mx;
   if (mx == kNegInf) return kNegInf;
   // f32 exps (kernels::vexp): blocks of 256 summed in f32 vector lanes (16 terms per lane),
   // block sums accumulated in double.
@@ -199,13 +200,15 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
           tok = sample_row(X + b * V, V, opt, gen, lp);
         } else {  // the first maximum of the log-softmax row (the values log_softmax_rows gives)
           const float* row = X + b * V;
-          const float lse = row_logsumexp(row, V);
-          float best = kNegInf;  // max of row[v] - lse (vectorised), then its first position
-#pragma omp simd reduction(max : best)
-          for (int64_t v = 0; v < V; ++v) best = std::max(best, row[v] - lse);
-          tok = 0;
-          while (tok + 1 < V && !(row[tok] - lse == best)) ++tok;
-          if (!(best > kNegInf)) tok = 0;  // no finite logit (as max_element over NaN / -inf)
+          float mx;
+          const float lse = row_logsumexp(row, V, &mx);
+          // max_v (row[v] - lse) is mx - lse (rounding is monotone); its first position, found
+          // in one vectorised pass (a later raw maximum can round to the same value).
+          const float best = mx - lse;
+          int64_t first = V;
+#pragma omp simd reduction(min : first)
+          for (int64_t v = 0; v < V; ++v) first = (row[v] - lse == best && v < first) ? v : first;
+          tok = first < V && best > kNegInf ? first : 0;  // no finite logit: 0 (as max_element over -inf)
           lp = row[tok] - lse;
         }
         Hypothesis& h = hyp[size_t(b)];
