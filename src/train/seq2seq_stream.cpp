@@ -24,7 +24,8 @@ Seq2SeqStream::Seq2SeqStream(std::vector<Example> examples, SeqIds ids, int64_t 
   shuffle_for_epoch();
 }
 
-// FNV-1a over every batch's member indices and lengths (and the batch boundaries): identifies
+// FNV-1a over every batch's size, member indices and their source and target tokens (each
+// sequence preceded by its length, so that boundaries count): identifies
 // the batch plan, so that a resume refuses a corpus, tokenizer or batching algorithm that would
 // give the same number of batches but different ones. 63 bits (stored as a non-negative i64).
 int64_t Seq2SeqStream::plan_fingerprint() const {
@@ -36,8 +37,10 @@ int64_t Seq2SeqStream::plan_fingerprint() const {
     mix(members.size());
     for (int64_t i : members) {
       mix(uint64_t(i));
-      for (int64_t t : examples_[size_t(i)].src) mix(uint64_t(t));
-      for (int64_t t : examples_[size_t(i)].tgt) mix(uint64_t(t));
+      for (const auto* seq : {&examples_[size_t(i)].src, &examples_[size_t(i)].tgt}) {
+        mix(seq->size());
+        for (int64_t t : *seq) mix(uint64_t(t));
+      }
     }
   }
   return int64_t(h >> 1);
