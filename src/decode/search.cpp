@@ -203,7 +203,7 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
           float mx;
           const float lse = row_logsumexp(row, V, &mx);
           // max_v (row[v] - lse) is mx - lse (rounding is monotone); its first position, found
-          // in one vectorised pass (a later raw maximum can round to the same value).
+          // in one vectorised pass (an earlier, smaller logit can round to the same value).
           const float best = mx - lse;
           int64_t first = V;
 #pragma omp simd reduction(min : first)
