@@ -66,20 +66,15 @@ struct PhiExp {
   float phi;  // Phi(x)
   float e;    // exp(-x^2 / 2)
 };
+// q(t), highest degree first (Horner).
+constexpr float kPhiTail[11] = {5.754177272e-02f, -3.148842454e-01f, 6.696126461e-01f, -6.147637963e-01f,
+                                1.208269447e-01f, 1.519724634e-02f,  1.560184956e-01f, 2.730147243e-01f,
+                                3.181941807e-01f, 3.192456067e-01f,  -3.535410315e-06f};
 inline PhiExp vphi(float x) {
   const float ax = std::fabs(x), a = ax < 14.0f ? ax : 14.0f;
   const float t = vrecip(1.0f + 0.4f * a);
-  float q = 5.754177272e-02f;
-  q = q * t - 3.148842454e-01f;
-  q = q * t + 6.696126461e-01f;
-  q = q * t - 6.147637963e-01f;
-  q = q * t + 1.208269447e-01f;
-  q = q * t + 1.519724634e-02f;
-  q = q * t + 1.560184956e-01f;
-  q = q * t + 2.730147243e-01f;
-  q = q * t + 3.181941807e-01f;
-  q = q * t + 3.192456067e-01f;
-  q = q * t - 3.535410315e-06f;
+  float q = kPhiTail[0];
+  for (int i = 1; i < 11; ++i) q = q * t + kPhiTail[i];
   const float hi = a * a, lo = std::fma(a, a, -hi);  // a^2 = hi + lo exactly
   const float e = vexp(-0.5f * hi) * (1.0f - 0.5f * lo);
   const float tail = 0.5f * e * q;  // Phi(-a)
@@ -106,26 +101,23 @@ void gelu_erf_forward_avx512(int64_t n, const float* x, float* y) {
     const __m512 d = _mm512_fmadd_ps(a, _mm512_set1_ps(0.4f), _mm512_set1_ps(1.0f));
     __m512 t = _mm512_rcp14_ps(d);
     t = _mm512_mul_ps(t, _mm512_fnmadd_ps(d, t, _mm512_set1_ps(2.0f)));
-    __m512 q = _mm512_set1_ps(5.754177272e-02f);
-    for (float c : {-3.148842454e-01f, 6.696126461e-01f, -6.147637963e-01f, 1.208269447e-01f, 1.519724634e-02f,
-                    1.560184956e-01f, 2.730147243e-01f, 3.181941807e-01f, 3.192456067e-01f, -3.535410315e-06f})
-      q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(c));
+    __m512 q = _mm512_set1_ps(kPhiTail[0]);
+    for (int c = 1; c < 11; ++c) q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(kPhiTail[c]));
     const __m512 hi = _mm512_mul_ps(a, a), lo = _mm512_fmsub_ps(a, a, hi);  // a^2 = hi + lo exactly
     // exp(z), z = -hi / 2 in [-98, 0]: z = k ln2 + r, exp(r) by vexp's polynomial, 2^k from bits.
     const __m512 z = _mm512_mul_ps(hi, _mm512_set1_ps(-0.5f));
-    const __m512 zc = _mm512_max_ps(z, _mm512_set1_ps(-87.33654475f));
-    const __m512 kr = _mm512_fmadd_ps(zc, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(12582912.0f));
-    const __m512 k = _mm512_sub_ps(kr, _mm512_set1_ps(12582912.0f));
+    const __m512 zc = _mm512_max_ps(z, _mm512_set1_ps(exp_f32::kLo));
+    const __m512 kr = _mm512_fmadd_ps(zc, _mm512_set1_ps(exp_f32::kLog2e), _mm512_set1_ps(exp_f32::kRound));
+    const __m512 k = _mm512_sub_ps(kr, _mm512_set1_ps(exp_f32::kRound));
     const __m512i ki = _mm512_sub_epi32(_mm512_castps_si512(kr), _mm512_set1_epi32(0x4B400000));
-    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), zc);
-    r = _mm512_fmadd_ps(k, _mm512_set1_ps(2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
-      p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(exp_f32::kLn2Hi), zc);
+    r = _mm512_fmadd_ps(k, _mm512_set1_ps(exp_f32::kLn2Lo), r);
+    __m512 p = _mm512_set1_ps(exp_f32::kPoly[0]);
+    for (int c = 1; c < 6; ++c) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_f32::kPoly[c]));
     const __m512 er = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
     const __m512 two_k = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ki, _mm512_set1_epi32(127)), 23));
     __m512 e = _mm512_mul_ps(er, two_k);
-    e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(z, _mm512_set1_ps(-87.33654475f), _CMP_GE_OQ), e);
+    e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(z, _mm512_set1_ps(exp_f32::kLo), _CMP_GE_OQ), e);
     e = _mm512_mul_ps(e, _mm512_fnmadd_ps(_mm512_set1_ps(0.5f), lo, _mm512_set1_ps(1.0f)));  // exp(-lo / 2)
     const __m512 tail = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), e), q);  // Phi(-a)
     const __mmask16 neg = _mm512_cmp_ps_mask(xv, _mm512_setzero_ps(), _CMP_LT_OQ);
