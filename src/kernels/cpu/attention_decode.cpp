@@ -152,13 +152,16 @@ void attention_decode(const DecodeAttention& a) {
         const int64_t rn = r + 1 < R ? r + 1 : r;
         const int32_t* table_n = a.table ? a.table + rn * a.table_ld : nullptr;
         const int64_t fixed_n = a.row_map ? a.row_map[rn] : rn;
+        bool first_block = true;  // later blocks visit the same positions: request the keys once
         auto v_at = [&](int64_t j) {
-          prefetch_row(a.k + (table_n ? int64_t(table_n[j]) : fixed_n) * a.row_stride + j * a.pos_stride, D);
+          if (first_block)
+            prefetch_row(a.k + (table_n ? int64_t(table_n[j]) : fixed_n) * a.row_stride + j * a.pos_stride, D);
           return at(a.v, j);
         };
         int64_t c0 = 0;
-        for (; c0 + 256 <= D; c0 += 256) weighted_sum_block<16>(c0, L, Dh, s.data(), L, pad, v_at, o);
-        for (; c0 < D; c0 += 16) weighted_sum_block<1>(c0, L, Dh, s.data(), L, pad, v_at, o);
+        for (; c0 + 256 <= D; c0 += 256, first_block = false)
+          weighted_sum_block<16>(c0, L, Dh, s.data(), L, pad, v_at, o);
+        for (; c0 < D; c0 += 16, first_block = false) weighted_sum_block<1>(c0, L, Dh, s.data(), L, pad, v_at, o);
         continue;
       }
 #endif
