@@ -63,6 +63,17 @@ inline std::string run_capture(const std::string& cmd) {
   return out;
 }
 
+// The shell command that runs a PyTorch script of the source tree (`script`, e.g.
+// "tools/bench/seq2seq_torch.py") with `args`. The child inherits this process's environment, so
+// both sides of a comparison run under the same OpenMP wait settings (OMP_WAIT_POLICY,
+// GOMP_SPINCOUNT); when neither is set, the child gets OMP_WAIT_POLICY=PASSIVE, the setting
+// ../shared/bench-reference/README.md gives for PyTorch.
+inline std::string torch_command(const std::string& script, const std::string& args) {
+  const bool policy_set = std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT");
+  return std::string(policy_set ? "" : "OMP_WAIT_POLICY=PASSIVE ") + "/usr/bin/python3 -I " + source_dir() + "/" +
+         script + " " + args;
+}
+
 // The number after `key` in text ("median_ms=12.5" with key "median_ms=", or a JSON line
 // "\"key\": 12.5" with key "\"key\":"); -1 if absent.
 inline double find_number(const std::string& text, const std::string& key) {

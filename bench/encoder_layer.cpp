@@ -46,9 +46,8 @@ Times time_qkv(models::EncoderBlock& layer, const Tensor& x_data, const Tensor& 
 
 // Runs the torch script; returns its median {wall, cpu} ms (-1 if it failed).
 std::pair<double, double> time_torch(int iters, int threads) {
-  std::string out = bench::run_capture("OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 " + bench::source_dir() +
-                                       "/tools/bench/encoder_layer_torch.py --iters " + std::to_string(iters) +
-                                       " --threads " + std::to_string(threads));
+  std::string out = bench::run_capture(bench::torch_command(
+      "tools/bench/encoder_layer_torch.py", "--iters " + std::to_string(iters) + " --threads " + std::to_string(threads)));
   return {bench::find_number(out, "median_ms="), bench::find_number(out, "median_cpu_ms=")};
 }
 

@@ -50,9 +50,9 @@ Times time_qkv(nn::RnnBase& rnn, bool lstm, const Tensor& x_data, const Tensor& 
 
 // Runs the torch script; returns its median {wall, cpu} ms (-1 if it failed).
 std::pair<double, double> time_torch(const char* cell, int iters, int threads) {
-  std::string out = bench::run_capture("OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 " + bench::source_dir() +
-                                       "/tools/bench/lstm_torch.py --cell " + cell + " --iters " +
-                                       std::to_string(iters) + " --threads " + std::to_string(threads));
+  std::string out = bench::run_capture(bench::torch_command(
+      "tools/bench/lstm_torch.py",
+      std::string("--cell ") + cell + " --iters " + std::to_string(iters) + " --threads " + std::to_string(threads)));
   return {bench::find_number(out, "median_ms="), bench::find_number(out, "median_cpu_ms=")};
 }
 

@@ -14,8 +14,11 @@
 // Rounds alternate qkv and the torch child (tools/bench/seq2seq_torch.py train: the shared
 // ../shared/bench-reference/seq2seq_bench.py itself, imported, with process CPU time recorded
 // around its timed steps) so that both see the same load.
-// Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX
+// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=20000 OPENBLAS_CORETYPE=SkylakeX
 //        build/bench/bench_seq2seq [rounds=3] [steps=10]   (one command line)
+// GOMP_SPINCOUNT=20000 is qkv's own default wait policy (util/blas_env.h); the torch child
+// inherits the same environment (bench::torch_command), and a short spin is faster for it too
+// than OMP_WAIT_POLICY=PASSIVE here. OMP_WAIT_POLICY=PASSIVE instead runs both sides passive.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -90,9 +93,8 @@ struct TorchRun {
 };
 
 TorchRun train_torch(int steps, int threads) {
-  std::string out = bench::run_capture("OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 " + bench::source_dir() +
-                                       "/tools/bench/seq2seq_torch.py train --steps " + std::to_string(steps) +
-                                       " --threads " + std::to_string(threads));
+  std::string out = bench::run_capture(bench::torch_command(
+      "tools/bench/seq2seq_torch.py", "train --steps " + std::to_string(steps) + " --threads " + std::to_string(threads)));
   TorchRun r;
   r.tok_s = bench::find_number(out, "\"tgt_tokens_per_s_median\":");
   double cpu_s = bench::find_number(out, "\"cpu_s_median\":");

@@ -18,8 +18,11 @@
 // a shared machine), and peak RSS (qkv: this process after greedy, then after beam; torch: its
 // process).
 //
-// Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX
+// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=20000 OPENBLAS_CORETYPE=SkylakeX
 //        build/bench/bench_seq2seq_decode [rounds=3] [reps=5] [torch=2] [modes=both]
+// GOMP_SPINCOUNT=20000 is qkv's own default wait policy (util/blas_env.h); the torch child
+// inherits the same environment (bench::torch_command), and a short spin is faster for it too
+// than OMP_WAIT_POLICY=PASSIVE here. OMP_WAIT_POLICY=PASSIVE instead runs both sides passive.
 // torch: 2 = greedy and beam (torch beam runs 1 repetition per round: without a cache it is
 // slow), 1 = greedy only, 0 = qkv only (for profiling); modes: both | greedy | beam.
 #include <cstdio>
@@ -76,9 +79,9 @@ std::pair<double, double> time_qkv(models::Transformer& model, const Tensor& src
 
 // Runs tools/bench/seq2seq_torch.py decode; {wall s, cpu s, peak RSS MiB} medians (-1 if it failed).
 std::vector<double> time_torch(int beam, int reps, int threads) {
-  std::string out = bench::run_capture("OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 -I " + bench::source_dir() +
-                                       "/tools/bench/seq2seq_torch.py decode --threads " + std::to_string(threads) +
-                                       " --beam " + std::to_string(beam) + " --reps " + std::to_string(reps));
+  std::string out = bench::run_capture(bench::torch_command("tools/bench/seq2seq_torch.py",
+                                                          "decode --threads " + std::to_string(threads) + " --beam " +
+                                                              std::to_string(beam) + " --reps " + std::to_string(reps)));
   return {bench::find_number(out, "\"wall_s_median\":"), bench::find_number(out, "\"cpu_s_median\":"),
           bench::find_number(out, "\"peak_rss_MiB\":")};
 }

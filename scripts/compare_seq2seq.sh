@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 MINUTES=${1:-10}
 CORPUS=${2:-en-de-small}
 scripts/install.sh
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}  # wait policy: qkv's own (util/blas_env.h)
 QKV=build/qkv
 OUT=runs/compare
 DATA=data/mt/$CORPUS

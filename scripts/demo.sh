@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install.sh
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}  # wait policy: qkv's own (util/blas_env.h)
 QKV=build/qkv
 RUN=runs/demo
 CORPUS=data/mt/en-de-small

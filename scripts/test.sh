@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install.sh --asan
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-export OMP_WAIT_POLICY=PASSIVE
+export OMP_WAIT_POLICY=PASSIVE  # ctest -j2 runs two test processes on the cores: idle threads must not spin
 # OpenBLAS 0.3.21 misdetects recent Xeons (SSE3 kernels, ~4x slower): name the core.
 grep -q avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 export QKV_REF_DIR=$PWD/build/refs
