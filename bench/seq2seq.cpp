@@ -14,9 +14,9 @@
 // Rounds alternate qkv and the torch child (tools/bench/seq2seq_torch.py train: the shared
 // ../shared/bench-reference/seq2seq_bench.py itself, imported, with process CPU time recorded
 // around its timed steps) so that both see the same load.
-// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=20000 OPENBLAS_CORETYPE=SkylakeX
+// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
 //        build/bench/bench_seq2seq [rounds=3] [steps=10]   (one command line)
-// GOMP_SPINCOUNT=20000 is qkv's own default wait policy (util/blas_env.h); the torch child
+// GOMP_SPINCOUNT=5000 is qkv's own default wait policy (util/blas_env.h); the torch child
 // inherits the same environment (bench::torch_command), and a short spin is faster for it too
 // than OMP_WAIT_POLICY=PASSIVE here. OMP_WAIT_POLICY=PASSIVE instead runs both sides passive.
 #include <cstdio>

@@ -18,9 +18,9 @@
 // a shared machine), and peak RSS (qkv: this process after greedy, then after beam; torch: its
 // process).
 //
-// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=20000 OPENBLAS_CORETYPE=SkylakeX
+// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
 //        build/bench/bench_seq2seq_decode [rounds=3] [reps=5] [torch=2] [modes=both]
-// GOMP_SPINCOUNT=20000 is qkv's own default wait policy (util/blas_env.h); the torch child
+// GOMP_SPINCOUNT=5000 is qkv's own default wait policy (util/blas_env.h); the torch child
 // inherits the same environment (bench::torch_command), and a short spin is faster for it too
 // than OMP_WAIT_POLICY=PASSIVE here. OMP_WAIT_POLICY=PASSIVE instead runs both sides passive.
 // torch: 2 = greedy and beam (torch beam runs 1 repetition per round: without a cache it is

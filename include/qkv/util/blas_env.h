@@ -4,13 +4,15 @@
 namespace qkv {
 
 // How long an idle OpenMP thread spins before it sleeps, in libgomp's spin iterations (one
-// `pause` each, about 15 ns on this machine's Xeon: about 0.3 ms). A greedy decoding step is
-// some 18 parallel regions with a few to tens of microseconds of serial work between them; a
-// worker that went to sleep in each gap costs a futex wake-up of 100-200 us on this VM (the
-// OMP_WAIT_POLICY=PASSIVE behaviour, spin count 0), which made decoding 1.4-1.9x slower in wall
-// time. libgomp's own default spins about 20x longer (300000), which burns CPU time that
-// other processes on a shared machine could use.
-inline constexpr const char* kGompSpinCount = "20000";
+// `pause` each, about 15 ns on this machine's Xeon: about 75 us). A greedy decoding step is some
+// 18 parallel regions with serial work of a few to tens of microseconds between them; a worker
+// that sleeps in each gap (OMP_WAIT_POLICY=PASSIVE, spin count 0) needs a wake-up that costs
+// 100 us or more on a VM whose idle vCPU halted. Greedy bench, seconds per batch, alone on the 2
+// cores: PASSIVE 0.21-0.52, 5000 spins 0.14-0.24, 20000 spins 0.14-0.17. Spinning loses when
+// other processes want the cores: two such benches at once took 0.28-0.30 s each with PASSIVE,
+// 0.47-0.52 with 5000 spins and 0.90-1.11 with 20000 (libgomp's own default is 300000). So run
+// concurrent jobs with OMP_WAIT_POLICY=PASSIVE (scripts/test.sh does, for ctest -j2).
+inline constexpr const char* kGompSpinCount = "5000";
 
 // Settings that must be in the environment before the libraries load, so they cannot be set
 // from main(): OpenBLAS 0.3.21 (Debian 12) does not recognise recent Xeons and falls back to its
