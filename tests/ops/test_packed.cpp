@@ -32,6 +32,16 @@ TEST(LinearPacked, MatchesLinearForEveryTileShape) {
   }
 }
 
+TEST(LinearPacked, LargeShapesTakeTheParallelPaths) {
+  NoGradGuard ng;
+  // N * K >= 2^18 packs the panels on the pool and M * N * K >= 2^22 multiplies on it, whatever
+  // the wait policy (kernels/parallel.h); N = 1000 leaves a partial last panel to zero-pad.
+  const int64_t M = 32, N = 1000, K = 300;
+  Tensor x = randn({M, K}, 11), w = randn({N, K}, 12), b = randn({N}, 13);
+  Tol tol{kF32.rtol, kF32.atol * std::sqrt(double(K))};
+  EXPECT_CLOSE(linear_packed(x, kernels::pack_linear(w, b)), linear(x, w, b), tol);
+}
+
 TEST(LinearPacked, LeadingAxesStridedRowsAndF64) {
   NoGradGuard ng;
   Tensor w = randn({40, 24}, 1), b = randn({40}, 2);

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "qkv/kernels/gemm.h"
+#include "qkv/kernels/parallel.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -110,14 +111,22 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias) {
   }
   if (w.dtype() != DType::f32) return p;  // f64 goes through BLAS with the original weight
   const int64_t np = (p.N + kPanel - 1) / kPanel;
-  p.panels = Tensor::zeros({np, p.K, kPanel});  // 64-byte aligned (the allocator's alignment)
+  p.panels = Tensor::empty({np, p.K, kPanel});  // 64-byte aligned (the allocator's alignment)
   Tensor wc = w.contiguous();
   const float* src = wc.data<float>();
   float* dst = p.panels.data<float>();
-  for (int64_t n = 0; n < p.N; ++n) {
-    float* col = dst + (n / kPanel) * p.K * kPanel + n % kPanel;
-    const float* row = src + n * p.K;
-    for (int64_t k = 0; k < p.K; ++k) col[k * kPanel] = row[k];
+  // Panel j = rows n0..n0+31 of w, transposed to (K, 32), zero past N. Decoding packs every
+  // weight (19 MB for the 3+3-layer base model) on one thread between its parallel regions
+  // otherwise; panels are independent.
+#pragma omp parallel for schedule(static) if (p.N * p.K >= (int64_t(1) << 18) && np > 1)
+  for (int64_t j = 0; j < np; ++j) {
+    const int64_t n0 = j * kPanel, ncols = std::min(kPanel, p.N - n0);
+    float* panel = dst + j * p.K * kPanel;
+    for (int64_t k = 0; k < p.K; ++k) {
+      float* out = panel + k * kPanel;
+      for (int64_t c = 0; c < ncols; ++c) out[c] = src[(n0 + c) * p.K + k];
+      for (int64_t c = ncols; c < kPanel; ++c) out[c] = 0.0f;
+    }
   }
   if (p.bias.defined()) {  // contiguous; zero-padded to whole panels (read 32 wide)
     p.dense_bias = bias.detach().contiguous();
@@ -142,8 +151,11 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
   const float* bias = p.padded_bias.defined() ? p.padded_bias.data<float>()
                                               : (p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr);
   const int64_t np = (N + kPanel - 1) / kPanel;
-  // Below ~4M multiply-adds one thread is cheaper than waking the pool.
-#pragma omp parallel for schedule(static) if (M * N * K >= (int64_t(1) << 22) && np > 1)
+  // Multiply-adds below which one thread is cheaper than the pool: with spinning idle threads the
+  // decoder's 32x256x256 projections (2M) gain from two threads (greedy bench -7% wall); with
+  // sleeping ones only the 6M+ products do.
+  const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 20) : (int64_t(1) << 22);
+#pragma omp parallel for schedule(static) if (M * N * K >= min_macs && np > 1)
   for (int64_t j = 0; j < np; ++j) {
     const int64_t n0 = j * kPanel, ncols = std::min(kPanel, N - n0);
     const float* panel = panels + j * K * kPanel;
