@@ -6,6 +6,8 @@
 #include <numeric>
 
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/elementwise.h"
+#include "qkv/kernels/parallel.h"
 #include "qkv/kernels/softmax.h"
 
 namespace qkv::decode {
@@ -105,6 +107,21 @@ float row_logsumexp(const float* row, int64_t V, float* max_out = nullptr) {
   return mx + float(std::log(s));
 }
 
+// The first maximum of the log-softmax of a logits row (the values log_softmax_rows gives):
+// its token and log-probability.
+void best_token(const float* row, int64_t V, int64_t& tok, double& lp) {
+  float mx;
+  const float lse = row_logsumexp(row, V, &mx);
+  // max_v (row[v] - lse) is mx - lse (rounding is monotone); its first position, found in one
+  // vectorised pass (an earlier, smaller logit can round to the same value).
+  const float best = mx - lse;
+  int64_t first = V;
+#pragma omp simd reduction(min : first)
+  for (int64_t v = 0; v < V; ++v) first = (row[v] - lse == best && v < first) ? v : first;
+  tok = first < V && best > kNegInf ? first : 0;  // no finite logit: 0 (as max_element over -inf)
+  lp = row[tok] - lse;
+}
+
 // The m largest log-softmax values of a logits row (row[v] - lse, exactly the floats
 // log_softmax_rows gives), best first, ties towards the lower token id. One pass: a chunk of 16
 // logits is skipped unless its maximum beats the current m-th best, so after the first chunks
@@ -187,30 +204,22 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
   {
     Generator gen(opt.seed);
     std::vector<Hypothesis> hyp(static_cast<size_t>(B));
-    std::vector<int64_t> last(size_t(B), ids.bos);
+    std::vector<int64_t> last(size_t(B), ids.bos), step_tok(size_t(B), 0);
+    std::vector<double> step_lp(size_t(B), 0.0);
     for (int64_t t = 0; t < max_steps; ++t) {
       Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (B, V)
       const int64_t V = logits.size(1);
       const float* X = logits.data<float>();
+      if (!opt.sample) {  // rows are independent: on the pool when it is cheap to enter
+#pragma omp parallel for schedule(static) if (B * V >= kernels::kParallelGrain && kernels::idle_threads_spin())
+        for (int64_t b = 0; b < B; ++b)
+          if (!done[size_t(b)]) best_token(X + b * V, V, step_tok[size_t(b)], step_lp[size_t(b)]);
+      }
       for (int64_t b = 0; b < B; ++b) {
         if (done[size_t(b)]) { last[size_t(b)] = ids.eos; continue; }
-        int64_t tok;
-        double lp;
-        if (opt.sample) {
-          tok = sample_row(X + b * V, V, opt, gen, lp);
-        } else {  // the first maximum of the log-softmax row (the values log_softmax_rows gives)
-          const float* row = X + b * V;
-          float mx;
-          const float lse = row_logsumexp(row, V, &mx);
-          // max_v (row[v] - lse) is mx - lse (rounding is monotone); its first position, found
-          // in one vectorised pass (an earlier, smaller logit can round to the same value).
-          const float best = mx - lse;
-          int64_t first = V;
-#pragma omp simd reduction(min : first)
-          for (int64_t v = 0; v < V; ++v) first = (row[v] - lse == best && v < first) ? v : first;
-          tok = first < V && best > kNegInf ? first : 0;  // no finite logit: 0 (as max_element over -inf)
-          lp = row[tok] - lse;
-        }
+        int64_t tok = step_tok[size_t(b)];
+        double lp = step_lp[size_t(b)];
+        if (opt.sample) tok = sample_row(X + b * V, V, opt, gen, lp);
         Hypothesis& h = hyp[size_t(b)];
         h.tokens.push_back(tok);
         h.logprob += lp;
