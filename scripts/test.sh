@@ -12,6 +12,10 @@ export QKV_REF_DIR=$PWD/build/refs
 /usr/bin/python3 tools/gen_refs.py --out "$QKV_REF_DIR"
 echo "== Release"
 (cd build && ctest --output-on-failure -j2 --timeout 900)
+echo "== Release, decoding and packed products again with spinning idle threads (qkv's default)"
+# kernels::idle_threads_spin() moves small products and greedy's argmax onto the pool.
+(cd build && env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=5000 ctest --output-on-failure -j1 --timeout 900 \
+  -R 'Decode|BeamSearch|Incremental|LinearPacked|SyntheticTasks')
 echo "== ASan+UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
