@@ -10,13 +10,19 @@ export OMP_WAIT_POLICY=PASSIVE  # ctest -j2 runs two test processes on the cores
 grep -q avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 export QKV_REF_DIR=$PWD/build/refs
 /usr/bin/python3 tools/gen_refs.py --out "$QKV_REF_DIR"
+# The decoding and packed-product tests again under qkv's default policy (spinning idle threads):
+# kernels::idle_threads_spin() moves small products and the search's per-row work onto the pool.
+spinning() {
+  (cd "$1" && env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=5000 ctest --output-on-failure -j1 --timeout 1800 \
+    -R 'Decode|BeamSearch|Incremental|LinearPacked|SyntheticTasks')
+}
 echo "== Release"
 (cd build && ctest --output-on-failure -j2 --timeout 900)
-echo "== Release, decoding and packed products again with spinning idle threads (qkv's default)"
-# kernels::idle_threads_spin() moves small products and greedy's argmax onto the pool.
-(cd build && env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=5000 ctest --output-on-failure -j1 --timeout 900 \
-  -R 'Decode|BeamSearch|Incremental|LinearPacked|SyntheticTasks')
+echo "== Release, decoding with spinning idle threads"
+spinning build
 echo "== ASan+UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --output-on-failure -j2 --timeout 1800)
+echo "== ASan+UBSan, decoding with spinning idle threads"
+spinning build-asan

@@ -257,7 +257,7 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
   std::vector<int64_t> last(size_t(B * K), ids.bos);
   struct Cand { double s; int64_t row, tok; };
   std::vector<Cand> cands;
-  std::vector<std::pair<float, int64_t>> top;  // one row's best (log-prob, token)
+  std::vector<std::vector<std::pair<float, int64_t>>> top(static_cast<size_t>(B * K));  // per row: (log-prob, token)
 
   for (int64_t t = 0; t < max_steps; ++t) {
     Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (B*K, V)
@@ -267,6 +267,11 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
     std::vector<double> next_score(size_t(B * K), -INFINITY);
     std::vector<std::vector<int64_t>> next_toks(static_cast<size_t>(B * K));
     std::vector<int64_t> next_last(size_t(B * K), ids.eos);
+    // The 2K best tokens of every live row; rows are independent: on the pool when it is cheap.
+#pragma omp parallel for schedule(static) if (B * K * V >= kernels::kParallelGrain && kernels::idle_threads_spin())
+    for (int64_t r = 0; r < B * K; ++r)
+      if (!done[size_t(r / K)] && score[size_t(r)] != -INFINITY)
+        top_tokens(X + r * V, V, size_t(2 * K), top[size_t(r)]);
     for (int64_t b = 0; b < B; ++b) {
       const int64_t base = b * K;
       for (int64_t k = 0; k < K; ++k) next_rows[size_t(base + k)] = base;  // harmless filler
@@ -277,8 +282,7 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
       for (int64_t k = 0; k < K; ++k) {
         double s0 = score[size_t(base + k)];
         if (s0 == -INFINITY) continue;
-        top_tokens(X + (base + k) * V, V, size_t(2 * K), top);
-        for (const auto& [lp, tok] : top) cands.push_back({s0 + double(lp), base + k, tok});
+        for (const auto& [lp, tok] : top[size_t(base + k)]) cands.push_back({s0 + double(lp), base + k, tok});
       }
       size_t keep = std::min(cands.size(), size_t(2 * K));
       // Ties break towards the lower row, then the lower token id (deterministic).
