@@ -1,0 +1,42 @@
+// `qkv info`: the threads, BLAS kernels and OpenMP wait policy this process runs with, after
+// the start-up re-exec (util/blas_env.h) - what a speed report needs next to its figures.
+#include <CLI/CLI.hpp>
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "cli.h"
+#include "qkv/kernels/gemm.h"
+#include "qkv/kernels/parallel.h"
+
+namespace {
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::string(name) + "=" + v : std::string(fallback);
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Print the threads, BLAS kernels and OpenMP wait policy qkv runs with", "qkv info"};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  std::printf("threads          %d (%s)\n", omp_get_max_threads(), env_or("OMP_NUM_THREADS", "all cores").c_str());
+  std::printf("cpu              %s\n", avx512 ? "AVX-512" : "no AVX-512");
+  std::printf("OpenBLAS kernels %s (%s)%s\n", qkv::kernels::blas_core(),
+              env_or("OPENBLAS_CORETYPE", "detected").c_str(),
+              qkv::kernels::blas_core_is_degraded() ? ": degraded, set OPENBLAS_CORETYPE=SkylakeX" : "");
+  std::printf("OpenMP wait      %s, %s; idle threads %s\n", env_or("OMP_WAIT_POLICY", "no OMP_WAIT_POLICY").c_str(),
+              env_or("GOMP_SPINCOUNT", "no GOMP_SPINCOUNT").c_str(),
+              qkv::kernels::idle_threads_spin() ? "spin, then sleep" : "sleep at once");
+  return 0;
+}
+
+qkv::cli::Register reg("info", "threads, BLAS kernels and OpenMP wait policy in effect", run);
+
+}  // namespace

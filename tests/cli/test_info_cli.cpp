@@ -1,0 +1,65 @@
+// `qkv info` and the start-up re-exec (util/blas_env.h): with neither OMP_WAIT_POLICY nor
+// GOMP_SPINCOUNT set, qkv runs with GOMP_SPINCOUNT=5000 (and OPENBLAS_CORETYPE=SkylakeX on
+// AVX-512 machines); a policy the user chose is left as it is.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+
+#include "qkv/util/file.h"
+#include "run_qkv.h"
+
+namespace fs = std::filesystem;
+using qkv::testing::run_qkv;
+
+namespace {
+// Sets (or, for nullopt, unsets) environment variables for one scope, then restores them.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::map<std::string, std::optional<std::string>>& vars) {
+    for (const auto& [name, value] : vars) {
+      const char* old = std::getenv(name.c_str());
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+      value ? setenv(name.c_str(), value->c_str(), 1) : unsetenv(name.c_str());
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : saved_) value ? setenv(name.c_str(), value->c_str(), 1) : unsetenv(name.c_str());
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+std::string info(const std::map<std::string, std::optional<std::string>>& vars) {
+  ScopedEnv env(vars);
+  fs::path dir = fs::path(::testing::TempDir()) / "info_cli";
+  fs::create_directories(dir);
+  EXPECT_EQ(run_qkv({"info"}, dir / "log", (dir / "out").string()), 0) << qkv::read_file((dir / "log").string());
+  return qkv::read_file((dir / "out").string());
+}
+}  // namespace
+
+TEST(InfoCli, ReexecAddsTheShortSpinUnlessThePolicyIsSet) {
+  const std::string fresh = info({{"QKV_NO_REEXEC", std::nullopt},
+                                  {"OMP_WAIT_POLICY", std::nullopt},
+                                  {"GOMP_SPINCOUNT", std::nullopt},
+                                  {"OPENBLAS_CORETYPE", std::nullopt}});
+  EXPECT_NE(fresh.find("no OMP_WAIT_POLICY, GOMP_SPINCOUNT=5000; idle threads spin, then sleep"), std::string::npos)
+      << fresh;
+  if (__builtin_cpu_supports("avx512f")) {
+    EXPECT_NE(fresh.find("OpenBLAS kernels SkylakeX (OPENBLAS_CORETYPE=SkylakeX)"), std::string::npos) << fresh;
+  }
+
+  const std::string passive = info({{"QKV_NO_REEXEC", std::nullopt},
+                                    {"OMP_WAIT_POLICY", "PASSIVE"},
+                                    {"GOMP_SPINCOUNT", std::nullopt}});
+  EXPECT_NE(passive.find("OMP_WAIT_POLICY=PASSIVE, no GOMP_SPINCOUNT; idle threads sleep at once"), std::string::npos)
+      << passive;
+
+  const std::string own = info({{"QKV_NO_REEXEC", std::nullopt},
+                                {"OMP_WAIT_POLICY", std::nullopt},
+                                {"GOMP_SPINCOUNT", "0"}});
+  EXPECT_NE(own.find("no OMP_WAIT_POLICY, GOMP_SPINCOUNT=0; idle threads sleep at once"), std::string::npos) << own;
+}
