@@ -60,7 +60,9 @@ SdpaRun run_case(const RefFile& ref, const std::string& c, DType dt, bool need_w
 
 void expect_matches(const RefFile& ref, const std::string& c, const SdpaRun& r, Tol out_tol, Tol grad_tol) {
   EXPECT_CLOSE(r.out, ref.get(c, "out"), out_tol);
-  if (r.weights.defined()) EXPECT_CLOSE(r.weights, ref.get(c, "weights"), out_tol);
+  if (r.weights.defined()) {
+    EXPECT_CLOSE(r.weights, ref.get(c, "weights"), out_tol);
+  }
   EXPECT_CLOSE(r.dq, ref.get(c, "dq"), grad_tol);
   EXPECT_CLOSE(r.dk, ref.get(c, "dk"), grad_tol);
   EXPECT_CLOSE(r.dv, ref.get(c, "dv"), grad_tol);

@@ -40,7 +40,9 @@ TEST(Linear, MatchesPyTorch) {
     backward(y, ref.get(c, "gy"));
     EXPECT_CLOSE(x.grad(), ref.get(c, "gx"), kF32);
     EXPECT_CLOSE(lin.weight.grad(), ref.get(c, "gw"), kF32);
-    if (bias) EXPECT_CLOSE(lin.bias.grad(), ref.get(c, "gb"), kF32);
+    if (bias) {
+      EXPECT_CLOSE(lin.bias.grad(), ref.get(c, "gb"), kF32);
+    }
     EXPECT_EQ(lin.named_parameters().size(), bias ? 2u : 1u);
     ++n;
   }

@@ -28,8 +28,12 @@ TEST(LayerNorm, MatchesPyTorch) {
     backward(y, ref.get(c, "gy"));
     EXPECT_CLOSE(x.grad(), ref.get(c, "gx"), kF32);
     // dweight/dbias sum over up to 64 rows; the reference is the exact (f64) sum.
-    if (w.defined()) EXPECT_CLOSE(w.grad(), ref.get(c, "gw"), kF32);
-    if (b.defined()) EXPECT_CLOSE(b.grad(), ref.get(c, "gb"), kF32);
+    if (w.defined()) {
+      EXPECT_CLOSE(w.grad(), ref.get(c, "gw"), kF32);
+    }
+    if (b.defined()) {
+      EXPECT_CLOSE(b.grad(), ref.get(c, "gb"), kF32);
+    }
     ++n;
   }
   EXPECT_EQ(n, 18);

@@ -40,7 +40,9 @@ TEST(Softmax, MatchesPyTorch) {
       Tensor mask;
       if (kind != "none") mask = ref.get(c, "mask").clone();
       if (kind == "bool" && as_u8) mask = mask.to(DType::u8);
-      if (kind == "bool") ASSERT_TRUE(as_u8 ? mask.dtype() == DType::u8 : mask.dtype() == DType::boolean);
+      if (kind == "bool") {
+        ASSERT_TRUE(as_u8 ? mask.dtype() == DType::u8 : mask.dtype() == DType::boolean);
+      }
       if (kind == "add") mask.set_requires_grad(true);
       Tensor y = log ? log_softmax(x, mask) : softmax(x, mask);
       EXPECT_CLOSE(y, ref.get(c, "y"), kF32);
@@ -98,7 +100,9 @@ TEST(Softmax, GradcheckF64) {
     EXPECT_GRADCHECK([&](const std::vector<Tensor>& in) { return f(in[0], Tensor()); }, {x});
     EXPECT_GRADCHECK([&](const std::vector<Tensor>& in) { return f(in[0], in[1]); }, {x, add_mask});
     // Masked positions of log_softmax are -inf: project only softmax outputs through them.
-    if (!log) EXPECT_GRADCHECK([&](const std::vector<Tensor>& in) { return f(in[0], bool_mask); }, {x});
+    if (!log) {
+      EXPECT_GRADCHECK([&](const std::vector<Tensor>& in) { return f(in[0], bool_mask); }, {x});
+    }
   }
   // log_softmax with a bool mask: its finite outputs, via exp (masked entries become 0).
   EXPECT_GRADCHECK([&](const std::vector<Tensor>& in) { return exp(log_softmax(in[0], bool_mask)); }, {x});

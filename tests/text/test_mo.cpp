@@ -58,7 +58,9 @@ void expect_matches_entries(const MoCatalog& c, const json& entries, bool skip_u
     const json& w = it->second;
     EXPECT_EQ(e.has_context, !w["ctx"].is_null()) << key;
     EXPECT_EQ(e.is_plural, !w["plural"].is_null()) << key;
-    if (e.is_plural) EXPECT_EQ(e.msgid_plural, w["plural"].get<std::string>()) << key;
+    if (e.is_plural) {
+      EXPECT_EQ(e.msgid_plural, w["plural"].get<std::string>()) << key;
+    }
     EXPECT_EQ(e.msgstr, w["str"].get<std::vector<std::string>>()) << key;
   }
 }

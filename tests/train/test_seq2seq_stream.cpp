@@ -43,7 +43,9 @@ TEST(Seq2SeqStream, BudgetCoverageAndShiftedTargets) {
       EXPECT_EQ(tin[r * T], kIds.bos);  // decoder input starts with <s>
       seen.insert(tout[r * T]);
       for (int64_t t = 1; t < T; ++t)
-        if (tout[r * T + t] != kIds.pad) EXPECT_EQ(tin[r * T + t], tout[r * T + t - 1]);  // shifted right (</s> never fed)
+        if (tout[r * T + t] != kIds.pad) {  // shifted right (</s> never fed)
+          EXPECT_EQ(tin[r * T + t], tout[r * T + t - 1]);
+        }
     }
   }
   EXPECT_EQ(st.epoch(), 0);
