@@ -107,6 +107,12 @@ float row_logsumexp(const float* row, int64_t V, float* max_out = nullptr) {
   return mx + float(std::log(s));
 }
 
+// Whether the per-row scoring of a step (`elements` logits) goes on the OpenMP pool: only when
+// it is large and entering the pool is cheap (idle threads spin; kernels/parallel.h).
+bool rows_on_pool(int64_t elements) {
+  return elements >= kernels::kParallelGrain && kernels::idle_threads_spin();
+}
+
 // The first maximum of the log-softmax of a logits row (the values log_softmax_rows gives):
 // its token and log-probability.
 void best_token(const float* row, int64_t V, int64_t& tok, double& lp) {
@@ -210,8 +216,8 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
       Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (B, V)
       const int64_t V = logits.size(1);
       const float* X = logits.data<float>();
-      if (!opt.sample) {  // rows are independent: on the pool when it is cheap to enter
-#pragma omp parallel for schedule(static) if (B * V >= kernels::kParallelGrain && kernels::idle_threads_spin())
+      if (!opt.sample) {  // rows are independent
+#pragma omp parallel for schedule(static) if (rows_on_pool(B * V))
         for (int64_t b = 0; b < B; ++b)
           if (!done[size_t(b)]) best_token(X + b * V, V, step_tok[size_t(b)], step_lp[size_t(b)]);
       }
@@ -268,7 +274,7 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
     std::vector<std::vector<int64_t>> next_toks(static_cast<size_t>(B * K));
     std::vector<int64_t> next_last(size_t(B * K), ids.eos);
     // The 2K best tokens of every live row; rows are independent: on the pool when it is cheap.
-#pragma omp parallel for schedule(static) if (B * K * V >= kernels::kParallelGrain && kernels::idle_threads_spin())
+#pragma omp parallel for schedule(static) if (rows_on_pool(B * K * V))
     for (int64_t r = 0; r < B * K; ++r)
       if (!done[size_t(r / K)] && score[size_t(r)] != -INFINITY)
         top_tokens(X + r * V, V, size_t(2 * K), top[size_t(r)]);
