@@ -3,7 +3,7 @@
 #include <set>
 
 #include "qkv/autograd/node.h"
-#include "qkv/io/safetensors.h"
+#include "qkv/io/format/safetensors.h"
 
 namespace qkv::nn {
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "qkv/autograd/node.h"
-#include "qkv/io/safetensors.h"
+#include "qkv/io/format/safetensors.h"
 #include "qkv/ops/loss.h"
 #include "qkv/ops/shape.h"
 #include "qkv/tensor/rng.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "qkv/io/safetensors.h"
+#include "qkv/io/format/safetensors.h"
 #include "qkv/tensor/tensor.h"
 
 namespace qkv::testing {

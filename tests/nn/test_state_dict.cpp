@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "qkv/io/safetensors.h"
+#include "qkv/io/format/safetensors.h"
 #include "qkv/nn/module.h"
 #include "ref.h"
 

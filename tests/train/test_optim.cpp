@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "optim_cases.h"
-#include "qkv/io/safetensors.h"
+#include "qkv/io/format/safetensors.h"
 #include "qkv/train/clip.h"
 #include "ref.h"
 

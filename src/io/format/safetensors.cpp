@@ -1,4 +1,4 @@
-#include "qkv/io/safetensors.h"
+#include "qkv/io/format/safetensors.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-// qkv/io/safetensors.h - the safetensors format (huggingface/safetensors), written from its spec:
+// qkv/io/format/safetensors.h - the safetensors format (huggingface/safetensors), written from its spec:
 //   [u64 little-endian N][N bytes of JSON header][byte buffer]
 //   header: {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
 //            "__metadata__": {"key": "value"}}; offsets are relative to the byte buffer.
