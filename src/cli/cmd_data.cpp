@@ -5,8 +5,8 @@
 #include <string>
 
 #include "cli.h"
-#include "qkv/text/corpus_mt.h"
-#include "qkv/text/corpus_mono.h"
+#include "qkv/data/corpus_mt.h"
+#include "qkv/data/corpus_mono.h"
 #include "qkv/util/error.h"
 
 namespace {
@@ -80,10 +80,10 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  qkv::text::BuildResult r;
+  qkv::data::BuildResult r;
   bool mt = false;
   if (corpus == "mt-en-de" || corpus == "mt-en-fr") {
-    qkv::text::MtBuildOptions o;
+    qkv::data::MtBuildOptions o;
     o.tgt_lang = corpus.substr(6);
     o.set = set;
     o.package_list = list;
@@ -91,17 +91,17 @@ int run(int argc, char** argv) {
     o.cache_dir = cache;
     o.force = force;
     o.verbose = verbose;
-    r = qkv::text::build_mt_corpus(o);
+    r = qkv::data::build_mt_corpus(o);
     mt = true;
   } else {
-    qkv::text::ExtraBuildOptions o;
+    qkv::data::ExtraBuildOptions o;
     o.data_dir = dir;
     o.cache_dir = cache;
     o.force = force;
     o.verbose = verbose;
-    if (corpus == "lm-en") r = qkv::text::build_lm_corpus(o);
-    else if (corpus == "cls-debian") r = qkv::text::build_cls_corpus(o);
-    else if (corpus == "sentiment") r = qkv::text::build_sentiment_corpus(o);
+    if (corpus == "lm-en") r = qkv::data::build_lm_corpus(o);
+    else if (corpus == "cls-debian") r = qkv::data::build_cls_corpus(o);
+    else if (corpus == "sentiment") r = qkv::data::build_sentiment_corpus(o);
     else qkv::fail("qkv data", "unknown corpus '", corpus, "' (expected mt-en-de, mt-en-fr, lm-en, cls-debian or sentiment)");
   }
   if (!r.built && !stats) return 0;  // up to date: nothing to do, nothing to say

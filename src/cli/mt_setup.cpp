@@ -4,8 +4,8 @@
 #include <fstream>
 
 #include "qkv/text/bpe_train.h"
-#include "qkv/text/corpus.h"
-#include "qkv/text/corpus_mt.h"
+#include "qkv/data/corpus.h"
+#include "qkv/data/corpus_mt.h"
 #include "qkv/train/seq2seq_data.h"
 #include "qkv/util/config.h"
 #include "qkv/util/file.h"
@@ -27,7 +27,7 @@ ParallelText read_parallel_tsv(const std::string& path) {
     auto tab = line.find('\t');
     QKV_CHECK(tab != std::string::npos && line.find('\t', tab + 1) == std::string::npos, path, "line ", n,
               ": expected exactly one tab between source and target");
-    QKV_CHECK(text::is_valid_utf8(line), path, "line ", n, ": invalid UTF-8");
+    QKV_CHECK(data::is_valid_utf8(line), path, "line ", n, ": invalid UTF-8");
     t.src.push_back(line.substr(0, tab));
     t.tgt.push_back(line.substr(tab + 1));
   }
@@ -40,13 +40,13 @@ std::string ensure_mt_corpus(const std::string& name, const std::string& data_di
   auto a = name.find('-'), b = name.rfind('-');
   QKV_CHECK(name.rfind("en-", 0) == 0 && a != b, "corpus", "unknown corpus '", name,
             "' (expected en-<lang>-<set>, e.g. en-de-small)");
-  text::MtBuildOptions o;
+  data::MtBuildOptions o;
   o.tgt_lang = name.substr(a + 1, b - a - 1);
   o.set = name.substr(b + 1);
   o.data_dir = data_dir;
   o.verbose = true;
   o.config.tgt_lang = o.tgt_lang;
-  auto r = text::build_mt_corpus(o);
+  auto r = data::build_mt_corpus(o);
   return r.out_dir;
 }
 

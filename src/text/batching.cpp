@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "qkv/text/corpus.h"  // splitmix64, split_tabs
 #include "qkv/text/line_reader.h"
 #include "qkv/util/error.h"
+#include "qkv/util/hash.h"
 
 namespace qkv::text {
 

@@ -75,4 +75,18 @@ bool LineReader::next(std::string_view& line) {
   return true;
 }
 
+std::vector<std::string_view> split_tabs(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t b = 0;
+  for (;;) {
+    size_t t = line.find('\t', b);
+    if (t == std::string_view::npos) {
+      out.push_back(line.substr(b));
+      return out;
+    }
+    out.push_back(line.substr(b, t - b));
+    b = t + 1;
+  }
+}
+
 }  // namespace qkv::text

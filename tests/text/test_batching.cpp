@@ -4,7 +4,7 @@
 #include <fstream>
 #include <set>
 
-#include "corpus_test_util.h"
+#include "scratch_util.h"
 #include "qkv/text/batching.h"
 #include "qkv/text/line_reader.h"
 #include "qkv/util/error.h"

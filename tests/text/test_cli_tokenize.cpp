@@ -56,13 +56,15 @@ TEST(CliTokenize, BertVocabTxtWithTemplateAndPairs) {
 
 TEST(CliTokenize, TrainThenTokenizeRoundTrip) {
   std::string corpus = test_text_path("bpe_train_100k.txt", 100000, true);
-  // Two lines of words from the corpus (plain ASCII letters), so every kind knows them.
+  // Two lines of words from the corpus (plain ASCII letters with white space on both sides, so that
+  // every kind, word-level included, saw each of them as a whole word).
   std::string text, c = slurp(corpus);
   int words = 0;
   for (size_t i = 0; i < c.size() && words < 24;) {
     size_t j = i;
     while (j < c.size() && ((c[j] >= 'a' && c[j] <= 'z') || (c[j] >= 'A' && c[j] <= 'Z'))) ++j;
-    if (j - i >= 2 && (j == c.size() || c[j] == ' ' || c[j] == '\n')) {
+    const bool starts_word = i == 0 || c[i - 1] == ' ' || c[i - 1] == '\n';
+    if (starts_word && j - i >= 2 && (j == c.size() || c[j] == ' ' || c[j] == '\n')) {
       text += c.substr(i, j - i) + (++words % 12 ? " " : "\n");
     }
     i = j + 1;

@@ -37,4 +37,7 @@ class LineReader {
   uint64_t offset_ = 0, line_no_ = 0;
 };
 
+// Reads one "a\tb..." line into fields split at tabs (views into line).
+std::vector<std::string_view> split_tabs(std::string_view line);
+
 }  // namespace qkv::text

@@ -5,15 +5,15 @@
 #include <filesystem>
 
 #include "process.h"
-#include "qkv/text/corpus.h"
-#include "qkv/text/corpus_mono.h"
-#include "qkv/text/debian.h"
+#include "qkv/data/corpus.h"
+#include "qkv/data/corpus_mono.h"
+#include "qkv/data/debian.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
 
 namespace fs = std::filesystem;
 
-namespace qkv::text {
+namespace qkv::data {
 
 namespace {
 const char* kSpec = "sentiment@5.0.2";
@@ -137,4 +137,4 @@ BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
   return res;
 }
 
-}  // namespace qkv::text
+}  // namespace qkv::data

@@ -1,4 +1,4 @@
-#include "qkv/text/debian.h"
+#include "qkv/data/debian.h"
 
 #include <cctype>
 #include <cstdlib>
@@ -12,7 +12,7 @@
 
 namespace fs = std::filesystem;
 
-namespace qkv::text {
+namespace qkv::data {
 
 std::string default_cache_dir() {
   if (const char* c = std::getenv("QKV_CACHE"); c && *c) return c;
@@ -176,4 +176,4 @@ std::string read_compressed(const std::string& path) {
   return read_file(path);
 }
 
-}  // namespace qkv::text
+}  // namespace qkv::data

@@ -1,4 +1,4 @@
-#include "qkv/text/corpus.h"
+#include "qkv/data/corpus.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,9 @@
 
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
+#include "qkv/util/hash.h"
 
-namespace qkv::text {
+namespace qkv::data {
 
 bool is_valid_utf8(std::string_view s) {
   size_t i = 0, n = s.size();
@@ -196,19 +197,6 @@ nlohmann::json TextStats::to_json() const {
   return {{"lines", lines}, {"tokens", tokens}, {"types", types.size()}};
 }
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-uint64_t fnv1a64(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 uint64_t group_key(std::string_view name, uint64_t seed) {
   uint64_t st = fnv1a64(name) ^ seed;
   return splitmix64(st);
@@ -258,18 +246,5 @@ void write_stamp(const std::string& out_dir, const nlohmann::json& key) {
   write_file_atomic(out_dir + "/stamp.json", key.dump(2) + "\n");
 }
 
-std::vector<std::string_view> split_tabs(std::string_view line) {
-  std::vector<std::string_view> out;
-  size_t b = 0;
-  for (;;) {
-    size_t t = line.find('\t', b);
-    if (t == std::string_view::npos) {
-      out.push_back(line.substr(b));
-      return out;
-    }
-    out.push_back(line.substr(b, t - b));
-    b = t + 1;
-  }
-}
 
-}  // namespace qkv::text
+}  // namespace qkv::data

@@ -1,4 +1,4 @@
-// qkv/text/corpus.h - pieces shared by the corpus builders: text clean-up, whitespace token
+// qkv/data/corpus.h - pieces shared by the corpus builders: text clean-up, whitespace token
 // statistics, deterministic hashing for splits, and the build stamp that makes builds idempotent.
 #pragma once
 #include <cstdint>
@@ -10,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace qkv::text {
+#include "qkv/util/hash.h"  // splitmix64, fnv1a64
+
+namespace qkv::data {
 
 // ---- text clean-up (private helpers of the corpus layer, not the tokenizers' UTF-8 code) ----
 bool is_valid_utf8(std::string_view s);
@@ -38,8 +40,6 @@ struct TextStats {
 };
 
 // ---- deterministic choices ----
-uint64_t splitmix64(uint64_t& state);
-uint64_t fnv1a64(std::string_view s);
 // A stable pseudo-random key for a group name (package, source package) under a seed.
 uint64_t group_key(std::string_view name, uint64_t seed);
 
@@ -57,7 +57,4 @@ bool is_up_to_date(const std::string& out_dir, const nlohmann::json& key,
                    const std::vector<std::string>& files);
 void write_stamp(const std::string& out_dir, const nlohmann::json& key);
 
-// Reads one "a\tb..." line into fields split at tabs.
-std::vector<std::string_view> split_tabs(std::string_view line);
-
-}  // namespace qkv::text
+}  // namespace qkv::data

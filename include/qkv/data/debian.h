@@ -1,4 +1,4 @@
-// qkv/text/debian.h - fetching Debian packages and archive indexes into a local cache, and
+// qkv/data/debian.h - fetching Debian packages and archive indexes into a local cache, and
 // reading files out of .deb archives. Used by the corpus builders (corpus_*.h).
 #pragma once
 #include <functional>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace qkv::text {
+namespace qkv::data {
 
 // $QKV_CACHE if set, else $HOME/.cache/qkv.
 std::string default_cache_dir();
@@ -42,4 +42,4 @@ std::string fetch_archive_index(const std::string& relpath, const std::string& c
 // Decompressed contents of an index file (.xz, .gz, .lz4 or plain), via the system tools.
 std::string read_compressed(const std::string& path);
 
-}  // namespace qkv::text
+}  // namespace qkv::data

@@ -1,4 +1,4 @@
-// qkv/text/mo.h - reader for GNU gettext binary catalogs (.mo), written from the format spec
+// qkv/data/mo.h - reader for GNU gettext binary catalogs (.mo), written from the format spec
 // (gettext manual, "The Format of GNU MO Files"). Both byte orders, msgctxt, plural entries.
 // Every offset and length is bounds-checked; a bad file raises qkv::Error naming the file, the
 // entry index and what was wrong.
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace qkv::text {
+namespace qkv::data {
 
 struct MoEntry {
   std::string context;              // msgctxt ("" if none; see has_context)
@@ -34,4 +34,4 @@ MoCatalog parse_mo(const std::string& bytes, const std::string& source);
 // Reads and parses a .mo file.
 MoCatalog read_mo(const std::string& path);
 
-}  // namespace qkv::text
+}  // namespace qkv::data

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace qkv::text::detail {
+namespace qkv::data::detail {
 
 struct ProcessResult {
   int status = -1;  // exit code, or 128 + signal
@@ -26,4 +26,4 @@ void run_streaming(const std::vector<std::string>& argv,
 
 std::string command_line(const std::vector<std::string>& argv);
 
-}  // namespace qkv::text::detail
+}  // namespace qkv::data::detail

@@ -1,4 +1,4 @@
-// qkv/text/corpus_mono.h - the English monolingual corpora:
+// qkv/data/corpus_mono.h - the English monolingual corpora:
 //   lm-en       language modelling: Debian long descriptions (Translation-en), GCIDE, WordNet
 //               glosses, FOLDOC, Jargon File; UTF-8 paragraphs, one per line
 //               -> <data>/lm/en/{train,valid,test}.txt
@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "qkv/text/corpus_mt.h"  // BuildResult
+#include "qkv/data/corpus_mt.h"  // BuildResult
 
-namespace qkv::text {
+namespace qkv::data {
 
 struct ExtraBuildOptions {
   std::string data_dir = "data";
@@ -53,4 +53,4 @@ std::vector<std::string> dictd_paragraphs(std::string_view entry);
 // Glosses of a WordNet data.* file (the text after " | " on each synset line).
 std::vector<std::string> wordnet_glosses(std::string_view data_file);
 
-}  // namespace qkv::text
+}  // namespace qkv::data

@@ -7,15 +7,15 @@
 #include <mutex>
 #include <thread>
 
-#include "qkv/text/corpus.h"
-#include "qkv/text/corpus_mt.h"
-#include "qkv/text/debian.h"
+#include "qkv/data/corpus.h"
+#include "qkv/data/corpus_mt.h"
+#include "qkv/data/debian.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
 
 namespace fs = std::filesystem;
 
-namespace qkv::text {
+namespace qkv::data {
 namespace {
 
 // Catalogs of one language from one .deb. Catalogs in a charset other than UTF-8/ASCII/Latin-1
@@ -123,4 +123,4 @@ BuildResult build_mt_corpus(const MtBuildOptions& opt) {
   return res;
 }
 
-}  // namespace qkv::text
+}  // namespace qkv::data

@@ -11,7 +11,7 @@
 
 #include "qkv/util/error.h"
 
-namespace qkv::text::detail {
+namespace qkv::data::detail {
 
 std::string command_line(const std::vector<std::string>& argv) {
   std::string s;
@@ -108,4 +108,4 @@ void run_streaming(const std::vector<std::string>& argv,
   check_ok(argv, run_process(argv, cwd, on_stdout));
 }
 
-}  // namespace qkv::text::detail
+}  // namespace qkv::data::detail

@@ -1,4 +1,4 @@
-// qkv/text/corpus_mt.h - English-X parallel corpus from the gettext catalogs of Debian packages.
+// qkv/data/corpus_mt.h - English-X parallel corpus from the gettext catalogs of Debian packages.
 //
 //   corpora/en-<lang>.<set>.txt --apt-get download--> <cache>/debs/*.deb
 //     --dpkg-deb--> usr/share/locale/<lang>/LC_MESSAGES/*.mo --parse_mo--> (msgid, msgstr)
@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "qkv/text/mo.h"
+#include "qkv/data/mo.h"
 
-namespace qkv::text {
+namespace qkv::data {
 
 struct MtFilterOptions {
   size_t max_bytes = 400;      // drop entries longer than this (UTF-8 bytes, either side)
@@ -85,4 +85,4 @@ std::string find_corpus_list(const std::string& file);
 // Reads a two-column TSV written by write_mt_corpus into (src, tgt) pairs.
 std::vector<std::pair<std::string, std::string>> read_parallel_tsv(const std::string& path);
 
-}  // namespace qkv::text
+}  // namespace qkv::data

@@ -1,5 +1,5 @@
 // Parallel corpus from gettext catalogs: entry clean-up, package-level splits, output files.
-#include "qkv/text/corpus_mt.h"
+#include "qkv/data/corpus_mt.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,14 +7,14 @@
 #include <set>
 #include <unordered_set>
 
-#include "qkv/text/corpus.h"
+#include "qkv/data/corpus.h"
 #include "qkv/text/line_reader.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
 
 namespace fs = std::filesystem;
 
-namespace qkv::text {
+namespace qkv::data {
 namespace {
 
 std::string lower(std::string_view s) {
@@ -226,10 +226,10 @@ nlohmann::json write_mt_corpus(const std::vector<MtCatalogSource>& catalogs,
 
 std::vector<std::pair<std::string, std::string>> read_parallel_tsv(const std::string& path) {
   std::vector<std::pair<std::string, std::string>> out;
-  LineReader rd(path);
+  text::LineReader rd(path);
   std::string_view line;
   while (rd.next(line)) {
-    auto f = split_tabs(line);
+    auto f = text::split_tabs(line);
     QKV_CHECK(f.size() == 2, "parallel TSV '" + path + "'", "line ", rd.line_number(),
               ": expected 2 tab-separated fields, found ", f.size());
     out.emplace_back(std::string(f[0]), std::string(f[1]));
@@ -254,4 +254,4 @@ std::string find_corpus_list(const std::string& file) {
        "\n(run from the qkv source tree or pass an explicit list file)");
 }
 
-}  // namespace qkv::text
+}  // namespace qkv::data

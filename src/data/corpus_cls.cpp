@@ -3,15 +3,15 @@
 #include <filesystem>
 #include <unordered_map>
 
-#include "qkv/text/corpus.h"
-#include "qkv/text/corpus_mono.h"
-#include "qkv/text/debian.h"
+#include "qkv/data/corpus.h"
+#include "qkv/data/corpus_mono.h"
+#include "qkv/data/debian.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
 
 namespace fs = std::filesystem;
 
-namespace qkv::text {
+namespace qkv::data {
 
 BuildResult build_cls_corpus(const ExtraBuildOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -93,4 +93,4 @@ BuildResult build_cls_corpus(const ExtraBuildOptions& opt) {
   return res;
 }
 
-}  // namespace qkv::text
+}  // namespace qkv::data

@@ -2,11 +2,12 @@
 #include <algorithm>
 #include <set>
 
-#include "qkv/text/corpus.h"
-#include "qkv/text/corpus_mono.h"
+#include "qkv/data/corpus.h"
+#include "qkv/data/corpus_mono.h"
+#include "qkv/text/line_reader.h"
 #include "qkv/util/error.h"
 
-namespace qkv::text {
+namespace qkv::data {
 
 std::vector<std::map<std::string, std::string>> parse_deb822(std::string_view text) {
   std::vector<std::map<std::string, std::string>> out;
@@ -92,7 +93,7 @@ std::vector<std::string> dictd_entries(std::string_view index, std::string_view 
     pos = nl + 1;
     ++line_no;
     if (line.empty()) continue;
-    auto f = split_tabs(line);
+    auto f = text::split_tabs(line);
     QKV_CHECK(f.size() >= 3, "dictd index", "line ", line_no, ": expected 3 tab-separated fields, found ",
               f.size());
     if (f[0].rfind("00-database", 0) == 0 || f[0].rfind("00database", 0) == 0) continue;
@@ -154,4 +155,4 @@ std::vector<std::string> wordnet_glosses(std::string_view data) {
   return out;
 }
 
-}  // namespace qkv::text
+}  // namespace qkv::data

@@ -4,7 +4,7 @@
 // Each table holds N (length, offset) pairs; string i occupies [offset, offset+length) and is
 // followed by a NUL. msgid "ctx\x04id" carries a context; "id\0plural" a plural, whose msgstr
 // holds the forms separated by NULs.
-#include "qkv/text/mo.h"
+#include "qkv/data/mo.h"
 
 #include <algorithm>
 #include <cctype>
@@ -12,7 +12,7 @@
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
 
-namespace qkv::text {
+namespace qkv::data {
 namespace {
 
 constexpr uint32_t kMagic = 0x950412de;
@@ -123,4 +123,4 @@ std::string MoCatalog::charset() const {
   return lower.substr(p, end - p);
 }
 
-}  // namespace qkv::text
+}  // namespace qkv::data

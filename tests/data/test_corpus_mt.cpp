@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "corpus_test_util.h"
-#include "qkv/text/corpus_mt.h"
+#include "scratch_util.h"
+#include "qkv/data/corpus_mt.h"
 #include "qkv/util/error.h"
 
-using namespace qkv::text;
+using namespace qkv::data;
 using nlohmann::json;
 namespace fs = std::filesystem;
 

@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-namespace qkv::text::detail {
+namespace qkv::data::detail {
 
 class TarStream {
  public:
@@ -35,4 +35,4 @@ class TarStream {
   uint64_t offset_ = 0;         // stream position, for messages
 };
 
-}  // namespace qkv::text::detail
+}  // namespace qkv::data::detail

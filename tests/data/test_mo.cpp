@@ -5,11 +5,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "corpus_test_util.h"
-#include "qkv/text/mo.h"
+#include "scratch_util.h"
+#include "qkv/data/mo.h"
 #include "qkv/util/error.h"
 
-using namespace qkv::text;
+using namespace qkv::data;
 using nlohmann::json;
 
 namespace {

@@ -4,7 +4,7 @@
 
 #include "qkv/util/error.h"
 
-namespace qkv::text::detail {
+namespace qkv::data::detail {
 namespace {
 
 uint64_t parse_octal(const char* p, size_t n, const std::string& where) {
@@ -127,4 +127,4 @@ void TarStream::finish() const {
             "truncated: stream ended inside a header at byte ", offset_);
 }
 
-}  // namespace qkv::text::detail
+}  // namespace qkv::data::detail

@@ -9,14 +9,14 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "corpus_test_util.h"
-#include "qkv/text/corpus_mono.h"
-#include "qkv/text/corpus_mt.h"
-#include "qkv/text/debian.h"
-#include "qkv/text/mo.h"
+#include "scratch_util.h"
+#include "qkv/data/corpus_mono.h"
+#include "qkv/data/corpus_mt.h"
+#include "qkv/data/debian.h"
+#include "qkv/data/mo.h"
 #include "qkv/util/error.h"
 
-using namespace qkv::text;
+using namespace qkv::data;
 using nlohmann::json;
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-// Helpers shared by the corpus/mo/batching tests: scratch directories and running tools.
+// tests/common/scratch_util.h - scratch directories and running tools, for tests that write files.
 #pragma once
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -3,15 +3,15 @@
 #include <filesystem>
 #include <unordered_set>
 
-#include "qkv/text/corpus.h"
-#include "qkv/text/corpus_mono.h"
-#include "qkv/text/debian.h"
+#include "qkv/data/corpus.h"
+#include "qkv/data/corpus_mono.h"
+#include "qkv/data/debian.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
 
 namespace fs = std::filesystem;
 
-namespace qkv::text {
+namespace qkv::data {
 namespace {
 
 constexpr size_t kMinTokens = 6;
@@ -119,4 +119,4 @@ BuildResult build_lm_corpus(const ExtraBuildOptions& opt) {
   return res;
 }
 
-}  // namespace qkv::text
+}  // namespace qkv::data
