@@ -247,4 +247,25 @@ void write_stamp(const std::string& out_dir, const nlohmann::json& key) {
 }
 
 
+uint64_t write_splits(const std::string& out_dir, const std::string& ext, const SplitTexts& splits,
+                      nlohmann::json& stats, const std::function<void(Split, nlohmann::json&)>& extra) {
+  uint64_t total = 0;
+  for (Split s : {Split::Train, Split::Valid, Split::Test}) {
+    const int k = int(s);
+    write_file_atomic(out_dir + "/" + split_name(s) + "." + ext, splits.text[k]);
+    nlohmann::json& entry = stats["splits"][split_name(s)];
+    entry = {{"examples", splits.stats[k].lines}, {"text", splits.stats[k].to_json()}};
+    if (extra) extra(s, entry);
+    total += splits.stats[k].lines;
+  }
+  return total;
+}
+
+void finish_build(const std::string& out_dir, nlohmann::json& stats, const nlohmann::json& key,
+                  std::chrono::steady_clock::time_point t0) {
+  stats["seconds_total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_file_atomic(out_dir + "/stats.json", stats.dump(2) + "\n");
+  write_stamp(out_dir, key);
+}
+
 }  // namespace qkv::data

@@ -62,32 +62,24 @@ BuildResult build_cls_corpus(const ExtraBuildOptions& opt) {
     sources.push_back(source);
   }
   auto split_of = split_groups(sources, valid_frac, test_frac, opt.seed);
-  std::string out[3];
-  TextStats st[3];
-  std::map<std::string, uint64_t> classes[3];
+  SplitTexts splits;
+  std::map<std::string, uint64_t> classes[3], all_classes;
   for (const auto& e : ex) {
-    int k = int(split_of[e.source]);
-    out[k] += e.label + "\t" + e.text + "\n";
-    st[k].add(e.text);
-    ++classes[k][e.label];
+    Split s = split_of[e.source];
+    splits.add(s, e.label + "\t" + e.text, e.text);
+    ++classes[int(s)][e.label];
+    ++all_classes[e.label];
   }
   fs::create_directories(res.out_dir);
-  std::map<std::string, uint64_t> all_classes;
-  nlohmann::json stats = {{"name", "cls-debian"}, {"examples", ex.size()},
-                          {"source_packages", split_of.size()}, {"without_long_description", no_long}};
-  for (Split s : {Split::Train, Split::Valid, Split::Test}) {
-    const int k = int(s);
-    write_file_atomic(res.out_dir + "/" + split_name(s) + ".tsv", out[k]);
+  nlohmann::json stats = {{"name", "cls-debian"}, {"examples", ex.size()}, {"source_packages", split_of.size()},
+                          {"without_long_description", no_long}, {"classes", all_classes.size()}};
+  write_splits(res.out_dir, "tsv", splits, stats, [&](Split s, nlohmann::json& entry) {
     uint64_t n_src = 0;
     for (auto& [src, sp] : split_of) n_src += sp == s;
-    stats["splits"][split_name(s)] = {{"examples", st[k].lines}, {"source_packages", n_src},
-                                      {"text", st[k].to_json()}, {"classes", classes[k]}};
-    for (auto& [c, n] : classes[k]) all_classes[c] += n;
-  }
-  stats["classes"] = all_classes.size();
-  stats["seconds_total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  write_file_atomic(res.out_dir + "/stats.json", stats.dump(2) + "\n");
-  write_stamp(res.out_dir, key);
+    entry["source_packages"] = n_src;
+    entry["classes"] = classes[int(s)];
+  });
+  finish_build(res.out_dir, stats, key, t0);
   res.stats = stats;
   res.built = true;
   return res;

@@ -91,29 +91,16 @@ BuildResult build_lm_corpus(const ExtraBuildOptions& opt) {
   }
 
   // Paragraph-level split by a seeded hash of the text: 1% test, 1% valid.
-  std::string text[3];
-  TextStats st[3];
+  SplitTexts splits;
   for (const auto& [src, p] : paras) {
     uint64_t h = group_key(p, opt.seed) % 1000;
-    int k = h < 10 ? 2 : h < 20 ? 1 : 0;
-    text[k] += p;
-    text[k] += '\n';
-    st[k].add(p);
+    splits.add(h < 10 ? Split::Test : h < 20 ? Split::Valid : Split::Train, p, p);
   }
   fs::create_directories(res.out_dir);
   nlohmann::json stats = {{"name", "lm-en"}, {"sources", sources}, {"packages", kLmPackages},
                           {"translation_index", tr}};
-  uint64_t total = 0;
-  for (Split s : {Split::Train, Split::Valid, Split::Test}) {
-    const int k = int(s);
-    write_file_atomic(res.out_dir + "/" + split_name(s) + ".txt", text[k]);
-    stats["splits"][split_name(s)] = {{"examples", st[k].lines}, {"text", st[k].to_json()}};
-    total += st[k].lines;
-  }
-  stats["paragraphs"] = total;
-  stats["seconds_total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  write_file_atomic(res.out_dir + "/stats.json", stats.dump(2) + "\n");
-  write_stamp(res.out_dir, key);
+  stats["paragraphs"] = write_splits(res.out_dir, "txt", splits, stats);
+  finish_build(res.out_dir, stats, key, t0);
   res.stats = stats;
   res.built = true;
   return res;

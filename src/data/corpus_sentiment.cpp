@@ -100,8 +100,7 @@ BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
     }
     by_class[e.label].push_back(e);
   }
-  std::string out[3];
-  TextStats st[3];
+  SplitTexts splits;
   std::map<std::string, uint64_t> classes[3];
   uint64_t rng = opt.seed;
   for (int c = 0; c < 2; ++c) {
@@ -110,28 +109,18 @@ BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
     const size_t n_test = size_t(double(v.size()) * test_frac + 0.5);
     const size_t n_valid = size_t(double(v.size()) * valid_frac + 0.5);
     for (size_t i = 0; i < v.size(); ++i) {
-      int k = i < n_test ? 2 : i < n_test + n_valid ? 1 : 0;
-      out[k] += std::to_string(c) + "\t" + v[i].text + "\n";
-      st[k].add(v[i].text);
-      ++classes[k][std::to_string(c)];
+      Split s = i < n_test ? Split::Test : i < n_test + n_valid ? Split::Valid : Split::Train;
+      splits.add(s, std::to_string(c) + "\t" + v[i].text, v[i].text);
+      ++classes[int(s)][std::to_string(c)];
     }
   }
   fs::create_directories(res.out_dir);
   nlohmann::json stats = {{"name", "sentiment"}, {"npm", kSpec}, {"fixture_items", per_source},
                           {"dropped_conflicting", conflicting}, {"empty_items", empty},
                           {"labels", {{"0", "negative"}, {"1", "positive"}}}};
-  uint64_t total = 0;
-  for (Split s : {Split::Train, Split::Valid, Split::Test}) {
-    const int k = int(s);
-    write_file_atomic(res.out_dir + "/" + split_name(s) + ".tsv", out[k]);
-    stats["splits"][split_name(s)] = {{"examples", st[k].lines}, {"text", st[k].to_json()},
-                                      {"classes", classes[k]}};
-    total += st[k].lines;
-  }
-  stats["examples"] = total;
-  stats["seconds_total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  write_file_atomic(res.out_dir + "/stats.json", stats.dump(2) + "\n");
-  write_stamp(res.out_dir, key);
+  stats["examples"] = write_splits(res.out_dir, "tsv", splits, stats,
+                                   [&](Split s, nlohmann::json& entry) { entry["classes"] = classes[int(s)]; });
+  finish_build(res.out_dir, stats, key, t0);
   res.stats = stats;
   res.built = true;
   return res;

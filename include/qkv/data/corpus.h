@@ -1,7 +1,9 @@
 // qkv/data/corpus.h - pieces shared by the corpus builders: text clean-up, whitespace token
 // statistics, deterministic hashing for splits, and the build stamp that makes builds idempotent.
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <string>
@@ -56,5 +58,25 @@ std::map<std::string, Split> split_groups(const std::vector<std::string>& groups
 bool is_up_to_date(const std::string& out_dir, const nlohmann::json& key,
                    const std::vector<std::string>& files);
 void write_stamp(const std::string& out_dir, const nlohmann::json& key);
+
+// ---- the end of every corpus build ----
+// The three splits' text and statistics, indexed by int(Split).
+struct SplitTexts {
+  std::string text[3];
+  TextStats stats[3];
+  void add(Split s, std::string_view line_text, std::string_view counted) {  // counted: the text column
+    text[int(s)] += line_text;
+    text[int(s)] += '\n';
+    stats[int(s)].add(counted);
+  }
+};
+// Writes <out_dir>/{train,valid,test}.<ext>, fills stats["splits"][name] with {"examples", "text"}
+// plus what `extra` adds for that split, and returns the number of examples of all splits.
+uint64_t write_splits(const std::string& out_dir, const std::string& ext, const SplitTexts& splits,
+                      nlohmann::json& stats, const std::function<void(Split, nlohmann::json&)>& extra = {});
+// Adds stats["seconds_total"] (since t0), writes stats.json, then the stamp (last: a build
+// interrupted before it is redone).
+void finish_build(const std::string& out_dir, nlohmann::json& stats, const nlohmann::json& key,
+                  std::chrono::steady_clock::time_point t0);
 
 }  // namespace qkv::data
