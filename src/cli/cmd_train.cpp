@@ -14,7 +14,7 @@
 #include "qkv/eval/chrf.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/train/checkpoint.h"
-#include "qkv/train/seq2seq_trainer.h"
+#include "qkv/train/seq2seq_task.h"
 #include "qkv/util/config.h"
 #include "qkv/util/file.h"
 #include "translate_common.h"
@@ -158,7 +158,6 @@ int run(int argc, char** argv) {
   ConfigReader tr(train_cfg, "config", "train");
   train::TrainOptions topt = train::TrainOptions::from_config(tr);
   tr.finish();
-  topt.pad_id = ids.pad;
 
   ConfigReader vr(valid_cfg, "config", "valid");
   TranslateRequest vreq;
@@ -177,7 +176,7 @@ int run(int argc, char** argv) {
   cb.write_model = [&](const std::string& dir) { io::save_seq2seq(dir, bundle); };
   cb.validate = [&]() {
     std::map<std::string, double> m;
-    m["valid_loss"] = train::Seq2SeqTrainer::evaluate_loss(*bundle.model, valid_batches, ids.pad);
+    m["valid_loss"] = train::Seq2SeqTask::evaluate_loss(*bundle.model, valid_batches, ids.pad);
     bool was = bundle.model->is_training();
     bundle.model->eval();
     auto hyp = translate_lines(bundle, vsrc, vreq).text;
@@ -189,7 +188,8 @@ int run(int argc, char** argv) {
     return m;
   };
 
-  train::Seq2SeqTrainer trainer(*bundle.model, *optimizer, *schedule, stream, topt, out_dir, cb);
+  train::Seq2SeqTask task(*bundle.model, stream, ids.pad);
+  train::Trainer trainer(task, *optimizer, *schedule, topt, out_dir, cb);
   if (!checkpoint.empty()) {
     trainer.restore_training_state(checkpoint);
     std::fprintf(stderr, "qkv train: resumed from %s at step %lld\n", checkpoint.c_str(), (long long)trainer.step());

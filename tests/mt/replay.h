@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "qkv/train/seq2seq_trainer.h"
+#include "qkv/train/seq2seq_task.h"
 #include "ref.h"
 
 namespace qkv::testing {

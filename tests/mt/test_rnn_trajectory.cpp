@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "qkv/models/rnn_seq2seq.h"
-#include "qkv/train/seq2seq_trainer.h"
+#include "qkv/train/seq2seq_task.h"
 #include "ref.h"
 #include "replay.h"
 
@@ -33,8 +33,8 @@ void run_variant(const std::string& c) {
   o.max_steps = p["steps"];
   o.label_smoothing = p["label_smoothing"];
   o.clip_norm = p["clip"];
-  o.pad_id = cfg.pad_id;
-  train::Seq2SeqTrainer trainer(model, opt, sched, stream, o, ::testing::TempDir() + "/rnn_trajectory_" + c, {});
+  train::Seq2SeqTask task(model, stream, cfg.pad_id);
+  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/rnn_trajectory_" + c, {});
 
   std::vector<double> expect = ref.get(c, "losses").to_vector<double>();
   std::vector<double> exact = ref.get(c, "losses64").to_vector<double>();

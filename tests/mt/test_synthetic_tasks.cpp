@@ -20,7 +20,7 @@
 
 #include "qkv/decode/search.h"
 #include "qkv/models/transformer.h"
-#include "qkv/train/seq2seq_trainer.h"
+#include "qkv/train/seq2seq_task.h"
 #include "qkv/util/config.h"
 
 using namespace qkv;
@@ -112,8 +112,8 @@ double train_and_score(Task task, int64_t steps, int64_t* wrong_out) {
   o.clip_norm = 1.0;
   o.valid_every = 0;
   o.save_every = 0;
-  o.pad_id = kPad;
-  train::Seq2SeqTrainer trainer(model, opt, sched, stream, o, ::testing::TempDir() + "/synthetic", {});
+  train::Seq2SeqTask training(model, stream, kPad);
+  train::Trainer trainer(training, opt, sched, o, ::testing::TempDir() + "/synthetic", {});
   for (int64_t s = 0; s < steps; ++s) trainer.train_step();
 
   model.eval();
@@ -171,7 +171,8 @@ TEST(SyntheticTasks, TrainerStopsAtWallClockBudget) {
   // outrank this run's and be kept instead of it.
   std::string dir = ::testing::TempDir() + "/budget." + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
-  train::Seq2SeqTrainer trainer(model, opt, sched, stream, o, dir, {});
+  train::Seq2SeqTask task(model, stream, kPad);
+  train::Trainer trainer(task, opt, sched, o, dir, {});
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(trainer.run(), train::Outcome::finished);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "qkv/models/transformer.h"
-#include "qkv/train/seq2seq_trainer.h"
+#include "qkv/train/seq2seq_task.h"
 #include "ref.h"
 #include "replay.h"
 
@@ -32,8 +32,8 @@ TEST(Trajectory, TwoHundredStepsMatchPyTorch) {
   o.max_steps = p["steps"];
   o.label_smoothing = p["label_smoothing"];
   o.clip_norm = p["clip"];
-  o.pad_id = cfg.pad_id;
-  train::Seq2SeqTrainer trainer(model, opt, sched, stream, o, ::testing::TempDir() + "/trajectory", {});
+  train::Seq2SeqTask task(model, stream, cfg.pad_id);
+  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/trajectory", {});
 
   std::vector<double> expect = ref.get(c, "losses").to_vector<double>();
   std::vector<double> exact = ref.get(c, "losses64").to_vector<double>();

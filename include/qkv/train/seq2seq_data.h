@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "qkv/text/tokenizer.h"
-#include "qkv/train/seq2seq_trainer.h"
+#include "qkv/train/seq2seq_task.h"
 
 namespace qkv::train {
 

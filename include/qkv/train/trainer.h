@@ -1,9 +1,9 @@
-// qkv/train/seq2seq_trainer.h - the training loop for any models::Seq2Seq.
+// qkv/train/trainer.h - the training loop, one for every task (translation, language modelling,
+// classification): a TrainingTask supplies the model, its micro-batches and their summed losses.
 //
-// One step: accum_steps micro-batches, teacher forcing (the decoder reads the target shifted
-// right, starting with <s>), label-smoothed cross-entropy summed over non-pad target tokens and
-// divided by the step's total target tokens, backward, global-norm clipping, lr from the
-// schedule, optimizer update. Validation, checkpoints, early stopping and SIGINT/SIGTERM are
+// One step: accum_steps micro-batches, each micro-batch's summed loss (e.g. label-smoothed
+// cross-entropy over its non-pad target tokens) divided by the step's total count of what the
+// losses sum over, backward, global-norm clipping, lr from the schedule, optimizer update. Validation, checkpoints, early stopping and SIGINT/SIGTERM are
 // handled here; writing the model files and scoring BLEU are callbacks, because they belong to
 // io/, decode/ and eval/, which sit below train/ in DESIGN.md's layer order.
 //
@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "qkv/models/seq2seq.h"
+#include "qkv/nn/module.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/optim.h"
 #include "qkv/train/progress.h"
@@ -24,24 +24,6 @@
 #include "qkv/util/config.h"
 
 namespace qkv::train {
-
-struct Seq2SeqBatch {
-  Tensor src;      // (B, S) i64
-  Tensor src_pad;  // (B, S) u8, 1 = pad
-  Tensor tgt_in;   // (B, T) i64: <s> y1 .. y_{T-1}
-  Tensor tgt_out;  // (B, T) i64: y1 .. y_T (</s> last), pad where absent
-  int64_t src_tokens = 0, tgt_tokens = 0;  // real (non-pad) tokens
-};
-
-// An endless, resumable stream of training batches (epochs reshuffle deterministically).
-class BatchStream {
- public:
-  virtual ~BatchStream() = default;
-  virtual Seq2SeqBatch next() = 0;
-  virtual int64_t epoch() const = 0;  // epochs completed so far
-  virtual std::map<std::string, int64_t> position() const = 0;
-  virtual void restore(const std::map<std::string, int64_t>& position) = 0;
-};
 
 struct TrainOptions {
   int64_t max_steps = 1000;   // stop after this many updates (0 = no limit)
@@ -55,7 +37,6 @@ struct TrainOptions {
   int64_t log_every = 50;     // plain-log interval when stderr is not a terminal
   int keep_last = 3;
   int patience = 0;           // validations without a better BLEU before stopping (0 = off)
-  int64_t pad_id = 0;
 
   static TrainOptions from_config(ConfigReader& r);  // reads the keys above (snake_case)
 };
@@ -68,10 +49,26 @@ struct TrainCallbacks {
 
 enum class Outcome { finished, early_stopped, interrupted };
 
-class Seq2SeqTrainer {
+// What the loop needs from a task. Micro-batches come from an endless, resumable stream (epochs
+// reshuffle deterministically); position()/restore() carry the stream's place in checkpoints.
+class TrainingTask {
  public:
-  Seq2SeqTrainer(models::Seq2Seq& model, Optimizer& opt, const LrSchedule& schedule, BatchStream& data,
-                 TrainOptions options, std::string run_dir, TrainCallbacks callbacks);
+  struct MicroBatch {
+    int64_t units = 0;  // how many terms its loss sums (target tokens, sequences, ...)
+    std::function<Tensor(double label_smoothing)> summed_loss;  // recorded scalar, training mode
+  };
+  virtual ~TrainingTask() = default;
+  virtual nn::Module& model() = 0;
+  virtual MicroBatch next() = 0;
+  virtual int64_t epoch() const = 0;  // epochs completed so far
+  virtual std::map<std::string, int64_t> position() const = 0;
+  virtual void restore(const std::map<std::string, int64_t>& position) = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(TrainingTask& task, Optimizer& opt, const LrSchedule& schedule, TrainOptions options, std::string run_dir,
+          TrainCallbacks callbacks);
 
   // Restores optimizer, counters, RNG and data position from checkpoint_dir/training_state.safetensors.
   void restore_training_state(const std::string& checkpoint_dir);
@@ -82,18 +79,13 @@ class Seq2SeqTrainer {
   std::string save_checkpoint();  // returns the checkpoint directory
   double best_bleu() const { return best_bleu_; }
 
-  // Mean per-token label-smoothed (if ls > 0) cross-entropy of `model` on batches, no grad.
-  static double evaluate_loss(models::Seq2Seq& model, const std::vector<Seq2SeqBatch>& batches, int64_t pad_id,
-                              double label_smoothing = 0.0);
-
  private:
   std::map<std::string, Tensor> training_state() const;
   bool validate_and_track();  // returns true if early stopping triggers
 
-  models::Seq2Seq& model_;
+  TrainingTask& task_;
   Optimizer& opt_;
   const LrSchedule& schedule_;
-  BatchStream& data_;
   TrainOptions o_;
   std::string run_dir_;
   CheckpointManager checkpoints_;    // run_dir/checkpoints, pruned to keep_last

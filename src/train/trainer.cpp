@@ -1,4 +1,4 @@
-#include "qkv/train/seq2seq_trainer.h"
+#include "qkv/train/trainer.h"
 
 #include <chrono>
 #include <cmath>
@@ -6,8 +6,6 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
-#include "qkv/ops/loss.h"
-#include "qkv/ops/shape.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/clip.h"
@@ -39,18 +37,12 @@ TrainOptions TrainOptions::from_config(ConfigReader& r) {
   return o;
 }
 
-Seq2SeqTrainer::Seq2SeqTrainer(models::Seq2Seq& model, Optimizer& opt, const LrSchedule& schedule, BatchStream& data,
-                               TrainOptions options, std::string run_dir, TrainCallbacks callbacks)
-    : model_(model), opt_(opt), schedule_(schedule), data_(data), o_(options), run_dir_(std::move(run_dir)),
+Trainer::Trainer(TrainingTask& task, Optimizer& opt, const LrSchedule& schedule, TrainOptions options,
+                 std::string run_dir, TrainCallbacks callbacks)
+    : task_(task), opt_(opt), schedule_(schedule), o_(options), run_dir_(std::move(run_dir)),
       checkpoints_(run_dir_, o_.keep_last), cb_(std::move(callbacks)) {}
 
 namespace {
-// Sum over non-pad targets of the (smoothed) token loss: logits (B, T, V), targets (B, T).
-Tensor summed_loss(const Tensor& logits, const Tensor& tgt_out, int64_t pad_id, double ls) {
-  int64_t V = logits.size(-1);
-  return cross_entropy(reshape(logits, {-1, V}), reshape(tgt_out, {-1}), pad_id, ls, Reduction::sum);
-}
-
 Tensor i64_scalar(int64_t v) { return Tensor::from_vector(std::vector<int64_t>{v}, Shape{}); }
 int64_t read_i64(const std::map<std::string, Tensor>& st, const std::string& key, const std::string& file) {
   auto it = st.find(key);
@@ -61,21 +53,20 @@ int64_t read_i64(const std::map<std::string, Tensor>& st, const std::string& key
 }
 }  // namespace
 
-double Seq2SeqTrainer::train_step() {
-  model_.train();
-  std::vector<Seq2SeqBatch> micro;
+double Trainer::train_step() {
+  task_.model().train();
+  std::vector<TrainingTask::MicroBatch> micro;
   int64_t tokens = 0;
   for (int64_t i = 0; i < o_.accum_steps; ++i) {
-    micro.push_back(data_.next());
-    tokens += micro.back().tgt_tokens;
+    micro.push_back(task_.next());
+    tokens += micro.back().units;
   }
   QKV_CHECK(tokens > 0, "train", "a training step has no target tokens (empty batches?)");
   last_step_tokens_ = tokens;
   opt_.zero_grad();
   double loss_sum = 0;
-  for (const Seq2SeqBatch& b : micro) {
-    Tensor logits = model_.forward(b.src, b.src_pad, b.tgt_in);  // (B, T, V)
-    Tensor loss = summed_loss(logits, b.tgt_out, o_.pad_id, o_.label_smoothing);
+  for (const TrainingTask::MicroBatch& b : micro) {
+    Tensor loss = b.summed_loss(o_.label_smoothing);
     loss_sum += loss.item();
     // d(total / tokens): each micro-batch contributes its share of the step's mean.
     backward(loss, Tensor::full(loss.shape(), 1.0 / double(tokens)));
@@ -88,22 +79,7 @@ double Seq2SeqTrainer::train_step() {
   return last_loss_;
 }
 
-double Seq2SeqTrainer::evaluate_loss(models::Seq2Seq& model, const std::vector<Seq2SeqBatch>& batches, int64_t pad_id,
-                                     double ls) {
-  NoGradGuard ng;
-  bool was_training = model.is_training();
-  model.eval();
-  double total = 0;
-  int64_t tokens = 0;
-  for (const Seq2SeqBatch& b : batches) {
-    total += summed_loss(model.forward(b.src, b.src_pad, b.tgt_in), b.tgt_out, pad_id, ls).item();
-    tokens += b.tgt_tokens;
-  }
-  model.train(was_training);
-  return tokens ? total / double(tokens) : 0.0;
-}
-
-std::map<std::string, Tensor> Seq2SeqTrainer::training_state() const {
+std::map<std::string, Tensor> Trainer::training_state() const {
   std::map<std::string, Tensor> st;
   for (auto& [k, v] : opt_.state_dict()) st["optim." + k] = v;
   st["step"] = i64_scalar(step_);
@@ -113,11 +89,11 @@ std::map<std::string, Tensor> Seq2SeqTrainer::training_state() const {
   const Generator& g = default_generator();
   st["rng.seed"] = i64_scalar(int64_t(g.seed()));
   st["rng.offset"] = i64_scalar(int64_t(g.offset()));
-  for (auto& [k, v] : data_.position()) st["data." + k] = i64_scalar(v);
+  for (auto& [k, v] : task_.position()) st["data." + k] = i64_scalar(v);
   return st;
 }
 
-void Seq2SeqTrainer::restore_training_state(const std::string& dir) {
+void Trainer::restore_training_state(const std::string& dir) {
   std::string file = (fs::path(dir) / "training_state.safetensors").string();
   auto st = safetensors::load(file).tensors;
   std::map<std::string, Tensor> optim;
@@ -134,20 +110,20 @@ void Seq2SeqTrainer::restore_training_state(const std::string& dir) {
   QKV_CHECK(bb != st.end() && bb->second.dtype() == DType::f64, file, "training state needs f64 'best_bleu'");
   best_bleu_ = *bb->second.data<double>();
   default_generator().set_state(uint64_t(read_i64(st, "rng.seed", file)), uint64_t(read_i64(st, "rng.offset", file)));
-  data_.restore(pos);
+  task_.restore(pos);
 }
 
-std::string Seq2SeqTrainer::save_checkpoint() {
+std::string Trainer::save_checkpoint() {
   auto state = training_state();
   return checkpoints_.save(step_, [&](const std::string& dir) {
     if (cb_.write_model) cb_.write_model(dir);
-    else model_.save((fs::path(dir) / "model.safetensors").string());
+    else task_.model().save((fs::path(dir) / "model.safetensors").string());
     safetensors::save((fs::path(dir) / "training_state.safetensors").string(), state,
                       {{"format", "qkv-training-state-1"}});
   });
 }
 
-bool Seq2SeqTrainer::validate_and_track() {
+bool Trainer::validate_and_track() {
   if (!cb_.validate) return false;
   auto metrics = cb_.validate();
   metrics["step"] = double(step_);
@@ -166,7 +142,7 @@ bool Seq2SeqTrainer::validate_and_track() {
   return o_.patience > 0 && bad_validations_ >= o_.patience;
 }
 
-Outcome Seq2SeqTrainer::run() {
+Outcome Trainer::run() {
   fs::create_directories(run_dir_);
   install_stop_signal_handlers();
   if (!metrics_) metrics_.emplace(run_dir_ + "/metrics.jsonl");
@@ -182,7 +158,7 @@ Outcome Seq2SeqTrainer::run() {
   while (true) {
     if (stop_requested()) { outcome = Outcome::interrupted; break; }
     if (o_.max_steps > 0 && step_ >= o_.max_steps) break;
-    if (o_.max_epochs > 0 && data_.epoch() >= o_.max_epochs) break;
+    if (o_.max_epochs > 0 && task_.epoch() >= o_.max_epochs) break;
     if (out_of_time()) break;
     train_step();
     auto now = std::chrono::steady_clock::now();
@@ -190,9 +166,9 @@ Outcome Seq2SeqTrainer::run() {
     tokens_per_s_ = secs > 0 ? double(last_step_tokens_) / secs : 0;
     window_start = now;
     metrics_->write({{"step", double(step_)}, {"train_loss", last_loss_}, {"lr", opt_.lr()},
-                     {"tokens_per_s", tokens_per_s_}, {"epoch", double(data_.epoch())}},
+                     {"tokens_per_s", tokens_per_s_}, {"epoch", double(task_.epoch())}},
                     "train");
-    bar.update({step_, total, data_.epoch(), last_loss_, opt_.lr(), tokens_per_s_});
+    bar.update({step_, total, task_.epoch(), last_loss_, opt_.lr(), tokens_per_s_});
     bool last = o_.max_steps > 0 && step_ >= o_.max_steps;
     if (o_.valid_every > 0 && step_ % o_.valid_every == 0 && !last) {
       bar.message("validating at step " + std::to_string(step_) + " ...");
