@@ -1,0 +1,41 @@
+// qkv/io/gpt2.h - GPT model directories in the published GPT-2 layout (Hugging Face's
+// GPT2LMHeadModel), both ways:
+//
+//   config.json        GPT2Config keys (models::GptConfig)
+//   model.safetensors  wte.weight (V, D), wpe.weight (P, D), h.{i}.ln_1.{weight,bias},
+//                      h.{i}.attn.c_attn.{weight (D, 3D), bias (3D)}, h.{i}.attn.c_proj (D, D),
+//                      h.{i}.ln_2, h.{i}.mlp.c_fc (D, inner), h.{i}.mlp.c_proj (inner, D), ln_f
+//                      (pre-LN only). Conv1D weights are stored (in, out); c_attn's columns are
+//                      [q | k | v]. Names with or without the "transformer." prefix; the causal-
+//                      mask buffers h.{i}.attn.bias / masked_bias are ignored; lm_head.weight, if
+//                      stored, must be the token embedding (the head is tied) and is not written.
+//   tokenizer.json, or encoder.json + vocab.bpe   (optional; byte-level BPE)
+// Unknown and missing names, and wrong shapes, are errors naming the file and the tensor.
+#pragma once
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "qkv/models/gpt.h"
+#include "qkv/text/tokenizer.h"
+
+namespace qkv::io {
+
+struct GptBundle {
+  models::GptConfig config;
+  std::shared_ptr<models::Gpt> model;
+  std::shared_ptr<text::Tokenizer> tokenizer;  // null when the directory has none
+};
+
+// The published tensors (any prefix handling done) -> qkv's state dict for a Gpt of `cfg`.
+std::map<std::string, Tensor> gpt2_to_qkv(const std::map<std::string, Tensor>& published, const models::GptConfig& cfg,
+                                          const std::string& where);
+// qkv's Gpt -> the published tensors, without prefix (what save_gpt2 writes).
+std::map<std::string, Tensor> qkv_to_gpt2(const models::Gpt& model);
+
+GptBundle load_gpt2(const std::string& dir);
+// Writes config.json, model.safetensors and (if any) tokenizer.json into dir, each atomically.
+void save_gpt2(const std::string& dir, const GptBundle& bundle);
+
+}  // namespace qkv::io

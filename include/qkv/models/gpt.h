@@ -1,0 +1,64 @@
+// qkv/models/gpt.h - the decoder-only Transformer (GPT: Radford et al. 2018, 2019).
+//
+//   h0     = Dropout(E_tok[ids] + E_pos[positions])                 (B, T, D)
+//   h_l    = Block_l(h_{l-1})   causal self-attention + FFN, no cross-attention
+//   logits = LN_f(h_L) E_tok^T                                      (B, T, V), the head tied
+// GPT-2: pre-LN blocks (x + f(LN(x))), GELU tanh approximation, a final LayerNorm.
+// GPT-1: post-LN blocks (LN(x + f(x))), no final LayerNorm. One key chooses: pre_norm.
+//
+// The blocks are models::DecoderBlock without cross-attention, so parameter names inside the
+// model are qkv's (embed_tokens.weight, embed_positions.weight, decoder.layers.{i}.self_attn.q_proj,
+// ..., decoder.layer_norm); io/gpt2.h maps them to and from the published GPT-2 layout.
+// The config uses Hugging Face's GPT2Config keys (n_embd, n_layer, ...) plus pre_norm.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "qkv/models/transformer_blocks.h"
+
+namespace qkv::models {
+
+struct GptConfig {
+  int64_t vocab_size = 50257, n_positions = 1024, n_embd = 768, n_layer = 12, n_head = 12;
+  int64_t n_inner = 0;                        // FFN width; 0 (JSON null) = 4 * n_embd
+  std::string activation_function = "gelu_new";  // gelu_new (tanh) | gelu | relu | silu (nn::parse_activation)
+  double layer_norm_epsilon = 1e-5;
+  double resid_pdrop = 0.1, embd_pdrop = 0.1, attn_pdrop = 0.1;
+  bool pre_norm = true;  // GPT-2; false = GPT-1's post-LN blocks, no final LayerNorm
+
+  int64_t d_ff() const { return n_inner > 0 ? n_inner : 4 * n_embd; }
+  void validate() const;  // throws qkv::Error naming the key
+  BlockOptions block_options() const;
+};
+
+// JSON: GPT2Config's keys. from_json starts from the defaults and rejects unknown keys, naming
+// them; keys of Hugging Face's that carry no architecture (architectures, bos_token_id,
+// initializer_range, summary_*, task_specific_params, ...) are accepted and ignored, and keys
+// whose other values would change the computation (scale_attn_weights, add_cross_attention,
+// scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn, tie_word_embeddings, n_ctx) must
+// have the value qkv computes with.
+void to_json(nlohmann::json& j, const GptConfig& c);
+void from_json(const nlohmann::json& j, GptConfig& c);
+
+class Gpt : public nn::Module {
+ public:
+  // GPT-2's initialisation: normal(0, 0.02) matrices and embeddings, zero biases, LayerNorm (1, 0).
+  explicit Gpt(const GptConfig& cfg, Generator& gen = default_generator());
+
+  // ids (B, T) i64; key_pad (B, T) u8, 1 = padding (or undefined); position_ids (B, T) i64 (or
+  // undefined: 0 .. T-1 in every row; left-padded rows need their own, counted from the first
+  // token). Returns the last hidden states (B, T, D), after the final LayerNorm if any.
+  Tensor hidden(const Tensor& ids, const Tensor& key_pad = {}, const Tensor& position_ids = {}) const;
+  // Same arguments -> logits (B, T, V) through the tied head.
+  Tensor forward(const Tensor& ids, const Tensor& key_pad = {}, const Tensor& position_ids = {}) const;
+  const GptConfig& config() const { return cfg_; }
+
+  std::shared_ptr<nn::Embedding> embed_tokens, embed_positions;  // (V, D), (P, D)
+  std::shared_ptr<nn::Dropout> dropout;
+  std::shared_ptr<Decoder> decoder;  // n_layer blocks without cross-attention (+ layer_norm if pre-LN)
+
+ private:
+  GptConfig cfg_;
+};
+
+}  // namespace qkv::models

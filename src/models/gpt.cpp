@@ -1,0 +1,45 @@
+#include "qkv/models/gpt.h"
+
+#include "qkv/ops/elementwise.h"
+#include "qkv/ops/matmul.h"
+#include "qkv/ops/shape.h"
+
+namespace qkv::models {
+
+Gpt::Gpt(const GptConfig& cfg, Generator& gen) : cfg_(cfg) {
+  cfg_.validate();
+  embed_tokens = register_module("embed_tokens", std::make_shared<nn::Embedding>(cfg.vocab_size, cfg.n_embd));
+  embed_positions = register_module("embed_positions", std::make_shared<nn::Embedding>(cfg.n_positions, cfg.n_embd));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(cfg.embd_pdrop));
+  decoder = register_module("decoder", std::make_shared<Decoder>(cfg_.block_options(), cfg.n_layer, false));
+  nn::initialize(*this, nn::init::Scheme::normal_002, gen);
+}
+
+Tensor Gpt::hidden(const Tensor& ids, const Tensor& key_pad, const Tensor& position_ids) const {
+  QKV_CHECK(ids.defined() && ids.ndim() == 2 && ids.dtype() == DType::i64, "Gpt", "ids must be (B, T) i64, got ",
+            ids.defined() ? ids.str() : std::string("undefined"));
+  const int64_t T = ids.size(1);
+  QKV_CHECK(T <= cfg_.n_positions, "Gpt", "sequence of ", T, " tokens is longer than n_positions ", cfg_.n_positions);
+  if (key_pad.defined())
+    QKV_CHECK(key_pad.shape() == ids.shape(), "Gpt", "key_pad must be ", ids.str(), "-shaped, got ", key_pad.str());
+  Tensor pos = position_ids;  // (B, T) or (T)
+  if (pos.defined()) {
+    QKV_CHECK(pos.shape() == ids.shape() && pos.dtype() == DType::i64, "Gpt",
+              "position_ids must be (B, T) i64 like ids ", ids.str(), ", got ", pos.str());
+  } else {
+    pos = Tensor::arange(T, DType::i64);
+  }
+  // Embedding checks every id against its table: a token id >= vocab_size or a position >= n_positions throws.
+  Tensor h = dropout->forward(add(embed_tokens->forward(ids), embed_positions->forward(pos)));  // (B, T, D)
+  AttentionMask mask;
+  mask.causal = true;
+  mask.key_padding = key_pad;
+  for (auto& block : *decoder->layers) h = block->forward(h, Tensor(), mask, {});
+  return decoder->layer_norm ? decoder->layer_norm->forward(h) : h;
+}
+
+Tensor Gpt::forward(const Tensor& ids, const Tensor& key_pad, const Tensor& position_ids) const {
+  return linear(hidden(ids, key_pad, position_ids), embed_tokens->weight);  // (B, T, V), head tied to E_tok
+}
+
+}  // namespace qkv::models
