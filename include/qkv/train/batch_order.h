@@ -1,0 +1,47 @@
+// qkv/train/batch_order.h - the order in which a training stream visits a fixed list of batches:
+// epoch e visits them in text::epoch_batch_order(seed, e), so the order is a pure function of
+// (seed, epoch, index) and a resume needs only those. The saved position also carries the seed,
+// the batch count and the caller's fingerprint of the batch plan (the batches' members and
+// tokens); restore() refuses any mismatch, because a different corpus, tokenizer or batcher with
+// the same seed and count would silently change the order.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace qkv::train {
+
+class BatchOrder {
+ public:
+  // who: the stream's name, for errors.
+  BatchOrder(size_t batches, uint64_t seed, int64_t plan_fingerprint, std::string who);
+
+  size_t next();  // the next batch id; moves to the next epoch after the last batch
+  int64_t epoch() const { return epoch_; }
+  std::map<std::string, int64_t> position() const;  // {"epoch", "index", "seed", "batches", "plan"}
+  void restore(const std::map<std::string, int64_t>& pos);
+
+ private:
+  void shuffle();
+  size_t batches_;
+  uint64_t seed_;
+  int64_t plan_;
+  std::string who_;
+  std::vector<uint32_t> order_;  // batch visit order this epoch
+  int64_t epoch_ = 0, index_ = 0;
+};
+
+// FNV-1a, 63 bits (a non-negative i64), over the values fed to it: a batch plan's fingerprint.
+class PlanHash {
+ public:
+  void mix(uint64_t v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) h_ = (h_ ^ (v & 0xFF)) * 1099511628211ull;
+  }
+  int64_t value() const { return int64_t(h_ >> 1); }
+
+ private:
+  uint64_t h_ = 1469598103934665603ull;
+};
+
+}  // namespace qkv::train

@@ -1,0 +1,53 @@
+#include "qkv/train/batch_order.h"
+
+#include "qkv/text/batching.h"
+#include "qkv/util/error.h"
+
+namespace qkv::train {
+
+BatchOrder::BatchOrder(size_t batches, uint64_t seed, int64_t plan_fingerprint, std::string who)
+    : batches_(batches), seed_(seed), plan_(plan_fingerprint), who_(std::move(who)) {
+  shuffle();
+}
+
+void BatchOrder::shuffle() { order_ = text::epoch_batch_order(batches_, seed_, uint64_t(epoch_)); }
+
+size_t BatchOrder::next() {
+  if (index_ >= int64_t(order_.size())) {
+    ++epoch_;
+    index_ = 0;
+    shuffle();
+  }
+  return order_[size_t(index_++)];
+}
+
+std::map<std::string, int64_t> BatchOrder::position() const {
+  return {{"epoch", epoch_}, {"index", index_}, {"seed", int64_t(seed_)}, {"batches", int64_t(batches_)},
+          {"plan", plan_}};
+}
+
+void BatchOrder::restore(const std::map<std::string, int64_t>& pos) {
+  const std::string w = who_ + "::restore";
+  auto get = [&](const char* k) {
+    auto it = pos.find(k);
+    QKV_CHECK(it != pos.end(), w, "data position lacks '", k, "'");
+    return it->second;
+  };
+  QKV_CHECK(uint64_t(get("seed")) == seed_ && get("batches") == int64_t(batches_), w, "the saved data position (seed ",
+            get("seed"), ", ", get("batches"), " batches) does not match this corpus and config (seed ", seed_, ", ",
+            batches_, " batches): resume with the same data and batch settings");
+  QKV_CHECK(pos.count("plan"), w,
+            "the saved data position has no batch-plan fingerprint ('plan'; checkpoints written before it was "
+            "added): the batch order cannot be verified, so an exact resume is impossible; start a new run");
+  QKV_CHECK(get("plan") == plan_, w, "the saved batch plan (fingerprint ", get("plan"),
+            ") differs from this corpus, tokenizer and batching (", plan_,
+            "), with the same seed and batch count: resume with the same data, tokenizer and qkv version");
+  const int64_t epoch = get("epoch"), index = get("index");
+  QKV_CHECK(epoch >= 0 && index >= 0 && index <= int64_t(batches_), w, "data position epoch ", epoch, ", index ", index,
+            " is out of range for ", batches_, " batches");
+  epoch_ = epoch;
+  index_ = index;
+  shuffle();
+}
+
+}  // namespace qkv::train
