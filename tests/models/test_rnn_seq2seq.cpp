@@ -328,7 +328,8 @@ TEST(RnnSeq2Seq, LocationAttentionScoresMaxLenPositionsAndIgnoresPadding) {
   Tensor src = Tensor::from_vector<int64_t>({5, 6, 7, 0, 0, 8, 9, 10, 11, 12}, {2, 5});
   Tensor pad = Tensor::from_vector<uint8_t>({0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 5});
   Tensor tgt = Tensor::from_vector<int64_t>({1, 12, 13, 1, 14, 15}, {2, 3});
-  Tensor one_src = Tensor::from_vector<int64_t>({5, 6, 7}, {1, 3}), one_tgt = Tensor::from_vector<int64_t>({1, 12, 13}, {1, 3});
+  Tensor one_src = Tensor::from_vector<int64_t>({5, 6, 7}, {1, 3});
+  Tensor one_tgt = Tensor::from_vector<int64_t>({1, 12, 13}, {1, 3});
   EXPECT_CLOSE(contiguous(slice(m.forward(src, pad, tgt), 0, 0, 1)), m.forward(one_src, Tensor(), one_tgt), kF32);
   Tensor w = m.cross_attention(src, pad, tgt).layers.at(0);  // (2, 1, 3, 5)
   Tensor w_alone = m.cross_attention(one_src, Tensor(), one_tgt).layers.at(0);
