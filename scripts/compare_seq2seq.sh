@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tutorials' argument with numbers: seq2seq without attention, with Bahdanau attention, with
-# Luong attention, and the Transformer, trained on the same corpus for the same wall-clock budget,
+# Luong attention (content-based "general" scoring, and location-based: weights from the decoder
+# state alone), and the Transformer, trained on the same corpus for the same wall-clock budget,
 # then scored on the held-out test packages.
 #
 #   scripts/compare_seq2seq.sh [MINUTES per model, default 10] [CORPUS, default en-de-small]
@@ -17,9 +18,10 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}  # wait policy: qkv's own (u
 QKV=build/qkv
 OUT=runs/compare
 DATA=data/mt/$CORPUS
-MODELS=(rnn-none rnn-bahdanau rnn-luong transformer)
+MODELS=(rnn-none rnn-bahdanau rnn-luong rnn-luong-location transformer)
 declare -A CONFIG=([rnn-none]=configs/rnn-none-en-de.json [rnn-bahdanau]=configs/rnn-bahdanau-en-de.json
-                   [rnn-luong]=configs/rnn-luong-en-de.json [transformer]=configs/demo-en-de.json)
+                   [rnn-luong]=configs/rnn-luong-en-de.json
+                   [rnn-luong-location]=configs/rnn-luong-location-en-de.json [transformer]=configs/demo-en-de.json)
 
 $QKV data mt-en-de --set "${CORPUS#en-de-}" --dir data
 mkdir -p "$OUT"

@@ -65,10 +65,22 @@ LuongScore parse_luong_score(const std::string& s) {
   if (s == "dot") return LuongScore::dot;
   if (s == "general") return LuongScore::general;
   if (s == "concat") return LuongScore::concat;
-  fail("LuongAttention", "unknown score '", s, "' (expected dot, general or concat)");
+  if (s == "location") return LuongScore::location;
+  fail("LuongAttention", "unknown score '", s, "' (expected dot, general, concat or location)");
 }
 
-LuongAttention::LuongAttention(int64_t qd, int64_t kd, LuongScore sc, int64_t ad) : score(sc) {
+const char* luong_score_name(LuongScore s) {
+  switch (s) {
+    case LuongScore::dot: return "dot";
+    case LuongScore::general: return "general";
+    case LuongScore::concat: return "concat";
+    case LuongScore::location: return "location";
+  }
+  return "?";
+}
+
+LuongAttention::LuongAttention(int64_t qd, int64_t kd, LuongScore sc, int64_t ad, int64_t max_positions)
+    : score(sc) {
   switch (score) {
     case LuongScore::dot:
       QKV_CHECK(qd == kd, "LuongAttention", "dot scoring needs equal query and key widths, got ", qd, " and ", kd,
@@ -79,6 +91,12 @@ LuongAttention::LuongAttention(int64_t qd, int64_t kd, LuongScore sc, int64_t ad
       QKV_CHECK(ad > 0, "LuongAttention", "concat scoring needs attn_dim > 0");
       attn = register_module("attn", std::make_shared<nn::Linear>(qd + kd, ad, true));
       v = register_module("v", std::make_shared<nn::Linear>(ad, 1, false));
+      break;
+    case LuongScore::location:
+      QKV_CHECK(max_positions > 0, "LuongAttention", "location scoring needs max_positions > 0 (one row of W_a per ",
+                "source position), got ", max_positions);
+      attn = register_module("attn", std::make_shared<nn::Linear>(qd, max_positions, false));
+      max_positions_ = max_positions;
       break;
   }
   query_dim_check_ = qd;
@@ -99,6 +117,12 @@ Alignment LuongAttention::forward(const Tensor& query, const PreparedKeys& k) co
     case LuongScore::dot: return align(squeeze(matmul(k.keys, q), 2), k);           // (B, S, Dh) @ (B, Dh, 1)
     case LuongScore::general: return align(squeeze(matmul(k.projected, q), 2), k);  // (B, S, Ds) @ (B, Ds, 1)
     case LuongScore::concat: return align(concat_score(*attn, *v, query, k.keys), k);
+    case LuongScore::location: {  // rows 0..S-1 of W_a: (B, Ds) @ (S, Ds)^T -> (B, S)
+      QKV_CHECK(k.keys.size(1) <= max_positions_, "LuongAttention", "location scoring has one row of W_a per ",
+                "source position, max_positions = ", max_positions_, ", but the source has ", k.keys.size(1));
+      Tensor w_a = slice(attn->weight, 0, 0, k.keys.size(1));  // (S, Ds)
+      return align(linear(query, w_a), k);
+    }
   }
   return {};
 }

@@ -1,5 +1,7 @@
 #include "qkv/models/rnn_seq2seq.h"
 
+#include <string_view>
+
 #include "qkv/autograd/node.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/shape.h"
@@ -97,7 +99,8 @@ RnnSeq2Seq::RnnSeq2Seq(const RnnSeq2SeqConfig& cfg, Generator& gen) : cfg_(cfg) 
     attention = register_module("attention", std::make_shared<attention::BahdanauAttention>(
                                                  Hd, Hk, A, attention::AdditiveForm::sum));
   } else if (luong) {
-    attention = register_module("attention", std::make_shared<attention::LuongAttention>(Hd, Hk, cfg_.score, A));
+    attention = register_module("attention", std::make_shared<attention::LuongAttention>(Hd, Hk, cfg_.score, A,
+                                                                                         cfg_.max_len));
     attn_out = register_module("attn_out", std::make_shared<nn::Linear>(Hk + Hd, Hd, false));
   }
   const int64_t out_dim = bahdanau ? Hd + Hk + E : Hd;  // o_t: [s_t; c_t; y] or s_t or h~_t
@@ -120,8 +123,12 @@ nn::RnnOutput RnnSeq2Seq::run_rnn(nn::RnnBase& rnn, const Tensor& x, const Tenso
 Tensor RnnSeq2Seq::check_ids(const Tensor& ids, const char* what) const {
   QKV_CHECK(ids.defined() && ids.ndim() == 2 && (ids.dtype() == DType::i64 || ids.dtype() == DType::i32),
             "RnnSeq2Seq", what, " must be (B, T) i64, got ", ids.defined() ? ids.str() : std::string("undefined"));
+  // Location attention has one row of W_a per source position: max_len of them.
+  const bool location = cfg_.attention == RnnAttentionKind::luong && cfg_.score == attention::LuongScore::location &&
+                        std::string_view(what) == "src";
   QKV_CHECK(ids.size(1) >= 1 && ids.size(1) <= cfg_.max_len, "RnnSeq2Seq", what, " length ", ids.size(1),
-            " outside [1, max_len=", cfg_.max_len, "]");
+            " outside [1, max_len=", cfg_.max_len, "] (config field 'max_len'",
+            location ? ", also the number of source positions location attention can score" : "", ")");
   return ids;
 }
 

@@ -9,9 +9,6 @@ const char* cell_name(RnnCell c) { return c == RnnCell::lstm ? "lstm" : "gru"; }
 const char* attention_name(RnnAttentionKind a) {
   return a == RnnAttentionKind::none ? "none" : a == RnnAttentionKind::bahdanau ? "bahdanau" : "luong";
 }
-const char* score_name(attention::LuongScore s) {
-  return s == attention::LuongScore::dot ? "dot" : s == attention::LuongScore::general ? "general" : "concat";
-}
 const char* bridge_name(RnnBridge b) {
   return b == RnnBridge::copy ? "copy" : b == RnnBridge::linear ? "linear" : "zeros";
 }
@@ -88,8 +85,8 @@ RnnSeq2SeqConfig RnnSeq2SeqConfig::parse(const nlohmann::json& j, const std::str
     QKV_CHECK(c.attention == RnnAttentionKind::luong, r.where("score"), "a score function belongs to Luong ",
               "attention; attention is \"", att, "\" (remove \"score\" or set attention to \"luong\")");
     std::string s = r.string("score");
-    QKV_CHECK(s == "dot" || s == "general" || s == "concat", r.where("score"),
-              "expected \"dot\", \"general\" or \"concat\", got \"", s, "\"");
+    QKV_CHECK(s == "dot" || s == "general" || s == "concat" || s == "location", r.where("score"),
+              "expected \"dot\", \"general\", \"concat\" or \"location\", got \"", s, "\"");
     c.score = attention::parse_luong_score(s);
   }
   c.input_feeding = r.boolean("input_feeding", d.input_feeding);
@@ -97,7 +94,7 @@ RnnSeq2SeqConfig RnnSeq2SeqConfig::parse(const nlohmann::json& j, const std::str
     c.attn_dim = r.integer("attn_dim");
     QKV_CHECK(uses_attn_dim(c), r.where("attn_dim"), "only Bahdanau and Luong concat scoring have an attention ",
               "MLP; attention is \"", att, "\"", c.attention == RnnAttentionKind::luong ? " with score " : "",
-              c.attention == RnnAttentionKind::luong ? score_name(c.score) : "");
+              c.attention == RnnAttentionKind::luong ? attention::luong_score_name(c.score) : "");
   }
   c.reverse_source = r.boolean("reverse_source", d.reverse_source);
   std::string br = r.string("bridge", bridge_name(d.bridge));
@@ -132,7 +129,7 @@ void to_json(nlohmann::json& j, const RnnSeq2SeqConfig& c) {
                      {"pad_id", c.pad_id},
                      {"bos_id", c.bos_id},
                      {"eos_id", c.eos_id}};
-  if (c.attention == RnnAttentionKind::luong) j["score"] = score_name(c.score);
+  if (c.attention == RnnAttentionKind::luong) j["score"] = attention::luong_score_name(c.score);
   if (uses_attn_dim(c)) j["attn_dim"] = c.attn_dim;
 }
 

@@ -32,11 +32,13 @@ Tensor project2(const Tensor& a, const Tensor& ga, const Tensor& b, const Tensor
   return add(sum(mul(a, ga)), sum(mul(b, gb)));
 }
 
-std::unique_ptr<RnnAttention> make_rnn_attention(const std::string& kind, int64_t Ds, int64_t Dh, int64_t A) {
+std::unique_ptr<RnnAttention> make_rnn_attention(const std::string& kind, int64_t Ds, int64_t Dh, int64_t A,
+                                                 int64_t M) {
   if (kind == "bahdanau_concat") return std::make_unique<BahdanauAttention>(Ds, Dh, A, AdditiveForm::concat);
   if (kind == "bahdanau_sum") return std::make_unique<BahdanauAttention>(Ds, Dh, A, AdditiveForm::sum);
   if (kind == "luong_dot") return std::make_unique<LuongAttention>(Ds, Ds, LuongScore::dot);
   if (kind == "luong_general") return std::make_unique<LuongAttention>(Ds, Dh, LuongScore::general);
+  if (kind == "luong_location") return std::make_unique<LuongAttention>(Ds, Dh, LuongScore::location, 0, M);
   return std::make_unique<LuongAttention>(Ds, Dh, LuongScore::concat, A);
 }
 
@@ -49,7 +51,7 @@ TEST(RnnAttention, BahdanauAndLuongMatchPyTorch) {
     auto p = ref.params(c);
     if (!p.contains("kind")) continue;
     SCOPED_TRACE(c);
-    auto att = make_rnn_attention(p["kind"], p["Ds"], p["Dh"], p["A"]);
+    auto att = make_rnn_attention(p["kind"], p["Ds"], p["Dh"], p["A"], p["M"]);
     load_params(*att, ref, c);
     Tensor q = ref.get(c, "query"), keys = ref.get(c, "keys");
     q.set_requires_grad(true);
@@ -60,10 +62,10 @@ TEST(RnnAttention, BahdanauAndLuongMatchPyTorch) {
     backward(project2(a.context, ref.get(c, "g_context"), a.weights, ref.get(c, "g_weights")));
     EXPECT_CLOSE(q.grad(), ref.get(c, "g_query"), kF32);
     EXPECT_CLOSE(keys.grad(), ref.get(c, "g_keys"), kF32);
-    expect_param_grads(*att, ref, c, kF32);
+    expect_param_grads(*att, ref, c, kF32);  // location: W_a's rows beyond S get exactly 0 in torch
     ++n;
   }
-  EXPECT_EQ(n, 5);
+  EXPECT_EQ(n, 6);
 }
 
 TEST(RnnAttention, PaddingGetsZeroWeightAndBadShapesThrow) {
@@ -79,6 +81,28 @@ TEST(RnnAttention, PaddingGetsZeroWeightAndBadShapesThrow) {
   EXPECT_THROW(LuongAttention(4, 5, LuongScore::dot), Error);  // dot needs equal widths
   EXPECT_THROW(att.forward(randn({2, 5}, 3), keys, pad), Error);
   EXPECT_THROW(att.forward(q, randn({2, 3, 5}, 4), pad), Error);
+}
+
+TEST(RnnAttention, LocationScoresUpToMaxPositionsAndNamesTheLimit) {
+  // W_a (3, Ds): a 3-long source is scored, a 4-long one is refused naming max_positions.
+  LuongAttention att(4, 6, LuongScore::location, 0, 3);
+  EXPECT_EQ(att.attn->weight.shape(), Shape({3, 4}));
+  EXPECT_FALSE(att.attn->bias.defined());
+  Tensor q = randn({2, 4}, 1);
+  Tensor pad = Tensor::from_vector(std::vector<uint8_t>{0, 0, 1, 0, 0, 0}, Shape{2, 3});
+  Alignment a = att.forward(q, randn({2, 3, 6}, 2), pad);
+  EXPECT_EQ(a.weights.to_vector<float>()[2], 0.f);  // padding
+  try {
+    att.forward(q, randn({2, 4, 6}, 3), Tensor());
+    ADD_FAILURE() << "a source longer than max_positions was accepted";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("max_positions = 3"), std::string::npos) << m;
+    EXPECT_NE(m.find("has 4"), std::string::npos) << m;
+  }
+  EXPECT_THROW(LuongAttention(4, 6, LuongScore::location), Error);  // no positions
+  EXPECT_EQ(parse_luong_score("location"), LuongScore::location);
+  EXPECT_STREQ(luong_score_name(LuongScore::location), "location");
 }
 
 TEST(Rope, MatchesPyTorchBothStyles) {

@@ -20,9 +20,10 @@ using namespace qkv::models;
 
 namespace {
 
-const std::vector<std::string> kCases = {"fwd_none",          "fwd_bahdanau",        "fwd_luong_dot",
-                                         "fwd_luong_general", "fwd_luong_concat",    "fwd_bahdanau_lstm_zeros",
-                                         "fwd_none_gru_linear"};
+const std::vector<std::string> kCases = {
+    "fwd_none",         "fwd_bahdanau",       "fwd_luong_dot",           "fwd_luong_general",
+    "fwd_luong_concat", "fwd_luong_location", "fwd_bahdanau_lstm_zeros", "fwd_none_gru_linear",
+    "fwd_luong_location_gru"};
 
 std::unique_ptr<RnnSeq2Seq> load_model(const RefFile& ref, const std::string& c) {
   auto cfg = RnnSeq2SeqConfig::parse(ref.params(c)["config"], c);
@@ -184,7 +185,7 @@ TEST(RnnSeq2Seq, ConfigErrorsNameFileKeyAndWhatFits) {
   expect_error(j, {"model.cell", "lstm", "gru"});
   j = ok;
   j["score"] = "cosine";
-  expect_error(j, {"model.score", "dot", "general", "concat"});
+  expect_error(j, {"model.score", "dot", "general", "concat", "location"});
   // Bidirectional encoder (2 * 8 = 16) into an 8-wide decoder with the default copy bridge.
   j = ok;
   j["bidirectional"] = true;
@@ -213,6 +214,10 @@ TEST(RnnSeq2Seq, ConfigErrorsNameFileKeyAndWhatFits) {
   j = ok;
   j["attn_dim"] = 6;  // luong general has no MLP
   expect_error(j, {"model.attn_dim", "general"});
+  j["score"] = "location";  // nor has location scoring: W_a is (max_len, dec_hidden)
+  expect_error(j, {"model.attn_dim", "location"});
+  j.erase("attn_dim");
+  EXPECT_EQ(error_of(j), "");
   j = ok;
   j["attention"] = "none";
   j.erase("score");
@@ -303,4 +308,42 @@ TEST(RnnSeq2Seq, PaddingIsMaskedAndBadInputsNameTheProblem) {
   EXPECT_NE(e.find("max_len"), std::string::npos) << e;
   auto st = m.start(Tensor::from_vector<int64_t>({3, 4}, {1, 2}), Tensor());
   EXPECT_THROW(m.step(*st, Tensor::from_vector<int64_t>({1, 1}, {2})), Error);  // 2 tokens for 1 row
+}
+
+TEST(RnnSeq2Seq, LocationAttentionScoresMaxLenPositionsAndIgnoresPadding) {
+  nlohmann::json j = small_config();
+  j["score"] = "location";
+  j["input_feeding"] = true;
+  RnnSeq2SeqConfig c = RnnSeq2SeqConfig::parse(j, "cfg.json", "model");
+  EXPECT_EQ(nlohmann::json(c).at("score"), "location");
+  RnnSeq2Seq m(c);
+  m.eval();
+  auto sd = m.state_dict();
+  ASSERT_EQ(sd.count("attention.attn.weight"), 1u);
+  EXPECT_EQ(sd.at("attention.attn.weight").shape(), Shape({c.max_len, c.dec_hidden}));  // W_a: one row per position
+  EXPECT_EQ(sd.count("attention.attn.bias"), 0u);
+  NoGradGuard ng;
+  // A padded sentence gives the same logits and attention as the same sentence alone: W_a's rows
+  // for padded positions are masked, those beyond S unused.
+  Tensor src = Tensor::from_vector<int64_t>({5, 6, 7, 0, 0, 8, 9, 10, 11, 12}, {2, 5});
+  Tensor pad = Tensor::from_vector<uint8_t>({0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 5});
+  Tensor tgt = Tensor::from_vector<int64_t>({1, 12, 13, 1, 14, 15}, {2, 3});
+  Tensor one_src = Tensor::from_vector<int64_t>({5, 6, 7}, {1, 3});
+  Tensor one_tgt = Tensor::from_vector<int64_t>({1, 12, 13}, {1, 3});
+  EXPECT_CLOSE(contiguous(slice(m.forward(src, pad, tgt), 0, 0, 1)), m.forward(one_src, Tensor(), one_tgt), kF32);
+  Tensor w = m.cross_attention(src, pad, tgt).layers.at(0);  // (2, 1, 3, 5)
+  Tensor w_alone = m.cross_attention(one_src, Tensor(), one_tgt).layers.at(0);
+  EXPECT_CLOSE(contiguous(slice(slice(w, 0, 0, 1), 3, 0, 3)), w_alone, kF32);
+  std::vector<float> wv = contiguous(slice(slice(w, 0, 0, 1), 3, 3, 5)).to_vector<float>();
+  for (float v : wv) EXPECT_EQ(v, 0.f);
+  // A source longer than max_len names the field, and why location attention cares.
+  try {
+    m.forward(Tensor::from_vector<int64_t>(std::vector<int64_t>(13, 4), {1, 13}), Tensor(), one_tgt);
+    ADD_FAILURE() << "a 13-token source was accepted with max_len 12";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("src length 13"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'max_len'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("location attention"), std::string::npos) << msg;
+  }
 }

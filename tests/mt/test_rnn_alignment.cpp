@@ -176,6 +176,8 @@ TEST(RnnDecoding, GreedyEqualsBeamOneForEveryVariant) {
       {"luong_dot", {{"attention", "luong"}, {"score", "dot"}, {"input_feeding", true}, {"dec_hidden", 16},
                      {"enc_hidden", 16}, {"cell", "gru"}}},
       {"luong_concat", {{"attention", "luong"}, {"score", "concat"}, {"bridge", "zeros"}, {"dec_layers", 2}}},
+      {"luong_location", {{"attention", "luong"}, {"score", "location"}, {"input_feeding", true},
+                          {"bidirectional", true}, {"bridge", "linear"}}},
   };
   for (auto& [name, extra] : variants) {
     SCOPED_TRACE(name);

@@ -65,3 +65,4 @@ TEST(RnnTrajectory, BahdanauMatchesPyTorch) { run_variant("bahdanau"); }
 TEST(RnnTrajectory, LuongDotInputFeedingMatchesPyTorch) { run_variant("luong_dot"); }
 TEST(RnnTrajectory, LuongGeneralMatchesPyTorch) { run_variant("luong_general"); }
 TEST(RnnTrajectory, LuongConcatInputFeedingMatchesPyTorch) { run_variant("luong_concat"); }
+TEST(RnnTrajectory, LuongLocationInputFeedingMatchesPyTorch) { run_variant("luong_location"); }

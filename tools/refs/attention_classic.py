@@ -1,5 +1,5 @@
 """References for qkv/attention/{rnn_attention,positions}: Bahdanau (concat, sum), Luong (dot,
-general, concat), RoPE (half, interleaved) and Shaw relative multi-head attention, written from
+general, concat, location), RoPE (half, interleaved) and Shaw relative multi-head attention, written from
 the papers' equations in PyTorch. Each case stores inputs, parameters ("p.<qkv name>"), upstream
 gradients, outputs and all gradients (from torch.autograd)."""
 import math
@@ -23,7 +23,7 @@ def align(scores, keys, pad):
     return torch.bmm(w.unsqueeze(1), keys).squeeze(1), w
 
 
-def rnn_case(r, name, kind, B=3, S=6, Ds=5, Dh=7, A=4):
+def rnn_case(r, name, kind, B=3, S=6, Ds=5, Dh=7, A=4, M=9):
     q, keys = rn(B, Ds), rn(B, S, Dh)
     lens = [6, 3, 1]
     pad = pad_mask(B, S, lens)
@@ -47,6 +47,9 @@ def rnn_case(r, name, kind, B=3, S=6, Ds=5, Dh=7, A=4):
         P = {"attn.weight": rn(A, Ds + Dh, scale=0.4), "attn.bias": rn(A, scale=0.1), "v.weight": rn(1, A, scale=0.5)}
         e = torch.tanh(torch.cat([q[:, None, :].expand(B, S, Ds), keys], -1) @ P["attn.weight"].T + P["attn.bias"])
         scores = (e @ P["v.weight"].T).squeeze(-1)
+    elif kind == "luong_location":  # Luong et al. 2015, 3.1: a = softmax(W_a h_t), W_a (M, Ds), positions 0..S-1
+        P = {"attn.weight": rn(M, Ds, scale=0.4)}
+        scores = (q @ P["attn.weight"].T)[:, :S]
     ctx, w = align(scores, keys, pad)
     gc, gw = torch.randn(ctx.shape, generator=g), torch.randn(w.shape, generator=g)
     leaves = [q, keys] + list(P.values())
@@ -56,7 +59,7 @@ def rnn_case(r, name, kind, B=3, S=6, Ds=5, Dh=7, A=4):
     for (k, v), gr in zip(P.items(), grads[2:]):
         t["p." + k] = v
         t["g." + k] = gr
-    r.case(name, {"kind": kind, "Ds": q.shape[1], "Dh": keys.shape[2], "A": A}, **t)
+    r.case(name, {"kind": kind, "Ds": q.shape[1], "Dh": keys.shape[2], "A": A, "M": M}, **t)
 
 
 def rope_ref(x, offset, base, style):
@@ -123,4 +126,7 @@ def main(out):
     rel_mha(r, "rel_self", 2, 6, 6, 16, 2, 3, False, [6, 4])
     rel_mha(r, "rel_causal", 2, 7, 7, 12, 3, 2, True, None)
     rel_mha(r, "rel_incremental", 1, 2, 8, 8, 2, 3, True, None)  # last 2 queries over 8 keys
+    # Drawn last so that the cases above keep their values. W_a has 9 rows for a 6-long source: the
+    # gradient of rows 6..8 is zero, and rows 3..5 (row 1) and 1..5 (row 2) are masked padding.
+    rnn_case(r, "luong_location", "luong_location")
     r.save(out)

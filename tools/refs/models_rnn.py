@@ -1,4 +1,5 @@
-"""References for models/rnn_seq2seq: RNN encoder-decoders (no attention / Bahdanau / Luong)
+"""References for models/rnn_seq2seq: RNN encoder-decoders (no attention / Bahdanau / Luong with
+dot, general, concat or location scoring)
 written with torch.nn.LSTM / GRU and hand-written attention, parameter names = qkv's.
 
 fwd_<variant>: the config as qkv's RnnSeq2SeqConfig JSON, parameters p.<name>, a padded batch,
@@ -27,13 +28,22 @@ VARIANTS = {
                           attention="luong", score="general", input_feeding=False, bridge="linear"),
     "luong_concat": dict(cell="lstm", enc_hidden=12, enc_layers=2, bidirectional=True, dec_hidden=24, dec_layers=2,
                          attention="luong", score="concat", attn_dim=16, input_feeding=True, bridge="copy"),
+    # W_a (max_len = 16, 24) over 7-long padded sources, reversed, so positions are the encoder's. (A GRU
+    # with a bidirectional encoder and input feeding makes the trajectory's fp32 run drift from fp64 by
+    # 7e-5, chaotic loss spikes; this one stays within 4e-7.)
+    "luong_location": dict(cell="lstm", enc_hidden=24, enc_layers=1, bidirectional=False, dec_hidden=24, dec_layers=1,
+                           attention="luong", score="location", input_feeding=True, bridge="copy",
+                           reverse_source=True),
 }
-# Forward/gradient-only extras: LSTM + zero initial state + Bahdanau; GRU without attention.
+# Forward/gradient-only extras: LSTM + zero initial state + Bahdanau; GRU without attention; location
+# attention without input feeding (qkv's whole-target recurrence path) on a GRU with two decoder layers.
 EXTRA = {
     "bahdanau_lstm_zeros": dict(cell="lstm", enc_hidden=10, enc_layers=1, bidirectional=True, dec_hidden=18,
                                 dec_layers=2, attention="bahdanau", attn_dim=12, bridge="zeros", reverse_source=True),
     "none_gru_linear": dict(cell="gru", enc_hidden=14, enc_layers=1, bidirectional=True, dec_hidden=20, dec_layers=1,
                             attention="none", bridge="linear"),
+    "luong_location_gru": dict(cell="gru", enc_hidden=10, enc_layers=1, bidirectional=True, dec_hidden=18, dec_layers=2,
+                               attention="luong", score="location", input_feeding=False, bridge="linear"),
 }
 
 
@@ -55,16 +65,20 @@ class Additive(nn.Module):  # Bahdanau: v^T tanh(W1 s + W2 h_i)
 
 
 class Multiplicative(nn.Module):  # Luong: dot s^T h_i | general s^T W h_i | concat v^T tanh(W [s; h_i])
-    def __init__(self, score, qd, kd, ad):
+    def __init__(self, score, qd, kd, ad, max_len):  # | location (W_a s)_i, W_a (max_len, qd)
         super().__init__()
         self.score = score
-        if score == "general":
+        if score == "location":
+            self.attn = nn.Linear(qd, max_len, bias=False)
+        elif score == "general":
             self.attn = nn.Linear(kd, qd, bias=False)
         elif score == "concat":
             self.attn = nn.Linear(qd + kd, ad)
             self.v = nn.Linear(ad, 1, bias=False)
 
     def scores(self, q, keys):
+        if self.score == "location":  # every position's score from s alone; the first S of them
+            return self.attn(q)[:, :keys.size(1)]
         if self.score == "dot":
             return torch.bmm(keys, q.unsqueeze(2)).squeeze(2)
         if self.score == "general":
@@ -104,7 +118,7 @@ class RefRnnSeq2Seq(nn.Module):
             self.attention = Additive(Hd, Hk, A)
             out_dim = Hd + Hk + E
         elif att == "luong":
-            self.attention = Multiplicative(c["score"], Hd, Hk, A)
+            self.attention = Multiplicative(c["score"], Hd, Hk, A, c["max_len"])
             self.attn_out = nn.Linear(Hk + Hd, Hd, bias=False)
             out_dim = Hd
         else:

@@ -1,5 +1,6 @@
 """Reference for tests/mt/test_rnn_trajectory.cpp: 100 training steps of each RNN encoder-decoder
-variant (models_rnn.RefRnnSeq2Seq: none, bahdanau, luong_dot, luong_general, luong_concat) with
+variant (models_rnn.RefRnnSeq2Seq: none, bahdanau, luong_dot, luong_general, luong_concat,
+luong_location) with
 Adam (0.9, 0.98, eps 1e-6) at a constant learning rate, label-smoothed (0.1) cross-entropy over
 non-pad targets, global-norm clipping at 1.0, dropout 0. The task is reversal (target = the
 source's real tokens backwards, then </s>), so the attention has something to learn and every

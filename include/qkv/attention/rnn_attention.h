@@ -8,8 +8,11 @@
 //   Luong (multiplicative, 2015): dot      e_i = s^T h_i
 //                                 general  e_i = s^T W h_i
 //                                 concat   e_i = v^T tanh(W [s; h_i])
+//                                 location e_i = (W_a s)_i   (section 3.1: a = softmax(W_a s), from
+//                                          the decoder state alone; W_a has one row per source
+//                                          position up to a maximum, rows 0..S-1 score a length-S source)
 // Parameter names: W (Linear "attn" over [s; h]), W1 "query_proj", W2 "key_proj", v "v",
-// W in general "attn" (no bias, Dh -> Ds).
+// W in general "attn" (no bias, Dh -> Ds), W_a in location "attn" (no bias, Ds -> max_positions).
 #pragma once
 #include "qkv/nn/layers.h"
 
@@ -56,22 +59,26 @@ class BahdanauAttention : public RnnAttention {
   int64_t query_dim_, key_dim_;
 };
 
-enum class LuongScore { dot, general, concat };
-LuongScore parse_luong_score(const std::string& s);  // "dot" | "general" | "concat"
+enum class LuongScore { dot, general, concat, location };
+LuongScore parse_luong_score(const std::string& s);  // "dot" | "general" | "concat" | "location"
+const char* luong_score_name(LuongScore s);
 
 class LuongAttention : public RnnAttention {
  public:
-  LuongAttention(int64_t query_dim, int64_t key_dim, LuongScore score, int64_t attn_dim = 0);
+  // attn_dim: concat only. max_positions: location only, the longest source it can score (S <= it).
+  LuongAttention(int64_t query_dim, int64_t key_dim, LuongScore score, int64_t attn_dim = 0,
+                 int64_t max_positions = 0);
   PreparedKeys prepare(const Tensor& keys, const Tensor& pad) const override;
   Alignment forward(const Tensor& query, const PreparedKeys& k) const override;
   using RnnAttention::forward;
 
   LuongScore score;
-  std::shared_ptr<nn::Linear> attn;  // general: (Ds, Dh) no bias; concat: (A, Ds + Dh) with bias
+  std::shared_ptr<nn::Linear> attn;  // general: (Ds, Dh) no bias; concat: (A, Ds + Dh) with bias;
+                                     // location: W_a (max_positions, Ds) no bias
   std::shared_ptr<nn::Linear> v;     // concat: (1, A) no bias
 
  private:
-  int64_t query_dim_check_, key_dim_check_;
+  int64_t query_dim_check_, key_dim_check_, max_positions_ = 0;
 };
 
 // Masked softmax over the last axis of scores (B, S) and the weighted sum of keys.

@@ -21,6 +21,8 @@
 //              PyTorch tutorials: one linear layer straight to the vocabulary.)
 //   luong:     s_t = RNN_dec(y, s_{t-1})   or with input feeding   RNN_dec([y; h~_{t-1}], s_{t-1}), h~_0 = 0
 //              a_t = softmax_i(score(s_t, h_i)); c_t = sum_i a_ti h_i       score: dot | general | concat
+//              or location-based (section 3.1): a_t = softmax(W_a s_t) over source positions 0..S-1,
+//              W_a (max_len, Hd): the weights come from s_t alone, the context still from h
 //              h~_t = tanh(W_c [c_t; s_t]) (no bias, eq. 5);                o_t = h~_t
 //   logits_t = W_out Dropout(o_t) + b_out                                   (B, V)
 // Source padding is masked in the attention softmax and the encoder runs with the true lengths.
@@ -30,7 +32,8 @@
 // Parameters are initialised U(-0.1, 0.1) (Luong et al.; Sutskever et al. used 0.08), padding
 // embedding rows zero. Names: src_embed.weight, tgt_embed.weight, encoder.* and decoder.* (exactly
 // torch.nn.LSTM / GRU: weight_ih_l0, weight_hh_l0_reverse, ...), bridge_h.* / bridge_c.* (linear
-// bridge), attention.* (attention/rnn_attention.h: query_proj, key_proj, v / attn, v),
+// bridge), attention.* (attention/rnn_attention.h: query_proj, key_proj, v / attn, v; location's W_a
+// is attention.attn.weight (max_len, Hd)),
 // attn_out.weight (Luong W_c), generator.weight / generator.bias.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -55,12 +58,12 @@ struct RnnSeq2SeqConfig {
   int64_t dec_hidden = 256, dec_layers = 1;
   double dropout = 0.0;  // embeddings, between RNN layers, before the output layer
   RnnAttentionKind attention = RnnAttentionKind::luong;
-  attention::LuongScore score = attention::LuongScore::general;  // luong only
+  attention::LuongScore score = attention::LuongScore::general;  // luong only (location: W_a has max_len rows)
   int64_t attn_dim = 0;         // bahdanau / luong concat: width of the scoring MLP (0 = dec_hidden)
   bool input_feeding = false;   // luong only: h~_{t-1} joins the next decoder input
   bool reverse_source = false;  // Sutskever et al.: feed the source backwards
   RnnBridge bridge = RnnBridge::copy;
-  int64_t max_len = 256;        // longest source / target sequence
+  int64_t max_len = 256;        // longest source / target sequence (and location attention's positions)
   int64_t pad_id = 0, bos_id = 1, eos_id = 2;
 
   int64_t key_dim() const { return (bidirectional ? 2 : 1) * enc_hidden; }  // Hk
