@@ -1,0 +1,76 @@
+#include "qkv/train/lm_task.h"
+
+#include "qkv/autograd/node.h"
+#include "qkv/ops/loss.h"
+
+namespace qkv::train {
+
+PackedLmStream::PackedLmStream(const std::vector<std::vector<int64_t>>& documents, int64_t context,
+                               int64_t batch_size, uint64_t seed)
+    : context_(context), batch_(batch_size) {
+  QKV_CHECK(context > 0 && batch_size > 0, "PackedLmStream", "context and batch_size must be positive, got ", context,
+            " and ", batch_size);
+  for (const auto& d : documents) stream_.insert(stream_.end(), d.begin(), d.end());
+  windows_ = stream_.size() > size_t(context) ? int64_t(stream_.size() - 1) / context : 0;
+  QKV_CHECK(windows_ > 0, "PackedLmStream", "the corpus has ", stream_.size(), " tokens: fewer than one window of ",
+            context + 1);
+  PlanHash h;  // the window length, batch size and every token identify the plan
+  h.mix(uint64_t(context));
+  h.mix(uint64_t(batch_size));
+  h.mix(stream_.size());
+  for (int64_t t : stream_) h.mix(uint64_t(t));
+  order_.emplace(size_t(batches_per_epoch()), seed, h.value(), "PackedLmStream");
+}
+
+LmBatch PackedLmStream::batch(size_t b) const {
+  const int64_t first = int64_t(b) * batch_, B = std::min(batch_, windows_ - first), T = context_;
+  LmBatch out;
+  out.ids = Tensor::empty({B, T}, DType::i64);       // (B, T)
+  out.targets = Tensor::empty({B, T}, DType::i64);   // (B, T)
+  int64_t* ids = out.ids.data<int64_t>();
+  int64_t* tgt = out.targets.data<int64_t>();
+  for (int64_t r = 0; r < B; ++r) {
+    const int64_t* w = stream_.data() + (first + r) * T;  // w[0 .. T]
+    std::copy(w, w + T, ids + r * T);
+    std::copy(w + 1, w + T + 1, tgt + r * T);
+  }
+  out.tokens = B * T;
+  return out;
+}
+
+LmBatch PackedLmStream::next() { return batch(order_->next()); }
+
+std::vector<LmBatch> PackedLmStream::all_batches() const {
+  std::vector<LmBatch> out;
+  for (int64_t b = 0; b < batches_per_epoch(); ++b) out.push_back(batch(size_t(b)));
+  return out;
+}
+
+Tensor LmTask::summed_loss(const models::Gpt& model, const LmBatch& b, double ls) {
+  Tensor logits = model.forward(b.ids, b.key_pad);  // (B, T, V)
+  return cross_entropy(logits, b.targets, -100, ls, Reduction::sum);
+}
+
+TrainingTask::MicroBatch LmTask::next() {
+  LmBatch b = data_.next();
+  MicroBatch m;
+  m.units = b.tokens;
+  m.summed_loss = [this, b](double ls) { return summed_loss(model_, b, ls); };
+  return m;
+}
+
+double LmTask::evaluate_nll(models::Gpt& model, const std::vector<LmBatch>& batches) {
+  NoGradGuard ng;
+  const bool was = model.is_training();
+  model.eval();
+  double total = 0;
+  int64_t tokens = 0;
+  for (const LmBatch& b : batches) {
+    total += summed_loss(model, b).item();
+    tokens += b.tokens;
+  }
+  model.train(was);
+  return tokens ? total / double(tokens) : 0.0;
+}
+
+}  // namespace qkv::train
