@@ -73,4 +73,30 @@ double LmTask::evaluate_nll(models::Gpt& model, const std::vector<LmBatch>& batc
   return tokens ? total / double(tokens) : 0.0;
 }
 
+NllSum strided_nll(models::Gpt& model, const std::vector<int64_t>& ids, int64_t context, int64_t stride) {
+  QKV_CHECK(context >= 2 && context <= model.config().n_positions, "perplexity", "context must be in [2, n_positions=",
+            model.config().n_positions, "], got ", context);
+  QKV_CHECK(stride >= 1 && stride <= context, "perplexity", "stride must be in [1, context=", context, "], got ", stride);
+  QKV_CHECK(ids.size() >= 2, "perplexity", "the text has ", ids.size(), " tokens: at least 2 are needed");
+  NoGradGuard ng;
+  const bool was = model.is_training();
+  model.eval();
+  NllSum r;
+  const int64_t n = int64_t(ids.size());
+  int64_t prev_end = 1;  // tokens before this are scored (the first token never is)
+  for (int64_t begin = 0;; begin += stride) {
+    const int64_t end = std::min(begin + context, n), len = end - begin;
+    Tensor w = Tensor::from_vector(std::vector<int64_t>(ids.begin() + begin, ids.begin() + end), {1, len});
+    std::vector<int64_t> tgt(size_t(len), -100);  // position j predicts token begin + j + 1
+    for (int64_t i = std::max(prev_end, begin + 1); i < end; ++i) tgt[size_t(i - 1 - begin)] = ids[size_t(i)];
+    r.tokens += end - std::max(prev_end, begin + 1);
+    Tensor targets = Tensor::from_vector(tgt, {1, len});
+    r.total += cross_entropy(model.forward(w), targets, -100, 0.0, Reduction::sum).item();
+    prev_end = end;
+    if (end == n) break;
+  }
+  model.train(was);
+  return r;
+}
+
 }  // namespace qkv::train

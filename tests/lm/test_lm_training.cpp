@@ -9,10 +9,13 @@
 #include "qkv/io/gpt2.h"
 #include "qkv/train/lm_task.h"
 #include "qkv/train/schedule.h"
+#include "../cli/run_qkv.h"
+#include "qkv/util/file.h"
 #include "ref.h"
 
 using namespace qkv;
 using namespace qkv::testing;
+using qkv::testing::run_qkv;
 
 namespace {
 
@@ -100,4 +103,56 @@ TEST(LmTraining, PackedWindowsOverlapByOneAndResumeExactly) {
   train::PackedLmStream u(docs, 4, 4, 7);
   EXPECT_THROW(u.restore(pos), Error);
   EXPECT_THROW(train::PackedLmStream({{1, 2, 3}}, 4, 4, 7), Error);  // fewer tokens than one window
+}
+
+TEST(LmTraining, StridedPerplexityMatchesTheReference) {
+  // tools/refs/models_gpt.py case "strided": a 40-token text, windows of 12 moved by 5, scored in
+  // fp64 by the PyTorch GPT; qkv's fp32 sum of 39 log-probabilities within 1e-5 relative.
+  RefFile ref("models_gpt");
+  auto p = ref.params("strided");
+  io::GptBundle b = io::load_gpt2((std::filesystem::path(ref_dir()) / p["dir"].get<std::string>()).string());
+  std::vector<int64_t> text = ref.get("strided", "text").to_vector<int64_t>();
+  train::NllSum r = train::strided_nll(*b.model, text, p["context"], p["stride"]);
+  EXPECT_EQ(r.tokens, int64_t(p["count"]));
+  EXPECT_EQ(r.tokens, int64_t(text.size()) - 1);
+  const double want = ref.get("strided", "total_nll").to_vector<double>()[0];
+  EXPECT_NEAR(r.total, want, 1e-5 * std::abs(want));
+  EXPECT_THROW(train::strided_nll(*b.model, text, 13, 5), Error);  // longer than n_positions
+  EXPECT_THROW(train::strided_nll(*b.model, text, 12, 13), Error);  // stride beyond the window
+}
+
+TEST(LmTraining, PerplexityCommandPrintsTheLibrarysFigures) {
+  // The gpt2 reference model (61 tokens) with a character tokenizer learned here (fewer than 61
+  // symbols): `qkv perplexity` must print the token count and mean NLL of train::strided_nll.
+  RefFile ref("models_gpt");
+  namespace fs = std::filesystem;
+  const fs::path src = fs::path(ref_dir()) / ref.params("gpt2")["dir"].get<std::string>();
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_ppl_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(src / "config.json", dir / "config.json");
+  fs::copy_file(src / "model.safetensors", dir / "model.safetensors");
+  const std::string text = "the cat sat on the mat and the dog sat on the log\nthe end of the tale\n";
+  write_file_atomic((dir / "text.txt").string(), text);
+  ASSERT_EQ(run_qkv({"train-tokenizer", "--kind", "char", "--vocab-size", "61", "--input", (dir / "text.txt").string(),
+                     "--out", (dir / "tokenizer.json").string()}, dir / "tok.log"), 0) << read_file((dir / "tok.log").string());
+  ASSERT_EQ(run_qkv({"perplexity", "--model", dir.string(), "--input", (dir / "text.txt").string(), "--context", "12",
+                     "--stride", "4"}, dir / "ppl.log", (dir / "ppl.out").string()), 0)
+      << read_file((dir / "ppl.log").string());
+  const std::string out = read_file((dir / "ppl.out").string());
+
+  io::GptBundle b = io::load_gpt2(dir.string());
+  std::vector<int32_t> ids32 = b.tokenizer->encode(text);
+  train::NllSum r = train::strided_nll(*b.model, std::vector<int64_t>(ids32.begin(), ids32.end()), 12, 4);
+  char want[128];
+  std::snprintf(want, sizeof want, "tokens      %lld ", (long long)r.tokens);
+  EXPECT_NE(out.find(want), std::string::npos) << out;
+  std::snprintf(want, sizeof want, "mean NLL    %.6f nats/token", r.total / double(r.tokens));
+  EXPECT_NE(out.find(want), std::string::npos) << out;
+  std::snprintf(want, sizeof want, "perplexity  %.4f", std::exp(r.total / double(r.tokens)));
+  EXPECT_NE(out.find(want), std::string::npos) << out;
+  // A model directory without a tokenizer is refused, naming it.
+  fs::remove(dir / "tokenizer.json");
+  EXPECT_NE(run_qkv({"perplexity", "--model", dir.string(), "--input", (dir / "text.txt").string()}, dir / "e.log"), 0);
+  EXPECT_NE(read_file((dir / "e.log").string()).find("tokenizer"), std::string::npos);
 }

@@ -17,6 +17,10 @@ and stores in the reference file: ids (B, T), key_pad (B, T) u8 (1 = padding), p
 non-padding targets) with its gradient for every parameter, by published name.
 Rows: one full row, one right-padded, one left-padded (positions counted from its first token,
 as generation does).
+Case "strided" (the gpt2 model): a 40-token text scored in windows of the context length
+(n_positions = 12) moved by a stride of 5: window k covers [5k, 5k + 12) and scores the tokens
+after the previous window's end, each token from position 1 on exactly once, with the longest
+context the window gives it; stores the summed negative log-likelihood and the token count.
 """
 import json
 import math
@@ -145,4 +149,23 @@ def main(out):
                    "logits": logits.detach(), "loss": loss.detach()}
         tensors.update({"grad." + n: g for n, g in zip(names, gs)})
         refs.case(c, {"dir": os.path.join("models_gpt", c), "pre_norm": cfg["pre_norm"]}, **tensors)
+    # strided perplexity on the gpt2 model
+    cfg = cases["gpt2"]
+    p = {k: v.detach().double() for k, v in init_params(cfg, torch.Generator().manual_seed(len("gpt2") * 7919)).items()}
+    gen = torch.Generator().manual_seed(5)
+    text = torch.randint(0, cfg["vocab_size"], (40,), generator=gen)
+    ctx, stride, total, count, prev_end = cfg["n_positions"], 5, 0.0, 0, 1
+    for begin in range(0, len(text), stride):
+        end = min(begin + ctx, len(text))
+        w = text[begin:end][None]
+        logp = torch.log_softmax(gpt_forward(cfg, p, w, torch.zeros_like(w, dtype=torch.uint8),
+                                             torch.arange(end - begin)[None]), -1)[0]  # (L, V)
+        for i in range(max(prev_end, begin + 1), end):  # token i predicted by position i - 1
+            total -= logp[i - 1 - begin, text[i]].item()
+            count += 1
+        prev_end = end
+        if end == len(text):
+            break
+    refs.case("strided", {"dir": os.path.join("models_gpt", "gpt2"), "context": ctx, "stride": stride,
+                          "count": count}, text=text, total_nll=torch.tensor(total, dtype=torch.float64))
     refs.save(out)

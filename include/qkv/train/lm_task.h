@@ -75,4 +75,15 @@ class LmTask : public TrainingTask {
   LmBatchStream& data_;
 };
 
+// Summed negative log-likelihood of a text under a GPT, scored in windows of `context` tokens
+// moved by `stride` (1 <= stride <= context): window k covers [k * stride, k * stride + context)
+// and scores the tokens after the previous window's end, so every token from the second on is
+// scored exactly once, with at least context - stride tokens of context once the first window is
+// past. perplexity = exp(total / tokens). Eval mode, no grad.
+struct NllSum {
+  double total = 0;    // sum of -log p(token | context)
+  int64_t tokens = 0;  // tokens scored: ids.size() - 1
+};
+NllSum strided_nll(models::Gpt& model, const std::vector<int64_t>& ids, int64_t context, int64_t stride);
+
 }  // namespace qkv::train
