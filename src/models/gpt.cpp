@@ -42,4 +42,30 @@ Tensor Gpt::forward(const Tensor& ids, const Tensor& key_pad, const Tensor& posi
   return linear(hidden(ids, key_pad, position_ids), embed_tokens->weight);  // (B, T, V), head tied to E_tok
 }
 
+GptClassifier::GptClassifier(std::shared_ptr<Gpt> body, int64_t labels, Generator& gen) : num_labels(labels) {
+  QKV_CHECK(body != nullptr, "GptClassifier", "needs a Gpt");
+  QKV_CHECK(labels >= 2, "GptClassifier", "num_labels must be >= 2, got ", labels);
+  transformer = register_module("transformer", std::move(body));
+  score = register_module("score", std::make_shared<nn::Linear>(transformer->config().n_embd, labels, false));
+  nn::initialize(*score, nn::init::Scheme::normal_002, gen);
+}
+
+Tensor GptClassifier::forward(const Tensor& ids, const Tensor& key_pad, const Tensor& extract_pos,
+                              Tensor* lm_logits) const {
+  Tensor h = transformer->hidden(ids, key_pad);  // (B, T, D)
+  const int64_t B = h.size(0), T = h.size(1);
+  QKV_CHECK(extract_pos.defined() && extract_pos.dtype() == DType::i64 && extract_pos.shape() == Shape{B},
+            "GptClassifier", "extract_pos must be (", B, ") i64, got ",
+            extract_pos.defined() ? extract_pos.str() : std::string("undefined"));
+  std::vector<int64_t> rows = extract_pos.to_vector<int64_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    QKV_CHECK(rows[size_t(b)] >= 0 && rows[size_t(b)] < T, "GptClassifier", "row ", b, ": [EXTRACT] position ",
+              rows[size_t(b)], " outside [0, ", T, ")");
+    rows[size_t(b)] += b * T;  // row of the flattened (B * T, D) states
+  }
+  Tensor at = index_select(reshape(h, {B * T, h.size(2)}), 0, Tensor::from_vector(rows, {B}));  // (B, D)
+  if (lm_logits) *lm_logits = linear(h, transformer->embed_tokens->weight);  // (B, T, V)
+  return score->forward(at);  // (B, C)
+}
+
 }  // namespace qkv::models

@@ -62,6 +62,10 @@ def act(cfg, x):
 
 
 def gpt_forward(cfg, p, ids, key_pad, pos):
+    return gpt_hidden(cfg, p, ids, key_pad, pos) @ p["wte.weight"].t()  # (B, T, V)
+
+
+def gpt_hidden(cfg, p, ids, key_pad, pos):  # the last hidden states (B, T, D), after ln_f
     B, T = ids.shape
     D, H, eps = cfg["n_embd"], cfg["n_head"], cfg["layer_norm_epsilon"]
     Dh = D // H
@@ -93,7 +97,7 @@ def gpt_forward(cfg, p, ids, key_pad, pos):
             x = ln(x + mlp(x, h), h + "ln_2")
     if cfg["pre_norm"]:
         x = ln(x, "ln_f")
-    return x @ p["wte.weight"].t()  # (B, T, V)
+    return x
 
 
 def batch(gen, V, T):

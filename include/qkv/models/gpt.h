@@ -61,4 +61,23 @@ class Gpt : public nn::Module {
   GptConfig cfg_;
 };
 
+// GPT fine-tuned for classification (Radford et al. 2018, 3.3): the input is wrapped as
+// [START] text [EXTRACT] (pairs: [START] a [DELIM] b [EXTRACT]) and a linear layer reads the last
+// hidden state at [EXTRACT]; the tied LM head stays available for the auxiliary LM loss.
+// Names: transformer.* (the Gpt), score.weight (C, D), no bias (Hugging Face's
+// GPT2ForSequenceClassification).
+class GptClassifier : public nn::Module {
+ public:
+  // body: a Gpt (e.g. pretrained, loaded by io::load_gpt2); the head starts N(0, 0.02).
+  GptClassifier(std::shared_ptr<Gpt> body, int64_t num_labels, Generator& gen = default_generator());
+  // ids, key_pad as Gpt::hidden; extract_pos (B) i64: where each row's [EXTRACT] stands.
+  // Returns class logits (B, C); lm_logits (B, T, V) too when non-null.
+  Tensor forward(const Tensor& ids, const Tensor& key_pad, const Tensor& extract_pos,
+                 Tensor* lm_logits = nullptr) const;
+
+  std::shared_ptr<Gpt> transformer;
+  std::shared_ptr<nn::Linear> score;  // (C, D)
+  int64_t num_labels;
+};
+
 }  // namespace qkv::models
