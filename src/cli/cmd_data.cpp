@@ -66,7 +66,7 @@ int run(int argc, char** argv) {
   CLI::App app{"Build a corpus from Debian/npm packages into the data directory"};
   std::string corpus, dir = "data", set = "small", cache, list;
   bool force = false, stats = false, verbose = false;
-  app.add_option("corpus", corpus, "mt-en-de | mt-en-fr | lm-en | cls-debian | sentiment")
+  app.add_option("corpus", corpus, "mt-en-de | mt-en-fr | lm-en | cls-debian | sentiment | pang-lee-reviews | pang-lee-sentences")
       ->required();
   app.add_option("--dir", dir, "data directory (default: ./data)");
   app.add_option("--set", set, "package set for mt corpora: small | large (corpora/en-<lang>.<set>.txt)");
@@ -102,7 +102,10 @@ int run(int argc, char** argv) {
     if (corpus == "lm-en") r = qkv::data::build_lm_corpus(o);
     else if (corpus == "cls-debian") r = qkv::data::build_cls_corpus(o);
     else if (corpus == "sentiment") r = qkv::data::build_sentiment_corpus(o);
-    else qkv::fail("qkv data", "unknown corpus '", corpus, "' (expected mt-en-de, mt-en-fr, lm-en, cls-debian or sentiment)");
+    else if (corpus == "pang-lee-reviews") r = qkv::data::build_pang_lee_corpus(o, qkv::data::PangLee::reviews);
+    else if (corpus == "pang-lee-sentences") r = qkv::data::build_pang_lee_corpus(o, qkv::data::PangLee::sentences);
+    else qkv::fail("qkv data", "unknown corpus '", corpus, "' (expected mt-en-de, mt-en-fr, lm-en, cls-debian, sentiment, "
+                   "pang-lee-reviews or pang-lee-sentences)");
   }
   if (!r.built && !stats) return 0;  // up to date: nothing to do, nothing to say
   if (mt) print_mt(r.out_dir, r.stats);
@@ -110,6 +113,6 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-qkv::cli::Register reg("data", "build a corpus (mt-en-de, mt-en-fr, lm-en, cls-debian, sentiment) and print its statistics", run);
+qkv::cli::Register reg("data", "build a corpus (mt-en-de, mt-en-fr, lm-en, cls-debian, sentiment, pang-lee-reviews, pang-lee-sentences) and print its statistics", run);
 
 }  // namespace

@@ -247,6 +247,46 @@ void write_stamp(const std::string& out_dir, const nlohmann::json& key) {
 }
 
 
+void LabelledTexts::add(int label, const std::string& text) {
+  QKV_CHECK(label >= 0 && label < num_labels_, "labelled corpus", "label ", label, " outside [0, ", num_labels_, ")");
+  auto [it, fresh] = label_of_.emplace(text, label);
+  if (fresh) {
+    items_.emplace_back(label, text);
+    return;
+  }
+  ++duplicates_;
+  if (it->second != label) it->second = -1;
+}
+
+uint64_t LabelledTexts::conflicting() const {
+  uint64_t n = 0;
+  for (auto& [text, label] : label_of_) n += label < 0;
+  return n;
+}
+
+std::vector<std::vector<std::string>> LabelledTexts::by_class() const {
+  std::vector<std::vector<std::string>> out(static_cast<size_t>(num_labels_));
+  for (auto& [label, text] : items_)
+    if (label_of_.at(text) >= 0) out[size_t(label)].push_back(text);
+  return out;
+}
+
+void stratified_split(std::vector<std::vector<std::string>> by_class, double valid_frac, double test_frac,
+                      uint64_t seed, SplitTexts& out, std::map<std::string, uint64_t> (&classes)[3]) {
+  uint64_t rng = seed;
+  for (size_t c = 0; c < by_class.size(); ++c) {
+    auto& v = by_class[c];
+    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[splitmix64(rng) % i]);
+    const size_t n_test = size_t(double(v.size()) * test_frac + 0.5);
+    const size_t n_valid = size_t(double(v.size()) * valid_frac + 0.5);
+    for (size_t i = 0; i < v.size(); ++i) {
+      Split s = i < n_test ? Split::Test : i < n_test + n_valid ? Split::Valid : Split::Train;
+      out.add(s, std::to_string(c) + "\t" + v[i], v[i]);
+      ++classes[int(s)][std::to_string(c)];
+    }
+  }
+}
+
 uint64_t write_splits(const std::string& out_dir, const std::string& ext, const SplitTexts& splits,
                       nlohmann::json& stats, const std::function<void(Split, nlohmann::json&)>& extra) {
   uint64_t total = 0;

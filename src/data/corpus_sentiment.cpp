@@ -47,12 +47,7 @@ BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
     detail::run_capture({"tar", "-xzf", tgz, "-C", pkg_dir, "package/test/fixtures"});
   }
 
-  struct Ex {
-    int label;
-    std::string source, text;
-  };
-  std::vector<Ex> ex;
-  std::map<std::string, int> label_of;  // text -> label, -1 when sources disagree
+  LabelledTexts items(2);
   nlohmann::json per_source;
   uint64_t empty = 0;
   for (const char* src : {"amazon", "imdb", "yelp"}) {
@@ -81,39 +76,15 @@ BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
       int label = item["class"].get<int>();
       QKV_CHECK(label == 0 || label == 1, "sentiment fixture '" + path + "'", "item ", n - 1,
                 ": class must be 0 or 1, got ", label);
-      auto [it, fresh] = label_of.emplace(text, label);
-      if (!fresh) {
-        if (it->second != label) it->second = -1;
-        continue;
-      }
-      ex.push_back({label, src, text});
+      items.add(label, text);
     }
     per_source[src] = n;
   }
   // Drop duplicates with contradicting labels; then per class: seeded shuffle, 10/10/80.
-  std::vector<Ex> by_class[2];
-  uint64_t conflicting = 0;
-  for (auto& e : ex) {
-    if (label_of[e.text] < 0) {
-      ++conflicting;
-      continue;
-    }
-    by_class[e.label].push_back(e);
-  }
   SplitTexts splits;
   std::map<std::string, uint64_t> classes[3];
-  uint64_t rng = opt.seed;
-  for (int c = 0; c < 2; ++c) {
-    auto& v = by_class[c];
-    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[splitmix64(rng) % i]);
-    const size_t n_test = size_t(double(v.size()) * test_frac + 0.5);
-    const size_t n_valid = size_t(double(v.size()) * valid_frac + 0.5);
-    for (size_t i = 0; i < v.size(); ++i) {
-      Split s = i < n_test ? Split::Test : i < n_test + n_valid ? Split::Valid : Split::Train;
-      splits.add(s, std::to_string(c) + "\t" + v[i].text, v[i].text);
-      ++classes[int(s)][std::to_string(c)];
-    }
-  }
+  stratified_split(items.by_class(), valid_frac, test_frac, opt.seed, splits, classes);
+  const uint64_t conflicting = items.conflicting();
   fs::create_directories(res.out_dir);
   nlohmann::json stats = {{"name", "sentiment"}, {"npm", kSpec}, {"fixture_items", per_source},
                           {"dropped_conflicting", conflicting}, {"empty_items", empty},

@@ -2,12 +2,14 @@
 """Independent recount of a labelled corpus directory ({train,valid,test}.tsv "label\\ttext",
 stats.json): examples, class counts, whitespace tokens and types per split.
 
-  check_cls_corpus.py DIR [--sentiment FIXTURE_DIR]
+  check_cls_corpus.py DIR [--sentiment FIXTURE_DIR | --polarity-csv CSV_FILE]
 
 With --sentiment, also checks that the splits hold exactly the fixture sentences
 (whitespace-normalised, duplicates once, sentences with contradicting labels dropped) with their
-labels, and that each class is split 80/10/10 (to rounding).
+labels, and that each class is split 80/10/10 (to rounding). --polarity-csv does the same for a
+"label","text" CSV file (label 1 -> "1", -1 -> "0"), read with Python's csv module.
 """
+import csv
 import collections
 import json
 import os
@@ -36,15 +38,20 @@ def main(argv):
         classes = dict(collections.Counter(r[0] for r in rows[s]))
         if st['classes'] != classes:
             errors.append('%s classes: stats %s, recount %s' % (s, st['classes'], classes))
-    if len(argv) > 2 and argv[1] == '--sentiment':
-        fx = argv[2]
+    if len(argv) > 2 and argv[1] in ('--sentiment', '--polarity-csv'):
         labels = collections.defaultdict(set)
-        for name in ('amazon', 'imdb', 'yelp'):
-            for item in json.load(open(os.path.join(fx, name + '.json'), encoding='utf-8')):
-                # qkv's normalisation: runs of ASCII whitespace/control chars and U+00A0 -> ' '
-                text = ' '.join(t for t in re.split(r'[\x00-\x20\x7f\xa0]+', item['text']) if t)
-                if text:
-                    labels[text].add(str(item['class']))
+        # qkv's normalisation: runs of ASCII whitespace/control chars and U+00A0 -> ' '
+        norm = lambda s: ' '.join(t for t in re.split(r'[\x00-\x20\x7f\xa0]+', s) if t)
+        if argv[1] == '--sentiment':
+            items = [(str(item['class']), item['text']) for name in ('amazon', 'imdb', 'yelp')
+                     for item in json.load(open(os.path.join(argv[2], name + '.json'), encoding='utf-8'))]
+        else:
+            with open(argv[2], encoding='utf-8-sig', newline='') as f:
+                items = [({'1': '1', '-1': '0'}[r[0]], r[1]) for r in csv.reader(f)]
+        for label, raw in items:
+            text = norm(raw)
+            if text:
+                labels[text].add(label)
         want = {(next(iter(v)), t) for t, v in labels.items() if len(v) == 1}
         got = [tuple(r) for s in rows for r in rows[s]]
         if len(got) != len(set(got)):

@@ -70,6 +70,31 @@ struct SplitTexts {
     stats[int(s)].add(counted);
   }
 };
+// ---- labelled sentences (classification corpora) ----
+// Collects (label, text) items: a text seen again with the same label is a duplicate (dropped),
+// with another label a conflict (every copy dropped). by_class() lists the kept texts per label
+// in input order.
+class LabelledTexts {
+ public:
+  explicit LabelledTexts(int num_labels) : num_labels_(num_labels) {}
+  void add(int label, const std::string& text);  // label in [0, num_labels)
+  std::vector<std::vector<std::string>> by_class() const;
+  uint64_t duplicates() const { return duplicates_; }
+  uint64_t conflicting() const;  // distinct texts dropped for contradicting labels
+
+ private:
+  int num_labels_;
+  std::vector<std::pair<int, std::string>> items_;  // first occurrences
+  std::unordered_map<std::string, int> label_of_;    // text -> label, -1 once contradicted
+  uint64_t duplicates_ = 0;
+};
+// Stratified seeded split: per label in order, a Fisher-Yates shuffle driven by splitmix64 (one
+// state through all labels, starting at seed), then the first round(test_frac * n) texts to
+// test, the next round(valid_frac * n) to valid, the rest to train; lines "label\ttext".
+// classes[split][label] counts them.
+void stratified_split(std::vector<std::vector<std::string>> by_class, double valid_frac, double test_frac,
+                      uint64_t seed, SplitTexts& out, std::map<std::string, uint64_t> (&classes)[3]);
+
 // Writes <out_dir>/{train,valid,test}.<ext>, fills stats["splits"][name] with {"examples", "text"}
 // plus what `extra` adds for that split, and returns the number of examples of all splits.
 uint64_t write_splits(const std::string& out_dir, const std::string& ext, const SplitTexts& splits,

@@ -6,6 +6,10 @@
 //               source package -> <data>/cls/debian-sections/{train,valid,test}.tsv ("label\ttext")
 //   sentiment   the Amazon/IMDB/Yelp sentences shipped as fixtures by npm `sentiment`,
 //               stratified seeded splits -> <data>/cls/sentiment/{train,valid,test}.tsv
+//   pang-lee-reviews, pang-lee-sentences
+//               Pang & Lee's movie-review polarity data (whole reviews; sentences) as Debian's
+//               python3-pattern ships samples of it, stratified seeded splits
+//               -> <data>/cls/pang-lee-{reviews,sentences}/{train,valid,test}.tsv
 // Each build writes stats.json and a stamp; a second run does nothing (and needs no network).
 #pragma once
 #include <cstdint>
@@ -28,6 +32,8 @@ struct ExtraBuildOptions {
 BuildResult build_lm_corpus(const ExtraBuildOptions& opt);
 BuildResult build_cls_corpus(const ExtraBuildOptions& opt);
 BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt);
+enum class PangLee { reviews, sentences };
+BuildResult build_pang_lee_corpus(const ExtraBuildOptions& opt, PangLee which);
 
 // ---- parsers used by the builders (exposed for tests) ----
 
@@ -49,6 +55,11 @@ uint64_t dictd_b64(std::string_view s);
 // Paragraphs of a dictd entry: drops the head line, splits at blank lines, removes {braces}
 // of cross references, normalises whitespace.
 std::vector<std::string> dictd_paragraphs(std::string_view entry);
+
+// Records of a CSV text (RFC 4180: "quoted" fields may hold commas and line breaks, "" is a
+// quote; a leading UTF-8 byte-order mark is skipped; \n or \r\n ends a record; blank lines are
+// skipped). An unclosed quote or text after a closing quote is an error naming `where` and the line.
+std::vector<std::vector<std::string>> parse_csv(std::string_view text, const std::string& where);
 
 // Glosses of a WordNet data.* file (the text after " | " on each synset line).
 std::vector<std::string> wordnet_glosses(std::string_view data_file);
