@@ -1,7 +1,8 @@
 // The RNN encoder-decoder through the command line with no special cases: `qkv train` with a
-// tiny model_type "rnn" config on a tiny TSV, then `qkv translate` (greedy and beam, with an
-// attention heatmap), `qkv bleu`; a model without attention translates and refuses a heatmap
-// with a reason; a bad rnn config fails naming the file and key.
+// tiny model_type "rnn" config on a tiny TSV (reversing sequences of up to 5 of 10 words), then
+// `qkv translate` (greedy and beam, with an attention heatmap) must reverse at least 18 of the
+// 20 held-out sequences exactly, and `qkv bleu` must agree; a model without attention translates
+// and refuses a heatmap with a reason; a bad rnn config fails naming the file and key.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,7 +49,7 @@ void write_corpus(const fs::path& dir) {
   qkv::write_file_atomic((dir / "valid.ref").string(), vref);
 }
 
-std::string config(const std::string& model) {
+std::string config(const std::string& model, int steps = 60) {
   return R"({
     "model_type": "rnn",
     "model": )" + model + R"(,
@@ -56,7 +57,8 @@ std::string config(const std::string& model) {
     "data": {"max_tokens": 128, "max_sentences": 16},
     "optimizer": {"type": "adam", "betas": [0.9, 0.98], "eps": 1e-8},
     "schedule": {"type": "constant", "lr": 0.01},
-    "train": {"max_steps": 60, "save_every": 30, "valid_every": 30, "keep_last": 2, "clip_norm": 5.0},
+    "train": {"max_steps": )" + std::to_string(steps) + R"(, "save_every": )" + std::to_string(steps / 2) +
+         R"(, "valid_every": )" + std::to_string(steps / 2) + R"(, "keep_last": 2, "clip_norm": 5.0},
     "valid": {"max_sentences": 10, "beam": 2},
     "seed": 3
   })";
@@ -72,7 +74,8 @@ TEST(RnnCli, TrainTranslateGreedyBeamAttentionAndBleu) {
   qkv::write_file_atomic((dir / "config.json").string(),
                          config(R"({"cell": "lstm", "embed_dim": 16, "enc_hidden": 16, "bidirectional": true,
                                     "dec_hidden": 32, "attention": "luong", "score": "general",
-                                    "input_feeding": true, "max_len": 32})"));
+                                    "input_feeding": true, "max_len": 32})",
+                                /*steps=*/2000));  // 60 steps learned nothing (every output "theta ...")
   auto log = [&](const char* name) { return dir / name; };
   ASSERT_EQ(run_qkv({"train", "--config", (dir / "config.json").string(), "--train", (dir / "train.tsv").string(),
                      "--valid", (dir / "valid.tsv").string(), "--out", (dir / "run").string()},
@@ -91,10 +94,13 @@ TEST(RnnCli, TrainTranslateGreedyBeamAttentionAndBleu) {
                       log("translate.log")),
               0)
         << qkv::read_file(log("translate.log").string());
-    std::istringstream lines(qkv::read_file(out.string()));
-    int n = 0;
-    for (std::string l; std::getline(lines, l);) ++n;
+    std::istringstream lines(qkv::read_file(out.string())), refs(qkv::read_file((dir / "valid.ref").string()));
+    int n = 0, exact = 0;
+    for (std::string l, r; std::getline(lines, l) && std::getline(refs, r); ++n) exact += l == r;
     EXPECT_EQ(n, 20);
+    // Measured: 19 of 20 exact (greedy and beam 3; Release, 2000 steps, seed 3); the copy of the
+    // source, reversed by nothing, gets at most the palindromes right.
+    EXPECT_GE(exact, 18) << qkv::read_file(out.string());
     ASSERT_TRUE(fs::exists(png));
     EXPECT_GT(fs::file_size(png), 1000u);
     EXPECT_EQ(qkv::read_file(png.string()).substr(1, 3), "PNG");
@@ -103,7 +109,7 @@ TEST(RnnCli, TrainTranslateGreedyBeamAttentionAndBleu) {
               0)
         << qkv::read_file(log("bleu.log").string());
     double bleu = std::stod(qkv::read_file((dir / ("bleu" + beam + ".txt")).string()));
-    EXPECT_GE(bleu, 0.0);
+    EXPECT_GE(bleu, 80.0);  // 18+ of 20 exact, the rest one word off
     EXPECT_LE(bleu, 100.0);
   }
 
