@@ -25,6 +25,8 @@ RefFile::RefFile(const std::string& stem) : path_(ref_dir() + "/" + stem + ".saf
 std::vector<std::string> RefFile::cases() const {
   std::vector<std::string> out;
   for (auto& [k, v] : contents_.metadata) out.push_back(k);
+  // A test looping over no cases would pass having checked nothing.
+  QKV_CHECK(!out.empty(), path_, "holds no reference cases: regenerate it (tools/gen_refs.py --force)");
   return out;
 }
 

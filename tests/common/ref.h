@@ -27,7 +27,7 @@ std::string ref_dir();
 class RefFile {
  public:
   explicit RefFile(const std::string& stem);  // loads <ref_dir>/<stem>.safetensors or throws
-  std::vector<std::string> cases() const;     // in name order
+  std::vector<std::string> cases() const;     // in name order; throws if there are none
   nlohmann::json params(const std::string& c) const;
   bool has(const std::string& c, const std::string& name) const;
   Tensor get(const std::string& c, const std::string& name) const;  // throws if missing

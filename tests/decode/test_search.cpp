@@ -40,9 +40,15 @@ decode::Options options(const nlohmann::json& p) {
 }
 }  // namespace
 
+// tools/refs/decode_beam.py writes one case per (beam, alpha, nbest) it lists: five.
+constexpr size_t kBeamCases = 5;
+
 TEST(BeamSearch, MatchesReferenceBeamSearch) {
   RefFile ref("decode_beam");
+  ASSERT_EQ(ref.cases().size(), kBeamCases);
+  size_t ran = 0;
   for (const auto& c : ref.cases()) {
+    ++ran;
     SCOPED_TRACE(c);
     auto p = ref.params(c);
     Case k = make(ref, c);
@@ -69,10 +75,12 @@ TEST(BeamSearch, MatchesReferenceBeamSearch) {
       }
     }
   }
+  EXPECT_EQ(ran, kBeamCases);
 }
 
 TEST(BeamSearch, BeamOneEqualsGreedy) {
   RefFile ref("decode_beam");
+  ASSERT_EQ(ref.cases().size(), kBeamCases);
   for (const auto& c : ref.cases()) {
     Case k = make(ref, c);
     auto p = ref.params(c);
