@@ -1,8 +1,10 @@
 """Reference for tests/mt/test_trajectory.cpp: 200 training steps of token embeddings +
-torch.nn.Transformer + generator (models_transformer.RefTransformer) with Adam (0.9, 0.98, 1e-9),
-the Noam schedule, label-smoothed (0.1) cross-entropy over non-pad targets, global-norm clipping
-at 1.0, dropout 0. Stores the initial parameters (qkv names), the 10 batches cycled through, the
-loss at every step and the parameters after the last step."""
+torch.nn.Transformer + generator (models_transformer.RefTransformer) with Adam (betas 0.9, 0.98,
+eps 1e-6: EPS below), the Noam schedule, label-smoothed (0.1) cross-entropy over non-pad targets,
+global-norm clipping at 1.0, dropout 0. Stores the initial parameters (qkv names), the 10 batches
+cycled through, the loss at every step of the fp32 run and of the same run in fp64, and the
+parameters after the last step of both runs ("final.<name>", "final64.<name>"): the test compares
+qkv's final parameters with the fp32 ones, within what fp32 itself drifts from fp64."""
 import math
 
 import torch
@@ -64,20 +66,21 @@ def run(dtype):
             grp["lr"] = noam(step)
         opt.step()
         losses.append(loss.item())
-    return init, batches, losses, {k: v.detach().float() for k, v in m.named_qkv(lambda p: p).items()}
+    return init, batches, losses, {k: v.detach().clone() for k, v in m.named_qkv(lambda p: p).items()}
 
 
 def main(out):
     # The float64 run measures the reference's own fp32 error; the test checks it stays small.
     init, batches, losses, final = run(torch.float32)
-    _, _, losses64, _ = run(torch.float64)
+    _, _, losses64, final64 = run(torch.float64)
     r = Refs()
     tensors = {"losses": torch.tensor(losses, dtype=torch.float64),
                "losses64": torch.tensor(losses64, dtype=torch.float64)}
     for k, v in init.items():
         tensors["init." + k] = v
     for k, v in final.items():
-        tensors["final." + k] = v
+        tensors["final." + k] = v.float()
+        tensors["final64." + k] = final64[k].double()
     for i, (src, src_pad, tgt_in, tgt_out) in enumerate(batches):
         tensors[f"src{i}"], tensors[f"pad{i}"] = src, src_pad.to(torch.uint8)
         tensors[f"tin{i}"], tensors[f"tout{i}"] = tgt_in, tgt_out
