@@ -69,10 +69,17 @@ void expect_search_equals_teacher_forcing(int64_t V, int64_t B) {
       for (const auto& h : out[size_t(b)]) {
         ASSERT_FALSE(h.tokens.empty());
         double regret = 0;
+        // The two paths (cached steps with packed weights and the fused one-query kernel; one
+        // full forward through BLAS and the blocked kernel) do the same f32 arithmetic in another
+        // order: measured at most 1.9e-6 apart, 7.9e-8 relative to 1 + |log p| (55 hypotheses).
+        // The bound leaves a factor of 12.
         EXPECT_NEAR(h.logprob, forced_logprob(m, src, pad, b, h.tokens, cfg.bos_id, &regret),
-                    1e-4 * (1 + std::abs(h.logprob)));
+                    1e-6 * (1 + std::abs(h.logprob)));
         if (beam == 1) {
-          EXPECT_LE(regret, 1e-4) << "greedy did not take the most probable token";
+          // Greedy takes the argmax of its own path's log-probabilities, which differ from the
+          // forced ones by a few 1e-7 per token: on a near-tie the forced argmax may be the other
+          // token, by no more than that (measured regret: 0).
+          EXPECT_LE(regret, 1e-5) << "greedy did not take the most probable token";
         }
       }
     }
