@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# Installs every Debian package qkv needs (idempotent, quiet when nothing is missing), then
-# configures and builds the `qkv` program in build/ (Release). --tests builds everything in
-# build/ (tests, benchmarks); --asan also builds the Debug+ASan+UBSan tree in build-asan/.
+# Installs the Debian packages qkv needs (idempotent, quiet when nothing is missing), then
+# configures and builds in build/ (Release):
+#   scripts/install.sh           the `qkv` program only, with its runtime packages (the demo)
+#   scripts/install.sh --tests   also the test dependencies (PyTorch for the references, Node.js for
+#                                the reference tokenizers, gettext, ...) and every target
+#   scripts/install.sh --asan    as --tests, plus the Debug+ASan+UBSan tree in build-asan/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+tests=0 asan=0
+for a in "$@"; do
+  case "$a" in
+    --tests) tests=1 ;;
+    --asan) tests=1 asan=1 ;;
+    *) echo "usage: scripts/install.sh [--tests] [--asan]" >&2; exit 2 ;;
+  esac
+done
+
+# What building and running qkv needs.
 PKGS=(build-essential cmake ninja-build pkg-config git
-      libopenblas-openmp-dev libgtest-dev libgmock-dev libbenchmark-dev
-      nlohmann-json3-dev libcli11-dev libpng-dev libfreetype-dev fonts-dejavu-core
-      python3-torch python3-numpy)
-# Node.js runs the reference tokenizers (npm packages); the nodesource build ships npm itself.
-command -v node >/dev/null || PKGS+=(nodejs)
-command -v npm >/dev/null || PKGS+=(npm)
+      libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libpng-dev libfreetype-dev fonts-dejavu-core)
+if ((tests)); then
+  # What the tests need on top: GoogleTest; PyTorch + NumPy (reference values, tools/refs); Pillow
+  # (reads the heatmap PNGs back); gettext (msgfmt-compiled catalogs); Node.js and npm (the
+  # reference tokenizers). The nodesource build of Node.js ships npm itself.
+  PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy python3-pil gettext)
+  command -v node >/dev/null || PKGS+=(nodejs)
+  command -v npm >/dev/null || PKGS+=(npm)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -24,18 +40,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-tests=0 asan=0
-for a in "$@"; do
-  case "$a" in
-    --tests) tests=1 ;;
-    --asan) tests=1 asan=1 ;;
-    *) echo "usage: scripts/install.sh [--tests] [--asan]" >&2; exit 2 ;;
-  esac
-done
-
 build() {  # build <dir> <target or ""> <cmake args...>
   local dir=$1 target=$2; shift 2
-  if [ ! -f "$dir/build.ninja" ]; then
+  # Configure a new tree, and a tree configured without the tests when they are wanted now.
+  if [ ! -f "$dir/build.ninja" ] || { ((tests)) && grep -q '^QKV_BUILD_TESTS:BOOL=OFF' "$dir/CMakeCache.txt"; }; then
     cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
   fi
   local log; log=$(mktemp)
@@ -46,7 +54,11 @@ build() {  # build <dir> <target or ""> <cmake args...>
   rm -f "$log"
 }
 
-if ((tests)); then build build "" -DCMAKE_BUILD_TYPE=Release; else build build qkv_cli -DCMAKE_BUILD_TYPE=Release; fi
+if ((tests)); then
+  build build "" -DCMAKE_BUILD_TYPE=Release -DQKV_BUILD_TESTS=ON -DQKV_BUILD_BENCH=ON
+else  # the demo: no test or benchmark targets, so GoogleTest need not be installed
+  build build qkv_cli -DCMAKE_BUILD_TYPE=Release -DQKV_BUILD_TESTS=OFF -DQKV_BUILD_BENCH=OFF
+fi
 if ((asan)); then
   build build-asan "" -DCMAKE_BUILD_TYPE=Debug -DQKV_SANITIZE=ON -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g"
 fi

@@ -1,12 +1,53 @@
 // main() of every test binary: GoogleTest's, after qkv's OpenBLAS settings (the qkv program's
 // own re-exec), so that a bare `ctest` or `build/tests/test_x` computes with the same BLAS
 // kernels, and so in the same summation order, as scripts/test.sh and the qkv command.
+//
+// Skips: a test that skips must say why (GTEST_SKIP() << "reason"); one that does not fails the
+// run. Under CI (the environment variable CI set, as CI sets it, to anything but "", "0" or
+// "false") every skip fails the run, with its reason: CI installs every test dependency, so a
+// skip there means something is missing that would otherwise go unnoticed.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
 #include "qkv/util/blas_env.h"
+
+namespace {
+
+bool under_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && *ci && std::strcmp(ci, "0") != 0 && std::strcmp(ci, "false") != 0;
+}
+
+class SkipPolicy : public ::testing::EmptyTestEventListener {
+ public:
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    const ::testing::TestResult* r = info.result();
+    if (!r->Skipped()) return;
+    std::string reason;
+    for (int i = 0; i < r->total_part_count(); ++i)
+      if (r->GetTestPartResult(i).skipped() && r->GetTestPartResult(i).message()) reason += r->GetTestPartResult(i).message();
+    const std::string name = std::string(info.test_suite_name()) + "." + info.name();
+    if (reason.empty()) bad_.push_back(name + ": skipped without a reason (write GTEST_SKIP() << \"why\")");
+    else if (under_ci()) bad_.push_back(name + ": skipped under CI, where every test must run: " + reason);
+  }
+  const std::vector<std::string>& bad() const { return bad_; }
+
+ private:
+  std::vector<std::string> bad_;
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   qkv::reexec_with_blas_settings(argv);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  auto* policy = new SkipPolicy;  // owned by GoogleTest's listener list
+  ::testing::UnitTest::GetInstance()->listeners().Append(policy);
+  int rc = RUN_ALL_TESTS();
+  for (const std::string& b : policy->bad()) std::fprintf(stderr, "qkv test policy: %s\n", b.c_str());
+  return policy->bad().empty() ? rc : 1;
 }

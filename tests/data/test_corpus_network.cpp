@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "run_qkv.h"
 #include "scratch_util.h"
 #include "qkv/data/corpus_mono.h"
 #include "qkv/data/corpus_mt.h"
@@ -155,8 +156,8 @@ TEST(NetworkCorpus, SentimentFromNpm) {
 }
 
 TEST(NetworkCorpus, CliDataCommandIsQuietWhenUpToDate) {
-  const char* bin = std::getenv("QKV_BIN");
-  if (!bin) GTEST_SKIP() << "QKV_BIN not set (run through ctest)";
+  const std::string bin = qkv::testing::qkv_bin();  // QKV_BIN (set by CTest) or the build tree's
+  ASSERT_TRUE(std::filesystem::exists(bin)) << bin << " is not built";
   const std::string data = qkv_test::scratch_dir("net_cli");
   const std::string base = std::string("cd '") + QKV_SOURCE_DIR + "' && '" + bin + "' data mt-en-fr --dir '" +
                            data + "'";

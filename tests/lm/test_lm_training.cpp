@@ -9,7 +9,7 @@
 #include "qkv/io/gpt2.h"
 #include "qkv/train/lm_task.h"
 #include "qkv/train/schedule.h"
-#include "../cli/run_qkv.h"
+#include "run_qkv.h"
 #include "qkv/util/file.h"
 #include "ref.h"
 

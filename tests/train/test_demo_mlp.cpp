@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include "run_qkv.h"
+
 namespace {
 
 struct Result {
@@ -16,7 +18,7 @@ struct Result {
 };
 
 Result run(const std::string& args) {
-  std::string cmd = std::string(std::getenv("QKV_BIN")) + " demo-mlp " + args + " 2>&1";
+  std::string cmd = qkv::testing::qkv_bin() + " demo-mlp " + args + " 2>&1";
   Result r{-1, ""};
   FILE* f = popen(cmd.c_str(), "r");
   if (!f) return r;
@@ -30,8 +32,8 @@ Result run(const std::string& args) {
 }  // namespace
 
 TEST(DemoMlp, LossFallsAndClassifiesSpirals) {
-  const char* bin = std::getenv("QKV_BIN");
-  if (!bin || !std::filesystem::exists(bin)) GTEST_SKIP() << "QKV_BIN is not set to a built qkv program (run via ctest)";
+  // The test target depends on the program (tests/CMakeLists.txt): a missing binary is a failure.
+  ASSERT_TRUE(std::filesystem::exists(qkv::testing::qkv_bin())) << qkv::testing::qkv_bin() << " is not built";
   Result r = run("--steps 150 --points 100 --print-every 50 --min-accuracy 0.9");
   ASSERT_EQ(r.status, 0) << r.out;
   // The summary line: "loss <first> -> <last>; accuracy train <pct>%".
