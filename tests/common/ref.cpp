@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "qkv/tensor/rng.h"
@@ -18,8 +19,27 @@ std::string ref_dir() {
   return env && *env ? env : QKV_DEFAULT_REF_DIR;
 }
 
+namespace {
+// The torch version installed now, as tools/gen_refs.py (the CTest fixture that runs before the
+// tests) wrote it: "" if it has not run.
+std::string installed_torch() {
+  std::ifstream f(ref_dir() + "/torch_version.txt");
+  std::string v;
+  std::getline(f, v);
+  return v;
+}
+}  // namespace
+
 RefFile::RefFile(const std::string& stem) : path_(ref_dir() + "/" + stem + ".safetensors") {
   contents_ = safetensors::load(path_);
+  auto made = contents_.metadata.find("__torch__");
+  QKV_CHECK(made != contents_.metadata.end(), path_, "records no torch version (made by an older tools/gen_refs.py): "
+            "regenerate it (tools/gen_refs.py --force)");
+  static const std::string installed = installed_torch();
+  QKV_CHECK(!installed.empty(), ref_dir(), "has no torch_version.txt: run tools/gen_refs.py (ctest does, as a fixture)");
+  QKV_CHECK(made->second == installed, path_, "was computed with torch ", made->second, " but torch ", installed,
+            " is installed: regenerate it (tools/gen_refs.py)");
+  contents_.metadata.erase(made);  // not a case
 }
 
 std::vector<std::string> RefFile::cases() const {

@@ -1,13 +1,16 @@
 """qkvref - writes PyTorch reference values for qkv's tests as safetensors files.
 
 A reference file holds named cases. Case `c` stores tensors as "c/<name>" and its parameters
-(a JSON object) in the safetensors __metadata__ under key "c". The C++ side (tests/common/ref.h)
-iterates the cases, reads the parameters, runs qkv and compares.
+(a JSON object) in the safetensors __metadata__ under key "c", and the file records the torch
+version that computed it under "__torch__" (tools/gen_refs.py sets TORCH_VERSION). The C++ side
+(tests/common/ref.h) iterates the cases, reads the parameters, runs qkv and compares.
 """
 import json
 import struct
 
 import torch
+
+TORCH_VERSION = torch.__version__  # gen_refs.py sets it too; recorded in every reference file
 
 _DT = {torch.float32: "F32", torch.float64: "F64", torch.int32: "I32", torch.int64: "I64",
        torch.uint8: "U8", torch.bool: "BOOL"}
@@ -52,7 +55,7 @@ class Refs:
             self.tensors[f"{name}/{k}"] = v
 
     def save(self, path):
-        save_safetensors(path, self.tensors, self.meta)
+        save_safetensors(path, self.tensors, dict(self.meta, __torch__=TORCH_VERSION))
 
 
 def grads(out, inputs, gy):
