@@ -13,7 +13,7 @@ using namespace qkv::testing;
 namespace {
 
 struct JsReference {
-  std::string text_path;
+  std::string text_path, pieces_path;
   std::vector<std::string> lines;  // input lines, each with its '\n'
   std::vector<std::string> ids, pieces;
 };
@@ -32,6 +32,7 @@ const JsReference& js_reference() {
     r.lines = split_lines_keep_newline(slurp(r.text_path));
     r.ids = read_lines(ids);
     r.pieces = read_lines(pieces);
+    r.pieces_path = pieces;
     return r;
   }();
   return ref;
@@ -98,6 +99,35 @@ TEST(Gpt2Bpe, IdsEqualJsEncoderOn1MB) {
   EXPECT_GT(n_ids, 200000u);
 }
 
+// The default mode (OpenAI's and Hugging Face's merge lookup, used by `qkv tokenize`, tokenizer.json
+// and every GPT model) against OpenAI's algorithm re-written in Python (tools/text/gpt2_reference.py,
+// merges keyed by the pair itself) on the same pre-tokens: equal on every line. The two modes
+// differ only where gpt-3-encoder's string key "left,right" makes a non-merge pair look like a
+// merge; the count of lines where they differ is reported (0 on this text; docs/tokenizers.md).
+TEST(Gpt2Bpe, DefaultModeEqualsOpenAIAlgorithmOn1MB) {
+  const auto& r = js_reference();
+  std::string py = scratch("gpt2.py.ids");
+  run_command("/usr/bin/python3 " + std::string(QKV_SOURCE_DIR) + "/tools/text/gpt2_reference.py " +
+              shell_quote(npm_cache() + "/gpt2") + " " + shell_quote(r.pieces_path) + " " + shell_quote(py));
+  std::vector<std::string> want = read_lines(py);
+  ASSERT_EQ(want.size(), r.lines.size());
+  auto tok = gpt2(/*quirk=*/false);
+  size_t bad = 0, n_ids = 0, modes_differ = 0;
+  for (size_t i = 0; i < r.lines.size(); ++i) {
+    std::vector<int32_t> got = tok->encode(r.lines[i]), expect = parse_ids(want[i]);
+    n_ids += expect.size();
+    modes_differ += want[i] != r.ids[i];
+    if (got != expect && bad++ < 5) {
+      std::string g;
+      for (auto id : got) g += std::to_string(id) + " ";
+      ADD_FAILURE() << "line " << i << " '" << r.lines[i] << "'\n qkv: " << g << "\n  py: " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_GT(n_ids, 200000u);
+  std::printf("gpt2: %zu of %zu lines where OpenAI's lookup and gpt-3-encoder's differ\n", modes_differ, r.lines.size());
+}
+
 TEST(Gpt2Bpe, DecodeRoundTripsBytesExactly) {
   const auto& r = js_reference();
   auto tok = gpt2(false);
@@ -108,13 +138,23 @@ TEST(Gpt2Bpe, DecodeRoundTripsBytesExactly) {
 
 // Node's regex engine (Unicode 17 in node 20.20) against qkv's Unicode 14 tables: \s must agree
 // everywhere; \p{L}/\p{N} may differ only on code points that Unicode 14 leaves unassigned
-// (qkv: category C), i.e. characters added later. Documented in docs/tokenizers.md.
+// (general category Cn in Python's unicodedata 14.0.0, read here independently of qkv's tables),
+// i.e. characters added later; qkv must put those in "other". Documented in docs/tokenizers.md.
 TEST(Gpt2Unicode, DifferencesFromNodeAreOnlyNewerCharacters) {
   std::string out = scratch("js_classes.bin");
   std::string ver = run_command("node " + std::string(QKV_SOURCE_DIR) + "/tools/text/js_unicode_classes.js " +
                                 shell_quote(out));
   std::string js = slurp(out);
   ASSERT_EQ(js.size(), 0x110000u);
+  // One byte per code point: 1 where Python's Unicode 14 database has it unassigned (Cn).
+  std::string cn_path = scratch("py_unassigned.bin");
+  run_command("/usr/bin/python3 -c " + shell_quote(
+      "import sys, unicodedata as u\n"
+      "assert u.unidata_version == '14.0.0', u.unidata_version\n"
+      "sys.stdout.buffer.write(bytes(u.category(chr(c)) == 'Cn' for c in range(0x110000)))") +
+      " > " + shell_quote(cn_path));
+  std::string cn = slurp(cn_path);
+  ASSERT_EQ(cn.size(), 0x110000u);
   size_t newer = 0;
   for (uint32_t c = 0; c < 0x110000; ++c) {
     if (c >= 0xD800 && c <= 0xDFFF) continue;
@@ -122,9 +162,11 @@ TEST(Gpt2Unicode, DifferencesFromNodeAreOnlyNewerCharacters) {
     bool jl = j & 1, jn = j & 2, js_space = j & 4;
     ASSERT_EQ(js_space, qkv::text::unicode::is_js_space(c)) << std::hex << c;
     if (jl != qkv::text::unicode::is_letter(c) || jn != qkv::text::unicode::is_number(c)) {
+      ASSERT_TRUE(cn[c] == 1) << "U+" << std::hex << c << " is assigned in Unicode 14, and qkv and node's " << ver
+                              << " disagree on whether it is a letter or number";
       ASSERT_TRUE(qkv::text::unicode::is_other_category(c) && !qkv::text::unicode::is_letter(c) &&
                   !qkv::text::unicode::is_number(c))
-          << "U+" << std::hex << c << " changed category between Unicode 14 and node's " << ver;
+          << "U+" << std::hex << c << " is unassigned in Unicode 14 but not 'other' for qkv";
       ++newer;
     }
   }
