@@ -8,7 +8,7 @@
 
 #include "cli.h"
 #include "qkv/io/gpt2.h"
-#include "qkv/text/utf8.h"
+#include "qkv/util/utf8.h"
 #include "qkv/train/lm_task.h"
 #include "qkv/util/file.h"
 
@@ -31,7 +31,7 @@ int run(int argc, char** argv) {
   io::GptBundle b = io::load_gpt2(model_dir);
   QKV_CHECK(b.tokenizer != nullptr, model_dir, "has no tokenizer (tokenizer.json, or encoder.json + vocab.bpe)");
   const std::string text = read_file(input);
-  QKV_CHECK(text::utf8::is_valid(text), input, "is not valid UTF-8");
+  QKV_CHECK(utf8::is_valid(text), input, "is not valid UTF-8");
   std::vector<int32_t> ids32 = b.tokenizer->encode(text);
   std::vector<int64_t> ids(ids32.begin(), ids32.end());
   if (context == 0) context = b.config.n_positions;

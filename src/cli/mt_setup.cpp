@@ -9,6 +9,7 @@
 #include "qkv/train/seq2seq_data.h"
 #include "qkv/util/config.h"
 #include "qkv/util/file.h"
+#include "qkv/util/utf8.h"
 
 namespace fs = std::filesystem;
 
@@ -27,7 +28,7 @@ ParallelText read_parallel_tsv(const std::string& path) {
     auto tab = line.find('\t');
     QKV_CHECK(tab != std::string::npos && line.find('\t', tab + 1) == std::string::npos, path, "line ", n,
               ": expected exactly one tab between source and target");
-    QKV_CHECK(data::is_valid_utf8(line), path, "line ", n, ": invalid UTF-8");
+    QKV_CHECK(utf8::is_valid(line), path, "line ", n, ": invalid UTF-8");
     t.src.push_back(line.substr(0, tab));
     t.tgt.push_back(line.substr(tab + 1));
   }

@@ -7,36 +7,9 @@
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
 #include "qkv/util/hash.h"
+#include "qkv/util/utf8.h"
 
 namespace qkv::data {
-
-bool is_valid_utf8(std::string_view s) {
-  size_t i = 0, n = s.size();
-  while (i < n) {
-    unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int len;
-    uint32_t cp;
-    if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07;
-    else return false;
-    if (i + len > n) return false;
-    for (int k = 1; k < len; ++k) {
-      unsigned char d = s[i + k];
-      if ((d & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-      return false;  // overlong, out of range, or a surrogate
-    i += len;
-  }
-  return true;
-}
 
 std::string latin1_to_utf8(std::string_view s) {
   std::string out;
@@ -53,7 +26,7 @@ std::string latin1_to_utf8(std::string_view s) {
 }
 
 std::string to_utf8(std::string_view s) {
-  return is_valid_utf8(s) ? std::string(s) : latin1_to_utf8(s);
+  return utf8::is_valid(s) ? std::string(s) : latin1_to_utf8(s);
 }
 
 std::string normalize_whitespace(std::string_view s) {

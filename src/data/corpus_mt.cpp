@@ -10,6 +10,7 @@
 #include "qkv/data/corpus.h"
 #include "qkv/text/line_reader.h"
 #include "qkv/util/error.h"
+#include "qkv/util/utf8.h"
 #include "qkv/util/file.h"
 
 namespace fs = std::filesystem;
@@ -111,7 +112,7 @@ MtEntryResult clean_mt_entry(const MoEntry& e, const MtFilterOptions& opt) {
   if (e.is_plural) return drop("plural");
   if (e.msgid.empty() && !e.has_context) return drop("header");
   if (e.msgstr.empty() || e.msgstr[0].empty() || e.msgid.empty()) return drop("empty");
-  if (!is_valid_utf8(e.msgid) || !is_valid_utf8(e.msgstr[0])) return drop("encoding");
+  if (!utf8::is_valid(e.msgid) || !utf8::is_valid(e.msgstr[0])) return drop("encoding");
   if (is_credits(e.msgid)) return drop("credits");
   auto [en, tgt] = strip_accelerators(normalize_whitespace(e.msgid), normalize_whitespace(e.msgstr[0]));
   en = normalize_whitespace(en);

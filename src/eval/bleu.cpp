@@ -8,7 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "corpus_refs.h"
-#include "qkv/eval/unicode.h"
+#include "qkv/util/unicode.h"
+#include "qkv/util/utf8.h"
 #include "qkv/util/error.h"
 
 namespace qkv::eval {
@@ -89,11 +90,11 @@ std::u32string tokenize_13a_u32(std::u32string s) {
 // Tokens of one preprocessed segment (lowercase, rstrip, tokenize, split).
 std::vector<std::u32string> segment_tokens(const std::string& line, const BleuOptions& opt,
                                            const std::string& where) {
-  std::u32string s = utf8_decode(line, where);
-  if (opt.lowercase) s = to_lower(s);
-  s = rstrip(s);
+  std::u32string s = utf8::to_u32_strict(line, where);
+  if (opt.lowercase) s = unicode::lower(s);
+  s = unicode::rstrip(s);
   if (opt.tokenize == "13a") s = tokenize_13a_u32(s);
-  return split_ws(s);
+  return unicode::split_ws(s);
 }
 
 // n-gram -> count for n = 1..max_order; key = tokens joined by U+110000 (never in decoded text).
@@ -140,13 +141,13 @@ void check_options(const BleuOptions& opt) {
 }  // namespace
 
 std::string tokenize_13a(const std::string& line) {
-  std::u32string s = tokenize_13a_u32(utf8_decode(line, "tokenize_13a"));
+  std::u32string s = tokenize_13a_u32(utf8::to_u32_strict(line, "tokenize_13a"));
   std::u32string joined;
-  for (const auto& t : split_ws(s)) {
+  for (const auto& t : unicode::split_ws(s)) {
     if (!joined.empty()) joined += U' ';
     joined += t;
   }
-  return utf8_encode(joined);
+  return utf8::from_u32(joined);
 }
 
 BleuScore compute_bleu(std::vector<int64_t> correct, std::vector<int64_t> total, int64_t hyp_len,

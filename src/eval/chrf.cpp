@@ -8,7 +8,8 @@
 
 #include "corpus_refs.h"
 #include "qkv/eval/bleu.h"
-#include "qkv/eval/unicode.h"
+#include "qkv/util/unicode.h"
+#include "qkv/util/utf8.h"
 #include "qkv/util/error.h"
 
 namespace qkv::eval {
@@ -25,7 +26,7 @@ bool is_ascii_punct(char32_t c) {
 // (else off its start); "(hi)" -> "(hi", ")" as in sacreBLEU (its issue #124).
 std::vector<std::u32string> chrf_words(const std::u32string& s) {
   std::vector<std::u32string> out;
-  for (auto& w : split_ws(s)) {
+  for (auto& w : unicode::split_ws(s)) {
     if (w.size() > 1 && is_ascii_punct(w.back())) {
       out.push_back(w.substr(0, w.size() - 1));
       out.push_back(w.substr(w.size() - 1));
@@ -47,7 +48,7 @@ std::vector<Counts> all_ngrams(const std::u32string& s, const ChrfOptions& o) {
     chars = s;
   } else {
     for (char32_t c : s)
-      if (!is_space(c)) chars += c;
+      if (!unicode::is_space(c)) chars += c;
   }
   for (int n = 1; n <= o.char_order; ++n) {
     Counts c;
@@ -100,8 +101,8 @@ ChrfScore corpus_chrf(const std::vector<std::string>& hyps,
   QKV_CHECK(o.beta > 0, "chrf", "beta must be positive, got ", o.beta);
   detail::check_layout("corpus_chrf", hyps.size(), refs);
   auto prep = [&](const std::string& s, const std::string& where) {
-    std::u32string u = utf8_decode(s, where);
-    return o.lowercase ? to_lower(u) : u;
+    std::u32string u = utf8::to_u32_strict(s, where);
+    return o.lowercase ? unicode::lower(u) : u;
   };
   std::vector<int64_t> totals(3 * (o.char_order + o.word_order), 0);
   std::set<size_t> nrefs;

@@ -4,7 +4,8 @@
 #include <algorithm>
 #include <map>
 
-#include "qkv/eval/unicode.h"
+#include "qkv/util/unicode.h"
+#include "qkv/util/utf8.h"
 #include "qkv/util/error.h"
 
 namespace qkv::eval {
@@ -19,7 +20,7 @@ bool is_ascii_punct(char32_t c) {
 // that is not whitespace, Latin-1 punctuation/symbols or General Punctuation counts as a letter.
 bool is_word(char32_t c) {
   if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-  if (is_space(c)) return false;
+  if (unicode::is_space(c)) return false;
   if (c >= 0xA1 && c <= 0xBF && c != 0xAA && c != 0xB5 && c != 0xBA && c != 0xB2 && c != 0xB3 && c != 0xB9 && c != 0xBC && c != 0xBD && c != 0xBE) return false;
   if (c == 0xD7 || c == 0xF7) return false;
   if (c >= 0x2000 && c <= 0x206F) return false;
@@ -27,7 +28,7 @@ bool is_word(char32_t c) {
 }
 
 std::vector<std::u32string> tokens(const std::string& s) {
-  std::u32string u = to_lower(utf8_decode(s, "normalize_answer"));
+  std::u32string u = unicode::lower(utf8::to_u32_strict(s, "normalize_answer"));
   std::u32string np;  // punctuation removed
   for (char32_t c : u)
     if (!is_ascii_punct(c)) np += c;
@@ -47,7 +48,7 @@ std::vector<std::u32string> tokens(const std::string& s) {
     }
     if (!hit) na += np[i++];
   }
-  return split_ws(na);
+  return unicode::split_ws(na);
 }
 
 }  // namespace
@@ -58,7 +59,7 @@ std::string normalize_answer(const std::string& s) {
     if (!out.empty()) out += U' ';
     out += t;
   }
-  return utf8_encode(out);
+  return utf8::from_u32(out);
 }
 
 double span_exact_match(const std::string& pred, const std::vector<std::string>& golds) {

@@ -1,6 +1,6 @@
 // BERT's BasicTokenizer, step by step as in tokenization.py.
-#include "qkv/text/unicode.h"
-#include "qkv/text/utf8.h"
+#include "qkv/util/unicode.h"
+#include "qkv/util/utf8.h"
 #include "qkv/text/wordpiece.h"
 
 namespace qkv::text {

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/text/pretokenize.h"
-#include "qkv/text/utf8.h"
+#include "qkv/util/utf8.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
 

@@ -5,7 +5,7 @@
 #include <queue>
 
 #include "qkv/text/pretokenize.h"
-#include "qkv/text/utf8.h"
+#include "qkv/util/utf8.h"
 #include "qkv/util/error.h"
 
 namespace qkv::text {

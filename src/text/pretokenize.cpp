@@ -1,8 +1,8 @@
 // GPT-2 pattern matcher: one function per alternative, tried in the pattern's order.
 #include "qkv/text/pretokenize.h"
 
-#include "qkv/text/unicode.h"
-#include "qkv/text/utf8.h"
+#include "qkv/util/unicode.h"
+#include "qkv/util/utf8.h"
 
 namespace qkv::text {
 namespace detail {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <sys/stat.h>
 
-#include "qkv/text/utf8.h"
+#include "qkv/util/utf8.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
 

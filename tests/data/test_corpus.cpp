@@ -7,17 +7,18 @@
 #include "qkv/data/corpus_mono.h"
 #include "qkv/data/debian.h"
 #include "qkv/util/error.h"
+#include "qkv/util/utf8.h"
 
 using namespace qkv::data;
 
 TEST(CorpusText, Utf8Validation) {
-  EXPECT_TRUE(is_valid_utf8("plain ascii"));
-  EXPECT_TRUE(is_valid_utf8("Grüße 日本語 🙂"));
-  EXPECT_FALSE(is_valid_utf8("\xc3"));              // truncated
-  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));          // overlong '/'
-  EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));      // surrogate U+D800
-  EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // > U+10FFFF
-  EXPECT_FALSE(is_valid_utf8("caf\xe9"));           // Latin-1 é
+  EXPECT_TRUE(qkv::utf8::is_valid("plain ascii"));
+  EXPECT_TRUE(qkv::utf8::is_valid("Grüße 日本語 🙂"));
+  EXPECT_FALSE(qkv::utf8::is_valid("\xc3"));              // truncated
+  EXPECT_FALSE(qkv::utf8::is_valid("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(qkv::utf8::is_valid("\xed\xa0\x80"));      // surrogate U+D800
+  EXPECT_FALSE(qkv::utf8::is_valid("\xf4\x90\x80\x80"));  // > U+10FFFF
+  EXPECT_FALSE(qkv::utf8::is_valid("caf\xe9"));           // Latin-1 é
   EXPECT_EQ(latin1_to_utf8("caf\xe9"), "café");
   EXPECT_EQ(to_utf8("caf\xe9"), "café");
   EXPECT_EQ(to_utf8("café"), "café");

@@ -2,12 +2,21 @@
 // (each expected value is derived in the comment next to it).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "qkv/eval/classification.h"
 #include "qkv/eval/ner.h"
 #include "qkv/eval/span.h"
-#include "qkv/eval/unicode.h"
+#include "qkv/eval/bleu.h"
+#include "qkv/eval/chrf.h"
+#include "qkv/util/file.h"
+#include "qkv/util/unicode.h"
+#include "qkv/util/utf8.h"
 #include "qkv/util/error.h"
 
 using namespace qkv::eval;
@@ -109,11 +118,45 @@ TEST(Ner, EntityF1) {
 }
 
 TEST(Unicode, LowerSplitAndDecode) {
-  EXPECT_EQ(utf8_encode(to_lower(utf8_decode("ÄÖÜ ẞ İ ǅ ΣΑ"))), "äöü ß i\u0307 ǆ σα");
-  auto w = split_ws(utf8_decode("a\u00a0b\u3000c\x1f" "d  e\u200b"));
+  using qkv::utf8::from_u32;
+  auto dec = [](const std::string& s) { return qkv::utf8::to_u32_strict(s, "test"); };
+  // Python: "ÄÖÜ ẞ İ ǅ ΣΑ ΟΔΟΣ".lower() == "äöü ß i̇ ǆ σα οδος" (Final_Sigma: the last Σ of a word is ς)
+  EXPECT_EQ(from_u32(qkv::unicode::lower(dec("ÄÖÜ ẞ İ ǅ ΣΑ ΟΔΟΣ"))), "äöü ß i\u0307 ǆ σα οδος");
+  auto w = qkv::unicode::split_ws(dec("a\u00a0b\u3000c\x1f" "d  e\u200b"));
   ASSERT_EQ(w.size(), 5u);  // U+200B (zero width space) is not whitespace for Python
-  EXPECT_EQ(utf8_encode(w[4]), "e\u200b");
-  EXPECT_THROW(utf8_decode("\xc0\xaf"), qkv::Error);      // overlong
-  EXPECT_THROW(utf8_decode("\xed\xa0\x80"), qkv::Error);  // surrogate
-  EXPECT_THROW(utf8_decode("abc\xe2\x82"), qkv::Error);   // truncated
+  EXPECT_EQ(from_u32(w[4]), "e\u200b");
+  EXPECT_THROW(dec("\xc0\xaf"), qkv::Error);      // overlong
+  EXPECT_THROW(dec("\xed\xa0\x80"), qkv::Error);  // surrogate
+  EXPECT_THROW(dec("abc\xe2\x82"), qkv::Error);   // truncated
+}
+
+// Lower-cased BLEU and chrF on Greek, where Python's str.lower() (sacreBLEU's) writes a word's last
+// capital sigma as final ς: hypotheses in lower case against upper-case references, scored by the
+// independent Python reference (tools/eval/sacrebleu_ref.py) and by qkv. Without the Final_Sigma
+// rule qkv lowered "ΟΔΟΣ" to "οδοσ", which does not match the hypothesis's "οδος".
+TEST(Unicode, LowercasedBleuAndChrfOnGreekEqualSacreBleu) {
+  const std::vector<std::string> hyps = {"ο δρόμος είναι μακρύς", "ο σίσυφος σπρώχνει την πέτρα",
+                                         "οι άνθρωποι της πόλης"};
+  const std::vector<std::string> refs = {"Ο ΔΡΌΜΟΣ ΕΊΝΑΙ ΜΑΚΡΎΣ", "Ο ΣΊΣΥΦΟΣ ΣΠΡΏΧΝΕΙ ΤΗΝ ΠΈΤΡΑ",
+                                         "ΟΙ ΆΝΘΡΩΠΟΙ ΤΗΣ ΠΌΛΗΣ"};
+  const std::string dir = ::testing::TempDir() + "/qkv_greek_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  nlohmann::json j = {{"hyps", hyps}, {"refs", refs}};
+  qkv::write_file_atomic(dir + "/in.json", j.dump());
+  const std::string cmd = "/usr/bin/python3 -c " + std::string("'import json, sys; sys.path.insert(0, \"") +
+                          QKV_SOURCE_DIR + "/tools/eval\"); import sacrebleu_ref as r; d = json.load(open(sys.argv[1])); "
+                          "print(r.corpus_bleu(d[\"hyps\"], [d[\"refs\"]], lowercase=True)[\"score\"]); "
+                          "print(r.corpus_chrf(d[\"hyps\"], [d[\"refs\"]], lowercase=True)[\"score\"])' " +
+                          dir + "/in.json > " + dir + "/out.txt";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  double want_bleu = 0, want_chrf = 0;
+  ASSERT_EQ(std::sscanf(qkv::read_file(dir + "/out.txt").c_str(), "%lf %lf", &want_bleu, &want_chrf), 2);
+  EXPECT_GT(want_bleu, 99.0);  // lower-cased, the hypotheses are the references
+  BleuOptions bo;
+  bo.lowercase = true;
+  ChrfOptions co;
+  co.lowercase = true;
+  const std::vector<std::vector<std::string>> streams = {refs};
+  EXPECT_NEAR(corpus_bleu(hyps, streams, bo).score, want_bleu, 1e-9);
+  EXPECT_NEAR(corpus_chrf(hyps, streams, co).score, want_chrf, 1e-9);
 }

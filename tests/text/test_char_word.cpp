@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "qkv/text/char_word.h"
-#include "qkv/text/unicode.h"
-#include "qkv/text/utf8.h"
+#include "qkv/util/unicode.h"
+#include "qkv/util/utf8.h"
 #include "qkv/util/error.h"
 
 using namespace qkv::text;
+namespace utf8 = qkv::utf8;
+namespace unicode = qkv::unicode;
 using V = std::vector<int32_t>;
 
 TEST(CharWord, WordVocabularyByCountThenBytes) {

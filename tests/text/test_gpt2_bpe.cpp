@@ -4,7 +4,7 @@
 
 #include "qkv/text/bpe.h"
 #include "qkv/text/pretokenize.h"
-#include "qkv/text/unicode.h"
+#include "qkv/util/unicode.h"
 #include "text_fixtures.h"
 
 using namespace qkv::text;
@@ -160,12 +160,12 @@ TEST(Gpt2Unicode, DifferencesFromNodeAreOnlyNewerCharacters) {
     if (c >= 0xD800 && c <= 0xDFFF) continue;
     int j = (unsigned char)js[c];
     bool jl = j & 1, jn = j & 2, js_space = j & 4;
-    ASSERT_EQ(js_space, qkv::text::unicode::is_js_space(c)) << std::hex << c;
-    if (jl != qkv::text::unicode::is_letter(c) || jn != qkv::text::unicode::is_number(c)) {
+    ASSERT_EQ(js_space, qkv::unicode::is_js_space(c)) << std::hex << c;
+    if (jl != qkv::unicode::is_letter(c) || jn != qkv::unicode::is_number(c)) {
       ASSERT_TRUE(cn[c] == 1) << "U+" << std::hex << c << " is assigned in Unicode 14, and qkv and node's " << ver
                               << " disagree on whether it is a letter or number";
-      ASSERT_TRUE(qkv::text::unicode::is_other_category(c) && !qkv::text::unicode::is_letter(c) &&
-                  !qkv::text::unicode::is_number(c))
+      ASSERT_TRUE(qkv::unicode::is_other_category(c) && !qkv::unicode::is_letter(c) &&
+                  !qkv::unicode::is_number(c))
           << "U+" << std::hex << c << " is unassigned in Unicode 14 but not 'other' for qkv";
       ++newer;
     }

@@ -16,8 +16,7 @@
 
 namespace qkv::data {
 
-// ---- text clean-up (private helpers of the corpus layer, not the tokenizers' UTF-8 code) ----
-bool is_valid_utf8(std::string_view s);
+// ---- text clean-up (UTF-8 validity: qkv/util/utf8.h) ----
 // Interprets bytes as ISO-8859-1 and returns UTF-8.
 std::string latin1_to_utf8(std::string_view s);
 // Valid UTF-8 is returned as is; anything else is read as ISO-8859-1 (the usual legacy encoding

@@ -1,10 +1,10 @@
-// src/text/unicode_tables.h - private: the generated tables of unicode_tables.cpp
-// (tools/text/gen_unicode_tables.py). Ranges are sorted and inclusive.
+// src/util/unicode_tables.h - private: the generated tables of unicode_tables.cpp
+// (tools/gen_unicode_tables.py). Ranges are sorted and inclusive.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
-namespace qkv::text::unicode_tables {
+namespace qkv::unicode_tables {
 
 struct Range {
   uint32_t lo, hi;
@@ -25,6 +25,7 @@ QKV_RANGES(SpaceSep)
 QKV_RANGES(Nonspacing)
 QKV_RANGES(Cased)
 QKV_RANGES(CaseIgnorable)
+QKV_RANGES(PySpace)
 #undef QKV_RANGES
 extern const uint32_t kLowerPool[];
 extern const MapEntry kLower[];
@@ -36,4 +37,4 @@ extern const CccRange kCcc[];
 extern const size_t kCccCount;
 extern const char kUnicodeVersion[];
 
-}  // namespace qkv::text::unicode_tables
+}  // namespace qkv::unicode_tables

@@ -1,12 +1,15 @@
-// qkv/text/unicode.h - the Unicode properties the tokenizers need, from tables generated out of
-// Python's unicodedata (Unicode 14.0; tools/text/gen_unicode_tables.py). Using the same database
-// as the Python references makes qkv and them agree code point for code point.
+// qkv/util/unicode.h - qkv's one Unicode module: the properties and string operations the
+// tokenizers and the scorers need, from tables generated out of Python's unicodedata and str
+// methods (Unicode 14.0; tools/gen_unicode_tables.py). Using the same database as the Python
+// references (and sacreBLEU, which runs on Python) makes qkv and them agree code point for code
+// point.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
-namespace qkv::text::unicode {
+namespace qkv::unicode {
 
 const char* version();  // "14.0.0"
 
@@ -24,9 +27,14 @@ int combining_class(uint32_t cp);     // canonical combining class, 0 for most
 // the other Zs, LF CR U+2028 U+2029. Not the same set as Unicode White_Space (no U+0085).
 bool is_js_space(uint32_t cp);
 
+// Python's str.isspace() for one code point (what str.split() and str.strip() split on).
+bool is_space(uint32_t cp);
+
 // Python's str.lower() of a whole string: full case mapping plus the Final_Sigma context rule.
 std::u32string lower(std::u32string_view s);
+std::u32string rstrip(std::u32string_view s);              // Python str.rstrip()
+std::vector<std::u32string> split_ws(std::u32string_view s);  // Python str.split()
 // Canonical decomposition (NFD): full decompositions, Hangul, canonical reordering.
 std::u32string nfd(std::u32string_view s);
 
-}  // namespace qkv::text::unicode
+}  // namespace qkv::unicode

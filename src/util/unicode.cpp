@@ -1,5 +1,5 @@
 // Unicode property lookups: a 64K flag table for the BMP (built once), binary search above it.
-#include "qkv/text/unicode.h"
+#include "qkv/util/unicode.h"
 
 #include <algorithm>
 #include <array>
@@ -7,7 +7,7 @@
 
 #include "unicode_tables.h"
 
-namespace qkv::text::unicode {
+namespace qkv::unicode {
 namespace t = unicode_tables;
 namespace {
 
@@ -70,6 +70,30 @@ bool is_nonspacing_mark(uint32_t cp) { return has(cp, kMn, t::kNonspacing, t::kN
 bool is_cased(uint32_t cp) { return has(cp, kCased, t::kCased, t::kCasedCount); }
 bool is_case_ignorable(uint32_t cp) {
   return has(cp, kIgn, t::kCaseIgnorable, t::kCaseIgnorableCount);
+}
+
+bool is_space(uint32_t cp) {
+  if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F);
+  return in_ranges(t::kPySpace, t::kPySpaceCount, cp);
+}
+
+std::u32string rstrip(std::u32string_view s) {
+  size_t end = s.size();
+  while (end > 0 && is_space(s[end - 1])) --end;
+  return std::u32string(s.substr(0, end));
+}
+
+std::vector<std::u32string> split_ws(std::u32string_view s) {
+  std::vector<std::u32string> out;
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    while (i < n && is_space(s[i])) ++i;
+    size_t j = i;
+    while (j < n && !is_space(s[j])) ++j;
+    if (j > i) out.emplace_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
 }
 
 int combining_class(uint32_t cp) {
@@ -151,4 +175,4 @@ std::u32string nfd(std::u32string_view s) {
   return out;
 }
 
-}  // namespace qkv::text::unicode
+}  // namespace qkv::unicode

@@ -1,4 +1,4 @@
-// qkv/text/utf8.h - strict UTF-8 decoding (Unicode 14 Table 3-7: no overlongs, no surrogates,
+// qkv/util/utf8.h - strict UTF-8 decoding (Unicode 14 Table 3-7: no overlongs, no surrogates,
 // nothing above U+10FFFF). Invalid input is never an error here: each byte that does not start a
 // well-formed sequence is reported as one unit of its own (cp == kInvalid), so callers decide.
 #pragma once
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace qkv::text::utf8 {
+namespace qkv::utf8 {
 
 inline constexpr uint32_t kInvalid = 0xFFFFFFFFu;
 
@@ -82,6 +82,10 @@ inline std::u32string to_u32_dropping_invalid(std::string_view s) {
   return out;
 }
 
+// Code points of s, which must be valid UTF-8: throws qkv::Error naming `where` and the byte
+// offset of the first invalid sequence (Python's strict codec).
+std::u32string to_u32_strict(std::string_view s, const std::string& where);
+
 inline std::string from_u32(std::u32string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -89,4 +93,4 @@ inline std::string from_u32(std::u32string_view s) {
   return out;
 }
 
-}  // namespace qkv::text::utf8
+}  // namespace qkv::utf8
