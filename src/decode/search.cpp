@@ -8,12 +8,11 @@
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/elementwise.h"
 #include "qkv/kernels/parallel.h"
-#include "qkv/kernels/softmax.h"
+#include "qkv/kernels/token_scores.h"
 
 namespace qkv::decode {
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 std::vector<int64_t> source_lengths(const Tensor& src_pad) {
   Tensor pad = src_pad.contiguous();
@@ -84,97 +83,12 @@ int64_t max_target_len(const models::Seq2Seq& model, int64_t src_len, const Opti
 
 namespace {
 
-// log sum_v exp(row[v]); -inf for an all -inf row. `max_out`, if given, receives max_v row[v].
-float row_logsumexp(const float* row, int64_t V, float* max_out = nullptr) {
-  float mx = kNegInf;
-#pragma omp simd reduction(max : mx)
-  for (int64_t v = 0; v < V; ++v) mx = row[v] > mx ? row[v] : mx;
-  if (max_out) *max_out = mx;
-  if (mx == kNegInf) return kNegInf;
-  // f32 exps (kernels::vexp): blocks of 256 summed in f32 vector lanes (16 terms per lane),
-  // block sums accumulated in double.
-  constexpr int64_t kBlock = 256;
-  double s = 0;
-  int64_t v = 0;
-  for (; v + kBlock <= V; v += kBlock) {
-    const float* x = row + v;
-    float bs = 0.f;
-#pragma omp simd reduction(+ : bs)
-    for (int64_t i = 0; i < kBlock; ++i) bs += kernels::vexp(x[i] - mx);
-    s += double(bs);
-  }
-  for (; v < V; ++v) s += double(kernels::vexp(row[v] - mx));
-  return mx + float(std::log(s));
-}
-
 // Whether the per-row scoring of a step (`elements` logits) goes on the OpenMP pool: only when
 // it is large and entering the pool is cheap (idle threads spin; kernels/parallel.h).
 bool rows_on_pool(int64_t elements) {
   return elements >= kernels::kParallelGrain && kernels::idle_threads_spin();
 }
 
-// The first maximum of the log-softmax of a logits row (the values log_softmax_rows gives):
-// its token and log-probability.
-void best_token(const float* row, int64_t V, int64_t& tok, double& lp) {
-  float mx;
-  const float lse = row_logsumexp(row, V, &mx);
-  // max_v (row[v] - lse) is mx - lse (rounding is monotone); its first position, found in one
-  // vectorised pass (an earlier, smaller logit can round to the same value).
-  const float best = mx - lse;
-  int64_t first = V;
-#pragma omp simd reduction(min : first)
-  for (int64_t v = 0; v < V; ++v) first = (row[v] - lse == best && v < first) ? v : first;
-  tok = first < V && best > kNegInf ? first : 0;  // no finite logit: 0 (as max_element over -inf)
-  lp = row[tok] - lse;
-}
-
-// The m largest log-softmax values of a logits row (row[v] - lse, exactly the floats
-// log_softmax_rows gives), best first, ties towards the lower token id. One pass: a chunk of 16
-// logits is skipped unless its maximum beats the current m-th best, so after the first chunks
-// almost every logit costs one vectorised compare.
-void top_tokens(const float* row, int64_t V, size_t m, std::vector<std::pair<float, int64_t>>& top) {
-  top.clear();
-  if (m == 0) return;
-  const float lse = row_logsumexp(row, V);
-  auto offer = [&](int64_t v) {
-    const float l = row[v] - lse;
-    if (top.size() == m && !(l > top.back().first)) return;
-    auto at = std::upper_bound(top.begin(), top.end(), l,
-                               [](float x, const std::pair<float, int64_t>& e) { return x > e.first; });
-    top.insert(at, {l, v});  // after equal values: they have lower token ids
-    if (top.size() > m) top.pop_back();
-  };
-  constexpr int64_t kChunk = 16;
-  int64_t v = 0;
-  for (; v + kChunk <= V; v += kChunk) {
-    if (top.size() == m) {
-      float mx = kNegInf;
-#pragma omp simd reduction(max : mx)
-      for (int64_t i = 0; i < kChunk; ++i) mx = row[v + i] > mx ? row[v + i] : mx;
-      if (!(mx - lse > top.back().first)) continue;
-    }
-    for (int64_t i = 0; i < kChunk; ++i) offer(v + i);
-  }
-  for (; v < V; ++v) offer(v);
-}
-
-}  // namespace
-
-void log_softmax_rows(const Tensor& logits_in, std::vector<float>& out) {
-  Tensor logits = logits_in.contiguous();
-  int64_t R = logits.size(0), V = logits.size(1);
-  out.resize(size_t(R * V));
-  const float* x = logits.data<float>();
-  for (int64_t r = 0; r < R; ++r) {
-    const float* row = x + r * V;
-    const float lse = row_logsumexp(row, V);
-    float* o = out.data() + r * V;
-#pragma omp simd
-    for (int64_t v = 0; v < V; ++v) o[v] = row[v] - lse;
-  }
-}
-
-namespace {
 struct Setup {
   int64_t B;
   std::vector<int64_t> limit;
@@ -219,7 +133,7 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
       if (!opt.sample) {  // rows are independent
 #pragma omp parallel for schedule(static) if (rows_on_pool(B * V))
         for (int64_t b = 0; b < B; ++b)
-          if (!done[size_t(b)]) best_token(X + b * V, V, step_tok[size_t(b)], step_lp[size_t(b)]);
+          if (!done[size_t(b)]) kernels::best_token(X + b * V, V, step_tok[size_t(b)], step_lp[size_t(b)]);
       }
       for (int64_t b = 0; b < B; ++b) {
         if (done[size_t(b)]) { last[size_t(b)] = ids.eos; continue; }
@@ -277,7 +191,7 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
 #pragma omp parallel for schedule(static) if (rows_on_pool(B * K * V))
     for (int64_t r = 0; r < B * K; ++r)
       if (!done[size_t(r / K)] && score[size_t(r)] != -INFINITY)
-        top_tokens(X + r * V, V, size_t(2 * K), top[size_t(r)]);
+        kernels::top_tokens(X + r * V, V, size_t(2 * K), top[size_t(r)]);
     for (int64_t b = 0; b < B; ++b) {
       const int64_t base = b * K;
       for (int64_t k = 0; k < K; ++k) next_rows[size_t(base + k)] = base;  // harmless filler

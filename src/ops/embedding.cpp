@@ -1,11 +1,10 @@
 #include "qkv/ops/embedding.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "qkv/autograd/node.h"
-#include "qkv/kernels/elementwise.h"
+#include "qkv/kernels/index.h"
 
 namespace qkv {
 namespace {
@@ -23,12 +22,6 @@ std::vector<int64_t> checked_ids(const Tensor& ids, int64_t V) {
   return v;
 }
 
-template <typename Fn>
-void dispatch_float(DType t, Fn&& fn) {
-  if (t == DType::f32) fn(float{});
-  else fn(double{});
-}
-
 struct EmbeddingBackward : Node {
   std::vector<int64_t> ids;  // (N) flattened
   int64_t padding_idx = -1;
@@ -36,30 +29,9 @@ struct EmbeddingBackward : Node {
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     // out[n] = weight[ids[n]]  ->  dweight[ids[n]] += gy[n] (except the padding row)
     const Shape& ws = input_shapes[1];
-    int64_t V = ws[0], D = ws[1], N = int64_t(ids.size());
     Tensor gy = g[0].contiguous();
     Tensor gw = Tensor::zeros(ws, gy.dtype());
-    dispatch_float(gy.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* gp = gy.data<T>();
-      T* wp = gw.data<T>();
-      // Threads own column tiles; each walks all ids in order, so sums are deterministic.
-      constexpr int64_t kTile = 64;
-      int64_t tiles = (D + kTile - 1) / kTile;
-#pragma omp parallel for schedule(static) if (N * D >= kernels::kParallelGrain && tiles > 1)
-      for (int64_t t = 0; t < tiles; ++t) {
-        int64_t j0 = t * kTile, j1 = std::min(D, j0 + kTile);
-        for (int64_t n = 0; n < N; ++n) {
-          int64_t id = ids[size_t(n)];
-          if (id == padding_idx) continue;
-          T* dst = wp + id * D;
-          const T* src = gp + n * D;
-#pragma omp simd
-          for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
-        }
-      }
-      (void)V;
-    });
+    kernels::embedding_backward(gy, ids, padding_idx, gw);
     return {Tensor(), gw};
   }
   void release_saved() override { ids.clear(); }
@@ -81,13 +53,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight, int64_t padding_idx) {
   Shape os = ids.shape();
   os.push_back(D);
   Tensor out = Tensor::empty(os, weight.dtype());
-  Tensor wc = weight.contiguous();
-  size_t row_bytes = size_t(D) * dtype_size(weight.dtype());
-  const char* wp = static_cast<const char*>(wc.raw_data());
-  char* op = static_cast<char*>(out.raw_data());
-  int64_t N = int64_t(idv.size());
-#pragma omp parallel for schedule(static) if (N * D >= kernels::kParallelGrain)
-  for (int64_t n = 0; n < N; ++n) std::memcpy(op + size_t(n) * row_bytes, wp + size_t(idv[size_t(n)]) * row_bytes, row_bytes);
+  kernels::embedding_forward(weight.contiguous(), idv, out);
   if (any_requires_grad({weight})) {
     auto node = make_node<EmbeddingBackward>({ids, weight});
     node->ids = std::move(idv);

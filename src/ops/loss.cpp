@@ -10,12 +10,6 @@
 namespace qkv {
 namespace {
 
-template <typename Fn>
-void dispatch_float(DType t, Fn&& fn) {
-  if (t == DType::f32) fn(float{});
-  else fn(double{});
-}
-
 // Validates logits (..., C) against targets (...); returns the targets as i64 and the count of
 // non-ignored ones.
 std::vector<int64_t> checked_targets(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
@@ -89,20 +83,9 @@ struct NllBackward : Node {
   const char* name() const override { return "NllLossBackward"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     // loss_i = -logp[i, t_i]  ->  dlogp[i, t_i] = -gy_i * factor
-    const Shape& ls = input_shapes[0];
-    int64_t C = ls.back(), N = int64_t(targets.size());
     Tensor gy = g[0].contiguous();
-    Tensor gx = Tensor::zeros(ls, gy.dtype());
-    bool per_row = gy.numel() == N;
-    dispatch_float(gy.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* gp = gy.data<T>();
-      T* o = gx.data<T>();
-      for (int64_t i = 0; i < N; ++i) {
-        int64_t t = targets[size_t(i)];
-        if (t != ignore_index) o[i * C + t] = -(per_row ? gp[i] : gp[0]) * T(factor);
-      }
-    });
+    Tensor gx = Tensor::zeros(input_shapes[0], gy.dtype());
+    kernels::nll_backward(targets.data(), ignore_index, gy, factor, gx);
     return {gx, Tensor()};
   }
 };
@@ -139,13 +122,7 @@ Tensor nll_loss(const Tensor& logp, const Tensor& targets, int64_t ignore_index,
   std::vector<int64_t> t = checked_targets(logp, targets, ignore_index, "nll_loss", count);
   Tensor lc = logp.contiguous();
   Tensor rows = Tensor::empty(targets.shape(), logp.dtype());
-  int64_t C = logp.shape().back();
-  dispatch_float(logp.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* lp = lc.data<T>();
-    T* r = rows.data<T>();
-    for (size_t i = 0; i < t.size(); ++i) r[i] = t[i] == ignore_index ? T(0) : -lp[int64_t(i) * C + t[i]];
-  });
+  kernels::nll_forward(lc, t.data(), ignore_index, rows);
   double factor = 1;
   Tensor out = reduce_rows(rows, reduction, count, factor);
   if (any_requires_grad({logp})) {

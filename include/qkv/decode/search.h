@@ -53,8 +53,5 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
 int64_t max_target_len(const models::Seq2Seq& model, int64_t src_len, const Options& opt);
 double length_penalty(int64_t len, double alpha);
 
-// Row-wise log-softmax of f32 logits (rows, V) into out (rows * V): x - lse per element, lse from
-// f32 exps (kernels::vexp) summed in double. Greedy and beam search pick from exactly these values.
-void log_softmax_rows(const Tensor& logits, std::vector<float>& out);
 
 }  // namespace qkv::decode

@@ -4,6 +4,8 @@
 // (scatter-add) kernels take f32 / f64 and accumulate serially in index order, so duplicate
 // indices give the same bits for any thread count.
 #pragma once
+#include <vector>
+
 #include "qkv/tensor/tensor.h"
 
 namespace qkv::kernels {
@@ -19,5 +21,11 @@ void index_add(Tensor& gx, int axis, const Tensor& index, const Tensor& g);
 // out (contiguous, broadcast shape) = cond ? a : b; cond bool/u8, a and b one dtype, all
 // three broadcast to out's shape (any strides).
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
+
+// Embedding lookup: out (N, D) row n = weight (V, D) row ids[n] (any dtype; ids in range).
+void embedding_forward(const Tensor& weight, const std::vector<int64_t>& ids, Tensor& out);
+// gw (V, D) += gy (N, D) row n at row ids[n], except ids[n] == padding_idx (f32, f64). Threads own
+// column tiles and walk the ids in order, so the sums do not depend on the thread count.
+void embedding_backward(const Tensor& gy, const std::vector<int64_t>& ids, int64_t padding_idx, Tensor& gw);
 
 }  // namespace qkv::kernels

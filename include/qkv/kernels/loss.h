@@ -19,4 +19,9 @@ void cross_entropy_forward(const Tensor& logits, const int64_t* targets, int64_t
 void cross_entropy_backward(const Tensor& logits, const int64_t* targets, const Tensor& lse, int64_t ignore_index,
                             double smoothing, const Tensor& gy, double factor, Tensor& gx);
 
+// Negative log-likelihood of log-probabilities logp (N, C): rows[i] = -logp[i, t_i] (0 if ignored).
+void nll_forward(const Tensor& logp, const int64_t* targets, int64_t ignore_index, Tensor& rows);
+// gx (N, C), zero-filled by the caller: gx[i, t_i] = -gy_i * factor (gy (N) or one element).
+void nll_backward(const int64_t* targets, int64_t ignore_index, const Tensor& gy, double factor, Tensor& gx);
+
 }  // namespace qkv::kernels

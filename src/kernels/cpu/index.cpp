@@ -1,6 +1,7 @@
 // Gather / index_select / where kernels and their scatter-add backward (see kernels/index.h).
 #include "qkv/kernels/index.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "qkv/kernels/elementwise.h"
@@ -142,6 +143,39 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
       const U* y = bp + off[3];
       for (int64_t i = 0; i < len; ++i) o[i] = c[i * ci] ? x[i * ai] : y[i * bi];
     });
+  });
+}
+
+void embedding_forward(const Tensor& weight, const std::vector<int64_t>& ids, Tensor& out) {
+  const size_t row_bytes = size_t(weight.size(1)) * dtype_size(weight.dtype());
+  const char* wp = static_cast<const char*>(weight.raw_data());
+  char* op = static_cast<char*>(out.raw_data());
+  const int64_t N = int64_t(ids.size());
+#pragma omp parallel for schedule(static) if (N * weight.size(1) >= kParallelGrain)
+  for (int64_t n = 0; n < N; ++n) std::memcpy(op + size_t(n) * row_bytes, wp + size_t(ids[size_t(n)]) * row_bytes, row_bytes);
+}
+
+void embedding_backward(const Tensor& gy, const std::vector<int64_t>& ids, int64_t padding_idx, Tensor& gw) {
+  // out[n] = weight[ids[n]]  ->  dweight[ids[n]] += gy[n] (except the padding row)
+  dispatch_float(gy.dtype(), "embedding backward", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t D = gw.size(1), N = int64_t(ids.size());
+    const T* gp = gy.data<T>();
+    T* wp = gw.data<T>();
+    constexpr int64_t kTile = 64;
+    const int64_t tiles = (D + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) if (N * D >= kParallelGrain && tiles > 1)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t j0 = t * kTile, j1 = std::min(D, j0 + kTile);
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t id = ids[size_t(n)];
+        if (id == padding_idx) continue;
+        T* dst = wp + id * D;
+        const T* src = gp + n * D;
+#pragma omp simd
+        for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
+      }
+    }
   });
 }
 

@@ -75,4 +75,27 @@ void cross_entropy_backward(const Tensor& logits, const int64_t* targets, const 
   });
 }
 
+void nll_forward(const Tensor& logp, const int64_t* targets, int64_t ignore_index, Tensor& rows) {
+  dispatch_float(logp.dtype(), "nll_loss", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t C = logp.shape().back(), N = rows.numel();
+    const T* lp = logp.data<T>();
+    T* r = rows.data<T>();
+    for (int64_t i = 0; i < N; ++i) r[i] = targets[i] == ignore_index ? T(0) : -lp[i * C + targets[i]];
+  });
+}
+
+void nll_backward(const int64_t* targets, int64_t ignore_index, const Tensor& gy, double factor, Tensor& gx) {
+  // loss_i = -logp[i, t_i]  ->  dlogp[i, t_i] = -gy_i * factor
+  dispatch_float(gx.dtype(), "nll_loss backward", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t C = gx.shape().back(), N = gx.numel() / C;
+    const bool per_row = gy.numel() == N;
+    const T* gp = gy.data<T>();
+    T* o = gx.data<T>();
+    for (int64_t i = 0; i < N; ++i)
+      if (targets[i] != ignore_index) o[i * C + targets[i]] = -(per_row ? gp[i] : gp[0]) * T(factor);
+  });
+}
+
 }  // namespace qkv::kernels
