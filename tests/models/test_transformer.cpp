@@ -48,7 +48,8 @@ Tol scaled_tol(const Tensor& ref) {
 }
 
 const std::vector<std::string> kModels = {"model_post_relu_separate", "model_pre_gelu_shared_tied",
-                                          "model_post_learned_unscaled_tied"};
+                                          "model_post_learned_unscaled_tied", "model_pre_silu_shared_tied",
+                                          "model_post_gelu_tanh_separate"};
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 // EncoderBlock / DecoderBlock against torch.nn.TransformerEncoderLayer / TransformerDecoderLayer
-// (tools/refs/models_transformer.py, cases layer_*): post-LN and pre-LN, ReLU and GELU, key-padding
+// (tools/refs/models_transformer.py, cases layer_*): post-LN and pre-LN, every activation the config
+// accepts (ReLU, GELU erf, GELU tanh, SiLU), key-padding
 // and causal masks; forward and the gradients of the inputs and of every parameter.
 #include <gtest/gtest.h>
 
@@ -77,7 +78,7 @@ TEST(TransformerLayers, EncoderBlockMatchesTorchEncoderLayer) {
     expect_param_grads(block, ref, c, 16);
     ++n;
   }
-  EXPECT_EQ(n, 5);
+  EXPECT_EQ(n, 7);  // relu, gelu x post/pre; the causal GPT block; gelu_tanh (post), silu (pre)
 }
 
 TEST(TransformerLayers, DecoderBlockMatchesTorchDecoderLayer) {
@@ -101,12 +102,12 @@ TEST(TransformerLayers, DecoderBlockMatchesTorchDecoderLayer) {
     expect_param_grads(block, ref, c, 26);
     ++n;
   }
-  EXPECT_EQ(n, 4);
+  EXPECT_EQ(n, 6);  // relu, gelu x post/pre; gelu_tanh (pre), silu (post)
 }
 
 TEST(TransformerLayers, DecoderBlockStepsEqualTorchFullForward) {
   RefFile ref("models_transformer");
-  for (std::string c : {"layer_dec_post_relu", "layer_dec_pre_gelu"}) {
+  for (std::string c : {"layer_dec_post_relu", "layer_dec_pre_gelu", "layer_dec_pre_gelu_tanh", "layer_dec_post_silu"}) {
     SCOPED_TRACE(c);
     DecoderBlock block(options_of(ref.params(c)));
     block.load_state_dict(params_of(ref, c), true, c);

@@ -1,8 +1,9 @@
 """References for models/transformer_blocks and models/transformer.
 
 layer_*: torch.nn.TransformerEncoderLayer / TransformerDecoderLayer (batch_first, dropout 0,
-         norm_first False/True, relu/gelu) with key-padding and causal masks: output and the
-         gradients of sum(y * gy) w.r.t. inputs and every parameter, parameters in qkv's names.
+         norm_first False/True, every activation qkv's config accepts: relu, gelu (erf), gelu_tanh,
+         silu) with key-padding and causal masks: output and the gradients of sum(y * gy) w.r.t.
+         inputs and every parameter, parameters in qkv's names.
 model_*: token embeddings (* sqrt(d)) + positions + torch.nn.Transformer + generator Linear, the
          config as qkv's TransformerConfig JSON; logits, cross-entropy loss (ignore_index = pad)
          and the gradients of the loss w.r.t. every parameter.
@@ -18,6 +19,10 @@ from qkvref import Refs
 
 # The mapping torch -> qkv names. `get` maps a torch parameter to what is stored: the parameter
 # itself, or its gradient (the packed in_proj is split after `get`, so both split the same way).
+# qkv's activation names -> what torch.nn.Transformer*Layer takes (a name or a callable).
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu}
+
+
 def mha_params(prefix, mha, get):
     qw, kw, vw = get(mha.in_proj_weight).chunk(3, 0)
     qb, kb, vb = get(mha.in_proj_bias).chunk(3, 0)
@@ -73,11 +78,15 @@ def layer_cases(r, g):
     D, H, FF, B, T, S = 16, 4, 40, 3, 6, 7
     variants = [(k, pre, act, False) for k in ("enc", "dec") for pre in (False, True) for act in ("relu", "gelu")]
     variants.append(("enc", True, "gelu", True))  # causal self-attention only: the GPT block
+    # The two activations added later, in both stacks and both norm placements (appended, so the
+    # cases above keep their random draws).
+    variants += [("enc", False, "gelu_tanh", False), ("enc", True, "silu", False),
+                 ("dec", True, "gelu_tanh", False), ("dec", False, "silu", False)]
     for kind, pre, act, causal_enc in variants:
             if True:
                 torch.manual_seed(17)
                 cls = nn.TransformerEncoderLayer if kind == "enc" else nn.TransformerDecoderLayer
-                layer = cls(D, H, FF, dropout=0.0, activation=act, batch_first=True, norm_first=pre)
+                layer = cls(D, H, FF, dropout=0.0, activation=ACTIVATIONS[act], batch_first=True, norm_first=pre)
                 randomize(layer, g)
                 # Route every parameter through qkv-named views so their gradients come out split.
                 x = torch.randn(B, T, D, generator=g, requires_grad=True)
@@ -132,7 +141,8 @@ class RefTransformer(nn.Module):
         else:
             self.register_buffer("pe", sinusoid(c["max_len"], D))
         self.tf = nn.Transformer(D, c["heads"], c["enc_layers"], c["dec_layers"], c["d_ff"], dropout=0.0,
-                                 activation=c["activation"], batch_first=True, norm_first=c["pre_norm"])
+                                 activation=ACTIVATIONS[c["activation"]], batch_first=True,
+                                 norm_first=c["pre_norm"])
         if not c["pre_norm"]:  # qkv's post-LN stacks have no final LayerNorm (the paper, Marian)
             self.tf.encoder.norm = None
             self.tf.decoder.norm = None
@@ -182,6 +192,12 @@ MODELS = {
     "post_learned_unscaled_tied": dict(src_vocab=17, tgt_vocab=13, d_model=16, heads=2, enc_layers=1, dec_layers=2,
                                        d_ff=24, activation="relu", pre_norm=False, shared_embeddings=False,
                                        tie_output=True, positional="learned", scale_embeddings=False),
+    "pre_silu_shared_tied": dict(src_vocab=21, tgt_vocab=21, d_model=16, heads=4, enc_layers=2, dec_layers=2,
+                                 d_ff=32, activation="silu", pre_norm=True, shared_embeddings=True,
+                                 tie_output=True, positional="sinusoidal", scale_embeddings=True),
+    "post_gelu_tanh_separate": dict(src_vocab=19, tgt_vocab=23, d_model=16, heads=2, enc_layers=2, dec_layers=1,
+                                    d_ff=24, activation="gelu_tanh", pre_norm=False, shared_embeddings=False,
+                                    tie_output=False, positional="learned", scale_embeddings=True),
 }
 
 
