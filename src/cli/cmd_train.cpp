@@ -163,6 +163,9 @@ int run(int argc, char** argv) {
   TranslateRequest vreq;
   vreq.options.beam = int(vr.integer("beam", 1));
   vreq.options.alpha = vr.number("alpha", 0.6);
+  vreq.options.no_repeat_ngram_size = int(vr.integer("no_repeat_ngram_size", 0));
+  vreq.options.max_len_ratio = vr.number("max_len_ratio", vreq.options.max_len_ratio);
+  vreq.options.max_len_extra = vr.integer("max_len_extra", vreq.options.max_len_extra);
   vreq.quiet = true;
   int64_t valid_sentences = vr.integer("max_sentences", 500);
   vr.finish();

@@ -32,6 +32,9 @@ int run(int argc, char** argv) {
   app.add_option("--beam,-b", req.options.beam, "beam size (1 = greedy)")->check(CLI::PositiveNumber);
   app.add_option("--alpha", req.options.alpha, "GNMT length-penalty exponent for beam search");
   app.add_option("--max-len-ratio", req.options.max_len_ratio, "maximum output length as a multiple of the source");
+  app.add_option("--max-len-extra", req.options.max_len_extra, "tokens added to that maximum");
+  app.add_option("--no-repeat-ngram", req.options.no_repeat_ngram_size,
+                 "never repeat an n-gram of output tokens (0 = off)")->check(CLI::NonNegativeNumber);
   app.add_option("--nbest", req.options.nbest, "print the n best hypotheses, tab-separated with scores");
   app.add_option("--batch-size", req.batch_size, "sentences per batch")->check(CLI::PositiveNumber);
   app.add_flag("--sample", req.options.sample, "sample instead of searching");

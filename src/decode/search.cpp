@@ -38,6 +38,8 @@ void check_inputs(const Tensor& src, const Tensor& src_pad, const Options& opt) 
   QKV_CHECK(!opt.sample || opt.beam == 1, "decode", "sampling needs beam 1, got beam ", opt.beam);
   QKV_CHECK(opt.temperature > 0, "decode", "temperature must be > 0, got ", opt.temperature);
   QKV_CHECK(opt.top_p > 0 && opt.top_p <= 1, "decode", "top_p must be in (0, 1], got ", opt.top_p);
+  QKV_CHECK(opt.no_repeat_ngram_size >= 0, "decode", "no_repeat_ngram_size must be >= 0 (0 = off), got ",
+            opt.no_repeat_ngram_size);
 }
 
 // Draws a token from one row of logits with temperature, top-k and top-p.
@@ -71,6 +73,17 @@ int64_t sample_row(const float* logits, int64_t V, const Options& opt, Generator
 }
 
 }  // namespace
+
+std::vector<int64_t> repeated_ngram_bans(const std::vector<int64_t>& t, int n) {
+  std::vector<int64_t> bans;
+  if (n < 1 || int64_t(t.size()) < n - 1) return bans;
+  const size_t k = size_t(n - 1), len = t.size();  // the last k tokens, followed by v, must be new
+  for (size_t i = 0; i + k < len; ++i)
+    if (std::equal(t.begin() + int64_t(i), t.begin() + int64_t(i + k), t.end() - int64_t(k))) bans.push_back(t[i + k]);
+  std::sort(bans.begin(), bans.end());
+  bans.erase(std::unique(bans.begin(), bans.end()), bans.end());
+  return bans;
+}
 
 double length_penalty(int64_t len, double alpha) {
   return alpha == 0 ? 1.0 : std::pow((5.0 + double(len)) / 6.0, alpha);
@@ -129,17 +142,26 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
     for (int64_t t = 0; t < max_steps; ++t) {
       Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (B, V)
       const int64_t V = logits.size(1);
-      const float* X = logits.data<float>();
+      float* X = logits.data<float>();
+      const int ngram = opt.no_repeat_ngram_size;
       if (!opt.sample) {  // rows are independent
 #pragma omp parallel for schedule(static) if (rows_on_pool(B * V))
-        for (int64_t b = 0; b < B; ++b)
-          if (!done[size_t(b)]) kernels::best_token(X + b * V, V, step_tok[size_t(b)], step_lp[size_t(b)]);
+        for (int64_t b = 0; b < B; ++b) {
+          if (done[size_t(b)]) continue;
+          const std::vector<int64_t> bans = ngram ? repeated_ngram_bans(hyp[size_t(b)].tokens, ngram) : std::vector<int64_t>();
+          kernels::best_token(X + b * V, V, step_tok[size_t(b)], step_lp[size_t(b)], &bans);
+        }
       }
       for (int64_t b = 0; b < B; ++b) {
         if (done[size_t(b)]) { last[size_t(b)] = ids.eos; continue; }
         int64_t tok = step_tok[size_t(b)];
         double lp = step_lp[size_t(b)];
-        if (opt.sample) tok = sample_row(X + b * V, V, opt, gen, lp);
+        if (opt.sample) {
+          const std::vector<int64_t> bans = ngram ? repeated_ngram_bans(hyp[size_t(b)].tokens, ngram) : std::vector<int64_t>();
+          if (int64_t(bans.size()) < V)  // banned tokens get no probability mass (unless all are)
+            for (int64_t v : bans) X[b * V + v] = -INFINITY;
+          tok = sample_row(X + b * V, V, opt, gen, lp);
+        }
         Hypothesis& h = hyp[size_t(b)];
         h.tokens.push_back(tok);
         h.logprob += lp;
@@ -189,9 +211,12 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
     std::vector<int64_t> next_last(size_t(B * K), ids.eos);
     // The 2K best tokens of every live row; rows are independent: on the pool when it is cheap.
 #pragma omp parallel for schedule(static) if (rows_on_pool(B * K * V))
-    for (int64_t r = 0; r < B * K; ++r)
-      if (!done[size_t(r / K)] && score[size_t(r)] != -INFINITY)
-        kernels::top_tokens(X + r * V, V, size_t(2 * K), top[size_t(r)]);
+    for (int64_t r = 0; r < B * K; ++r) {
+      if (done[size_t(r / K)] || score[size_t(r)] == -INFINITY) continue;
+      const std::vector<int64_t> bans =
+          opt.no_repeat_ngram_size ? repeated_ngram_bans(toks[size_t(r)], opt.no_repeat_ngram_size) : std::vector<int64_t>();
+      kernels::top_tokens(X + r * V, V, size_t(2 * K), top[size_t(r)], &bans);
+    }
     for (int64_t b = 0; b < B; ++b) {
       const int64_t base = b * K;
       for (int64_t k = 0; k < K; ++k) next_rows[size_t(base + k)] = base;  // harmless filler

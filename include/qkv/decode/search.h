@@ -26,7 +26,15 @@ struct Options {
   int top_k = 0;
   double top_p = 1.0;
   uint64_t seed = 0;
+  // No hypothesis repeats an n-gram of its target tokens (fairseq's and CTranslate2's
+  // no_repeat_ngram_size; 0 = off): a token that would complete an n-gram already generated is
+  // not chosen. Search ranks the model's own log-probabilities of the allowed tokens; sampling
+  // draws from the allowed tokens renormalised.
+  int no_repeat_ngram_size = 0;
 };
+
+// The tokens that would complete an n-gram of `tokens` already present in it (n >= 1), sorted.
+std::vector<int64_t> repeated_ngram_bans(const std::vector<int64_t>& tokens, int n);
 
 struct Hypothesis {
   std::vector<int64_t> tokens;  // without <s>, with </s> if it was generated

@@ -14,8 +14,12 @@ namespace qkv::kernels {
 // log sum_v exp(row[v]); -inf for an all -inf row. `max_out`, if given, receives max_v row[v].
 float row_logsumexp(const float* row, int64_t V, float* max_out = nullptr);
 // The first maximum of row[v] - lse: its token and log-probability (token 0 if no logit is finite).
-void best_token(const float* row, int64_t V, int64_t& tok, double& lp);
-// The m largest row[v] - lse, best first, ties towards the lower token id: (log-prob, token).
-void top_tokens(const float* row, int64_t V, size_t m, std::vector<std::pair<float, int64_t>>& top);
+// `banned` (sorted token ids, or null/empty): tokens that may not be chosen; lse stays the whole
+// row's, so the log-probabilities are those of the model (fairseq's no-repeat-n-gram blocking).
+void best_token(const float* row, int64_t V, int64_t& tok, double& lp, const std::vector<int64_t>* banned = nullptr);
+// The m largest row[v] - lse, best first, ties towards the lower token id: (log-prob, token);
+// `banned` as for best_token.
+void top_tokens(const float* row, int64_t V, size_t m, std::vector<std::pair<float, int64_t>>& top,
+                const std::vector<int64_t>* banned = nullptr);
 
 }  // namespace qkv::kernels

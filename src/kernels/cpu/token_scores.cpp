@@ -33,9 +33,20 @@ float row_logsumexp(const float* row, int64_t V, float* max_out) {
   return mx + float(std::log(s));
 }
 
-void best_token(const float* row, int64_t V, int64_t& tok, double& lp) {
+void best_token(const float* row, int64_t V, int64_t& tok, double& lp, const std::vector<int64_t>* banned) {
   float mx;
   const float lse = row_logsumexp(row, V, &mx);
+  if (banned && !banned->empty()) {  // the first maximum among the allowed tokens
+    float best = kNegInf;
+    int64_t pick = -1;
+    for (int64_t v = 0; v < V; ++v)
+      if (row[v] - lse > best && !std::binary_search(banned->begin(), banned->end(), v)) best = row[v] - lse, pick = v;
+    if (pick >= 0) {
+      tok = pick;
+      lp = row[tok] - lse;
+      return;
+    }  // every finite token banned: choose as if nothing were
+  }
   // max_v (row[v] - lse) is mx - lse (rounding is monotone); its first position, found in one
   // vectorised pass (an earlier, smaller logit can round to the same value).
   const float best = mx - lse;
@@ -48,13 +59,16 @@ void best_token(const float* row, int64_t V, int64_t& tok, double& lp) {
 
 // One pass: a chunk of 16 logits is skipped unless its maximum beats the current m-th best, so
 // after the first chunks almost every logit costs one vectorised compare.
-void top_tokens(const float* row, int64_t V, size_t m, std::vector<std::pair<float, int64_t>>& top) {
+void top_tokens(const float* row, int64_t V, size_t m, std::vector<std::pair<float, int64_t>>& top,
+                const std::vector<int64_t>* banned) {
   top.clear();
   if (m == 0) return;
   const float lse = row_logsumexp(row, V);
+  const bool bans = banned && !banned->empty();
   auto offer = [&](int64_t v) {
     const float l = row[v] - lse;
     if (top.size() == m && !(l > top.back().first)) return;
+    if (bans && std::binary_search(banned->begin(), banned->end(), v)) return;
     auto at = std::upper_bound(top.begin(), top.end(), l,
                                [](float x, const std::pair<float, int64_t>& e) { return x > e.first; });
     top.insert(at, {l, v});  // after equal values: they have lower token ids
@@ -72,6 +86,7 @@ void top_tokens(const float* row, int64_t V, size_t m, std::vector<std::pair<flo
     for (int64_t i = 0; i < kChunk; ++i) offer(v + i);
   }
   for (; v < V; ++v) offer(v);
+  if (top.empty() && bans) top_tokens(row, V, m, top, nullptr);  // every token banned: as if none were
 }
 
 }  // namespace qkv::kernels
