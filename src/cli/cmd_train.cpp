@@ -12,12 +12,12 @@
 #include "mt_setup.h"
 #include "qkv/eval/bleu.h"
 #include "qkv/eval/chrf.h"
+#include "qkv/tasks/translator.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/seq2seq_task.h"
 #include "qkv/util/config.h"
 #include "qkv/util/file.h"
-#include "translate_common.h"
 
 namespace fs = std::filesystem;
 
@@ -131,7 +131,7 @@ int run(int argc, char** argv) {
   int64_t max_tokens = dr.integer("max_tokens", 4096), max_sentences = dr.integer("max_sentences", 256);
   int64_t max_len = std::min<int64_t>(dr.integer("max_len", bundle.model->max_len()), bundle.model->max_len());
   dr.finish();
-  train::SeqIds ids = special_ids(bundle);
+  train::SeqIds ids = tasks::special_ids(bundle);
   int64_t dropped = 0;
   auto examples = encode_pairs(train_text, *bundle.src_tok, *bundle.tgt_tok, ids.eos, max_len, &dropped);
   std::fprintf(stderr, "qkv train: %zu training pairs (%lld longer than %lld tokens dropped), %zu validation pairs, "
@@ -160,12 +160,12 @@ int run(int argc, char** argv) {
   tr.finish();
 
   ConfigReader vr(valid_cfg, "config", "valid");
-  TranslateRequest vreq;
-  vreq.options.beam = int(vr.integer("beam", 1));
-  vreq.options.alpha = vr.number("alpha", 0.6);
-  vreq.options.no_repeat_ngram_size = int(vr.integer("no_repeat_ngram_size", 0));
-  vreq.options.max_len_ratio = vr.number("max_len_ratio", vreq.options.max_len_ratio);
-  vreq.options.max_len_extra = vr.integer("max_len_extra", vreq.options.max_len_extra);
+  tasks::TranslateOptions vreq;
+  vreq.search.beam = int(vr.integer("beam", 1));
+  vreq.search.alpha = vr.number("alpha", 0.6);
+  vreq.search.no_repeat_ngram_size = int(vr.integer("no_repeat_ngram_size", 0));
+  vreq.search.max_len_ratio = vr.number("max_len_ratio", vreq.search.max_len_ratio);
+  vreq.search.max_len_extra = vr.integer("max_len_extra", vreq.search.max_len_extra);
   vreq.quiet = true;
   int64_t valid_sentences = vr.integer("max_sentences", 500);
   vr.finish();
@@ -174,6 +174,7 @@ int run(int argc, char** argv) {
   std::vector<std::vector<std::string>> vref(1, std::vector<std::string>(valid_text.tgt.begin(),
                                                                        valid_text.tgt.begin() + int64_t(vsrc.size())));
   auto valid_batches = valid_stream.all_batches();
+  const tasks::Translator validator(bundle);  // the model being trained: shared, not copied
 
   train::TrainCallbacks cb;
   cb.write_model = [&](const std::string& dir) { io::save_seq2seq(dir, bundle); };
@@ -182,7 +183,7 @@ int run(int argc, char** argv) {
     m["valid_loss"] = train::Seq2SeqTask::evaluate_loss(*bundle.model, valid_batches, ids.pad);
     bool was = bundle.model->is_training();
     bundle.model->eval();
-    auto hyp = translate_lines(bundle, vsrc, vreq).text;
+    auto hyp = validator.translate(vsrc, vreq).text;
     bundle.model->train(was);
     m["valid_bleu"] = eval::corpus_bleu(hyp, vref).score;
     m["valid_chrf"] = eval::corpus_chrf(hyp, vref).score;

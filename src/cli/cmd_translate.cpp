@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "cli.h"
-#include "translate_common.h"
+#include "qkv/tasks/translator.h"
 #include "qkv/util/file.h"
 
 namespace qkv::cli {
@@ -23,25 +23,25 @@ std::vector<std::string> read_lines(std::istream& in) {
 int run(int argc, char** argv) {
   CLI::App app{"Translate sentences with a trained encoder-decoder model", "qkv translate"};
   std::string model_dir, input, output, attention_png;
-  TranslateRequest req;
+  tasks::TranslateOptions req;
   std::string on_long = "truncate";
   int64_t attention_line = 1;
   app.add_option("--model,-m", model_dir, "model directory (config.json, model.safetensors, tokenizer)")->required();
   app.add_option("--input,-i", input, "source file, one sentence per line (default: stdin)");
   app.add_option("--output,-o", output, "write translations here (default: stdout)");
-  app.add_option("--beam,-b", req.options.beam, "beam size (1 = greedy)")->check(CLI::PositiveNumber);
-  app.add_option("--alpha", req.options.alpha, "GNMT length-penalty exponent for beam search");
-  app.add_option("--max-len-ratio", req.options.max_len_ratio, "maximum output length as a multiple of the source");
-  app.add_option("--max-len-extra", req.options.max_len_extra, "tokens added to that maximum");
-  app.add_option("--no-repeat-ngram", req.options.no_repeat_ngram_size,
+  app.add_option("--beam,-b", req.search.beam, "beam size (1 = greedy)")->check(CLI::PositiveNumber);
+  app.add_option("--alpha", req.search.alpha, "GNMT length-penalty exponent for beam search");
+  app.add_option("--max-len-ratio", req.search.max_len_ratio, "maximum output length as a multiple of the source");
+  app.add_option("--max-len-extra", req.search.max_len_extra, "tokens added to that maximum");
+  app.add_option("--no-repeat-ngram", req.search.no_repeat_ngram_size,
                  "never repeat an n-gram of output tokens (0 = off)")->check(CLI::NonNegativeNumber);
-  app.add_option("--nbest", req.options.nbest, "print the n best hypotheses, tab-separated with scores");
+  app.add_option("--nbest", req.search.nbest, "print the n best hypotheses, tab-separated with scores");
   app.add_option("--batch-size", req.batch_size, "sentences per batch")->check(CLI::PositiveNumber);
-  app.add_flag("--sample", req.options.sample, "sample instead of searching");
-  app.add_option("--temperature", req.options.temperature, "sampling temperature");
-  app.add_option("--top-k", req.options.top_k, "sample from the k most likely tokens (0 = all)");
-  app.add_option("--top-p", req.options.top_p, "nucleus sampling mass");
-  app.add_option("--seed", req.options.seed, "sampling seed");
+  app.add_flag("--sample", req.search.sample, "sample instead of searching");
+  app.add_option("--temperature", req.search.temperature, "sampling temperature");
+  app.add_option("--top-k", req.search.top_k, "sample from the k most likely tokens (0 = all)");
+  app.add_option("--top-p", req.search.top_p, "nucleus sampling mass");
+  app.add_option("--seed", req.search.seed, "sampling seed");
   app.add_option("--on-long", on_long, "a line longer than the model allows: truncate (warn) or refuse")
       ->check(CLI::IsMember({"truncate", "refuse"}));
   app.add_option("--attention", attention_png, "write the cross-attention heatmaps of one sentence to this PNG");
@@ -53,7 +53,7 @@ int run(int argc, char** argv) {
   }
   req.refuse_long = on_long == "refuse";
 
-  io::Seq2SeqBundle bundle = io::load_seq2seq(model_dir);
+  tasks::Translator translator(model_dir);
   std::vector<std::string> lines;
   if (input.empty()) {
     lines = read_lines(std::cin);
@@ -63,17 +63,13 @@ int run(int argc, char** argv) {
     lines = read_lines(in);
   }
   QKV_CHECK(!lines.empty(), input.empty() ? "stdin" : input, "no input lines to translate");
-  TranslateResult r = translate_lines(bundle, lines, req);
+  tasks::Translations r = translator.translate(lines, req);
 
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
-    if (req.options.nbest > 1) {
-      for (auto& h : r.hyps[i]) {
-        std::vector<int32_t> toks;
-        for (int64_t t : h.tokens)
-          if (t != special_ids(bundle).eos) toks.push_back(int32_t(t));
-        out += std::to_string(i) + "\t" + bundle.tgt_tok->decode(toks) + "\t" + std::to_string(h.score) + "\n";
-      }
+    if (req.search.nbest > 1) {
+      for (auto& h : r.hyps[i])
+        out += std::to_string(i) + "\t" + translator.detokenize(h.tokens) + "\t" + std::to_string(h.score) + "\n";
     } else {
       out += r.text[i] + "\n";
     }
@@ -84,7 +80,10 @@ int run(int argc, char** argv) {
   } else {
     write_file_atomic(output, out);
   }
-  if (!attention_png.empty()) write_attention_png(bundle, r, lines, attention_line, attention_png);
+  if (!attention_png.empty()) {
+    size_t panels = translator.draw_attention(r, lines, attention_line, attention_png);
+    std::fprintf(stderr, "qkv translate: wrote %zu attention panels to %s\n", panels, attention_png.c_str());
+  }
   return 0;
 }
 

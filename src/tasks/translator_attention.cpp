@@ -1,12 +1,12 @@
-// Cross-attention heatmaps of one translated sentence (`qkv translate --attention`).
+// Translator::draw_attention: cross-attention heatmaps of one translated sentence.
 #include <algorithm>
 #include <cstdio>
 
 #include "qkv/autograd/node.h"
 #include "qkv/viz/heatmap.h"
-#include "translate_common.h"
+#include "qkv/tasks/translator.h"
 
-namespace qkv::cli {
+namespace qkv::tasks {
 namespace {
 
 // A readable label for one token: its decoded text, or its vocabulary string if that is empty.
@@ -20,14 +20,15 @@ std::string token_label(const text::Tokenizer& tok, int64_t id) {
 
 }  // namespace
 
-void write_attention_png(io::Seq2SeqBundle& b, const TranslateResult& r, const std::vector<std::string>& lines,
-                         int64_t line, const std::string& png) {
+size_t Translator::draw_attention(const Translations& r, const std::vector<std::string>& lines, int64_t line,
+                                  const std::string& png) const {
+  const io::Seq2SeqBundle& b = bundle_;
   QKV_CHECK(line >= 1 && line <= int64_t(lines.size()), "--attention-line", "must be in 1..", lines.size(), ", got ",
             line);
   const auto& src = r.src_ids[size_t(line - 1)];
   const auto& hyp = r.hyps[size_t(line - 1)].front().tokens;  // y1 .. yn (</s> last if produced)
   QKV_CHECK(!hyp.empty(), "translate", "line ", line, " produced no tokens to draw");
-  train::SeqIds ids = special_ids(b);
+  const train::SeqIds& ids = ids_;
   std::vector<int64_t> tgt_in{ids.bos};  // <s> y1 .. y_{n-1}: row t attends while producing y_t
   tgt_in.insert(tgt_in.end(), hyp.begin(), hyp.end() - 1);
   int64_t S = int64_t(src.size()), T = int64_t(tgt_in.size());
@@ -64,7 +65,7 @@ void write_attention_png(io::Seq2SeqBundle& b, const TranslateResult& r, const s
   opt.colorbar_label = "attention weight";
   opt.vmin = 0;  // the maximum follows the data, so weak heads stay visible
   viz::write_heatmap_grid(png, panels, opt);
-  std::fprintf(stderr, "qkv translate: wrote %zu attention panels to %s\n", panels.size(), png.c_str());
+  return panels.size();
 }
 
-}  // namespace qkv::cli
+}  // namespace qkv::tasks

@@ -1,0 +1,61 @@
+// qkv/tasks/translator.h - a loaded translation model answering batches: the one way the `qkv`
+// command, training's validation, the benches and (later) the server translate (the shape of
+// CTranslate2's and Marian's Translator).
+//
+//   qkv::tasks::Translator t("runs/demo/model");                 // loads the directory once
+//   auto r = t.translate({"Cannot open file", "File not found"});  // greedy by default
+//   std::cout << r.text[0] << "\n";
+//
+// Lines are tokenized with the model's source tokenizer and </s> appended; a line longer than the
+// model allows is truncated (and counted) or refused. Sentences are decoded longest first in
+// batches of similar length and returned in input order.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "qkv/decode/search.h"
+#include "qkv/io/model_dir.h"
+#include "qkv/train/seq2seq_data.h"
+
+namespace qkv::tasks {
+
+struct TranslateOptions {
+  decode::Options search;     // greedy / beam / sampling, length limits, n-gram blocking
+  int64_t batch_size = 32;    // sentences per batch
+  bool refuse_long = false;   // a line longer than the model allows: error (else truncate + warn)
+  bool quiet = false;         // no truncation warnings on stderr
+};
+
+struct Translations {
+  std::vector<std::string> text;                     // best hypothesis per input line
+  std::vector<std::vector<decode::Hypothesis>> hyps;  // n-best per line, best first
+  std::vector<std::vector<int64_t>> src_ids;          // encoded sources (for attention plots)
+  int64_t truncated = 0;                             // lines cut to the model's maximum
+};
+
+class Translator {
+ public:
+  explicit Translator(const std::string& model_dir);  // io::load_seq2seq, eval mode
+  // A model already in memory, e.g. the one being trained (its weights may change between calls).
+  explicit Translator(io::Seq2SeqBundle bundle);
+
+  Translations translate(const std::vector<std::string>& lines, const TranslateOptions& opt = {}) const;
+  // The text of a hypothesis's tokens (</s> dropped).
+  std::string detokenize(const std::vector<int64_t>& tokens) const;
+  // Cross-attention heatmaps (one panel per layer and head, plus their average) of input line
+  // `line` (1-based) of `lines` and its translation in `r`, drawn to `png`; returns the panel count.
+  size_t draw_attention(const Translations& r, const std::vector<std::string>& lines, int64_t line,
+                        const std::string& png) const;
+
+  const io::Seq2SeqBundle& bundle() const { return bundle_; }
+  train::SeqIds special_ids() const { return ids_; }
+
+ private:
+  io::Seq2SeqBundle bundle_;
+  train::SeqIds ids_;
+};
+
+// <pad>/<s>/</s> ids of a bundle's model config.
+train::SeqIds special_ids(const io::Seq2SeqBundle& bundle);
+
+}  // namespace qkv::tasks

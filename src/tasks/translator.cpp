@@ -1,0 +1,72 @@
+#include "qkv/tasks/translator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+namespace qkv::tasks {
+
+train::SeqIds special_ids(const io::Seq2SeqBundle& b) {
+  const auto& m = b.config.at("model");
+  return {m.value("pad_id", int64_t(0)), m.value("bos_id", int64_t(1)), m.value("eos_id", int64_t(2))};
+}
+
+Translator::Translator(const std::string& model_dir) : Translator(io::load_seq2seq(model_dir)) {
+  bundle_.model->eval();
+}
+
+Translator::Translator(io::Seq2SeqBundle bundle) : bundle_(std::move(bundle)) {
+  QKV_CHECK(bundle_.model && bundle_.src_tok && bundle_.tgt_tok, "Translator", "needs a model and its tokenizers");
+  ids_ = special_ids(bundle_);
+}
+
+std::string Translator::detokenize(const std::vector<int64_t>& tokens) const {
+  std::vector<int32_t> toks;
+  for (int64_t t : tokens)
+    if (t != ids_.eos) toks.push_back(int32_t(t));
+  return bundle_.tgt_tok->decode(toks);
+}
+
+Translations Translator::translate(const std::vector<std::string>& lines, const TranslateOptions& opt) const {
+  QKV_CHECK(opt.batch_size >= 1, "translate", "batch size must be >= 1, got ", opt.batch_size);
+  models::Seq2Seq& model = *bundle_.model;
+  Translations r;
+  const int64_t n = int64_t(lines.size());
+  r.src_ids.resize(size_t(n));
+  r.text.resize(size_t(n));
+  r.hyps.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) {
+    bool cut = false;
+    r.src_ids[size_t(i)] = train::encode_sentence(*bundle_.src_tok, lines[size_t(i)], ids_.eos, model.max_len(), &cut);
+    if (!cut) continue;
+    QKV_CHECK(!opt.refuse_long, "translate", "line ", i + 1, " has more than ", model.max_len() - 1,
+              " source tokens (the model's maximum); shorten it or allow truncation");
+    ++r.truncated;
+    if (!opt.quiet)
+      std::fprintf(stderr, "qkv translate: warning: line %lld truncated to %lld tokens (model maximum)\n",
+                   (long long)(i + 1), (long long)(model.max_len() - 1));
+  }
+  // Longest first: similar lengths share a batch (little padding), and the slowest run early.
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) {
+    return r.src_ids[size_t(a)].size() > r.src_ids[size_t(c)].size();
+  });
+  for (int64_t start = 0; start < n; start += opt.batch_size) {
+    const int64_t end = std::min(n, start + opt.batch_size);
+    std::vector<const std::vector<int64_t>*> rows;
+    for (int64_t k = start; k < end; ++k) rows.push_back(&r.src_ids[size_t(order[size_t(k)])]);
+    Tensor src, pad;  // (B, S) i64, (B, S) u8
+    train::make_source_batch(rows, ids_.pad, src, pad);
+    auto out = decode::translate(model, src, pad, {ids_.bos, ids_.eos}, opt.search);
+    for (int64_t k = start; k < end; ++k) {
+      const int64_t line = order[size_t(k)];
+      auto& h = out[size_t(k - start)];
+      r.text[size_t(line)] = detokenize(h.front().tokens);
+      r.hyps[size_t(line)] = std::move(h);
+    }
+  }
+  return r;
+}
+
+}  // namespace qkv::tasks
