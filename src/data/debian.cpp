@@ -60,6 +60,7 @@ std::string find_cached_deb(const std::string& deb_dir, const std::string& packa
 std::map<std::string, std::string> fetch_debs(const std::vector<std::string>& packages,
                                               const std::string& deb_dir, bool verbose) {
   fs::create_directories(deb_dir);
+  const FileLock lock(deb_dir + "/.lock");  // one download into the cache at a time
   std::vector<std::string> missing;
   for (const auto& p : packages)
     if (find_cached_deb(deb_dir, p).empty()) missing.push_back(p);
@@ -150,6 +151,8 @@ std::string fetch_archive_index(const std::string& relpath, const std::string& c
   const std::string dest = dir + "/" + sha.substr(0, 16) + "-" + name;
   if (fs::exists(dest)) return dest;
   fs::create_directories(dir);
+  const FileLock lock(dir + "/.lock");
+  if (fs::exists(dest)) return dest;  // fetched by another process while this one waited
   if (verbose) std::fprintf(stderr, "qkv: fetching %s%s\n", base_url.c_str(), relpath.c_str());
   const std::string tmp = dest + ".part";
   auto r = detail::run_process({"/usr/lib/apt/apt-helper", "-o", "APT::Sandbox::User=root",

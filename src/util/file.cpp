@@ -1,6 +1,7 @@
 #include "qkv/util/file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -73,5 +74,18 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
   w.write(contents);
   w.commit();
 }
+
+FileLock::FileLock(const std::string& path) {
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  QKV_CHECK(fd_ >= 0, path, "cannot open lock file: ", std::strerror(errno));
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const int e = errno;
+    ::close(fd_);
+    fail(path, "cannot lock: ", std::strerror(e));
+  }
+}
+
+FileLock::~FileLock() { ::close(fd_); }  // closing releases the lock
 
 }  // namespace qkv

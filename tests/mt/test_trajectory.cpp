@@ -61,11 +61,16 @@ TEST(Trajectory, TwoHundredStepsMatchPyTorch) {
   // fp32's (which reaches 2e-5 absolute, 1.6e-3 relative on near-zero biases, after 200 steps).
   // qkv is then as accurate as PyTorch in fp32; the two fp32 runs need not agree more closely
   // with each other than each does with the exact run. Measured: the mean ratio over the 87
-  // tensors is 0.99, the largest 1.71 except for the key biases. A key bias has an exactly zero
-  // gradient (adding a constant to every key score of a query leaves its softmax unchanged), so
-  // its fp32 gradient is rounding noise and Adam, which normalises the gradient, turns that noise
-  // into steps: its final value is noise in both fp32 runs (measured ratio up to 2.14). For the
-  // key biases the bound is three times PyTorch's error.
+  // tensors is 0.99, the largest 1.71 except for the key biases.
+  // A key bias has an exactly zero gradient (adding a constant to every key score of a query
+  // leaves its softmax unchanged), so in fp32 its gradient is rounding noise: the row sums of dS,
+  // zero in exact arithmetic. With Adam's eps (1e-6) above that noise, each step moves the bias
+  // by lr * noise / eps, so its final distance from fp64 measures the noise's size, not an error
+  // of the trajectory. qkv's fused backward forms those row sums its own way (FlashAttention's
+  // D = rowsum(dO * out), tiled GEMMs), so the two noises differ in size: qkv's key-bias walk
+  // measured 2.1x PyTorch's on one machine and 3.7x on an AMD EPYC (Zen 4).
+  // The bound for key biases is ten times PyTorch's walk (about 1e-4 here): a gradient of real
+  // size would move them by about sum(lr) = 0.31 over these steps, three thousand times more.
   size_t compared = 0;
   double worst_ratio = 0;
   for (auto& [name, t] : model.state_dict()) {
@@ -79,7 +84,7 @@ TEST(Trajectory, TwoHundredStepsMatchPyTorch) {
       dist = std::max(dist, std::abs(ours[i] - exact64[i]));
     }
     const bool key_bias = name.size() >= 11 && name.compare(name.size() - 11, 11, "k_proj.bias") == 0;
-    EXPECT_LE(dist, (key_bias ? 3 : 2) * drift + 1e-7)
+    EXPECT_LE(dist, (key_bias ? 10 : 2) * drift + 1e-7)
         << "max |qkv - fp64| " << dist << ", max |torch fp32 - fp64| " << drift;
     worst_ratio = std::max(worst_ratio, dist / (drift + 1e-12));
     ++compared;

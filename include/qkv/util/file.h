@@ -31,4 +31,18 @@ class AtomicWriter {
 
 void write_file_atomic(const std::string& path, const std::string& contents);
 
+// An exclusive advisory lock (flock) on `path`, created if missing, held until destruction:
+// processes that fill a shared cache (downloads) take it so that two runs at once, e.g. tests in
+// parallel on a fresh machine, neither download the same file twice nor read a half-written one.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path);  // blocks until the lock is free
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace qkv
