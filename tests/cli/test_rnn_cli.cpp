@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "qkv/util/file.h"
+#include "reversal_corpus.h"
 #include "run_qkv.h"
 
 namespace fs = std::filesystem;
@@ -19,35 +20,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using qkv::testing::run_qkv;
-
-// "w1 w2 w3" -> "w3 w2 w1" over ten words.
-void write_corpus(const fs::path& dir) {
-  const char* words[] = {"alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"};
-  std::string train, valid, vsrc, vref;
-  uint64_t s = 777;
-  for (int i = 0; i < 220; ++i) {
-    std::vector<std::string> w;
-    int n = 2 + i % 4;
-    for (int j = 0; j < n; ++j) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      w.push_back(words[(s >> 33) % 10]);
-    }
-    std::string a, b;
-    for (int j = 0; j < n; ++j) a += (j ? " " : "") + w[size_t(j)];
-    for (int j = n - 1; j >= 0; --j) b += w[size_t(j)] + (j ? " " : "");
-    if (i < 200) {
-      train += a + "\t" + b + "\n";
-    } else {
-      valid += a + "\t" + b + "\n";
-      vsrc += a + "\n";
-      vref += b + "\n";
-    }
-  }
-  qkv::write_file_atomic((dir / "train.tsv").string(), train);
-  qkv::write_file_atomic((dir / "valid.tsv").string(), valid);
-  qkv::write_file_atomic((dir / "valid.src").string(), vsrc);
-  qkv::write_file_atomic((dir / "valid.ref").string(), vref);
-}
 
 std::string config(const std::string& model, int steps = 60) {
   return R"({
@@ -70,7 +42,7 @@ TEST(RnnCli, TrainTranslateGreedyBeamAttentionAndBleu) {
   fs::path dir = fs::path(::testing::TempDir()) / ("qkv_rnn_cli_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  write_corpus(dir);
+  qkv::testing::write_reversal_corpus(dir, 220, 200, 777);
   qkv::write_file_atomic((dir / "config.json").string(),
                          config(R"({"cell": "lstm", "embed_dim": 16, "enc_hidden": 16, "bidirectional": true,
                                     "dec_hidden": 32, "attention": "luong", "score": "general",

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "qkv/util/file.h"
+#include "reversal_corpus.h"
 #include "run_qkv.h"
 
 namespace fs = std::filesystem;
@@ -21,25 +22,9 @@ namespace {
 
 using qkv::testing::qkv_bin;
 
-// A tiny reversal corpus: "w1 w2 w3" -> "w3 w2 w1".
+// The reversal task (300 training pairs) and a small Transformer config.
 void write_corpus(const fs::path& dir) {
-  const char* words[] = {"alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"};
-  std::string train, valid;
-  uint64_t s = 12345;
-  for (int i = 0; i < 320; ++i) {
-    std::vector<std::string> w;
-    int n = 2 + i % 4;
-    for (int j = 0; j < n; ++j) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      w.push_back(words[(s >> 33) % 10]);
-    }
-    std::string a, b;
-    for (int j = 0; j < n; ++j) a += (j ? " " : "") + w[size_t(j)];
-    for (int j = n - 1; j >= 0; --j) b += w[size_t(j)] + (j ? " " : "");
-    (i < 300 ? train : valid) += a + "\t" + b + "\n";
-  }
-  qkv::write_file_atomic((dir / "train.tsv").string(), train);
-  qkv::write_file_atomic((dir / "valid.tsv").string(), valid);
+  qkv::testing::write_reversal_corpus(dir, 320, 300, 12345);
   qkv::write_file_atomic((dir / "config.json").string(), R"({
     "model_type": "transformer",
     "model": {"d_model": 16, "heads": 2, "enc_layers": 1, "dec_layers": 1, "d_ff": 32, "dropout": 0.1, "max_len": 32,

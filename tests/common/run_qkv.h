@@ -16,17 +16,15 @@ inline std::string qkv_bin() {
   return b ? b : std::string(QKV_BINARY_DIR) + "/qkv";
 }
 
-// Runs qkv with args, stdout to out_path and stderr to log_path; returns the exit code
-// (128 + signal if it was killed).
-inline int run_qkv(const std::vector<std::string>& args, const std::filesystem::path& log_path,
-                   const std::string& out_path = "/dev/null") {
+// Runs program argv[0] with its arguments, stdout to out_path and stderr to log_path; returns the
+// exit code (128 + signal if it was killed).
+inline int run_program(const std::vector<std::string>& args, const std::filesystem::path& log_path,
+                       const std::string& out_path = "/dev/null") {
   pid_t pid = fork();
   if (pid == 0) {
     if (!std::freopen(log_path.c_str(), "w", stderr) || !std::freopen(out_path.c_str(), "w", stdout)) _exit(126);
-    std::vector<std::string> full{qkv_bin()};
-    full.insert(full.end(), args.begin(), args.end());
     std::vector<char*> argv;
-    for (auto& a : full) argv.push_back(const_cast<char*>(a.c_str()));
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     execv(argv[0], argv.data());
     _exit(127);
@@ -34,6 +32,14 @@ inline int run_qkv(const std::vector<std::string>& args, const std::filesystem::
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Runs qkv with args (as run_program).
+inline int run_qkv(const std::vector<std::string>& args, const std::filesystem::path& log_path,
+                   const std::string& out_path = "/dev/null") {
+  std::vector<std::string> full{qkv_bin()};
+  full.insert(full.end(), args.begin(), args.end());
+  return run_program(full, log_path, out_path);
 }
 
 }  // namespace qkv::testing
