@@ -1,214 +1,43 @@
 // qkv train --config CFG.json (--corpus en-de-small | --train T.tsv --valid V.tsv) --out RUN
 // qkv train --resume RUN
 //
-// A run directory holds run.json (the resolved config, data paths and tokenizer), metrics.jsonl,
-// checkpoints/step-N/ (model directory + training_state.safetensors), best -> the checkpoint with
-// the best validation BLEU, and model/ (a copy of the best model, for `qkv translate`).
+// The run itself is tasks::train_translation (qkv/tasks/translation_training.h), which describes
+// the run directory.
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <filesystem>
 
 #include "cli.h"
-#include "mt_setup.h"
-#include "qkv/eval/bleu.h"
-#include "qkv/eval/chrf.h"
-#include "qkv/tasks/translator.h"
-#include "qkv/tensor/rng.h"
-#include "qkv/train/checkpoint.h"
-#include "qkv/train/seq2seq_task.h"
-#include "qkv/util/config.h"
-#include "qkv/util/file.h"
-
-namespace fs = std::filesystem;
+#include "qkv/tasks/translation_training.h"
 
 namespace qkv::cli {
 namespace {
 
-struct RunSpec {
-  nlohmann::json config;  // resolved: model vocab sizes and special ids filled in
-  std::string train_tsv, valid_tsv;
-};
-
-nlohmann::json read_json(const std::string& path) {
-  try {
-    return nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, "not valid JSON: ", e.what());
-  }
-}
-
 int run(int argc, char** argv) {
   CLI::App app{"Train an encoder-decoder translation model", "qkv train"};
-  std::string config_path, corpus, train_tsv, valid_tsv, tokenizer_path, out_dir, resume, data_dir = "data";
-  int64_t max_steps = -1;
-  double max_minutes = -1;
-  app.add_option("--config,-c", config_path, "JSON config (see configs/ and docs/config.md)");
-  app.add_option("--corpus", corpus, "corpus name built from Debian packages, e.g. en-de-small");
-  app.add_option("--train", train_tsv, "training pairs, 'source<TAB>target' per line");
-  app.add_option("--valid", valid_tsv, "validation pairs (same format)");
-  app.add_option("--tokenizer", tokenizer_path, "use this tokenizer (shared) instead of training BPE");
-  app.add_option("--data-dir", data_dir, "where corpora are built and cached");
-  app.add_option("--out,-o", out_dir, "run directory to create");
-  app.add_option("--resume", resume, "continue the run in this directory from its latest checkpoint");
-  app.add_option("--max-steps", max_steps, "override train.max_steps");
-  app.add_option("--max-minutes", max_minutes, "override train.max_minutes (wall-clock budget of this run)");
+  tasks::TranslationRun r;
+  app.add_option("--config,-c", r.config_path, "JSON config (see configs/ and docs/config.md)");
+  app.add_option("--corpus", r.corpus, "corpus name built from Debian packages, e.g. en-de-small");
+  app.add_option("--train", r.train_tsv, "training pairs, 'source<TAB>target' per line");
+  app.add_option("--valid", r.valid_tsv, "validation pairs (same format)");
+  app.add_option("--tokenizer", r.tokenizer_path, "use this tokenizer (shared) instead of training BPE");
+  app.add_option("--data-dir", r.data_dir, "where corpora are built and cached");
+  app.add_option("--out,-o", r.out_dir, "run directory to create");
+  app.add_option("--resume", r.resume, "continue the run in this directory from its latest checkpoint");
+  app.add_option("--max-steps", r.max_steps, "override train.max_steps");
+  app.add_option("--max-minutes", r.max_minutes, "override train.max_minutes (wall-clock budget of this run)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
 
-  RunSpec spec;
-  io::Seq2SeqBundle bundle;
-  std::string checkpoint;
-  if (!resume.empty()) {
-    out_dir = resume;
-    std::string run_json = (fs::path(resume) / "run.json").string();
-    QKV_CHECK(fs::exists(run_json), resume, "not a run directory (no run.json); start a run with --config");
-    nlohmann::json rj = read_json(run_json);
-    spec.config = rj.at("config");
-    spec.train_tsv = rj.at("train").get<std::string>();
-    spec.valid_tsv = rj.at("valid").get<std::string>();
-    auto latest = train::CheckpointManager::latest(resume);
-    QKV_CHECK(latest.has_value(), resume, "no checkpoint to resume from under checkpoints/");
-    checkpoint = *latest;
-    bundle = io::load_seq2seq(checkpoint);
-    bundle.config = spec.config;
-    bundle.model->train();
-  } else {
-    QKV_CHECK(!config_path.empty(), "train", "give --config (or --resume RUN)");
-    QKV_CHECK(!out_dir.empty(), "train", "give --out RUN_DIR");
-    QKV_CHECK(!fs::exists(fs::path(out_dir) / "run.json"), out_dir,
-              "already holds a run; use --resume to continue it or choose another --out");
-    spec.config = read_json(config_path);
-    if (!corpus.empty()) {
-      std::string dir = ensure_mt_corpus(corpus, data_dir);
-      spec.train_tsv = (fs::path(dir) / "train.tsv").string();
-      spec.valid_tsv = (fs::path(dir) / "valid.tsv").string();
-    }
-    if (!train_tsv.empty()) spec.train_tsv = train_tsv;
-    if (!valid_tsv.empty()) spec.valid_tsv = valid_tsv;
-    QKV_CHECK(!spec.train_tsv.empty() && !spec.valid_tsv.empty(), "train",
-              "give --corpus NAME or both --train and --valid");
-    spec.train_tsv = fs::absolute(spec.train_tsv).string();
-    spec.valid_tsv = fs::absolute(spec.valid_tsv).string();
-  }
-  if (max_steps >= 0) spec.config["train"]["max_steps"] = max_steps;
-  if (max_minutes >= 0) spec.config["train"]["max_minutes"] = max_minutes;
-
-  // Validate the top-level keys (each section is read strictly where it is used).
-  const std::string top_where = config_path.empty() ? out_dir + "/run.json" : config_path;
-  ConfigReader top(spec.config, top_where);
-  std::string model_type = top.string("model_type", "transformer");
-  top.object("model");
-  nlohmann::json tok_cfg = top.object("tokenizer", false), data_cfg = top.object("data", false),
-                 opt_cfg = top.object("optimizer", false), sched_cfg = top.object("schedule", false),
-                 train_cfg = top.object("train", false), valid_cfg = top.object("valid", false);
-  uint64_t seed = uint64_t(top.integer("seed", 1));
-  top.finish();
-  spec.config["model_type"] = model_type;
-
-  ParallelText train_text = read_parallel_tsv(spec.train_tsv), valid_text = read_parallel_tsv(spec.valid_tsv);
-  manual_seed(seed);  // initialisation and dropout draw from the default generator
-  if (resume.empty()) {
-    fs::create_directories(out_dir);
-    if (!tokenizer_path.empty()) {
-      bundle.src_tok = text::load_tokenizer(tokenizer_path);
-      bundle.tgt_tok = bundle.src_tok;
-    } else {
-      std::fprintf(stderr, "qkv train: learning BPE from %zu sentence pairs ...\n", train_text.src.size());
-      train_tokenizers(tok_cfg, train_text, (fs::path(out_dir) / "work").string(), bundle.src_tok, bundle.tgt_tok);
-    }
-    complete_model_config(spec.config, *bundle.src_tok, *bundle.tgt_tok);
-    bundle.config = spec.config;
-    bundle.model = io::make_seq2seq(spec.config, config_path);
-    write_file_atomic((fs::path(out_dir) / "run.json").string(),
-                      nlohmann::json{{"config", spec.config}, {"train", spec.train_tsv}, {"valid", spec.valid_tsv}}
-                              .dump(2) + "\n");
-  }
-
-  ConfigReader dr(data_cfg, "config", "data");
-  int64_t max_tokens = dr.integer("max_tokens", 4096), max_sentences = dr.integer("max_sentences", 256);
-  int64_t max_len = std::min<int64_t>(dr.integer("max_len", bundle.model->max_len()), bundle.model->max_len());
-  dr.finish();
-  train::SeqIds ids = tasks::special_ids(bundle);
-  int64_t dropped = 0;
-  auto examples = encode_pairs(train_text, *bundle.src_tok, *bundle.tgt_tok, ids.eos, max_len, &dropped);
-  std::fprintf(stderr, "qkv train: %zu training pairs (%lld longer than %lld tokens dropped), %zu validation pairs, "
-               "%lld parameters\n", examples.size(), (long long)dropped, (long long)max_len, valid_text.src.size(),
-               (long long)bundle.model->num_parameters());
-  train::Seq2SeqStream stream(std::move(examples), ids, max_tokens, max_sentences, seed);
-  train::Seq2SeqStream valid_stream(encode_pairs(valid_text, *bundle.src_tok, *bundle.tgt_tok, ids.eos, max_len),
-                                    ids, max_tokens, max_sentences, seed);
-  if (stream.skipped() + valid_stream.skipped() > 0)
-    std::fprintf(stderr, "qkv train: %zu training and %zu validation pairs longer than data.max_tokens %lld left out\n",
-                 stream.skipped(), valid_stream.skipped(), (long long)max_tokens);
-
-  auto optimizer = make_optimizer(opt_cfg, "config", *bundle.model);
-  if (!sched_cfg.contains("type")) sched_cfg["type"] = "noam";
-  if (sched_cfg["type"] == "noam" && !sched_cfg.contains("d_model")) {  // Noam scales by the model's width
-    nlohmann::json model_cfg = io::resolved_model_config(spec.config, top_where);
-    QKV_CHECK(model_cfg.contains("d_model"), top_where, "field 'schedule.d_model': the noam schedule (the default) ",
-              "needs d_model and this ", spec.config["model_type"].get<std::string>(),
-              " model has none; give schedule.d_model or another schedule type");
-    sched_cfg["d_model"] = model_cfg["d_model"];
-  }
-  auto schedule = make_schedule(sched_cfg);
-
-  ConfigReader tr(train_cfg, "config", "train");
-  train::TrainOptions topt = train::TrainOptions::from_config(tr);
-  tr.finish();
-
-  ConfigReader vr(valid_cfg, "config", "valid");
-  tasks::TranslateOptions vreq;
-  vreq.search.beam = int(vr.integer("beam", 1));
-  vreq.search.alpha = vr.number("alpha", 0.6);
-  vreq.search.no_repeat_ngram_size = int(vr.integer("no_repeat_ngram_size", 0));
-  vreq.search.max_len_ratio = vr.number("max_len_ratio", vreq.search.max_len_ratio);
-  vreq.search.max_len_extra = vr.integer("max_len_extra", vreq.search.max_len_extra);
-  vreq.quiet = true;
-  int64_t valid_sentences = vr.integer("max_sentences", 500);
-  vr.finish();
-  std::vector<std::string> vsrc(valid_text.src.begin(),
-                                valid_text.src.begin() + std::min<int64_t>(valid_sentences, int64_t(valid_text.src.size())));
-  std::vector<std::vector<std::string>> vref(1, std::vector<std::string>(valid_text.tgt.begin(),
-                                                                       valid_text.tgt.begin() + int64_t(vsrc.size())));
-  auto valid_batches = valid_stream.all_batches();
-  const tasks::Translator validator(bundle);  // the model being trained: shared, not copied
-
-  train::TrainCallbacks cb;
-  cb.write_model = [&](const std::string& dir) { io::save_seq2seq(dir, bundle); };
-  cb.validate = [&]() {
-    std::map<std::string, double> m;
-    m["valid_loss"] = train::Seq2SeqTask::evaluate_loss(*bundle.model, valid_batches, ids.pad);
-    bool was = bundle.model->is_training();
-    bundle.model->eval();
-    auto hyp = validator.translate(vsrc, vreq).text;
-    bundle.model->train(was);
-    m["valid_bleu"] = eval::corpus_bleu(hyp, vref).score;
-    m["valid_chrf"] = eval::corpus_chrf(hyp, vref).score;
-    std::fprintf(stderr, "\nqkv train: valid loss %.4f  BLEU %.2f  chrF %.2f\n", m["valid_loss"], m["valid_bleu"],
-                 m["valid_chrf"]);
-    return m;
-  };
-
-  train::Seq2SeqTask task(*bundle.model, stream, ids.pad);
-  train::Trainer trainer(task, *optimizer, *schedule, topt, out_dir, cb);
-  if (!checkpoint.empty()) {
-    trainer.restore_training_state(checkpoint);
-    std::fprintf(stderr, "qkv train: resumed from %s at step %lld\n", checkpoint.c_str(), (long long)trainer.step());
-  }
-  train::Outcome outcome = trainer.run();
-
-  auto best = train::CheckpointManager::best(out_dir);
-  std::string publish = best ? *best : *train::CheckpointManager::latest(out_dir);
-  train::copy_directory_atomic(publish, (fs::path(out_dir) / "model").string());
-  fs::remove((fs::path(out_dir) / "model" / "training_state.safetensors"));
-  const char* why = outcome == train::Outcome::interrupted ? "interrupted (checkpoint saved)"
-                    : outcome == train::Outcome::early_stopped ? "early-stopped" : "finished";
+  const tasks::TranslationRunResult res = tasks::train_translation(r);
+  const char* why = res.outcome == train::Outcome::interrupted   ? "interrupted (checkpoint saved)"
+                    : res.outcome == train::Outcome::early_stopped ? "early-stopped"
+                                                                   : "finished";
   std::fprintf(stderr, "qkv train: %s at step %lld; best validation BLEU %.2f; model in %s\n", why,
-               (long long)trainer.step(), trainer.best_bleu(), (fs::path(out_dir) / "model").c_str());
-  return outcome == train::Outcome::interrupted ? 130 : 0;
+               (long long)res.steps, res.best_bleu, res.model_dir.c_str());
+  return res.outcome == train::Outcome::interrupted ? 130 : 0;
 }
 
 Register reg("train", "train a translation model (Transformer or RNN) on a parallel corpus", run);

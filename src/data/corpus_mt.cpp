@@ -10,8 +10,8 @@
 #include "qkv/data/corpus.h"
 #include "qkv/text/line_reader.h"
 #include "qkv/util/error.h"
-#include "qkv/util/utf8.h"
 #include "qkv/util/file.h"
+#include "qkv/util/utf8.h"
 
 namespace fs = std::filesystem;
 
@@ -230,9 +230,11 @@ std::vector<std::pair<std::string, std::string>> read_parallel_tsv(const std::st
   text::LineReader rd(path);
   std::string_view line;
   while (rd.next(line)) {
+    if (line.empty()) continue;
     auto f = text::split_tabs(line);
     QKV_CHECK(f.size() == 2, "parallel TSV '" + path + "'", "line ", rd.line_number(),
-              ": expected 2 tab-separated fields, found ", f.size());
+              ": expected 2 tab-separated fields (source<TAB>target), found ", f.size());
+    QKV_CHECK(utf8::is_valid(line), "parallel TSV '" + path + "'", "line ", rd.line_number(), ": invalid UTF-8");
     out.emplace_back(std::string(f[0]), std::string(f[1]));
   }
   return out;

@@ -24,6 +24,9 @@
 #include <utility>
 #include <vector>
 
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+
 #include "qkv/tensor/tensor.h"
 
 namespace qkv {
@@ -129,5 +132,13 @@ class AdamW : public Adam {
 inline std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
   return {ParamGroup{std::move(params), std::nullopt, std::nullopt, 1.0}};
 }
+
+namespace nn {
+class Module;
+}
+// Adam / AdamW / SGD over a model's parameters from an "optimizer" config section {"type":
+// adam|adamw|sgd, "lr", "betas", "eps", "weight_decay", "momentum"} (unknown keys are errors
+// naming `where`); biases and LayerNorm weights are never decayed.
+std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& cfg, const std::string& where, nn::Module& model);
 
 }  // namespace qkv

@@ -1,7 +1,6 @@
-#include "mt_setup.h"
+#include "translation_setup.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "qkv/text/bpe_train.h"
 #include "qkv/data/corpus.h"
@@ -13,24 +12,13 @@
 
 namespace fs = std::filesystem;
 
-namespace qkv::cli {
+namespace qkv::tasks {
 
 ParallelText read_parallel_tsv(const std::string& path) {
-  std::ifstream in(path);
-  QKV_CHECK(in.good(), path, "cannot open the parallel corpus (expected 'source<TAB>target' lines)");
   ParallelText t;
-  std::string line;
-  int64_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) continue;
-    auto tab = line.find('\t');
-    QKV_CHECK(tab != std::string::npos && line.find('\t', tab + 1) == std::string::npos, path, "line ", n,
-              ": expected exactly one tab between source and target");
-    QKV_CHECK(utf8::is_valid(line), path, "line ", n, ": invalid UTF-8");
-    t.src.push_back(line.substr(0, tab));
-    t.tgt.push_back(line.substr(tab + 1));
+  for (auto& [src, tgt] : data::read_parallel_tsv(path)) {
+    t.src.push_back(std::move(src));
+    t.tgt.push_back(std::move(tgt));
   }
   QKV_CHECK(!t.src.empty(), path, "no sentence pairs");
   return t;
@@ -114,24 +102,4 @@ std::vector<train::Example> encode_pairs(const ParallelText& t, const text::Toke
   return out;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& cfg, const std::string& where, nn::Module& model) {
-  ConfigReader r(cfg, where, "optimizer");
-  std::string type = r.string("type", "adam");
-  double lr = r.number("lr", 1e-3), wd = r.number("weight_decay", type == "adamw" ? 0.01 : 0.0);
-  std::pair<double, double> betas{0.9, 0.98};
-  if (r.has("betas")) {
-    auto b = r.raw("betas");
-    QKV_CHECK(b.is_array() && b.size() == 2 && b[0].is_number() && b[1].is_number(), r.where("betas"),
-              "expected [beta1, beta2]");
-    betas = {b[0].get<double>(), b[1].get<double>()};
-  }
-  double eps = r.number("eps", 1e-9), momentum = r.number("momentum", 0.0);
-  r.finish();
-  auto groups = make_param_groups(model.named_parameters(), is_bias_or_norm);
-  if (type == "adam") return std::make_unique<Adam>(groups, lr, betas, eps, wd);
-  if (type == "adamw") return std::make_unique<AdamW>(groups, lr, betas, eps, wd);
-  if (type == "sgd") return std::make_unique<SGD>(groups, lr, momentum, 0.0, false, wd);
-  fail(r.where("type"), "expected adam, adamw or sgd, got '", type, "'");
-}
-
-}  // namespace qkv::cli
+}  // namespace qkv::tasks

@@ -1,5 +1,5 @@
-// src/cli/mt_setup.h - what `qkv train` assembles for a translation run: corpus files,
-// tokenizers, the model, the optimizer, the data streams and the validation callback.
+// src/tasks/translation_setup.h - the pieces a translation training run assembles (private to
+// tasks/translation_training.cpp): corpus files, tokenizers, model vocabulary sizes, encoded pairs.
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -7,10 +7,9 @@
 #include <vector>
 
 #include "qkv/io/model_dir.h"
-#include "qkv/train/optim.h"
 #include "qkv/train/seq2seq_stream.h"
 
-namespace qkv::cli {
+namespace qkv::tasks {
 
 struct ParallelText {
   std::vector<std::string> src, tgt;
@@ -35,8 +34,4 @@ std::vector<train::Example> encode_pairs(const ParallelText& text, const text::T
                                          const text::Tokenizer& tgt_tok, int64_t eos, int64_t max_len,
                                          int64_t* dropped = nullptr);
 
-// Adam / AdamW / SGD from {"type", "lr", "betas", "eps", "weight_decay", "momentum"}; biases and
-// LayerNorm weights are never decayed.
-std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& cfg, const std::string& where, nn::Module& model);
-
-}  // namespace qkv::cli
+}  // namespace qkv::tasks
