@@ -61,18 +61,37 @@ Tensor KVCache::v() const {
   return permute(buf, {0, 2, 1, 3});
 }
 
+Tensor KVCache::key_padding_mask() const {
+  if (pad_.empty()) return Tensor();
+  const int64_t R = rows(), cap = capacity();
+  Tensor m = Tensor::empty({R, length_}, DType::u8);  // (rows, length)
+  uint8_t* dst = m.data<uint8_t>();
+  for (int64_t r = 0; r < R; ++r) std::copy_n(pad_.begin() + r * cap, length_, dst + r * length_);
+  return m;
+}
+
 void KVCache::clear() {
   k_ = v_ = Tensor();
   table_.clear();
+  pad_.clear();
   length_ = 0;
   packed_qkv = packed_out = kernels::PackedLinear();
 }
 
-void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
+void KVCache::append(const Tensor& k_new, const Tensor& v_new, const Tensor& key_padding) {
   NoGradGuard ng;
   QKV_CHECK(k_new.ndim() == 4 && k_new.shape() == v_new.shape(), "KVCache::append",
             "expected k and v (B, t, H, Dh) of one shape, got ", k_new.str(), " and ", v_new.str());
   const int64_t B = k_new.size(0), t = k_new.size(1), H = k_new.size(2), Dh = k_new.size(3);
+  std::vector<uint8_t> new_pad;  // (B, t), empty = no padding among the new positions
+  if (key_padding.defined()) {
+    QKV_CHECK(key_padding.shape() == Shape({B, t}) &&
+                  (key_padding.dtype() == DType::u8 || key_padding.dtype() == DType::boolean),
+              "KVCache::append", "key_padding must be (", B, ", ", t, ") u8/bool, got ", key_padding.str());
+    Tensor kp = key_padding.contiguous();
+    const uint8_t* p = static_cast<const uint8_t*>(kp.raw_data());
+    if (std::any_of(p, p + B * t, [](uint8_t x) { return x != 0; })) new_pad.assign(p, p + B * t);
+  }
   if (k_.defined()) {
     QKV_CHECK(k_.size(0) == B && k_.size(2) == H && k_.size(3) == Dh, "KVCache::append", "cache holds (", k_.size(0),
               ", *, ", k_.size(2), ", ", k_.size(3), "), got ", k_new.str());
@@ -92,6 +111,11 @@ void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
         std::copy_n(table_.begin() + r * cap, length_, t2.begin() + r * new_cap);
       table_ = std::move(t2);
     }
+    if (!pad_.empty()) {
+      std::vector<uint8_t> p2(size_t(B * new_cap), 0);
+      for (int64_t r = 0; r < B; ++r) std::copy_n(pad_.begin() + r * cap, length_, p2.begin() + r * new_cap);
+      pad_ = std::move(p2);
+    }
     k_ = k2;
     v_ = v2;
   }
@@ -102,6 +126,12 @@ void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
     for (int64_t r = 0; r < B; ++r)
       for (int64_t j = length_; j < need; ++j) table_[size_t(r * c + j)] = int32_t(r);
   }
+  if (!new_pad.empty() || !pad_.empty()) {
+    const int64_t c = capacity();
+    if (pad_.empty()) pad_.assign(size_t(B * c), 0);  // the first padding: earlier positions were real
+    for (int64_t r = 0; r < B; ++r)
+      for (int64_t j = 0; j < t; ++j) pad_[size_t(r * c + length_ + j)] = new_pad.empty() ? 0 : new_pad[size_t(r * t + j)];
+  }
   length_ = need;
 }
 
@@ -111,6 +141,11 @@ void KVCache::select_rows(const Tensor& index) {
   const int64_t R = rows(), cap = capacity();
   std::vector<int64_t> idx = checked_rows(index, R, "KVCache::select_rows");
   const int64_t n = int64_t(idx.size());
+  if (!pad_.empty()) {  // the padding belongs to the logical row: row i now has row idx[i]'s
+    std::vector<uint8_t> p2(size_t(n * cap), 0);
+    for (int64_t i = 0; i < n; ++i) std::copy_n(pad_.begin() + idx[size_t(i)] * cap, length_, p2.begin() + i * cap);
+    pad_ = std::move(p2);
+  }
   if (n == R) {  // same number of rows: compose the table, move no keys
     bool identity = table_.empty();
     for (int64_t i = 0; identity && i < n; ++i) identity = idx[size_t(i)] == i;
@@ -169,6 +204,11 @@ bool MultiHeadAttention::single_query_ok(const Tensor& query, bool need_weights)
 }
 
 MhaOutput MultiHeadAttention::step(const Tensor& x_new, KVCache& cache, bool need_weights) const {
+  return step(x_new, cache, Tensor(), need_weights);
+}
+
+MhaOutput MultiHeadAttention::step(const Tensor& x_new, KVCache& cache, const Tensor& new_key_padding,
+                                   bool need_weights) const {
   check_step_input(x_new, d_model_, "step input");
   const int64_t B = x_new.size(0), t = x_new.size(1), D = d_model_;
   if (!cache.packed_qkv.defined()) {  // once per decoding session
@@ -181,7 +221,7 @@ MhaOutput MultiHeadAttention::step(const Tensor& x_new, KVCache& cache, bool nee
   Tensor qkv = linear_packed(x_new, cache.packed_qkv);  // (B, t, 3D)
   auto parts = split(qkv, {D, D, D}, 2);                      // 3 x (B, t, D) views
   auto to_bthd = [&](const Tensor& y) { return reshape(y, {B, t, heads_, head_dim_}); };
-  cache.append(to_bthd(parts[1]), to_bthd(parts[2]));  // (B, t, H, Dh)
+  cache.append(to_bthd(parts[1]), to_bthd(parts[2]), new_key_padding);  // (B, t, H, Dh)
   if (single_query_ok(x_new, need_weights)) {
     NoGradGuard ng;
     Tensor o = Tensor::empty({B, 1, D});  // (B, 1, H * Dh)
@@ -194,6 +234,8 @@ MhaOutput MultiHeadAttention::step(const Tensor& x_new, KVCache& cache, bool nee
     a.pos_stride = D;
     a.table = cache.row_table();
     a.table_ld = cache.capacity();
+    a.key_padding = cache.key_padding();  // (rows, capacity) by logical row, or null
+    a.key_padding_ld = cache.capacity();
     a.out = o.data<float>();
     a.out_row_stride = D;
     a.rows = B;
@@ -204,9 +246,10 @@ MhaOutput MultiHeadAttention::step(const Tensor& x_new, KVCache& cache, bool nee
     kernels::attention_decode(a);
     return {linear_packed(o, cache.packed_out), Tensor()};
   }
-  AttentionMask causal;
-  causal.causal = t > 1;  // query i (of t) sees cached keys up to its own position
-  return attend_heads(split_heads(parts[0]), cache.k(), cache.v(), causal, need_weights);
+  AttentionMask mask;
+  mask.causal = t > 1;  // query i (of t) sees cached keys up to its own position
+  mask.key_padding = cache.key_padding_mask();  // (B, length) or undefined
+  return attend_heads(split_heads(parts[0]), cache.k(), cache.v(), mask, need_weights);
 }
 
 ProjectedKV MultiHeadAttention::project_kv(const Tensor& key, const Tensor& value) const {

@@ -2,6 +2,7 @@
 
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/matmul.h"
+#include "qkv/ops/packed.h"
 #include "qkv/ops/shape.h"
 
 namespace qkv::models {
@@ -40,6 +41,34 @@ Tensor Gpt::hidden(const Tensor& ids, const Tensor& key_pad, const Tensor& posit
 
 Tensor Gpt::forward(const Tensor& ids, const Tensor& key_pad, const Tensor& position_ids) const {
   return linear(hidden(ids, key_pad, position_ids), embed_tokens->weight);  // (B, T, V), head tied to E_tok
+}
+
+void GptCache::select_rows(const Tensor& index) {
+  for (auto& l : layers) l.select_rows(index);
+}
+
+GptCache Gpt::start() const {
+  GptCache c;
+  c.layers = decoder->start(Tensor());
+  c.head = kernels::pack_linear(embed_tokens->weight, Tensor());
+  return c;
+}
+
+Tensor Gpt::step(const Tensor& ids_new, GptCache& cache, const Tensor& position_ids, const Tensor& key_pad,
+                 bool last_only) const {
+  QKV_CHECK(ids_new.defined() && ids_new.ndim() == 2 && ids_new.dtype() == DType::i64, "Gpt::step",
+            "ids must be (B, t) i64, got ", ids_new.defined() ? ids_new.str() : std::string("undefined"));
+  QKV_CHECK(position_ids.defined() && position_ids.shape() == ids_new.shape() && position_ids.dtype() == DType::i64,
+            "Gpt::step", "position_ids must be (B, t) i64 like ids ", ids_new.str(), ", got ",
+            position_ids.defined() ? position_ids.str() : std::string("undefined"));
+  QKV_CHECK(cache.layers.size() == decoder->layers->size(), "Gpt::step", "cache of ", cache.layers.size(),
+            " layers for a model of ", decoder->layers->size(), " (use Gpt::start)");
+  const int64_t t = ids_new.size(1);
+  // Embedding checks every id and position against its table (>= vocab_size / n_positions throws).
+  Tensor h = dropout->forward(add(embed_tokens->forward(ids_new), embed_positions->forward(position_ids)));  // (B, t, D)
+  h = decoder->step(h, cache.layers, AttentionMask{}, key_pad);  // (B, t, D), after the final LayerNorm if any
+  if (last_only && t > 1) h = contiguous(slice(h, 1, t - 1, t));  // (B, 1, D)
+  return cache.head.defined() ? linear_packed(h, cache.head) : linear(h, embed_tokens->weight);  // (B, t|1, V)
 }
 
 GptClassifier::GptClassifier(std::shared_ptr<Gpt> body, int64_t labels, Generator& gen) : num_labels(labels) {

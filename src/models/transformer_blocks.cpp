@@ -115,9 +115,10 @@ DecoderLayerCache DecoderBlock::start(const Tensor& memory) const {
   return c;
 }
 
-Tensor DecoderBlock::step(const Tensor& x_new, DecoderLayerCache& cache, const AttentionMask& memory_mask) const {
+Tensor DecoderBlock::step(const Tensor& x_new, DecoderLayerCache& cache, const AttentionMask& memory_mask,
+                          const Tensor& new_key_padding) const {
   Tensor h = residual(x_new, *self_attn_layer_norm,
-                      [&](const Tensor& y) { return self_attn->step(y, cache.self).out; });
+                      [&](const Tensor& y) { return self_attn->step(y, cache.self, new_key_padding).out; });
   if (encoder_attn)
     h = residual(h, *encoder_attn_layer_norm,
                  [&](const Tensor& y) { return encoder_attn->attend(y, cache.cross, memory_mask).out; });
@@ -174,12 +175,12 @@ std::vector<DecoderLayerCache> Decoder::start(const Tensor& memory) const {
   return caches;
 }
 
-Tensor Decoder::step(const Tensor& x_new, std::vector<DecoderLayerCache>& caches,
-                     const AttentionMask& memory_mask) const {
+Tensor Decoder::step(const Tensor& x_new, std::vector<DecoderLayerCache>& caches, const AttentionMask& memory_mask,
+                     const Tensor& new_key_padding) const {
   QKV_CHECK(caches.size() == layers->size(), "Decoder::step", "expected ", layers->size(), " layer caches, got ",
             caches.size());
   Tensor h = x_new;  // (B, t, D)
-  for (size_t i = 0; i < layers->size(); ++i) h = (*layers)[i].step(h, caches[i], memory_mask);
+  for (size_t i = 0; i < layers->size(); ++i) h = (*layers)[i].step(h, caches[i], memory_mask, new_key_padding);
   return layer_norm ? layer_norm->forward(h) : h;
 }
 

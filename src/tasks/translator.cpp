@@ -17,7 +17,7 @@ Translator::Translator(const std::string& model_dir) : Translator(io::load_seq2s
 
 Translator::Translator(io::Seq2SeqBundle bundle) : bundle_(std::move(bundle)) {
   QKV_CHECK(bundle_.model && bundle_.src_tok && bundle_.tgt_tok, "Translator", "needs a model and its tokenizers");
-  ids_ = tasks::special_ids(bundle_);
+  ids_ = tasks::special_ids(bundle_);  // the free function (the member of that name hides it)
 }
 
 std::string Translator::detokenize(const std::vector<int64_t>& tokens) const {

@@ -154,3 +154,40 @@ TEST(MultiHeadAttention, PrecomputedCrossAttentionEqualsTorch) {
     }
   }
 }
+
+TEST(MultiHeadAttention, KVCacheKeyPaddingEqualsTheMaskedForward) {
+  // Row 1 left-padded by 3 positions: the padding is recorded in the cache by the first step and
+  // must be masked at every later step (general path for several positions, the single-query
+  // kernel for one), also after select_rows moves the rows (same count: a table; more rows: a
+  // gather). Expected: the full forward with {causal, key_padding} at the real positions.
+  RefFile ref("attention_mha");
+  const std::string c = "self_causal";  // B = 2, T = 7
+  auto m = load_mha(ref, c);
+  NoGradGuard ng;
+  Tensor x = ref.get(c, "query");  // (B, T, D)
+  const int64_t T = x.size(1);
+  std::vector<uint8_t> padv(size_t(2 * T), 0);
+  for (int64_t j = 0; j < 3; ++j) padv[size_t(T + j)] = 1;
+  Tensor pad = Tensor::from_vector<uint8_t>(padv, {2, T});
+  AttentionMask mask;
+  mask.causal = true;
+  mask.key_padding = pad;
+  Tensor expected = m->forward(x, x, x, mask).out;  // (B, T, D)
+  auto real = [&](const Tensor& y, const Tensor& p, int64_t t0, int64_t t1) {  // padding rows zeroed
+    return masked_fill(y, unsqueeze(rows(p, t0, t1), 2), 0.0);
+  };
+  for (std::vector<int64_t> pick : {std::vector<int64_t>{0, 1}, {1, 0}, {1, 0, 1}}) {
+    SCOPED_TRACE(pick.size() == 2 && pick[0] == 1 ? "swapped" : pick.size() == 3 ? "three rows" : "as is");
+    attention::KVCache cache;
+    EXPECT_CLOSE(real(m->step(rows(x, 0, 4), cache, rows(pad, 0, 4)).out, pad, 0, 4),
+                 real(rows(expected, 0, 4), pad, 0, 4), kF32);
+    Tensor idx = Tensor::from_vector<int64_t>(pick, {int64_t(pick.size())});
+    cache.select_rows(idx);
+    Tensor xs = index_select(x, 0, idx), es = index_select(expected, 0, idx), ps = index_select(pad, 0, idx);
+    for (int64_t t = 4; t < T; ++t) {
+      SCOPED_TRACE(t);
+      EXPECT_CLOSE(m->step(rows(xs, t, t + 1), cache).out, rows(es, t, t + 1), kF32);
+    }
+    EXPECT_TRUE(bit_equal(cache.key_padding_mask(), ps));
+  }
+}

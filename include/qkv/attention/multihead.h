@@ -25,7 +25,10 @@ namespace qkv::attention {
 // are hypotheses). Storage (rows, capacity, H, Dh), grown by doubling, so appending a position
 // costs O(rows H Dh). Positions are appended to every row in lockstep and never overwritten, so
 // select_rows (beam-search reordering) moves no keys while the number of rows stays the same:
-// a (rows, capacity) table records which storage row holds each row's position j. Implemented
+// a (rows, capacity) table records which storage row holds each row's position j.
+// Key padding: append may mark positions of some rows as padding (a batch of prompts of different
+// lengths, left-padded); those keys are never attended to by that row, at any later step. The
+// (rows, capacity) u8 mask belongs to the logical row and moves with it in select_rows. Implemented
 // with MultiHeadAttention's decoding methods in src/attention/decoding.cpp.
 class KVCache {
  public:
@@ -36,7 +39,8 @@ class KVCache {
   int64_t length() const { return length_; }
   int64_t rows() const { return k_.defined() ? k_.size(0) : 0; }
   // k_new, v_new (B, t, H, Dh): appended at positions length .. length + t - 1.
-  void append(const Tensor& k_new, const Tensor& v_new);
+  // key_padding (B, t) u8/bool, nonzero = padding (or undefined: all real).
+  void append(const Tensor& k_new, const Tensor& v_new, const Tensor& key_padding = {});
   // Keeps rows `index` (i64 (R), repeats allowed) in that order (beam search reordering).
   void select_rows(const Tensor& index);
   void clear();
@@ -48,6 +52,10 @@ class KVCache {
   // (rows, capacity): the storage row holding (row, position), or nullptr when row r reads
   // storage row r at every position.
   const int32_t* row_table() const { return table_.empty() ? nullptr : table_.data(); }
+  // (rows, capacity) u8, 1 = padding, or nullptr when no position was ever padding.
+  const uint8_t* key_padding() const { return pad_.empty() ? nullptr : pad_.data(); }
+  // The same as a (rows, length) u8 tensor for the general attention path (undefined if none).
+  Tensor key_padding_mask() const;
 
   // [W_q; W_k; W_v] (3D, D) + biases and W_o, packed (kernels::PackedLinear) at the first step of
   // a decoding session (weights do not change while decoding): one skinny GEMM per projection.
@@ -57,6 +65,7 @@ class KVCache {
   Tensor gather(const Tensor& buf) const;  // (rows, length, H, Dh), row r from its table entries
   Tensor k_, v_;  // (rows, capacity, H, Dh)
   std::vector<int32_t> table_;  // (rows, capacity) or empty (identity)
+  std::vector<uint8_t> pad_;    // (rows, capacity) by logical row, or empty (no padding)
   int64_t length_ = 0;
 };
 
@@ -92,6 +101,10 @@ class MultiHeadAttention : public nn::Module {
   // Self-attention over x_new (B, t, d_model) and all cached positions; appends to `cache`.
   // The new positions are causal among themselves (AttentionMask::causal aligns at the end).
   MhaOutput step(const Tensor& x_new, KVCache& cache, bool need_weights = false) const;
+  // The same, with new_key_padding (B, t) u8 (1 = padding): those new positions are recorded as
+  // padding in the cache and never attended to (left-padded batches of prompts). A query at a
+  // padding position that sees only padding gets zeros.
+  MhaOutput step(const Tensor& x_new, KVCache& cache, const Tensor& new_key_padding, bool need_weights = false) const;
   // The projected K/V of a memory (B, S, kdim/vdim), computed once per source sentence.
   ProjectedKV project_kv(const Tensor& key, const Tensor& value) const;
   // Attention of query (B, Tq, d_model) over precomputed K/V.

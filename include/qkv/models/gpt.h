@@ -40,6 +40,14 @@ struct GptConfig {
 void to_json(nlohmann::json& j, const GptConfig& c);
 void from_json(const nlohmann::json& j, GptConfig& c);
 
+// Incremental-decoding state of a Gpt (models::Gpt::start/step; not recorded).
+struct GptCache {
+  std::vector<DecoderLayerCache> layers;  // one per block: cached K/V (+ key padding), packed FFN
+  kernels::PackedLinear head;             // E_tok (V, D) packed once for the per-step logits
+  int64_t length() const { return layers.empty() ? 0 : layers[0].self.length(); }  // positions cached
+  void select_rows(const Tensor& index);  // i64 (R): keeps rows `index` in that order
+};
+
 class Gpt : public nn::Module {
  public:
   // GPT-2's initialisation: normal(0, 0.02) matrices and embeddings, zero biases, LayerNorm (1, 0).
@@ -52,6 +60,17 @@ class Gpt : public nn::Module {
   // Same arguments -> logits (B, T, V) through the tied head.
   Tensor forward(const Tensor& ids, const Tensor& key_pad = {}, const Tensor& position_ids = {}) const;
   const GptConfig& config() const { return cfg_; }
+
+  // ---- incremental decoding (not recorded: call under NoGradGuard, in eval mode) ----
+  // A batch of prompts of different lengths is left-padded: the first step feeds the prompts
+  // (B, T) with key_pad marking the padding and position_ids counted from each row's first real
+  // token; each later step feeds one token per row. Padded positions are never attended to.
+  GptCache start() const;
+  // ids_new (B, t) i64 at position_ids (B, t) i64; key_pad (B, t) u8 (1 = padding, or undefined).
+  // Appends to the cache and returns the logits (B, t, V), or (B, 1, V) of the last new
+  // position only when last_only (what generation reads).
+  Tensor step(const Tensor& ids_new, GptCache& cache, const Tensor& position_ids, const Tensor& key_pad = {},
+              bool last_only = false) const;
 
   std::shared_ptr<nn::Embedding> embed_tokens, embed_positions;  // (V, D), (P, D)
   std::shared_ptr<nn::Dropout> dropout;

@@ -72,7 +72,9 @@ class DecoderBlock : public nn::Module {
   // Projects the memory for cross-attention; the cache starts with no target positions.
   DecoderLayerCache start(const Tensor& memory) const;
   // x_new (B, t, D): the next t positions (causal among themselves); appends to cache.self.
-  Tensor step(const Tensor& x_new, DecoderLayerCache& cache, const AttentionMask& memory_mask) const;
+  // new_key_padding (B, t) u8 (or undefined): new positions that later positions never attend to.
+  Tensor step(const Tensor& x_new, DecoderLayerCache& cache, const AttentionMask& memory_mask,
+              const Tensor& new_key_padding = {}) const;
 
   bool has_cross_attention() const { return encoder_attn != nullptr; }
 
@@ -119,8 +121,9 @@ class Decoder : public nn::Module {
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& memory_mask,
                  std::vector<Tensor>* cross_w = nullptr) const;
   std::vector<DecoderLayerCache> start(const Tensor& memory) const;  // one cache per layer
-  // x_new (B, t, D) -> (B, t, D), advancing every layer's cache.
-  Tensor step(const Tensor& x_new, std::vector<DecoderLayerCache>& caches, const AttentionMask& memory_mask) const;
+  // x_new (B, t, D) -> (B, t, D), advancing every layer's cache; new_key_padding as DecoderBlock::step.
+  Tensor step(const Tensor& x_new, std::vector<DecoderLayerCache>& caches, const AttentionMask& memory_mask,
+              const Tensor& new_key_padding = {}) const;
   std::shared_ptr<ModuleList<DecoderBlock>> layers;
   std::shared_ptr<nn::LayerNorm> layer_norm;  // null for post-LN
 };

@@ -1,0 +1,84 @@
+// bench_gpt_generate: greedy GPT generation speed through tasks::Generator (KV cache, fused
+// single-query attention, packed weights), batch 1, a 16-token prompt, 128 new tokens; prefill
+// included in the time, as /work/shared/bench-reference/gpt_bench.py gen measures torch.
+//
+// Shapes (random weights, normal(0, 0.02), pre-LN, GELU, eval, f32; qkv's head is tied to the
+// token embedding, the reference's is a separate Linear of the same size: same cost):
+//   cfg1   vocab 8192, ctx 256, d 256, 4 heads, 4 layers, d_ff 1024 (gpt_bench.py's gen shape)
+//   gpt2   vocab 50257, ctx 1024, d 768, 12 heads, 12 layers, d_ff 3072 (GPT-2 124M)
+// Per shape: one warm-up, then the median of `reps` timed generations: ms per new token and
+// tokens/s, from wall and process-CPU time, and a checksum of the generated ids.
+//
+// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX \
+//        build/bench/bench_gpt_generate [reps=5] [shapes=cfg1,gpt2]
+// (GOMP_SPINCOUNT=5000 is what the qkv program sets for itself, util/blas_env.h; without it
+// libgomp's long default spin made cfg1 ~10x slower while another build shared the 2 cores.)
+// and in the same sitting:
+//   /usr/bin/python3 /work/shared/bench-reference/gpt_bench.py gen --d 256 --heads 4 --layers 4 --dff 1024 --ctx 256
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "qkv/tasks/generator.h"
+#include "qkv/tensor/rng.h"
+
+using namespace qkv;
+
+namespace {
+
+constexpr int64_t kPrompt = 16, kNew = 128;
+
+void run(const std::string& name, models::GptConfig cfg, int reps) {
+  cfg.activation_function = "gelu";
+  Generator init(0);
+  io::GptBundle b;
+  b.config = cfg;
+  b.model = std::make_shared<models::Gpt>(cfg, init);
+  tasks::Generator gen(b, /*eos_id=*/-1);
+  Generator pick(1);
+  std::vector<int64_t> prompt(kPrompt);
+  for (auto& t : prompt) t = int64_t(pick.randint(uint64_t(cfg.vocab_size)));
+  tasks::GenerateOptions o;
+  o.max_new_tokens = kNew;
+  o.eos_id = -1;
+  int64_t checksum = 0;
+  std::vector<double> wall, cpu;
+  for (int r = 0; r <= reps; ++r) {
+    const double w0 = bench::now_ms(), c0 = bench::cpu_ms();
+    auto out = gen.generate_ids({prompt}, o);
+    const double w = bench::now_ms() - w0, c = bench::cpu_ms() - c0;
+    if (out[0].tokens.size() != size_t(kNew)) std::fprintf(stderr, "%s: generated %zu tokens\n", name.c_str(), out[0].tokens.size());
+    checksum = 0;
+    for (int64_t t : out[0].tokens) checksum = checksum * 1000003 + t;
+    if (r == 0) continue;  // warm-up
+    wall.push_back(w);
+    cpu.push_back(c);
+  }
+  const double w = bench::median(wall), c = bench::median(cpu);
+  std::printf("%-5s d %lld, layers %lld, heads %lld, vocab %lld: %.3f ms/token (%.1f tokens/s) wall, "
+              "%.3f ms/token CPU; checksum %lld\n",
+              name.c_str(), (long long)cfg.n_embd, (long long)cfg.n_layer, (long long)cfg.n_head,
+              (long long)cfg.vocab_size, w / kNew, 1e3 * kNew / w, c / kNew, (long long)checksum);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
+  const std::string shapes = argc > 2 ? argv[2] : "cfg1,gpt2";
+  std::printf("bench_gpt_generate: batch 1, prompt %lld, %lld new tokens, greedy, %d reps (median)\n",
+              (long long)kPrompt, (long long)kNew, reps);
+  if (shapes.find("cfg1") != std::string::npos) {
+    models::GptConfig c;
+    c.vocab_size = 8192, c.n_positions = 256, c.n_embd = 256, c.n_head = 4, c.n_layer = 4, c.n_inner = 1024;
+    run("cfg1", c, reps);
+  }
+  if (shapes.find("gpt2") != std::string::npos) {
+    models::GptConfig c;  // the defaults are GPT-2 124M
+    c.n_inner = 3072;
+    run("gpt2", c, reps);
+  }
+  return 0;
+}

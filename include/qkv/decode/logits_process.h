@@ -1,0 +1,36 @@
+// qkv/decode/logits_process.h - what generation does to one row of next-token logits (V) before it
+// chooses, with Hugging Face's semantics (its logits processors and warpers, in its order):
+//
+//   1. repetition penalty (CTRL, Keskar et al. 2019): every distinct token already in the text
+//      (prompt + generated) has its logit divided by the penalty if >= 0, else multiplied by it;
+//   2. temperature: logits / T;
+//   3. top-k: tokens whose logit is below the k-th largest are removed (ties with it stay);
+//   4. top-p (nucleus, Holtzman et al. 2020): the smallest set of most probable tokens whose
+//      probability reaches p is kept, always at least one token.
+// Removed tokens get -inf. Greedy decoding applies step 1 and takes the first maximum; sampling
+// draws from the softmax of the processed row.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace qkv::decode {
+
+struct LogitsOptions {
+  double temperature = 1.0;         // > 0
+  int64_t top_k = 0;                // 0 = off
+  double top_p = 1.0;               // (0, 1]; 1 = off
+  double repetition_penalty = 1.0;  // > 0; 1 = off
+  void validate() const;            // throws qkv::Error naming the option
+};
+
+// Step 1 over the tokens of `history` (repeats counted once; ids outside [0, V) throw).
+void apply_repetition_penalty(float* logits, int64_t V, const std::vector<int64_t>& history, double penalty);
+// Steps 2-4 (what sampling adds to greedy's step 1).
+void warp_logits(float* logits, int64_t V, const LogitsOptions& opt);
+// The first maximum of the row (token 0 if no entry is finite or above -inf).
+int64_t argmax_token(const float* logits, int64_t V);
+// Inverse-CDF draw from softmax(logits), tokens in id order: the first token whose cumulative
+// probability exceeds u (u uniform in [0, 1)); -inf entries are never drawn.
+int64_t sample_token(const float* logits, int64_t V, double u);
+
+}  // namespace qkv::decode

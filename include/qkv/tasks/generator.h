@@ -1,0 +1,81 @@
+// qkv/tasks/generator.h - a loaded GPT answering batches of prompts (the shape of CTranslate2's
+// Generator): the one way `qkv generate`, the benches and (later) the server generate text.
+//
+//   qkv::tasks::Generator g("models/gpt2");              // io::load_gpt2, once
+//   qkv::tasks::GenerateOptions o;
+//   o.max_new_tokens = 40; o.sample = true; o.top_p = 0.9; o.seed = 7;
+//   auto r = g.generate({"Once upon a time", "The answer is"}, o);
+//   std::cout << r[0].text << "\n";
+//
+// Prompts of a batch are left-padded and decoded together with the KV cache (models::Gpt::start /
+// step): padding is never attended to and each row's positions count from its first token, so a
+// prompt's completion does not depend on the batch it is in. Logits are processed as
+// decode/logits_process.h says (Hugging Face's semantics). A row ends at the eos token, when its
+// text contains a stop string (cut from the text), or after max_new_tokens (clamped so prompt +
+// completion fit n_positions). Sampling: prompt i of a call draws from its own Philox stream
+// (key = seed, counters from i * 2^32), so batched sampling equals one prompt at a time.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qkv/decode/logits_process.h"
+#include "qkv/io/gpt2.h"
+
+namespace qkv::tasks {
+
+// A generated token, as streaming sees it.
+struct TokenEvent {
+  size_t prompt = 0;      // index of the prompt in the call
+  int64_t token = 0;      // the id just generated
+  std::string_view text;  // new text it completes (may be empty: an unfinished UTF-8 character or a
+                          // possible start of a stop string is held back); the pieces of a row
+                          // concatenate to its final text
+  bool last = false;      // the row ends with this token
+};
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 64;    // per prompt; clamped to n_positions - prompt length
+  bool sample = false;            // false: greedy (repetition penalty, then the first maximum)
+  decode::LogitsOptions logits;   // temperature / top_k / top_p (sampling), repetition_penalty (both)
+  std::vector<std::string> stop;  // stop strings (need a tokenizer)
+  static constexpr int64_t kModelEos = -2;
+  int64_t eos_id = kModelEos;     // kModelEos: config.json's eos_token_id if any; -1: none
+  uint64_t seed = 0;
+  int64_t batch_size = 8;         // prompts decoded together
+  bool truncate_long = false;     // a prompt longer than n_positions - 1: keep its last tokens (and
+                                  // warn) instead of an error
+  bool quiet = false;             // no warnings on stderr
+  std::function<void(const TokenEvent&)> on_token;  // streaming: called for every generated token
+};
+
+struct Generation {
+  std::string text;             // the completion (prompt excluded, stop string and eos cut)
+  std::vector<int64_t> tokens;  // generated ids (eos included if generated)
+  std::string finish;           // "eos", "stop" or "length"
+  int64_t prompt_tokens = 0;    // after truncation
+  bool truncated = false;
+};
+
+class Generator {
+ public:
+  explicit Generator(const std::string& model_dir);  // io::load_gpt2 + config.json's bos/eos ids
+  explicit Generator(io::GptBundle bundle, int64_t eos_id = -1, int64_t bos_id = -1);
+
+  // Text prompts (encoded with the model's tokenizer; an empty prompt starts from bos if known).
+  std::vector<Generation> generate(const std::vector<std::string>& prompts, const GenerateOptions& opt = {}) const;
+  // Token prompts; text and stop strings need a tokenizer (without one, text stays empty).
+  std::vector<Generation> generate_ids(const std::vector<std::vector<int64_t>>& prompts,
+                                       const GenerateOptions& opt = {}) const;
+
+  const io::GptBundle& bundle() const { return bundle_; }
+  int64_t eos_id() const { return eos_; }
+
+ private:
+  io::GptBundle bundle_;
+  int64_t eos_ = -1, bos_ = -1;
+};
+
+}  // namespace qkv::tasks

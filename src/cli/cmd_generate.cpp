@@ -1,0 +1,102 @@
+// qkv generate --model DIR: text completions from a GPT model directory (tasks::Generator).
+// One prompt (--prompt, or a one-line input): the completion streams to stdout token by token.
+// Several prompts (--input FILE or stdin, one per line): one completion per line, in input order,
+// with newlines and backslashes escaped (\n, \\) so that line i answers prompt i.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli.h"
+#include "qkv/tasks/generator.h"
+#include "qkv/util/file.h"
+
+namespace qkv::cli {
+namespace {
+
+std::vector<std::string> read_lines(std::istream& in) {
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+std::string one_line(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '\n') o += "\\n";
+    else if (c == '\\') o += "\\\\";
+    else o += c;
+  }
+  return o;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Generate text with a GPT model (greedy or sampled continuations of prompts)", "qkv generate"};
+  std::string model_dir, prompt, input;
+  bool have_prompt = false, greedy = false;
+  tasks::GenerateOptions opt;
+  app.add_option("--model,-m", model_dir, "GPT model directory (config.json, model.safetensors, tokenizer)")->required();
+  auto* p = app.add_option("--prompt,-p", prompt, "the prompt (else --input or stdin, one prompt per line)");
+  app.add_option("--input,-i", input, "file of prompts, one per line (default: stdin)")->excludes(p);
+  app.add_option("--max-new-tokens,-n", opt.max_new_tokens, "tokens to generate per prompt (clamped to the context)")
+      ->capture_default_str();
+  auto* s = app.add_flag("--sample", opt.sample, "sample (temperature, top-k, top-p) instead of greedy");
+  app.add_flag("--greedy", greedy, "greedy decoding (the default)")->excludes(s);
+  app.add_option("--temperature,-t", opt.logits.temperature, "sampling temperature")->capture_default_str();
+  app.add_option("--top-k", opt.logits.top_k, "sample among the k most probable tokens (0 = off)")->capture_default_str();
+  app.add_option("--top-p", opt.logits.top_p, "nucleus: the smallest set reaching probability p (1 = off)")
+      ->capture_default_str();
+  app.add_option("--repetition-penalty", opt.logits.repetition_penalty,
+                 "CTRL penalty on tokens already in the text (1 = off)")->capture_default_str();
+  app.add_option("--stop", opt.stop, "stop when the completion contains this string (repeatable; cut from the output)");
+  app.add_option("--eos-id", opt.eos_id, "end-of-text token (default: config.json's eos_token_id; -1 = none)");
+  app.add_option("--seed", opt.seed, "sampling seed (same seed, same output)")->capture_default_str();
+  app.add_option("--batch-size,-b", opt.batch_size, "prompts decoded together")->capture_default_str();
+  app.add_flag("--truncate", opt.truncate_long, "keep the last tokens of a prompt too long for the context (else error)");
+  app.add_flag("--quiet,-q", opt.quiet, "no warnings");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  have_prompt = app.count("--prompt") > 0;
+  QKV_CHECK(std::filesystem::is_directory(model_dir), model_dir, "model directory not found");
+  tasks::Generator gen(model_dir);
+
+  std::vector<std::string> prompts;
+  if (have_prompt) {
+    prompts = {prompt};
+  } else if (input.empty()) {
+    prompts = read_lines(std::cin);
+  } else {
+    std::ifstream in(input);
+    QKV_CHECK(in.good(), input, "cannot open input file");
+    prompts = read_lines(in);
+  }
+  QKV_CHECK(!prompts.empty(), input.empty() ? "stdin" : input, "no prompts (one per line)");
+
+  if (prompts.size() == 1) {  // stream
+    opt.on_token = [](const tasks::TokenEvent& e) {
+      if (!e.text.empty()) std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+      std::fflush(stdout);
+    };
+    gen.generate(prompts, opt);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    return 0;
+  }
+  std::vector<tasks::Generation> r = gen.generate(prompts, opt);
+  for (auto& g : r) std::cout << one_line(g.text) << "\n";
+  std::cout.flush();
+  return 0;
+}
+
+Register reg("generate", "generate text with a GPT model (greedy, sampling, top-k/top-p, stop strings)", run);
+
+}  // namespace
+}  // namespace qkv::cli

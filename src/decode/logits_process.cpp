@@ -1,0 +1,96 @@
+// Generation's logit processing (see qkv/decode/logits_process.h). Probabilities and their sums
+// are taken in double over the f32 logits; the processed logits stay f32 (as Hugging Face's).
+#include "qkv/decode/logits_process.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "qkv/util/error.h"
+
+namespace qkv::decode {
+
+namespace {
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+}
+
+void LogitsOptions::validate() const {
+  QKV_CHECK(temperature > 0 && std::isfinite(temperature), "generate", "temperature must be > 0, got ", temperature);
+  QKV_CHECK(top_k >= 0, "generate", "top_k must be >= 0 (0 = off), got ", top_k);
+  QKV_CHECK(top_p > 0 && top_p <= 1, "generate", "top_p must be in (0, 1], got ", top_p);
+  QKV_CHECK(repetition_penalty > 0 && std::isfinite(repetition_penalty), "generate",
+            "repetition_penalty must be > 0 (1 = off), got ", repetition_penalty);
+}
+
+void apply_repetition_penalty(float* logits, int64_t V, const std::vector<int64_t>& history, double penalty) {
+  if (penalty == 1.0) return;
+  std::vector<uint8_t> seen(static_cast<size_t>(V), 0);
+  for (int64_t t : history) {
+    QKV_CHECK(t >= 0 && t < V, "repetition penalty", "token ", t, " outside the vocabulary [0, ", V, ")");
+    if (seen[size_t(t)]) continue;  // each token once, however often it occurred
+    seen[size_t(t)] = 1;
+    const float x = logits[t];
+    logits[t] = x < 0 ? float(double(x) * penalty) : float(double(x) / penalty);
+  }
+}
+
+void warp_logits(float* logits, int64_t V, const LogitsOptions& opt) {
+  if (V <= 0) return;
+  if (opt.temperature != 1.0)
+    for (int64_t v = 0; v < V; ++v) logits[v] = float(double(logits[v]) / opt.temperature);
+  if (opt.top_k > 0 && opt.top_k < V) {  // keep logits >= the k-th largest
+    std::vector<float> tmp(logits, logits + V);
+    std::nth_element(tmp.begin(), tmp.begin() + (opt.top_k - 1), tmp.end(), std::greater<float>());
+    const float kth = tmp[size_t(opt.top_k - 1)];
+    for (int64_t v = 0; v < V; ++v)
+      if (logits[v] < kth) logits[v] = kNegInf;
+  }
+  if (opt.top_p < 1.0) {
+    // Most probable first (ties: lower id first); keep a token while the probability of the
+    // tokens before it is still below p: the smallest prefix whose sum reaches p.
+    std::vector<int64_t> order(static_cast<size_t>(V));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+    const double mx = logits[order[0]];
+    if (mx == -INFINITY) return;
+    double total = 0;
+    for (int64_t v = 0; v < V; ++v) total += std::exp(double(logits[v]) - mx);
+    double before = 0;
+    for (int64_t i = 0; i < V; ++i) {
+      const int64_t v = order[size_t(i)];
+      if (before >= opt.top_p && i > 0) {
+        logits[v] = kNegInf;
+        continue;
+      }
+      before += std::exp(double(logits[v]) - mx) / total;
+    }
+  }
+}
+
+int64_t argmax_token(const float* logits, int64_t V) {
+  int64_t best = 0;
+  for (int64_t v = 1; v < V; ++v)
+    if (logits[v] > logits[best]) best = v;
+  return best;
+}
+
+int64_t sample_token(const float* logits, int64_t V, double u) {
+  float mx = kNegInf;
+  for (int64_t v = 0; v < V; ++v) mx = std::max(mx, logits[v]);
+  if (mx == kNegInf) return 0;
+  double total = 0;
+  for (int64_t v = 0; v < V; ++v) total += std::exp(double(logits[v]) - double(mx));
+  const double target = u * total;
+  double acc = 0;
+  int64_t last = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    if (logits[v] == kNegInf) continue;
+    acc += std::exp(double(logits[v]) - double(mx));
+    last = v;
+    if (target < acc) return v;
+  }
+  return last;  // u * total rounded above the sum: the last possible token
+}
+
+}  // namespace qkv::decode

@@ -1,0 +1,231 @@
+// qkv::tasks::Generator (see qkv/tasks/generator.h): batches of left-padded prompts decoded with
+// the GPT's KV cache, one token per row and step; finished rows leave the batch.
+#include "qkv/tasks/generator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "qkv/autograd/node.h"
+#include "qkv/tensor/rng.h"
+#include "qkv/util/file.h"
+
+namespace qkv::tasks {
+
+namespace {
+
+// One prompt being completed.
+struct Row {
+  size_t prompt = 0;              // index in the call
+  int64_t prompt_len = 0;         // L: tokens of the (possibly truncated) prompt
+  int64_t max_new = 0;            // after clamping to the context
+  std::vector<int64_t> history;   // prompt + generated (the repetition penalty's tokens)
+  qkv::Generator rng;             // this prompt's own stream
+  size_t emitted = 0;             // bytes of the text already passed to on_token
+  Generation* out = nullptr;
+};
+
+// Length of s without a trailing incomplete UTF-8 sequence (byte-level BPE may split a character
+// across tokens).
+size_t complete_utf8(std::string_view s) {
+  const size_t n = s.size();
+  for (size_t back = 1; back <= 3 && back <= n; ++back) {
+    const unsigned char c = static_cast<unsigned char>(s[n - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back for the lead
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return need > back ? n - back : n;
+  }
+  return n;
+}
+
+// Where the longest suffix of text that is a proper prefix of a stop string starts (text.size()
+// if none): those bytes may become a stop string and are held back from streaming.
+size_t stop_hold(const std::string& text, const std::vector<std::string>& stop) {
+  size_t hold = text.size();
+  for (const auto& s : stop)
+    for (size_t k = std::min(s.size() - 1, text.size()); k >= 1; --k)
+      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
+        hold = std::min(hold, text.size() - k);
+        break;
+      }
+  return hold;
+}
+
+// The earliest occurrence of any stop string in text, or npos.
+size_t find_stop(const std::string& text, const std::vector<std::string>& stop) {
+  size_t at = std::string::npos;
+  for (const auto& s : stop) at = std::min(at, text.find(s));
+  return at;
+}
+
+}  // namespace
+
+Generator::Generator(const std::string& model_dir) : Generator(io::load_gpt2(model_dir)) {
+  // The special ids are not architecture: GptConfig ignores them; read them here.
+  const std::string path = model_dir + "/config.json";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, "is not valid JSON: ", e.what());
+  }
+  auto id = [&](const char* key) {
+    return j.contains(key) && j[key].is_number_integer() ? j[key].get<int64_t>() : int64_t(-1);
+  };
+  eos_ = id("eos_token_id");
+  bos_ = id("bos_token_id");
+}
+
+Generator::Generator(io::GptBundle bundle, int64_t eos_id, int64_t bos_id)
+    : bundle_(std::move(bundle)), eos_(eos_id), bos_(bos_id) {
+  QKV_CHECK(bundle_.model != nullptr, "Generator", "needs a GPT model");
+  bundle_.model->eval();
+}
+
+std::vector<Generation> Generator::generate(const std::vector<std::string>& prompts,
+                                            const GenerateOptions& opt) const {
+  QKV_CHECK(bundle_.tokenizer != nullptr, "generate", "the model directory has no tokenizer (tokenizer.json, or "
+            "encoder.json + vocab.bpe): text prompts need one");
+  std::vector<std::vector<int64_t>> ids(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<int32_t> e = bundle_.tokenizer->encode(prompts[i]);
+    ids[i].assign(e.begin(), e.end());
+  }
+  return generate_ids(ids, opt);
+}
+
+std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<int64_t>>& prompts,
+                                                const GenerateOptions& opt) const {
+  const models::Gpt& model = *bundle_.model;
+  const int64_t P = model.config().n_positions, V = model.config().vocab_size;
+  opt.logits.validate();
+  QKV_CHECK(opt.max_new_tokens >= 1, "generate", "max_new_tokens must be >= 1, got ", opt.max_new_tokens);
+  QKV_CHECK(opt.batch_size >= 1, "generate", "batch size must be >= 1, got ", opt.batch_size);
+  QKV_CHECK(opt.stop.empty() || bundle_.tokenizer, "generate", "stop strings need the model's tokenizer");
+  for (const auto& s : opt.stop) QKV_CHECK(!s.empty(), "generate", "a stop string is empty");
+  const int64_t eos = opt.eos_id == GenerateOptions::kModelEos ? eos_ : opt.eos_id;
+
+  const size_t n = prompts.size();
+  std::vector<Generation> out(n);
+  std::vector<Row> rows(n);
+  for (size_t i = 0; i < n; ++i) {
+    Row& r = rows[i];
+    r.prompt = i;
+    r.out = &out[i];
+    r.history = prompts[i];
+    if (r.history.empty()) {
+      QKV_CHECK(bos_ >= 0, "generate", "line ", i + 1, ": the prompt is empty and the model has no bos_token_id "
+                "to start from");
+      r.history.push_back(bos_);
+    }
+    for (int64_t t : r.history)
+      QKV_CHECK(t >= 0 && t < V, "generate", "line ", i + 1, ": token ", t, " outside the vocabulary [0, ", V, ")");
+    const int64_t L = int64_t(r.history.size()), room = P - 1;  // at least one new token must fit
+    if (L > room) {
+      QKV_CHECK(opt.truncate_long, "generate", "line ", i + 1, ": the prompt has ", L, " tokens; the context of ", P,
+                " positions leaves room for at most ", room, " prompt tokens plus one new token "
+                "(shorten it, or allow truncation from the left)");
+      if (!opt.quiet)
+        std::fprintf(stderr, "qkv generate: warning: line %zu: prompt of %lld tokens truncated to its last %lld "
+                     "(context %lld)\n", i + 1, (long long)L, (long long)room, (long long)P);
+      r.history.erase(r.history.begin(), r.history.end() - room);
+      out[i].truncated = true;
+    }
+    r.prompt_len = int64_t(r.history.size());
+    r.max_new = std::min(opt.max_new_tokens, P - r.prompt_len);
+    out[i].prompt_tokens = r.prompt_len;
+    r.rng.set_state(opt.seed, uint64_t(i) << 32);  // stream i: counters from i * 2^32
+  }
+
+  // A new token of row r: history, text, stop / eos / length, streaming.
+  std::vector<int32_t> dec;
+  auto emit = [&](Row& r, int64_t tok) {
+    Generation& g = *r.out;
+    g.tokens.push_back(tok);
+    r.history.push_back(tok);
+    bool done = false;
+    if (eos >= 0 && tok == eos) {
+      g.finish = "eos", done = true;
+    } else if (bundle_.tokenizer) {
+      dec.assign(g.tokens.begin(), g.tokens.end());
+      g.text = bundle_.tokenizer->decode(dec);
+      const size_t at = find_stop(g.text, opt.stop);
+      if (at != std::string::npos) g.text.resize(at), g.finish = "stop", done = true;
+    }
+    if (!done && int64_t(g.tokens.size()) >= r.max_new) g.finish = "length", done = true;
+    if (opt.on_token) {
+      size_t safe = done ? g.text.size() : std::min(complete_utf8(g.text), stop_hold(g.text, opt.stop));
+      safe = std::max(safe, r.emitted);
+      TokenEvent e{r.prompt, tok, std::string_view(g.text).substr(r.emitted, safe - r.emitted), done};
+      r.emitted = safe;
+      opt.on_token(e);
+    }
+    return done;
+  };
+
+  // Longest first: similar lengths share a batch (little padding). Results do not depend on it.
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows[a].prompt_len > rows[b].prompt_len; });
+
+  NoGradGuard ng;
+  std::vector<float> buf(static_cast<size_t>(V));
+  for (size_t start = 0; start < n; start += size_t(opt.batch_size)) {
+    std::vector<Row*> batch;  // rows still generating, in batch order
+    for (size_t k = start; k < std::min(n, start + size_t(opt.batch_size)); ++k) batch.push_back(&rows[order[k]]);
+    int64_t B = int64_t(batch.size()), T = 0;
+    for (Row* r : batch) T = std::max(T, r->prompt_len);
+    // The prompts, left-padded to T: ids (B, T), key_pad (B, T) 1 = padding, positions from each
+    // row's first token.
+    Tensor ids = Tensor::zeros({B, T}, DType::i64), pos = Tensor::zeros({B, T}, DType::i64);
+    Tensor pad = Tensor::zeros({B, T}, DType::u8);
+    bool any_pad = false;
+    for (int64_t b = 0; b < B; ++b) {
+      const Row& r = *batch[size_t(b)];
+      const int64_t off = T - r.prompt_len;
+      any_pad |= off > 0;
+      for (int64_t j = 0; j < T; ++j) {
+        pad.data<uint8_t>()[b * T + j] = j < off;
+        if (j >= off) ids.data<int64_t>()[b * T + j] = r.history[size_t(j - off)], pos.data<int64_t>()[b * T + j] = j - off;
+      }
+    }
+    models::GptCache cache = model.start();
+    Tensor logits = model.step(ids, cache, pos, any_pad ? pad : Tensor(), /*last_only=*/true);  // (B, 1, V)
+    while (true) {
+      std::vector<int64_t> keep;  // batch positions of the rows that go on
+      for (int64_t b = 0; b < B; ++b) {
+        Row& r = *batch[size_t(b)];
+        std::memcpy(buf.data(), logits.data<float>() + b * V, size_t(V) * sizeof(float));
+        decode::apply_repetition_penalty(buf.data(), V, r.history, opt.logits.repetition_penalty);
+        int64_t tok;
+        if (opt.sample) {
+          decode::warp_logits(buf.data(), V, opt.logits);
+          tok = decode::sample_token(buf.data(), V, r.rng.uniform1());
+        } else {
+          tok = decode::argmax_token(buf.data(), V);
+        }
+        if (!emit(r, tok)) keep.push_back(b);
+      }
+      if (keep.empty()) break;
+      if (int64_t(keep.size()) < B) {  // finished rows leave the batch (and the cache)
+        std::vector<Row*> next;
+        for (int64_t b : keep) next.push_back(batch[size_t(b)]);
+        batch = std::move(next);
+        cache.select_rows(Tensor::from_vector<int64_t>(keep, {int64_t(keep.size())}));
+        B = int64_t(batch.size());
+      }
+      Tensor step_ids = Tensor::empty({B, 1}, DType::i64), step_pos = Tensor::empty({B, 1}, DType::i64);
+      for (int64_t b = 0; b < B; ++b) {
+        const Row& r = *batch[size_t(b)];
+        step_ids.data<int64_t>()[b] = r.history.back();
+        step_pos.data<int64_t>()[b] = int64_t(r.history.size()) - 1;
+      }
+      logits = model.step(step_ids, cache, step_pos, Tensor(), true);  // (B, 1, V)
+    }
+  }
+  return out;
+}
+
+}  // namespace qkv::tasks

@@ -1,0 +1,94 @@
+// `qkv generate` end to end on a small GPT directory written here (the gpt_generate reference
+// model with a 97-symbol character tokenizer): one prompt streams the library's completion; a file
+// of prompts gives one completion per line in input order, whatever the batch size; sampling flags
+// and stop strings reach the library; a missing model directory and a too-long prompt fail with a
+// message naming them.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "qkv/io/gpt2.h"
+#include "qkv/tasks/generator.h"
+#include "qkv/text/char_word.h"
+#include "qkv/util/file.h"
+#include "ref.h"
+#include "run_qkv.h"
+
+using namespace qkv;
+using namespace qkv::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path make_model_dir() {
+  RefFile ref("gpt_generate");
+  io::GptBundle b = io::load_gpt2((fs::path(ref_dir()) / ref.params("gen_gpt2")["dir"].get<std::string>()).string());
+  std::vector<std::string> vocab = {"<unk>", "\n"};
+  for (char c = 32; c < 127; ++c) vocab.push_back(std::string(1, c));  // 97 symbols, the model's vocabulary
+  b.tokenizer = std::make_shared<text::VocabTokenizer>(text::VocabTokenizer::Level::Char, vocab, "<unk>");
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_generate_cli_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  io::save_gpt2((dir / "model").string(), b);
+  return dir;
+}
+
+std::string escaped(const std::string& s) {
+  std::string o;
+  for (char c : s) o += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
+  return o;
+}
+
+}  // namespace
+
+TEST(GenerateCli, StreamsOnePromptAndAnswersAFileLineByLine) {
+  const fs::path dir = make_model_dir();
+  const std::string model = (dir / "model").string();
+  tasks::Generator lib(model);
+  tasks::GenerateOptions o;
+  o.max_new_tokens = 12;
+
+  // One prompt: the completion and a newline.
+  ASSERT_EQ(run_qkv({"generate", "--model", model, "--prompt", "the cat", "--max-new-tokens", "12"}, dir / "one.log",
+                    (dir / "one.out").string()), 0) << read_file((dir / "one.log").string());
+  EXPECT_EQ(read_file((dir / "one.out").string()), lib.generate({"the cat"}, o)[0].text + "\n");
+
+  // A file of prompts, sampled, batch 2: line i answers prompt i, as the library does.
+  const std::vector<std::string> prompts = {"a", "hello there, world", "xyz"};
+  write_file_atomic((dir / "prompts.txt").string(), "a\nhello there, world\nxyz\n");
+  ASSERT_EQ(run_qkv({"generate", "--model", model, "--input", (dir / "prompts.txt").string(), "--sample", "--seed",
+                     "3", "--top-k", "10", "--top-p", "0.9", "--temperature", "0.8", "--repetition-penalty", "1.2",
+                     "--batch-size", "2", "-n", "12"}, dir / "many.log", (dir / "many.out").string()), 0)
+      << read_file((dir / "many.log").string());
+  o.sample = true;
+  o.seed = 3;
+  o.logits = {0.8, 10, 0.9, 1.2};
+  auto r = lib.generate(prompts, o);
+  std::string want;
+  for (auto& g : r) want += escaped(g.text) + "\n";
+  EXPECT_EQ(read_file((dir / "many.out").string()), want);
+
+  // A stop string: the one-prompt output ends before it.
+  o = {};
+  o.max_new_tokens = 12;
+  const std::string free_text = lib.generate({"the cat"}, o)[0].text;
+  ASSERT_GE(free_text.size(), 6u);
+  const std::string stop = free_text.substr(3, 2);
+  ASSERT_EQ(run_qkv({"generate", "--model", model, "--prompt", "the cat", "-n", "12", "--stop", "zzzz", "--stop", stop},
+                    dir / "stop.log", (dir / "stop.out").string()), 0) << read_file((dir / "stop.log").string());
+  EXPECT_EQ(read_file((dir / "stop.out").string()), free_text.substr(0, free_text.find(stop)) + "\n");
+}
+
+TEST(GenerateCli, ClearErrors) {
+  const fs::path dir = make_model_dir();
+  EXPECT_NE(run_qkv({"generate", "--model", (dir / "nope").string(), "--prompt", "x"}, dir / "e1.log"), 0);
+  EXPECT_NE(read_file((dir / "e1.log").string()).find("model directory not found"), std::string::npos)
+      << read_file((dir / "e1.log").string());
+  const std::string long_prompt(60, 'a');  // 60 tokens; the context is 40
+  EXPECT_NE(run_qkv({"generate", "--model", (dir / "model").string(), "--prompt", long_prompt}, dir / "e2.log"), 0);
+  const std::string e2 = read_file((dir / "e2.log").string());
+  EXPECT_NE(e2.find("line 1: the prompt has 60 tokens"), std::string::npos) << e2;
+  // With --truncate it runs, and warns.
+  EXPECT_EQ(run_qkv({"generate", "--model", (dir / "model").string(), "--prompt", long_prompt, "--truncate"},
+                    dir / "w.log"), 0) << read_file((dir / "w.log").string());
+  EXPECT_NE(read_file((dir / "w.log").string()).find("truncated"), std::string::npos);
+}

@@ -1,0 +1,296 @@
+// tasks::Generator and decode/logits_process against PyTorch (tools/refs/gpt_generate.py): greedy
+// completions of a GPT-2 (pre-LN) and a GPT-1 (post-LN) reference model, plain and with the
+// repetition penalty, one at a time and as one left-padded batch; cached logits against the full
+// forward (one row, and a left-padded batch with a two-token step); seeded sampling batched vs one
+// prompt at a time; the logit filters against Hugging Face's algorithms; eos, stop strings,
+// streaming and the context limit.
+#include "qkv/tasks/generator.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "qkv/autograd/node.h"
+#include "qkv/ops/shape.h"
+#include "qkv/text/char_word.h"
+#include "ref.h"
+
+using namespace qkv;
+using namespace qkv::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::string> kModels = {"gen_gpt2", "gen_gpt1"};
+
+io::GptBundle load(const RefFile& ref, const std::string& c) {
+  return io::load_gpt2((fs::path(ref_dir()) / ref.params(c)["dir"].get<std::string>()).string());
+}
+
+std::vector<std::vector<int64_t>> prompts_of(const RefFile& ref, const std::string& c) {
+  std::vector<int64_t> flat = ref.get(c, "prompts").to_vector<int64_t>();
+  std::vector<std::vector<int64_t>> out;
+  size_t at = 0;
+  for (int64_t n : ref.get(c, "prompt_lens").to_vector<int64_t>()) {
+    out.emplace_back(flat.begin() + int64_t(at), flat.begin() + int64_t(at) + n);
+    at += size_t(n);
+  }
+  return out;
+}
+
+// Row i of a (N, M) reference of tokens padded with -1.
+std::vector<int64_t> ref_row(const Tensor& t, int64_t i) {
+  std::vector<int64_t> all = t.to_vector<int64_t>(), row;
+  for (int64_t j = 0; j < t.size(1) && all[size_t(i * t.size(1) + j)] >= 0; ++j) row.push_back(all[size_t(i * t.size(1) + j)]);
+  return row;
+}
+
+// 97 symbols, matching the reference models' vocabulary: <unk>, '\n' and printable ASCII.
+std::shared_ptr<text::Tokenizer> char_tokenizer() {
+  std::vector<std::string> vocab = {"<unk>", "\n"};
+  for (char c = 32; c < 127; ++c) vocab.push_back(std::string(1, c));
+  return std::make_shared<text::VocabTokenizer>(text::VocabTokenizer::Level::Char, vocab, "<unk>");
+}
+
+Tol scaled_tol(const Tensor& ref) {
+  double mx = 0;
+  for (double v : ref.to_vector<double>()) mx = std::max(mx, std::abs(v));
+  return {kF32.rtol, kF32.atol * std::max(1.0, mx)};
+}
+
+}  // namespace
+
+TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
+  RefFile ref("gpt_generate");
+  int checked = 0;
+  for (auto& c : kModels) {
+    SCOPED_TRACE(c);
+    tasks::Generator g(load(ref, c));
+    auto prompts = prompts_of(ref, c);
+    for (const char* which : {"gen", "gen_rep"}) {
+      SCOPED_TRACE(which);
+      tasks::GenerateOptions o;
+      o.max_new_tokens = ref.params(c)["max_new"];
+      o.eos_id = -1;
+      if (std::string(which) == "gen_rep") o.logits.repetition_penalty = ref.params(c)["repetition_penalty"];
+      for (int64_t bs : {1, 5, 2}) {
+        o.batch_size = bs;
+        auto r = g.generate_ids(prompts, o);
+        ASSERT_EQ(r.size(), prompts.size());
+        for (size_t i = 0; i < prompts.size(); ++i) {
+          EXPECT_EQ(r[i].tokens, ref_row(ref.get(c, which), int64_t(i))) << "prompt " << i << ", batch " << bs;
+          EXPECT_EQ(r[i].finish, "length");
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2 * 2 * 3 * 5);
+}
+
+TEST(Generator, CachedLogitsEqualTheFullForward) {
+  RefFile ref("gpt_generate");
+  for (auto& c : kModels) {
+    SCOPED_TRACE(c);
+    io::GptBundle b = load(ref, c);
+    b.model->eval();
+    NoGradGuard ng;
+    const models::Gpt& m = *b.model;
+    const int64_t V = m.config().vocab_size;
+    // Three rows of 20, 13 and 6 tokens, left-padded to 20: the first step feeds 8 columns (the
+    // padding, and the first real tokens of the longer rows), then one two-token step (the general
+    // attention path over a padded cache), then single tokens (the fused decode kernel).
+    const std::vector<int64_t> lens = {20, 13, 6};
+    const int64_t B = 3, T = 20;
+    Tensor ids = Tensor::zeros({B, T}, DType::i64), pad = Tensor::zeros({B, T}, DType::u8),
+           pos = Tensor::zeros({B, T}, DType::i64);
+    for (int64_t r = 0; r < B; ++r)
+      for (int64_t j = T - lens[size_t(r)]; j < T; ++j) {
+        ids.data<int64_t>()[r * T + j] = (r * 31 + j * 7) % V;
+        pos.data<int64_t>()[r * T + j] = j - (T - lens[size_t(r)]);
+      }
+    for (int64_t r = 0; r < B; ++r)
+      for (int64_t j = 0; j < T - lens[size_t(r)]; ++j) pad.data<uint8_t>()[r * T + j] = 1;
+    models::GptCache cache = m.start();
+    std::vector<Tensor> parts;
+    std::vector<std::pair<int64_t, int64_t>> steps = {{0, 8}, {8, 10}};
+    for (int64_t j = 10; j < T; ++j) steps.push_back({j, j + 1});
+    for (const auto& st : steps) {  // every step passes its columns of the padding (row 2's lasts to col 13)
+      const int64_t a = st.first, e = st.second;
+      auto cols = [&](const Tensor& x) { return contiguous(slice(x, 1, a, e)); };
+      parts.push_back(m.step(cols(ids), cache, cols(pos), cols(pad)));
+    }
+    EXPECT_EQ(cache.length(), T);
+    Tensor stepped = concat(parts, 1);  // (B, T, V)
+    for (int64_t r = 0; r < B; ++r) {
+      SCOPED_TRACE(r);
+      const int64_t off = T - lens[size_t(r)];
+      // The row alone, unpadded, through the full forward.
+      Tensor full = m.forward(contiguous(slice(slice(ids, 0, r, r + 1), 1, off, T)));  // (1, L, V)
+      Tensor mine = contiguous(slice(slice(stepped, 0, r, r + 1), 1, off, T));
+      EXPECT_CLOSE(mine, full, scaled_tol(full));
+    }
+  }
+}
+
+TEST(Generator, SeededSamplingIsPerPromptBatchedOrNot) {
+  RefFile ref("gpt_generate");
+  tasks::Generator g(load(ref, "gen_gpt2"));
+  auto prompts = prompts_of(ref, "gen_gpt2");
+  tasks::GenerateOptions o;
+  o.sample = true;
+  o.eos_id = -1;
+  o.max_new_tokens = 16;
+  o.logits = {0.9, 20, 0.95, 1.1};
+  o.seed = 7;
+  o.batch_size = 1;
+  auto one = g.generate_ids(prompts, o);
+  o.batch_size = 5;
+  auto all = g.generate_ids(prompts, o);
+  o.batch_size = 3;
+  auto three = g.generate_ids(prompts, o);
+  size_t differs_from_greedy = 0;
+  tasks::GenerateOptions greedy = o;
+  greedy.sample = false;
+  auto gr = g.generate_ids(prompts, greedy);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(all[i].tokens, one[i].tokens) << i;
+    EXPECT_EQ(three[i].tokens, one[i].tokens) << i;
+    differs_from_greedy += all[i].tokens != gr[i].tokens;
+  }
+  EXPECT_GT(differs_from_greedy, 0u);  // it samples
+  o.seed = 8;
+  auto other = g.generate_ids(prompts, o);
+  size_t differ = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) differ += other[i].tokens != one[i].tokens;
+  EXPECT_GT(differ, 0u);  // another seed, other draws
+}
+
+TEST(LogitsProcess, FiltersEqualHuggingFacesAlgorithms) {
+  RefFile ref("gpt_generate");
+  Tensor logits = ref.get("filters", "logits");  // (R, V)
+  Tensor hist = ref.get("filters", "history");    // (R, 8)
+  const int64_t R = logits.size(0), V = logits.size(1), Hn = hist.size(1);
+  auto configs = ref.params("filters")["configs"];
+  int rows = 0;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    decode::LogitsOptions o{configs[i][0], configs[i][1], configs[i][2], configs[i][3]};
+    SCOPED_TRACE("config " + std::to_string(i));
+    Tensor want = ref.get("filters", "out" + std::to_string(i));
+    std::vector<float> w = want.to_vector<float>(), x = logits.to_vector<float>();
+    std::vector<int64_t> h = hist.to_vector<int64_t>();
+    for (int64_t r = 0; r < R; ++r) {
+      float* row = x.data() + r * V;
+      decode::apply_repetition_penalty(row, V, std::vector<int64_t>(h.begin() + r * Hn, h.begin() + (r + 1) * Hn),
+                                       o.repetition_penalty);
+      decode::warp_logits(row, V, o);
+      int kept = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        const float a = row[v], e = w[size_t(r * V + v)];
+        ASSERT_EQ(std::isinf(a), std::isinf(e)) << "row " << r << " token " << v << ": " << a << " vs " << e;
+        if (!std::isinf(e)) {
+          EXPECT_NEAR(a, e, 1e-6 * std::max(1.f, std::abs(e)));
+          ++kept;
+        }
+      }
+      EXPECT_GE(kept, 1);
+      ++rows;
+    }
+  }
+  EXPECT_EQ(rows, int(configs.size()) * R);
+}
+
+TEST(LogitsProcess, SamplingIsTheInverseCdfOfTheKeptTokens) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> l = {0.f, -inf, std::log(2.f), -inf, std::log(5.f)};  // probabilities 1/8, 2/8, 5/8
+  EXPECT_EQ(decode::sample_token(l.data(), 5, 0.0), 0);
+  EXPECT_EQ(decode::sample_token(l.data(), 5, 0.124), 0);
+  EXPECT_EQ(decode::sample_token(l.data(), 5, 0.126), 2);
+  EXPECT_EQ(decode::sample_token(l.data(), 5, 0.374), 2);
+  EXPECT_EQ(decode::sample_token(l.data(), 5, 0.376), 4);
+  EXPECT_EQ(decode::sample_token(l.data(), 5, 0.9999999), 4);
+  EXPECT_EQ(decode::argmax_token(l.data(), 5), 4);
+  EXPECT_THROW(decode::apply_repetition_penalty(l.data(), 5, {5}, 1.2), Error);
+  EXPECT_THROW((decode::LogitsOptions{0.0, 0, 1.0, 1.0}.validate()), Error);
+  EXPECT_THROW((decode::LogitsOptions{1.0, 0, 0.0, 1.0}.validate()), Error);
+  EXPECT_THROW((decode::LogitsOptions{1.0, -1, 1.0, 1.0}.validate()), Error);
+}
+
+TEST(Generator, EosStopStringsAndStreaming) {
+  RefFile ref("gpt_generate");
+  io::GptBundle b = load(ref, "gen_gpt2");
+  b.tokenizer = char_tokenizer();
+  tasks::Generator g(b);
+  auto prompts = prompts_of(ref, "gen_gpt2");
+  tasks::GenerateOptions o;
+  o.max_new_tokens = 16;
+  o.eos_id = -1;
+  const std::vector<int64_t> free_run = g.generate_ids({prompts[1]}, o)[0].tokens;
+  ASSERT_EQ(free_run.size(), 16u);
+  const std::string free_text = g.generate_ids({prompts[1]}, o)[0].text;
+
+  // eos: the run ends at the first occurrence of the 5th token, which is kept in tokens, not text.
+  o.eos_id = free_run[4];
+  const size_t first = size_t(std::find(free_run.begin(), free_run.end(), o.eos_id) - free_run.begin());
+  tasks::Generation e = g.generate_ids({prompts[1]}, o)[0];
+  EXPECT_EQ(e.finish, "eos");
+  EXPECT_EQ(e.tokens, std::vector<int64_t>(free_run.begin(), free_run.begin() + int64_t(first) + 1));
+  std::vector<int32_t> before(free_run.begin(), free_run.begin() + int64_t(first));
+  EXPECT_EQ(e.text, b.tokenizer->decode(before));
+
+  // A stop string: two characters of the free run's text from its 6th on; the text ends before
+  // its first occurrence, and streaming passes exactly that text, one event per token.
+  o.eos_id = -1;
+  ASSERT_GE(free_text.size(), 8u);
+  const std::string stop = free_text.substr(5, 2);
+  o.stop = {"never-there", stop};
+  std::string streamed;
+  int events = 0, lasts = 0;
+  o.on_token = [&](const tasks::TokenEvent& ev) {
+    streamed += ev.text;
+    ++events;
+    lasts += ev.last;
+    EXPECT_EQ(ev.prompt, 0u);
+  };
+  tasks::Generation s = g.generate_ids({prompts[1]}, o)[0];
+  EXPECT_EQ(s.finish, "stop");
+  EXPECT_EQ(s.text, free_text.substr(0, free_text.find(stop)));
+  EXPECT_EQ(streamed, s.text);
+  EXPECT_EQ(events, int(s.tokens.size()));
+  EXPECT_EQ(lasts, 1);
+  EXPECT_LT(s.tokens.size(), 16u);
+}
+
+TEST(Generator, ContextLimit) {
+  RefFile ref("gpt_generate");
+  tasks::Generator g(load(ref, "gen_gpt2"));
+  const int64_t P = g.bundle().config.n_positions;  // 40
+  tasks::GenerateOptions o;
+  o.eos_id = -1;
+  o.max_new_tokens = 100;
+  std::vector<int64_t> fits(size_t(P - 1), 3), too_long(size_t(P + 5));
+  for (size_t i = 0; i < too_long.size(); ++i) too_long[i] = int64_t(i * 7 % 90);
+  auto r = g.generate_ids({fits}, o);
+  EXPECT_EQ(r[0].tokens.size(), 1u);  // clamped: one position left
+  try {
+    g.generate_ids({fits, too_long}, o);
+    ADD_FAILURE() << "a prompt of " << P + 5 << " tokens was accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("line 2"), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(P + 5) + " tokens"), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(P - 1)), std::string::npos) << m;
+  }
+  o.truncate_long = true;
+  o.quiet = true;
+  r = g.generate_ids({too_long}, o);
+  EXPECT_TRUE(r[0].truncated);
+  EXPECT_EQ(r[0].prompt_tokens, P - 1);
+  EXPECT_EQ(r[0].tokens.size(), 1u);
+  // The last P - 1 tokens are kept (truncation from the left): the completion of that prompt.
+  std::vector<int64_t> tail(too_long.end() - (P - 1), too_long.end());
+  EXPECT_EQ(g.generate_ids({tail}, o)[0].tokens, r[0].tokens);
+  EXPECT_THROW(g.generate_ids({{}}, o), Error);  // empty, and the model has no bos_token_id
+}

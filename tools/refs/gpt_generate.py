@@ -1,0 +1,110 @@
+"""References for GPT generation (tasks/generator, decode/logits_process).
+
+Models: the GPT of models_gpt.py (written from the papers, published GPT-2 layout, random weights)
+in two variants, GPT-2 pre-LN ("gen_gpt2") and GPT-1 post-LN ("gen_gpt1"), each written as a model
+directory <out dir>/gpt_generate/<case>/ (no eos_token_id: generation runs to its length limit).
+For each, five prompts of different lengths are completed one at a time, without any cache (a full
+forward over prompt + generated tokens per step, float64), greedily:
+  gen      (5, 16): plain greedy, max 16 new tokens, clamped to n_positions - prompt length (the
+           35-token prompt gets 5); -1 after the end.
+  gen_rep  (5, 16): greedy after Hugging Face's repetition penalty 1.5 over prompt + generated.
+Every step's best logit beats the second by > 1e-3 (asserted), so float32 must choose the same.
+
+Case "filters": fixed logits (6, 50) f32 and histories (6, 8); for each configuration
+(temperature, top_k, top_p, repetition_penalty) the processed logits (-inf = removed) computed as
+Hugging Face's RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper and
+TopPLogitsWarper do (float32, their code paths re-written here). No cumulative probability is within
+1e-5 of a top-p boundary (asserted), so the kept sets are exact.
+"""
+import os
+
+import torch
+from models_gpt import gpt_forward, init_params, write_dir
+from qkvref import Refs
+
+PROMPT_LENS = [1, 6, 11, 3, 35]
+MAX_NEW = 16
+
+
+def rep_penalty(scores, history, penalty):  # HF RepetitionPenaltyLogitsProcessor, one row
+    ids = torch.tensor(history, dtype=torch.long)
+    s = scores.gather(0, ids)
+    s = torch.where(s < 0, s * penalty, s / penalty)
+    return scores.scatter(0, ids, s)
+
+
+def top_k_warp(scores, k):  # HF TopKLogitsWarper, one row
+    k = min(k, scores.shape[-1])
+    return scores.masked_fill(scores < torch.topk(scores, k)[0][-1], float("-inf"))
+
+
+def top_p_warp(scores, p):  # HF TopPLogitsWarper, one row
+    sorted_logits, sorted_idx = torch.sort(scores, descending=False)
+    cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    finite = cum[sorted_logits > float("-inf")]
+    assert (finite - (1 - p)).abs().min() > 1e-5, "a top-p boundary too close to call"
+    remove = cum <= (1 - p)
+    remove[-1:] = False
+    return scores.masked_fill(remove.scatter(0, sorted_idx, remove), float("-inf"))
+
+
+def greedy(cfg, p, prompt, max_new, penalty=1.0):
+    ids = list(prompt)
+    n = min(max_new, cfg["n_positions"] - len(prompt))
+    for _ in range(n):
+        x = torch.tensor([ids])
+        logits = gpt_forward(cfg, p, x, torch.zeros_like(x, dtype=torch.uint8), torch.arange(len(ids))[None])[0, -1]
+        if penalty != 1.0:
+            logits = rep_penalty(logits, ids, penalty)
+        top2 = torch.topk(logits, 2)[0]
+        assert top2[0] - top2[1] > 1e-3, "greedy choice too close to call in float32"
+        ids.append(int(logits.argmax()))
+    return ids[len(prompt):]
+
+
+def main(out):
+    refs = Refs()
+    root = os.path.join(os.path.dirname(out), "gpt_generate")
+    base = {"model_type": "gpt2", "vocab_size": 97, "n_positions": 40, "n_embd": 32, "n_layer": 2, "n_head": 4,
+            "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.1,
+            "embd_pdrop": 0.1, "attn_pdrop": 0.1, "pre_norm": True}
+    cases = {"gen_gpt2": dict(base), "gen_gpt1": dict(base, pre_norm=False, activation_function="gelu")}
+    for c, cfg in cases.items():
+        gen = torch.Generator().manual_seed(len(c) * 104729)
+        p = init_params(cfg, gen)
+        write_dir(os.path.join(root, c), cfg, {k: v.detach() for k, v in p.items()})
+        pd = {k: v.detach().double() for k, v in p.items()}
+        prompts = [torch.randint(0, cfg["vocab_size"], (n,), generator=gen).tolist() for n in PROMPT_LENS]
+        out_t = {}
+        for name, pen in (("gen", 1.0), ("gen_rep", 1.5)):
+            g = torch.full((len(prompts), MAX_NEW), -1, dtype=torch.long)
+            for i, pr in enumerate(prompts):
+                toks = greedy(cfg, pd, pr, MAX_NEW, pen)
+                g[i, :len(toks)] = torch.tensor(toks)
+            out_t[name] = g
+        refs.case(c, {"dir": os.path.join("gpt_generate", c), "max_new": MAX_NEW, "repetition_penalty": 1.5},
+                  prompts=torch.tensor(sum(prompts, [])), prompt_lens=torch.tensor(PROMPT_LENS), **out_t)
+
+    gen = torch.Generator().manual_seed(1234)
+    R, V = 6, 50
+    logits = (torch.randn(R, V, generator=gen) * 3).float()
+    history = torch.randint(0, V, (R, 8), generator=gen)
+    configs = [(1.0, 0, 1.0, 1.3), (0.7, 0, 1.0, 1.0), (1.0, 5, 1.0, 1.0), (1.0, 0, 0.9, 1.0),
+               (0.8, 10, 0.75, 1.2), (1.5, 3, 0.5, 2.0), (1.0, 0, 0.05, 1.0), (1.0, 60, 0.999, 1.0)]
+    outs = {}
+    for i, (t, k, tp, pen) in enumerate(configs):
+        rows = []
+        for r in range(R):
+            s = logits[r].clone()
+            if pen != 1.0:
+                s = rep_penalty(s, history[r].tolist(), pen)
+            if t != 1.0:
+                s = s / t
+            if k > 0:
+                s = top_k_warp(s, k)
+            if tp < 1.0:
+                s = top_p_warp(s, tp)
+            rows.append(s)
+        outs[f"out{i}"] = torch.stack(rows)
+    refs.case("filters", {"configs": [list(c) for c in configs]}, logits=logits, history=history, **outs)
+    refs.save(out)
