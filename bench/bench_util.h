@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "qkv/models/transformer.h"
+
 namespace qkv::bench {
 
 // The source tree, from this header's (absolute, under CMake) path: <src>/bench/bench_util.h.
@@ -79,6 +81,26 @@ inline std::string torch_command(const std::string& script, const std::string& a
 inline double find_number(const std::string& text, const std::string& key) {
   auto k = text.find(key);
   return k == std::string::npos ? -1.0 : std::atof(text.c_str() + k + key.size());
+}
+
+// The Transformer of ../shared/bench-reference/seq2seq_bench.py: d_model 256, 4 heads, 3+3 post-LN
+// layers, FFN 1024 (ReLU), one embedding table shared by source and target, a separate generator,
+// dropout 0.1 everywhere nn.Transformer puts it (attention weights too). Decoding benches run it
+// in eval mode, where dropout does nothing.
+inline models::TransformerConfig reference_transformer_config(int64_t vocab) {
+  models::TransformerConfig cfg;
+  cfg.src_vocab = cfg.tgt_vocab = vocab;
+  cfg.d_model = 256;
+  cfg.heads = 4;
+  cfg.enc_layers = cfg.dec_layers = 3;
+  cfg.d_ff = 1024;
+  cfg.dropout = 0.1;
+  cfg.attention_dropout = 0.1;  // nn.Transformer's attention dropout is its `dropout`
+  cfg.activation = "relu";
+  cfg.pre_norm = false;
+  cfg.shared_embeddings = true;
+  cfg.tie_output = false;
+  return cfg;
 }
 
 }  // namespace qkv::bench

@@ -114,18 +114,7 @@ int main(int argc, char** argv) {
     std::printf("WARNING: OpenBLAS runs its SSE3 kernels (core %s): export OPENBLAS_CORETYPE=SkylakeX\n",
                 kernels::blas_core());
 
-  models::TransformerConfig cfg;
-  cfg.src_vocab = cfg.tgt_vocab = kVocab;
-  cfg.d_model = 256;
-  cfg.heads = 4;
-  cfg.enc_layers = cfg.dec_layers = 3;
-  cfg.d_ff = 1024;
-  cfg.dropout = 0.1;
-  cfg.attention_dropout = 0.1;  // nn.Transformer's attention dropout is its `dropout`
-  cfg.activation = "relu";
-  cfg.pre_norm = false;
-  cfg.shared_embeddings = true;
-  cfg.tie_output = false;
+  const models::TransformerConfig cfg = bench::reference_transformer_config(kVocab);
   Generator init(0);
   models::Transformer model(cfg, init);
   model.train();

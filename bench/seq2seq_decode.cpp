@@ -109,14 +109,7 @@ int main(int argc, char** argv) {
   const bool run_greedy = modes != "beam", run_beam = modes != "greedy";
   const int threads = bench::env_threads();
 
-  models::TransformerConfig cfg;
-  cfg.src_vocab = cfg.tgt_vocab = kVocab;
-  cfg.d_model = 256;
-  cfg.heads = 4;
-  cfg.enc_layers = cfg.dec_layers = 3;
-  cfg.d_ff = 1024;
-  cfg.dropout = 0.1;  // inactive: eval mode
-  cfg.shared_embeddings = true;
+  const models::TransformerConfig cfg = bench::reference_transformer_config(kVocab);
   Generator gen(0);
   models::Transformer model(cfg, gen);
   model.eval();

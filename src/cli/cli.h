@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace qkv::cli {
 
@@ -20,5 +21,10 @@ struct Register {
     registry()[name] = Command{help, std::move(run)};
   }
 };
+
+// The input lines of a command: from `path`, or stdin when it is empty. '\r' before a newline is
+// dropped; a line that is not valid UTF-8, or no line at all, is an error naming the file (or
+// stdin), the line and `what` the lines are (e.g. "sentences to translate").
+std::vector<std::string> read_input_lines(const std::string& path, const std::string& what);
 
 }  // namespace qkv::cli

@@ -15,16 +15,6 @@
 namespace qkv::cli {
 namespace {
 
-std::vector<std::string> read_lines(std::istream& in) {
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(line);
-  }
-  return lines;
-}
-
 std::string one_line(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -71,14 +61,9 @@ int run(int argc, char** argv) {
   std::vector<std::string> prompts;
   if (have_prompt) {
     prompts = {prompt};
-  } else if (input.empty()) {
-    prompts = read_lines(std::cin);
   } else {
-    std::ifstream in(input);
-    QKV_CHECK(in.good(), input, "cannot open input file");
-    prompts = read_lines(in);
+    prompts = read_input_lines(input, "prompts");
   }
-  QKV_CHECK(!prompts.empty(), input.empty() ? "stdin" : input, "no prompts (one per line)");
 
   if (prompts.size() == 1) {  // stream
     opt.on_token = [](const tasks::TokenEvent& e) {

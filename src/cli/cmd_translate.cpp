@@ -10,16 +10,6 @@
 namespace qkv::cli {
 namespace {
 
-std::vector<std::string> read_lines(std::istream& in) {
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(line);
-  }
-  return lines;
-}
-
 int run(int argc, char** argv) {
   CLI::App app{"Translate sentences with a trained encoder-decoder model", "qkv translate"};
   std::string model_dir, input, output, attention_png;
@@ -54,15 +44,7 @@ int run(int argc, char** argv) {
   req.refuse_long = on_long == "refuse";
 
   tasks::Translator translator(model_dir);
-  std::vector<std::string> lines;
-  if (input.empty()) {
-    lines = read_lines(std::cin);
-  } else {
-    std::ifstream in(input);
-    QKV_CHECK(in.good(), input, "cannot open input file");
-    lines = read_lines(in);
-  }
-  QKV_CHECK(!lines.empty(), input.empty() ? "stdin" : input, "no input lines to translate");
+  const std::vector<std::string> lines = read_input_lines(input, "sentences to translate");
   tasks::Translations r = translator.translate(lines, req);
 
   std::string out;

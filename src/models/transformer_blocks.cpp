@@ -40,10 +40,7 @@ EncoderBlock::EncoderBlock(const BlockOptions& o) : pre_norm(o.pre_norm) {
   check_options(o, "EncoderBlock");
   self_attn = register_module("self_attn", make_attention(o));
   self_attn_layer_norm = register_module("self_attn_layer_norm", std::make_shared<nn::LayerNorm>(o.d_model, o.eps));
-  ffn = make_ffn(o);  // its pieces are registered here, under the Marian/BART names
-  register_module("fc1", ffn->fc1);
-  register_module("fc2", ffn->fc2);
-  register_module("activation_dropout", ffn->drop);
+  ffn = register_flattened(make_ffn(o), {{"dropout", "activation_dropout"}});  // Marian/BART: fc1, fc2 in the layer
   final_layer_norm = register_module("final_layer_norm", std::make_shared<nn::LayerNorm>(o.d_model, o.eps));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(o.dropout));
 }
@@ -73,10 +70,7 @@ DecoderBlock::DecoderBlock(const BlockOptions& o, bool cross_attention) : pre_no
     encoder_attn_layer_norm =
         register_module("encoder_attn_layer_norm", std::make_shared<nn::LayerNorm>(o.d_model, o.eps));
   }
-  ffn = make_ffn(o);  // its pieces are registered here, under the Marian/BART names
-  register_module("fc1", ffn->fc1);
-  register_module("fc2", ffn->fc2);
-  register_module("activation_dropout", ffn->drop);
+  ffn = register_flattened(make_ffn(o), {{"dropout", "activation_dropout"}});  // Marian/BART: fc1, fc2 in the layer
   final_layer_norm = register_module("final_layer_norm", std::make_shared<nn::LayerNorm>(o.d_model, o.eps));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(o.dropout));
 }

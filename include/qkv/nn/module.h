@@ -56,6 +56,17 @@ class Module {
     children_.emplace_back(name, m);
     return m;
   }
+  // Registers the children of `m` as this module's own, without a level for m: for checkpoint
+  // layouts that keep a sub-layer's pieces flat (Marian/BART's fc1, fc2 directly in a layer).
+  // `rename` maps a child's name to its name here; the others keep theirs.
+  template <typename M>
+  std::shared_ptr<M> register_flattened(std::shared_ptr<M> m, const std::map<std::string, std::string>& rename = {}) {
+    for (auto& [name, child] : m->named_children()) {
+      auto r = rename.find(name);
+      register_module(r == rename.end() ? name : r->second, child);
+    }
+    return m;
+  }
   // Points an existing parameter name at another tensor (weight tying).
   void tie_parameter(const std::string& name, const Tensor& t);
 

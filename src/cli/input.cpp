@@ -1,0 +1,28 @@
+#include <fstream>
+#include <iostream>
+
+#include "cli.h"
+#include "qkv/util/error.h"
+#include "qkv/util/utf8.h"
+
+namespace qkv::cli {
+
+std::vector<std::string> read_input_lines(const std::string& path, const std::string& what) {
+  const std::string where = path.empty() ? "stdin" : path;
+  std::ifstream file;
+  if (!path.empty()) {
+    file.open(path);
+    QKV_CHECK(file.good(), path, "cannot open the input file (", what, ", one per line)");
+  }
+  std::istream& in = path.empty() ? std::cin : file;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    QKV_CHECK(utf8::is_valid(line), where, "line ", lines.size() + 1, ": invalid UTF-8");
+    lines.push_back(std::move(line));
+  }
+  QKV_CHECK(!lines.empty(), where, "no input lines (expected ", what, ", one per line)");
+  return lines;
+}
+
+}  // namespace qkv::cli
