@@ -221,13 +221,43 @@ MhaOutput MultiHeadAttention::step(const Tensor& x_new, KVCache& cache, const Te
   Tensor qkv = linear_packed(x_new, cache.packed_qkv);  // (B, t, 3D)
   auto parts = split(qkv, {D, D, D}, 2);                      // 3 x (B, t, D) views
   auto to_bthd = [&](const Tensor& y) { return reshape(y, {B, t, heads_, head_dim_}); };
+  if (positions_.kind != AttentionPositions::Kind::none) {
+    // Positional self-attention: the new positions follow the cached ones. RoPE rotates the new
+    // keys at their absolute positions before they are cached (cached keys are never rotated
+    // again); relative scores take each query's absolute position from the cache length.
+    Tensor q = split_heads(parts[0]), k_new = to_bthd(parts[1]);  // (B, H, t, Dh), (B, t, H, Dh)
+    if (positions_.kind == AttentionPositions::Kind::rope) {
+      const int64_t offset = cache.length();
+      q = apply_rope(q, offset, positions_.rope_base, positions_.rope_style);
+      k_new = permute(apply_rope(permute(k_new, {0, 2, 1, 3}), offset, positions_.rope_base, positions_.rope_style),
+                      {0, 2, 1, 3});
+    }
+    cache.append(k_new, to_bthd(parts[2]), new_key_padding);
+    if (positions_.kind == AttentionPositions::Kind::rope && single_query_ok(x_new, need_weights)) {
+      Tensor qc = contiguous(permute(q, {0, 2, 1, 3}));  // (B, 1, H, Dh): rotated queries, one per row
+      return {linear_packed(decode_one_query(qc.data<float>(), D, cache), cache.packed_out), Tensor()};
+    }
+    AttentionMask mask;
+    mask.causal = t > 1;
+    mask.key_padding = cache.key_padding_mask();
+    return attend_positional(q, cache.k(), cache.v(), mask, need_weights, &cache.packed_out);
+  }
   cache.append(to_bthd(parts[1]), to_bthd(parts[2]), new_key_padding);  // (B, t, H, Dh)
-  if (single_query_ok(x_new, need_weights)) {
-    NoGradGuard ng;
-    Tensor o = Tensor::empty({B, 1, D});  // (B, 1, H * Dh)
+  if (single_query_ok(x_new, need_weights))
+    return {linear_packed(decode_one_query(qkv.data<float>(), 3 * D, cache), cache.packed_out), Tensor()};
+  AttentionMask mask;
+  mask.causal = t > 1;  // query i (of t) sees cached keys up to its own position
+  mask.key_padding = cache.key_padding_mask();  // (B, length) or undefined
+  return attend_heads(split_heads(parts[0]), cache.k(), cache.v(), mask, need_weights);
+}
+
+Tensor MultiHeadAttention::decode_one_query(const float* q, int64_t q_row_stride, const KVCache& cache) const {
+  NoGradGuard ng;
+  const int64_t B = cache.rows(), D = d_model_;
+  Tensor o = Tensor::empty({B, 1, D});  // (B, 1, H * Dh)
     kernels::DecodeAttention a;
-    a.q = qkv.data<float>();
-    a.q_row_stride = 3 * D;
+    a.q = q;
+    a.q_row_stride = q_row_stride;
     a.k = cache.k_storage().data<float>();
     a.v = cache.v_storage().data<float>();
     a.row_stride = cache.capacity() * D;
@@ -244,12 +274,7 @@ MhaOutput MultiHeadAttention::step(const Tensor& x_new, KVCache& cache, const Te
     a.length = cache.length();
     a.scale = float(1.0 / std::sqrt(double(head_dim_)));
     kernels::attention_decode(a);
-    return {linear_packed(o, cache.packed_out), Tensor()};
-  }
-  AttentionMask mask;
-  mask.causal = t > 1;  // query i (of t) sees cached keys up to its own position
-  mask.key_padding = cache.key_padding_mask();  // (B, length) or undefined
-  return attend_heads(split_heads(parts[0]), cache.k(), cache.v(), mask, need_weights);
+    return o;
 }
 
 ProjectedKV MultiHeadAttention::project_kv(const Tensor& key, const Tensor& value) const {

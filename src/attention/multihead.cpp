@@ -4,6 +4,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/ops/matmul.h"
+#include "qkv/ops/packed.h"
 #include "qkv/ops/shape.h"
 
 namespace qkv::attention {
@@ -38,6 +39,37 @@ MhaOutput MultiHeadAttention::attend_heads(const Tensor& q, const Tensor& k, con
   return {out_proj->forward(merged), w};
 }
 
+void MultiHeadAttention::set_positions(const AttentionPositions& p) {
+  QKV_CHECK(positions_.kind == AttentionPositions::Kind::none, "MultiHeadAttention::set_positions",
+            "positions are already set");
+  if (p.kind == AttentionPositions::Kind::rope)
+    QKV_CHECK(head_dim_ % 2 == 0 && p.rope_base > 0, "MultiHeadAttention", "rotary positions need an even head_dim "
+              "and a positive base, got head_dim=", head_dim_, " base=", p.rope_base);
+  if (p.kind == AttentionPositions::Kind::relative) {
+    QKV_CHECK(p.max_distance >= 1, "MultiHeadAttention", "relative positions need max_distance >= 1, got ",
+              p.max_distance);
+    relative_key = register_parameter("relative_key", Tensor::zeros({2 * p.max_distance + 1, head_dim_}));
+    relative_value = register_parameter("relative_value", Tensor::zeros({2 * p.max_distance + 1, head_dim_}));
+  }
+  positions_ = p;
+}
+
+MhaOutput MultiHeadAttention::attend_positional(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                const AttentionMask& mask, bool need_weights,
+                                                const kernels::PackedLinear* packed_out) const {
+  if (positions_.kind != AttentionPositions::Kind::relative) {
+    if (!packed_out) return attend_heads(q, k, v, mask, need_weights);
+    auto [o, w] = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), need_weights);
+    Tensor merged = reshape(contiguous(permute(o, {0, 2, 1, 3})), {q.size(0), q.size(2), d_model_});
+    return {linear_packed(merged, *packed_out), w};
+  }
+  auto r = relative_attention(q, k, v, relative_key, relative_value, positions_.max_distance, mask, dropout,
+                              is_training());  // (B, H, Tq, Dh)
+  Tensor merged = reshape(contiguous(permute(r.out, {0, 2, 1, 3})), {q.size(0), q.size(2), d_model_});  // (B, Tq, D)
+  return {packed_out ? linear_packed(merged, *packed_out) : out_proj->forward(merged),
+          need_weights ? r.weights : Tensor()};
+}
+
 namespace {
 void check_input(const Tensor& x, int64_t dim, const char* what) {
   QKV_CHECK(x.defined() && x.ndim() == 3 && x.size(2) == dim, "MultiHeadAttention",
@@ -53,6 +85,25 @@ MhaOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
   QKV_CHECK(key.size(0) == query.size(0) && value.size(0) == query.size(0) && key.size(1) == value.size(1),
             "MultiHeadAttention", "batch/length mismatch: query ", query.str(), ", key ", key.str(), ", value ",
             value.str());
+  if (positions_.kind != AttentionPositions::Kind::none) {
+    // Positional self-attention: queries are the last Tq of the Tk key positions 0 .. Tk-1.
+    const bool self = query.same(key) && key.same(value);
+    Tensor q, k, v;
+    if (self) {  // one GEMM against [W_q; W_k; W_v] as below
+      Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);  // (3D, D)
+      Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
+      auto qkv = split(linear(query, w, b), {d_model_, d_model_, d_model_}, 2);
+      q = split_heads(qkv[0]), k = split_heads(qkv[1]), v = split_heads(qkv[2]);  // (B, H, T, Dh)
+    } else {
+      q = split_heads(q_proj->forward(query)), k = split_heads(k_proj->forward(key)),
+      v = split_heads(v_proj->forward(value));
+    }
+    if (positions_.kind == AttentionPositions::Kind::rope) {
+      q = apply_rope(q, key.size(1) - query.size(1), positions_.rope_base, positions_.rope_style);
+      k = apply_rope(k, 0, positions_.rope_base, positions_.rope_style);
+    }
+    return attend_positional(q, k, v, mask, need_weights);
+  }
   if (query.same(key) && key.same(value) && k_proj->weight.size(1) == d_model_ && v_proj->weight.size(1) == d_model_) {
     // Self-attention: the three projections as one GEMM against [W_q; W_k; W_v] (3D, D), as
     // torch's packed in_proj. q/k/v are strided views of the (B, T, 3D) result; sdpa takes them

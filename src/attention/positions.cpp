@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "qkv/nn/init.h"
+#include "qkv/ops/dropout.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/matmul.h"
 #include "qkv/ops/shape.h"
@@ -58,7 +59,9 @@ RelativeMultiHeadAttention::RelativeMultiHeadAttention(int64_t d, int64_t h, int
   nn::init::xavier_uniform(rel_v);
 }
 
-Tensor RelativeMultiHeadAttention::distance_index(int64_t tq, int64_t tk) const {
+Tensor relative_distance_index(int64_t tq, int64_t tk, int64_t max_distance) {
+  QKV_CHECK(tq <= tk && max_distance >= 1, "relative_distance_index", "expected Tq <= Tk and k >= 1, got Tq=", tq,
+            " Tk=", tk, " k=", max_distance);
   Tensor idx = Tensor::empty({tq, tk}, DType::i64);
   int64_t* p = idx.data<int64_t>();
   for (int64_t i = 0; i < tq; ++i)
@@ -69,19 +72,18 @@ Tensor RelativeMultiHeadAttention::distance_index(int64_t tq, int64_t tk) const 
   return idx;
 }
 
-RelativeMultiHeadAttention::Output RelativeMultiHeadAttention::forward(const Tensor& query, const Tensor& key,
-                                                                       const Tensor& value,
-                                                                       const AttentionMask& m) const {
-  QKV_CHECK(query.ndim() == 3 && key.ndim() == 3 && value.shape() == key.shape() && query.size(0) == key.size(0),
-            "RelativeMultiHeadAttention", "expected query (B, Tq, D) and key/value (B, Tk, D), got ", query.str(), ", ",
-            key.str(), ", ", value.str());
-  const int64_t B = query.size(0), Tq = query.size(1), Tk = key.size(1), H = heads, Dh = head_dim;
-  auto split_heads = [&](const Tensor& x, int64_t T) {  // (B, T, D) -> (B, H, T, Dh)
-    return permute(reshape(x, {B, T, H, Dh}), {0, 2, 1, 3});
-  };
-  Tensor q = split_heads(q_proj->forward(query), Tq), k = split_heads(k_proj->forward(key), Tk),
-         v = split_heads(v_proj->forward(value), Tk);
-  Tensor idx = reshape(distance_index(Tq, Tk), {-1});
+RelativeAttentionResult relative_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel_k,
+                                           const Tensor& rel_v, int64_t max_distance, const AttentionMask& m,
+                                           double dropout_p, bool training) {
+  QKV_CHECK(q.ndim() == 4 && k.ndim() == 4 && v.shape() == k.shape() && q.size(0) == k.size(0) &&
+                q.size(1) == k.size(1) && q.size(3) == k.size(3),
+            "relative_attention", "expected q (B, H, Tq, Dh) and k/v (B, H, Tk, Dh), got ", q.str(), ", ", k.str(),
+            ", ", v.str());
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), Dh = q.size(3);
+  QKV_CHECK(rel_k.shape() == Shape({2 * max_distance + 1, Dh}) && rel_v.shape() == rel_k.shape(),
+            "relative_attention", "expected rel_k/rel_v (", 2 * max_distance + 1, ", ", Dh, "), got ", rel_k.str(),
+            ", ", rel_v.str());
+  Tensor idx = reshape(relative_distance_index(Tq, Tk, max_distance), {-1});
   Tensor ak = reshape(index_select(rel_k, 0, idx), {Tq, Tk, Dh});  // aK_ij
   Tensor av = reshape(index_select(rel_v, 0, idx), {Tq, Tk, Dh});  // aV_ij
 
@@ -97,7 +99,7 @@ RelativeMultiHeadAttention::Output RelativeMultiHeadAttention::forward(const Ten
   if (m.causal || m.key_padding.defined() || m.key_lengths.defined()) {
     bool_mask = Tensor::zeros({B, 1, Tq, Tk}, DType::u8);
     uint8_t* bm = bool_mask.data<uint8_t>();
-    Tensor kp = m.key_padding.defined() ? m.key_padding.to(DType::u8) : Tensor();
+    Tensor kp = m.key_padding.defined() ? m.key_padding.to(DType::u8).contiguous() : Tensor();
     std::vector<int64_t> lens = m.key_lengths.defined() ? m.key_lengths.to_vector<int64_t>() : std::vector<int64_t>();
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < Tq; ++i)
@@ -122,12 +124,28 @@ RelativeMultiHeadAttention::Output RelativeMultiHeadAttention::forward(const Ten
     }
   }
   Tensor w = softmax(scores, bool_mask);  // (B, H, Tq, Tk); fully masked rows are 0
-  Tensor p = dropout->forward(w);
+  Tensor p = dropout(w, dropout_p, training);
   Tensor z = matmul(p, v);                                                         // (B, H, Tq, Dh)
   Tensor p_by_pos = reshape(permute(p, {2, 0, 1, 3}), {Tq, B * H, Tk});            // (Tq, BH, Tk)
   Tensor zpos = permute(reshape(matmul(p_by_pos, av), {Tq, B, H, Dh}), {1, 2, 0, 3});  // (B, H, Tq, Dh)
-  Tensor merged = reshape(permute(add(z, zpos), {0, 2, 1, 3}), {B, Tq, H * Dh});
-  return {out_proj->forward(merged), w};
+  return {add(z, zpos), w};
+}
+
+RelativeMultiHeadAttention::Output RelativeMultiHeadAttention::forward(const Tensor& query, const Tensor& key,
+                                                                       const Tensor& value,
+                                                                       const AttentionMask& m) const {
+  QKV_CHECK(query.ndim() == 3 && key.ndim() == 3 && value.shape() == key.shape() && query.size(0) == key.size(0),
+            "RelativeMultiHeadAttention", "expected query (B, Tq, D) and key/value (B, Tk, D), got ", query.str(), ", ",
+            key.str(), ", ", value.str());
+  const int64_t B = query.size(0), Tq = query.size(1), Tk = key.size(1), H = heads, Dh = head_dim;
+  auto split_heads = [&](const Tensor& x, int64_t T) {  // (B, T, D) -> (B, H, T, Dh)
+    return permute(reshape(x, {B, T, H, Dh}), {0, 2, 1, 3});
+  };
+  Tensor q = split_heads(q_proj->forward(query), Tq), k = split_heads(k_proj->forward(key), Tk),
+         v = split_heads(v_proj->forward(value), Tk);
+  auto r = relative_attention(q, k, v, rel_k, rel_v, max_distance, m, dropout->p, dropout->is_training());
+  Tensor merged = reshape(permute(r.out, {0, 2, 1, 3}), {B, Tq, H * Dh});
+  return {out_proj->forward(merged), r.weights};
 }
 
 }  // namespace qkv::attention

@@ -1,6 +1,7 @@
 #include "qkv/models/transformer.h"
 
 #include "qkv/autograd/node.h"
+#include "qkv/nn/init.h"
 #include "qkv/ops/matmul.h"
 #include "qkv/ops/packed.h"
 #include "qkv/ops/shape.h"
@@ -39,7 +40,7 @@ Transformer::Transformer(const TransformerConfig& cfg, Generator& gen) : cfg_(cf
   register_module("tgt_embed", tgt_embed);
   if (cfg_.positional == PositionalKind::sinusoidal) {
     sinusoid = register_module("sinusoid", std::make_shared<nn::SinusoidalPositionalEncoding>(D, cfg_.max_len));
-  } else {
+  } else if (cfg_.positional == PositionalKind::learned) {
     src_pos = register_module("src_pos", std::make_shared<nn::LearnedPositionalEmbedding>(cfg_.max_len, D));
     tgt_pos = register_module("tgt_pos", std::make_shared<nn::LearnedPositionalEmbedding>(cfg_.max_len, D));
   }
@@ -53,6 +54,13 @@ Transformer::Transformer(const TransformerConfig& cfg, Generator& gen) : cfg_(cf
   if (src_pos) {  // learned positions: N(0, 0.02) like GPT/BERT position tables
     nn::init::normal(src_pos->weight, 0.0, 0.02, gen);
     nn::init::normal(tgt_pos->weight, 0.0, 0.02, gen);
+  }
+  if (cfg_.positional == PositionalKind::relative) {  // Shaw's tables: Xavier like the other matrices
+    for (auto& [name, p] : named_parameters())
+      if (name.find(".relative_") != std::string::npos) {
+        Tensor t = p;  // a handle on the parameter
+        nn::init::xavier_uniform(t, 1.0, gen);
+      }
   }
   if (cfg_.tie_output) {
     generator->tie(tgt_embed->weight);
@@ -75,13 +83,15 @@ AttentionMask Transformer::memory_mask(const Tensor& src_pad) const {
 
 Tensor Transformer::embed_source(const Tensor& src) const {
   Tensor x = src_embed->forward(src);  // (B, S, D), * sqrt(D) if scale_embeddings
-  x = sinusoid ? sinusoid->forward(x) : src_pos->forward(x);
+  if (sinusoid) x = sinusoid->forward(x);
+  if (src_pos) x = src_pos->forward(x);  // relative / rope / none: positions inside self-attention
   return dropout->forward(x);
 }
 
 Tensor Transformer::embed_target(const Tensor& tgt, int64_t offset) const {
   Tensor x = tgt_embed->forward(tgt);  // (B, T, D)
-  x = sinusoid ? sinusoid->forward(x, offset) : tgt_pos->forward(x, offset);
+  if (sinusoid) x = sinusoid->forward(x, offset);
+  if (tgt_pos) x = tgt_pos->forward(x, offset);
   return dropout->forward(x);
 }
 

@@ -20,6 +20,13 @@ std::shared_ptr<MultiHeadAttention> make_attention(const BlockOptions& o) {
   return std::make_shared<MultiHeadAttention>(o.d_model, o.heads, o.attention_dropout, true, -1, -1, o.init);
 }
 
+// The self-attention of a block: positions (rotary / relative) apply here only.
+std::shared_ptr<MultiHeadAttention> make_self_attention(const BlockOptions& o) {
+  auto a = make_attention(o);
+  if (o.self_positions.kind != AttentionPositions::Kind::none) a->set_positions(o.self_positions);
+  return a;
+}
+
 std::shared_ptr<nn::PositionwiseFFN> make_ffn(const BlockOptions& o) {
   return std::make_shared<nn::PositionwiseFFN>(o.d_model, o.d_ff, o.activation, o.activation_dropout, o.init);
 }
@@ -38,7 +45,7 @@ Tensor sublayer_connection(const Tensor& x, const nn::LayerNorm& ln, const nn::D
 
 EncoderBlock::EncoderBlock(const BlockOptions& o) : pre_norm(o.pre_norm) {
   check_options(o, "EncoderBlock");
-  self_attn = register_module("self_attn", make_attention(o));
+  self_attn = register_module("self_attn", make_self_attention(o));
   self_attn_layer_norm = register_module("self_attn_layer_norm", std::make_shared<nn::LayerNorm>(o.d_model, o.eps));
   ffn = register_flattened(make_ffn(o), {{"dropout", "activation_dropout"}});  // Marian/BART: fc1, fc2 in the layer
   final_layer_norm = register_module("final_layer_norm", std::make_shared<nn::LayerNorm>(o.d_model, o.eps));
@@ -63,7 +70,7 @@ void DecoderLayerCache::select_rows(const Tensor& index) {
 
 DecoderBlock::DecoderBlock(const BlockOptions& o, bool cross_attention) : pre_norm(o.pre_norm) {
   check_options(o, "DecoderBlock");
-  self_attn = register_module("self_attn", make_attention(o));
+  self_attn = register_module("self_attn", make_self_attention(o));
   self_attn_layer_norm = register_module("self_attn_layer_norm", std::make_shared<nn::LayerNorm>(o.d_model, o.eps));
   if (cross_attention) {
     encoder_attn = register_module("encoder_attn", make_attention(o));

@@ -20,8 +20,16 @@ void TransformerConfig::validate() const {
   QKV_CHECK(!shared_embeddings || src_vocab == tgt_vocab, w, "shared_embeddings needs src_vocab == tgt_vocab, got ",
             src_vocab, " and ", tgt_vocab);
   QKV_CHECK(max_len > 0, w, "max_len must be positive, got ", max_len);
-  QKV_CHECK(positional == PositionalKind::learned || d_model % 2 == 0, w,
+  QKV_CHECK(positional != PositionalKind::sinusoidal || d_model % 2 == 0, w,
             "sinusoidal positions need an even d_model, got ", d_model);
+  QKV_CHECK(positional != PositionalKind::relative || relative_clip >= 1, w, "relative_clip must be >= 1, got ",
+            relative_clip);
+  if (positional == PositionalKind::rope) {
+    QKV_CHECK((d_model / heads) % 2 == 0, w, "rope needs an even head size d_model / heads, got ", d_model / heads);
+    QKV_CHECK(rope_base > 1, w, "rope_base must be > 1, got ", rope_base);
+    QKV_CHECK(rope_style == "interleaved" || rope_style == "half", w,
+              "rope_style: expected \"interleaved\" or \"half\", got \"", rope_style, "\"");
+  }
   for (auto [name, id] : {std::pair{"pad_id", pad_id}, std::pair{"bos_id", bos_id}, std::pair{"eos_id", eos_id}})
     QKV_CHECK(id >= 0 && id < tgt_vocab, w, name, " must be in [0, tgt_vocab=", tgt_vocab, "), got ", id);
   QKV_CHECK(pad_id < src_vocab, w, "pad_id must be < src_vocab=", src_vocab, ", got ", pad_id);
@@ -38,8 +46,29 @@ BlockOptions TransformerConfig::block_options() const {
   o.activation = nn::parse_activation(activation);
   o.pre_norm = pre_norm;
   o.init = nn::init::Scheme::xavier_uniform;
+  if (positional == PositionalKind::relative) {
+    o.self_positions.kind = AttentionPositions::Kind::relative;
+    o.self_positions.max_distance = relative_clip;
+  } else if (positional == PositionalKind::rope) {
+    o.self_positions.kind = AttentionPositions::Kind::rope;
+    o.self_positions.rope_base = rope_base;
+    o.self_positions.rope_style = rope_style == "half" ? attention::RopeStyle::half : attention::RopeStyle::interleaved;
+  }
   return o;
 }
+
+namespace {
+const std::pair<const char*, PositionalKind> kPositional[] = {{"sinusoidal", PositionalKind::sinusoidal},
+                                                              {"learned", PositionalKind::learned},
+                                                              {"relative", PositionalKind::relative},
+                                                              {"rope", PositionalKind::rope},
+                                                              {"none", PositionalKind::none}};
+const char* positional_name(PositionalKind k) {
+  for (auto& [name, kind] : kPositional)
+    if (kind == k) return name;
+  return "sinusoidal";
+}
+}  // namespace
 
 void to_json(nlohmann::json& j, const TransformerConfig& c) {
   j = nlohmann::json{{"src_vocab", c.src_vocab},
@@ -59,8 +88,13 @@ void to_json(nlohmann::json& j, const TransformerConfig& c) {
                      {"pad_id", c.pad_id},
                      {"bos_id", c.bos_id},
                      {"eos_id", c.eos_id},
-                     {"positional", c.positional == PositionalKind::learned ? "learned" : "sinusoidal"},
+                     {"positional", positional_name(c.positional)},
                      {"scale_embeddings", c.scale_embeddings}};
+  if (c.positional == PositionalKind::relative) j["relative_clip"] = c.relative_clip;
+  if (c.positional == PositionalKind::rope) {
+    j["rope_base"] = c.rope_base;
+    j["rope_style"] = c.rope_style;
+  }
 }
 
 void from_json(const nlohmann::json& j, TransformerConfig& c) {
@@ -86,9 +120,19 @@ void from_json(const nlohmann::json& j, TransformerConfig& c) {
   c.eos_id = r.integer("eos_id", d.eos_id);
   c.scale_embeddings = r.boolean("scale_embeddings", d.scale_embeddings);
   std::string pos = r.string("positional", "sinusoidal");
-  QKV_CHECK(pos == "sinusoidal" || pos == "learned", r.where("positional"),
-            "expected \"sinusoidal\" or \"learned\", got \"", pos, "\"");
-  c.positional = pos == "learned" ? PositionalKind::learned : PositionalKind::sinusoidal;
+  bool known = false;
+  for (auto& [name, kind] : kPositional)
+    if (pos == name) c.positional = kind, known = true;
+  QKV_CHECK(known, r.where("positional"),
+            "expected \"sinusoidal\", \"learned\", \"relative\", \"rope\" or \"none\", got \"", pos, "\"");
+  c.relative_clip = r.integer("relative_clip", d.relative_clip);
+  c.rope_base = r.number("rope_base", d.rope_base);
+  c.rope_style = r.string("rope_style", d.rope_style);
+  QKV_CHECK(c.positional == PositionalKind::relative || !j.contains("relative_clip"), r.where("relative_clip"),
+            "applies to \"positional\": \"relative\" only, got \"", pos, "\"");
+  QKV_CHECK(c.positional == PositionalKind::rope || (!j.contains("rope_base") && !j.contains("rope_style")),
+            r.where("rope_base"), "rope_base / rope_style apply to \"positional\": \"rope\" only, got \"", pos,
+            "\"");
   r.finish();
   c.validate();
 }

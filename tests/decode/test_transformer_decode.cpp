@@ -37,7 +37,10 @@ double forced_logprob(models::Transformer& m, const Tensor& src, const Tensor& p
 }
 
 // Greedy and beam 4 over B random sources (sentence 1 padded to 4 tokens) with vocabulary V.
-void expect_search_equals_teacher_forcing(int64_t V, int64_t B) {
+// positional: sinusoidal, or positions inside self-attention (relative / rope), whose cached steps
+// must see each query and key at its absolute position.
+void expect_search_equals_teacher_forcing(int64_t V, int64_t B,
+                                          models::PositionalKind positional = models::PositionalKind::sinusoidal) {
   NoGradGuard ng;
   models::TransformerConfig cfg;
   cfg.src_vocab = cfg.tgt_vocab = V;
@@ -47,6 +50,8 @@ void expect_search_equals_teacher_forcing(int64_t V, int64_t B) {
   cfg.d_ff = 48;
   cfg.max_len = 40;
   cfg.shared_embeddings = true;
+  cfg.positional = positional;
+  cfg.relative_clip = 3;  // shorter than the outputs: clipped distances occur while decoding
   Generator gen(5);
   models::Transformer m(cfg, gen);
   m.eval();
@@ -55,6 +60,7 @@ void expect_search_equals_teacher_forcing(int64_t V, int64_t B) {
   for (int64_t i = 0; i < B * S; ++i) src.data<int64_t>()[i] = 3 + int64_t(gen.randint(uint64_t(V - 3)));
   for (int64_t s = 4; s < S; ++s) pad.data<uint8_t>()[1 * S + s] = 1;  // sentence 1: 4 tokens
   const decode::SpecialIds ids{cfg.bos_id, cfg.eos_id};
+  int64_t checked = 0;
   for (int beam : {1, 4}) {
     SCOPED_TRACE(beam);
     decode::Options o;
@@ -75,6 +81,7 @@ void expect_search_equals_teacher_forcing(int64_t V, int64_t B) {
         // The bound leaves a factor of 12.
         EXPECT_NEAR(h.logprob, forced_logprob(m, src, pad, b, h.tokens, cfg.bos_id, &regret),
                     1e-6 * (1 + std::abs(h.logprob)));
+        ++checked;
         if (beam == 1) {
           // Greedy takes the argmax of its own path's log-probabilities, which differ from the
           // forced ones by a few 1e-7 per token: on a near-tie the forced argmax may be the other
@@ -84,10 +91,19 @@ void expect_search_equals_teacher_forcing(int64_t V, int64_t B) {
       }
     }
   }
+  EXPECT_EQ(checked, B * (1 + 4));  // every hypothesis of greedy and of beam 4 (nbest 4)
 }
 }  // namespace
 
 TEST(TransformerDecode, BeamAndGreedyEqualTeacherForcing) { expect_search_equals_teacher_forcing(23, 3); }
+
+TEST(TransformerDecode, RelativePositionsBeamAndGreedyEqualTeacherForcing) {
+  expect_search_equals_teacher_forcing(23, 3, models::PositionalKind::relative);
+}
+
+TEST(TransformerDecode, RotaryPositionsBeamAndGreedyEqualTeacherForcing) {
+  expect_search_equals_teacher_forcing(23, 3, models::PositionalKind::rope);
+}
 
 // B * V >= kernels::kParallelGrain: greedy's per-row argmax and the output projection take their
 // parallel paths when idle threads spin (scripts/test.sh runs the decoding tests that way too).

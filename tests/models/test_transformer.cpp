@@ -47,14 +47,29 @@ Tol scaled_tol(const Tensor& ref) {
   return {kF32.rtol, kF32.atol * std::max(1.0, mx)};
 }
 
-const std::vector<std::string> kModels = {"model_post_relu_separate", "model_pre_gelu_shared_tied",
+// The last four put positions inside self-attention (relative: Shaw et al.; rope: RoFormer, both
+// pair layouts); their reference is plain torch written from the papers (PosTransformer).
+const std::vector<std::string> kModels = {"model_post_relu_separate",      "model_pre_gelu_shared_tied",
                                           "model_post_learned_unscaled_tied", "model_pre_silu_shared_tied",
-                                          "model_post_gelu_tanh_separate"};
+                                          "model_post_gelu_tanh_separate", "model_post_relative_separate",
+                                          "model_pre_rope_shared_tied",    "model_post_rope_half_separate",
+                                          "model_pre_relative_shared_tied"};
+
+// Every model case in the reference file is one of kModels (a case added there and not here, or
+// a missing file, fails rather than passing with fewer cases).
+size_t count_model_cases(const RefFile& ref) {
+  size_t n = 0;
+  for (auto& [name, t] : ref.contents().tensors)
+    n += name.rfind("model_", 0) == 0 && name.size() > 7 && name.compare(name.size() - 7, 7, "/logits") == 0;
+  return n;
+}
 
 }  // namespace
 
 TEST(Transformer, LogitsLossAndAllGradientsMatchTorch) {
   RefFile ref("models_transformer");
+  ASSERT_EQ(count_model_cases(ref), kModels.size());
+  size_t ran = 0, relative_tables = 0;
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
     auto m = load_model(ref, c);
@@ -69,12 +84,17 @@ TEST(Transformer, LogitsLossAndAllGradientsMatchTorch) {
       SCOPED_TRACE(name);
       Tensor expected = ref.get(c, "g." + name);
       EXPECT_CLOSE(t.grad(), expected, scaled_tol(expected));
+      relative_tables += name.find(".relative_") != std::string::npos;
       ++n;
     }
     size_t expected = 0;
     for (auto& [name, t] : ref.contents().tensors) expected += name.rfind(c + "/g.", 0) == 0;
     EXPECT_EQ(n, expected);
+    ++ran;
   }
+  EXPECT_EQ(ran, 9u);
+  // relative models: 2 tables x (2 + 2 encoder + decoder self-attentions) x 2 models
+  EXPECT_EQ(relative_tables, 16u);
 }
 
 TEST(Transformer, CrossAttentionMapsMatchTorch) {
@@ -93,6 +113,8 @@ TEST(Transformer, CrossAttentionMapsMatchTorch) {
 
 TEST(Transformer, IncrementalDecodingEqualsFullForwardStepByStep) {
   RefFile ref("models_transformer");
+  ASSERT_EQ(count_model_cases(ref), kModels.size());
+  size_t steps = 0;
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
     auto m = load_model(ref, c);
@@ -108,12 +130,15 @@ TEST(Transformer, IncrementalDecodingEqualsFullForwardStepByStep) {
       Tensor step_logits = m->step(*state, contiguous(slice(tgt_in, 1, t, t + 1)));  // (B, V)
       EXPECT_FALSE(step_logits.requires_grad());
       EXPECT_CLOSE(step_logits, logits_at(logits, all, t), scaled_tol(logits));
+      ++steps;
     }
   }
+  EXPECT_EQ(steps, 9u * 6u);  // every model, every target position
 }
 
 TEST(Transformer, SelectRowsReordersHypothesesLikeBeamSearch) {
   RefFile ref("models_transformer");
+  size_t steps = 0;
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
     auto m = load_model(ref, c);
@@ -138,9 +163,11 @@ TEST(Transformer, SelectRowsReordersHypothesesLikeBeamSearch) {
       }
       Tensor out = m->step(*state, contiguous(slice(tgt_rows, 1, t, t + 1)));
       EXPECT_CLOSE(out, logits_at(logits, rows, t), scaled_tol(logits));
+      ++steps;
     }
     EXPECT_THROW(state->select_rows({7}), Error);
   }
+  EXPECT_EQ(steps, 9u * 4u);
 }
 
 TEST(Transformer, ConfigJsonRoundTripAndUnknownKey) {
@@ -192,6 +219,71 @@ TEST(Transformer, ConfigJsonRoundTripAndUnknownKey) {
   nlohmann::json shared = j;
   shared["shared_embeddings"] = true;  // 100 != 120
   EXPECT_THROW(shared.get<TransformerConfig>(), Error);
+}
+
+TEST(Transformer, PositionalChoicesInJson) {
+  nlohmann::json j = {{"src_vocab", 10}, {"tgt_vocab", 10}, {"d_model", 16}, {"heads", 2}};
+  TransformerConfig c = j.get<TransformerConfig>();
+  EXPECT_EQ(c.positional, PositionalKind::sinusoidal);
+  EXPECT_EQ(nlohmann::json(c).size(), 19u);  // no relative / rope keys for the absolute kinds
+
+  j["positional"] = "relative";
+  j["relative_clip"] = 4;
+  c = j.get<TransformerConfig>();
+  EXPECT_EQ(c.positional, PositionalKind::relative);
+  EXPECT_EQ(c.relative_clip, 4);
+  nlohmann::json back = c;
+  EXPECT_EQ(back["relative_clip"], 4);
+  EXPECT_FALSE(back.contains("rope_base"));
+  EXPECT_EQ(back.get<TransformerConfig>().relative_clip, 4);
+  Transformer rel(c);
+  auto sd = rel.state_dict();
+  EXPECT_EQ(sd.count("src_pos.weight") + sd.count("tgt_pos.weight"), 0u);
+  ASSERT_EQ(sd.count("encoder.layers.0.self_attn.relative_key"), 1u);
+  EXPECT_EQ(sd.at("decoder.layers.0.self_attn.relative_value").shape(), Shape({9, 8}));
+  EXPECT_EQ(sd.count("decoder.layers.0.encoder_attn.relative_key"), 0u);  // none in cross-attention
+
+  j.erase("relative_clip");
+  j["positional"] = "rope";
+  j["rope_base"] = 500.0;
+  j["rope_style"] = "half";
+  c = j.get<TransformerConfig>();
+  EXPECT_EQ(c.positional, PositionalKind::rope);
+  EXPECT_EQ(c.rope_base, 500.0);
+  EXPECT_EQ(nlohmann::json(c).get<TransformerConfig>().rope_style, "half");
+  Transformer rope(c), plain(j.get<TransformerConfig>());
+  EXPECT_EQ(rope.state_dict().size(), plain.state_dict().size());
+
+  auto expect_error = [](nlohmann::json bad, const std::string& word) {
+    try {
+      bad.get<TransformerConfig>();
+      ADD_FAILURE() << "expected an error for " << bad.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    }
+  };
+  nlohmann::json bad = j;
+  bad["rope_style"] = "spiral";
+  expect_error(bad, "rope_style");
+  bad = j;
+  bad["positional"] = "absolute";
+  expect_error(bad, "positional");
+  bad = j;
+  bad["relative_clip"] = 3;  // with rope
+  expect_error(bad, "relative_clip");
+  bad = j;
+  bad["positional"] = "relative";
+  bad.erase("rope_style");
+  bad.erase("rope_base");
+  bad["relative_clip"] = 0;
+  expect_error(bad, "relative_clip");
+  bad = j;
+  bad["heads"] = 16;  // head size 1: rope needs pairs
+  expect_error(bad, "rope");
+  j.erase("rope_base");
+  j.erase("rope_style");
+  j["positional"] = "none";
+  EXPECT_EQ(j.get<TransformerConfig>().positional, PositionalKind::none);
 }
 
 TEST(Transformer, TiedAndSharedParametersAreSavedOnceAndReloadBitIdentical) {

@@ -7,6 +7,10 @@ layer_*: torch.nn.TransformerEncoderLayer / TransformerDecoderLayer (batch_first
 model_*: token embeddings (* sqrt(d)) + positions + torch.nn.Transformer + generator Linear, the
          config as qkv's TransformerConfig JSON; logits, cross-entropy loss (ignore_index = pad)
          and the gradients of the loss w.r.t. every parameter.
+         Relative (Shaw et al. 2018) and rotary (Su et al. 2021) positions live inside the
+         self-attention, which torch.nn.MultiheadAttention cannot express: those models
+         (POSITIONAL_MODELS, PosTransformer) are written here in plain torch from the papers, with
+         modules named as qkv's parameters.
 """
 import json
 import math
@@ -201,6 +205,192 @@ MODELS = {
 }
 
 
+# ---------------------------------------------------------------- relative and rotary positions
+
+def rope_rotate(x, offset, base, style):
+    """RoFormer (Su et al. 2021, eq. 34): channel pair c of the vector at position p is rotated by
+    p * base^(-2c/Dh). x (B, H, T, Dh). interleaved: pairs (2c, 2c+1) as complex numbers; half:
+    pairs (c, c + Dh/2) (GPT-NeoX's layout of the same rotation)."""
+    B, H, T, Dh = x.shape
+    theta = base ** (-torch.arange(0, Dh, 2, dtype=torch.float64) / Dh)        # (Dh/2)
+    angle = torch.arange(offset, offset + T, dtype=torch.float64)[:, None] * theta  # (T, Dh/2)
+    if style == "interleaved":
+        rot = torch.polar(torch.ones_like(angle), angle).to(torch.complex64 if x.dtype == torch.float32
+                                                           else torch.complex128)
+        z = torch.view_as_complex(x.reshape(B, H, T, Dh // 2, 2).contiguous()) * rot
+        return torch.view_as_real(z).reshape(B, H, T, Dh)
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    a, b = x[..., : Dh // 2], x[..., Dh // 2:]
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
+
+
+class PosAttention(nn.Module):
+    """Multi-head attention (Vaswani et al. 3.2.2) with, in self-attention, Shaw et al.'s relative
+    key/value vectors (one table per layer, shared by the heads, clipped at k) or RoPE."""
+
+    def __init__(self, D, H, c, positional):
+        super().__init__()
+        self.H, self.Dh, self.c, self.positional = H, D // H, c, positional
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(D, D) for _ in range(4))
+        if positional == "relative":
+            k = c["relative_clip"]
+            self.relative_key = nn.Parameter(torch.randn(2 * k + 1, self.Dh) * 0.5)
+            self.relative_value = nn.Parameter(torch.randn(2 * k + 1, self.Dh) * 0.5)
+        self.weights = None
+
+    def forward(self, x, mem, key_pad=None, causal=False):
+        B, Tq, _ = x.shape
+        Tk = mem.shape[1]
+        split = lambda t: t.view(B, -1, self.H, self.Dh).transpose(1, 2)  # (B, H, T, Dh)
+        q, k, v = split(self.q_proj(x)), split(self.k_proj(mem)), split(self.v_proj(mem))
+        if self.positional == "rope":  # queries are the last Tq of the Tk positions
+            q = rope_rotate(q, Tk - Tq, self.c["rope_base"], self.c["rope_style"])
+            k = rope_rotate(k, 0, self.c["rope_base"], self.c["rope_style"])
+        e = q @ k.transpose(-1, -2)
+        i = torch.arange(Tq)[:, None] + (Tk - Tq)  # absolute positions of the queries
+        j = torch.arange(Tk)[None, :]
+        if self.positional == "relative":
+            kc = self.c["relative_clip"]
+            dist = (j - i).clamp(-kc, kc) + kc  # (Tq, Tk)
+            e = e + torch.einsum("bhid,ijd->bhij", q, self.relative_key[dist])  # Shaw eq. (4)
+        e = e / math.sqrt(self.Dh)
+        mask = torch.zeros(B, 1, Tq, Tk, dtype=torch.bool)
+        if causal:
+            mask = mask | (j > i)[None, None]
+        if key_pad is not None:
+            mask = mask | key_pad[:, None, None, :]
+        a = torch.softmax(e.masked_fill(mask, float("-inf")), -1)
+        self.weights = a.detach()
+        z = a @ v
+        if self.positional == "relative":
+            z = z + torch.einsum("bhij,ijd->bhid", a, self.relative_value[dist])  # Shaw eq. (3)
+        return self.out_proj(z.transpose(1, 2).reshape(B, Tq, -1))
+
+
+class PosLayer(nn.Module):
+    """An encoder (cross=False) or decoder layer, post-LN or pre-LN, qkv's module names."""
+
+    def __init__(self, c, cross):
+        super().__init__()
+        D, self.pre, self.act = c["d_model"], c["pre_norm"], ACTIVATIONS[c["activation"]]
+        self.self_attn = PosAttention(D, c["heads"], c, c["positional"])
+        self.self_attn_layer_norm = nn.LayerNorm(D)
+        if cross:
+            self.encoder_attn = PosAttention(D, c["heads"], c, "none")  # no positions across
+            self.encoder_attn_layer_norm = nn.LayerNorm(D)
+        self.fc1, self.fc2 = nn.Linear(D, c["d_ff"]), nn.Linear(c["d_ff"], D)
+        self.final_layer_norm = nn.LayerNorm(D)
+
+    def sub(self, x, ln, f):
+        return x + f(ln(x)) if self.pre else ln(x + f(x))
+
+    def forward(self, x, mem, self_pad, mem_pad, causal):
+        x = self.sub(x, self.self_attn_layer_norm, lambda y: self.self_attn(y, y, self_pad, causal))
+        if hasattr(self, "encoder_attn"):
+            x = self.sub(x, self.encoder_attn_layer_norm, lambda y: self.encoder_attn(y, mem, mem_pad))
+        act = (lambda t: F.relu(t)) if self.act == "relu" else (lambda t: F.gelu(t)) if self.act == "gelu" else self.act
+        return self.sub(x, self.final_layer_norm, lambda y: self.fc2(act(self.fc1(y))))
+
+
+class PosStack(nn.Module):
+    def __init__(self, c, n, cross):
+        super().__init__()
+        self.layers = nn.ModuleList(PosLayer(c, cross) for _ in range(n))
+        if c["pre_norm"]:
+            self.layer_norm = nn.LayerNorm(c["d_model"])
+
+    def forward(self, x, mem, self_pad, mem_pad, causal):
+        for layer in self.layers:
+            x = layer(x, mem, self_pad, mem_pad, causal)
+        return self.layer_norm(x) if hasattr(self, "layer_norm") else x
+
+
+class PosTransformer(nn.Module):
+    """Embeddings (* sqrt(d), no absolute positions) + encoder + decoder + generator."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        D = c["d_model"]
+        self.src_embed = nn.Embedding(c["src_vocab"], D, padding_idx=c["pad_id"])
+        self.tgt_embed = self.src_embed if c["shared_embeddings"] else nn.Embedding(c["tgt_vocab"], D,
+                                                                                    padding_idx=c["pad_id"])
+        self.encoder = PosStack(c, c["enc_layers"], cross=False)
+        self.decoder = PosStack(c, c["dec_layers"], cross=True)
+        self.generator = nn.Linear(D, c["tgt_vocab"])
+        if c["tie_output"]:
+            self.generator.weight = self.tgt_embed.weight
+
+    def embed(self, emb, ids):
+        x = emb(ids)
+        return x * math.sqrt(self.c["d_model"]) if self.c["scale_embeddings"] else x
+
+    def forward(self, src, src_pad, tgt_in):
+        memory = self.encoder(self.embed(self.src_embed, src), None, src_pad, None, False)
+        h = self.decoder(self.embed(self.tgt_embed, tgt_in), memory, None, src_pad, True)
+        return self.generator(h)
+
+    def cross_weights(self):
+        return [layer.encoder_attn.weights for layer in self.decoder.layers]
+
+    def named_qkv(self, get):
+        return {n: get(p) for n, p in self.named_parameters()}  # shared / tied: saved once, as qkv
+
+
+POSITIONAL_MODELS = {
+    "post_relative_separate": dict(src_vocab=23, tgt_vocab=19, d_model=16, heads=4, enc_layers=2, dec_layers=2,
+                                   d_ff=32, activation="relu", pre_norm=False, shared_embeddings=False,
+                                   tie_output=False, positional="relative", relative_clip=2, scale_embeddings=True),
+    "pre_rope_shared_tied": dict(src_vocab=21, tgt_vocab=21, d_model=24, heads=3, enc_layers=2, dec_layers=3,
+                                 d_ff=48, activation="gelu", pre_norm=True, shared_embeddings=True, tie_output=True,
+                                 positional="rope", rope_base=10000.0, rope_style="interleaved",
+                                 scale_embeddings=True),
+    "post_rope_half_separate": dict(src_vocab=19, tgt_vocab=23, d_model=16, heads=2, enc_layers=1, dec_layers=2,
+                                    d_ff=24, activation="silu", pre_norm=False, shared_embeddings=False,
+                                    tie_output=False, positional="rope", rope_base=100.0, rope_style="half",
+                                    scale_embeddings=True),
+    "pre_relative_shared_tied": dict(src_vocab=21, tgt_vocab=21, d_model=16, heads=2, enc_layers=2, dec_layers=2,
+                                     d_ff=24, activation="gelu_tanh", pre_norm=True, shared_embeddings=True,
+                                     tie_output=True, positional="relative", relative_clip=3,
+                                     scale_embeddings=False),
+}
+
+
+def positional_model_cases(r, g):
+    """As model_cases, for PosTransformer (relative and rotary positions)."""
+    B, S, T = 3, 7, 6
+    for name, c in POSITIONAL_MODELS.items():
+        c = dict(c, dropout=0.0, attention_dropout=0.0, max_len=16, pad_id=0, bos_id=1, eos_id=2)
+        torch.manual_seed(29)
+        m = PosTransformer(c)
+        randomize(m.encoder, g)
+        randomize(m.decoder, g)
+        with torch.no_grad():
+            m.generator.bias.normal_(0, 0.3, generator=g)
+            for emb in {m.src_embed, m.tgt_embed}:
+                emb.weight.mul_(0.3)
+                emb.weight[c["pad_id"]] = 0
+        src_pad = padding_mask(B, S, g, min_len=2)
+        src = torch.randint(3, c["src_vocab"], (B, S), generator=g).masked_fill(src_pad, c["pad_id"])
+        body = torch.randint(3, c["tgt_vocab"], (B, T), generator=g)
+        tgt_in = torch.cat([torch.full((B, 1), c["bos_id"]), body[:, :-1]], 1)
+        tgt_out = body.clone()
+        tgt_out[2, -2:] = c["pad_id"]
+        logits = m(src, src_pad, tgt_in)
+        cross = m.cross_weights()
+        loss = F.cross_entropy(logits.reshape(-1, c["tgt_vocab"]), tgt_out.reshape(-1), ignore_index=c["pad_id"])
+        named = m.named_qkv(lambda p: p)
+        gp = m.named_qkv(grad_getter(m, loss))
+        tensors = {"src": src, "src_pad": src_pad.to(torch.uint8), "tgt_in": tgt_in, "tgt_out": tgt_out,
+                   "logits": logits, "loss": loss}
+        for i, w in enumerate(cross):
+            tensors[f"cross_{i}"] = w
+        for n, t in named.items():
+            tensors["p." + n] = t
+            tensors["g." + n] = gp[n]
+        r.case(f"model_{name}", {"config": c}, **tensors)
+
+
 def model_cases(r, g):
     B, S, T = 3, 7, 6
     for name, c in MODELS.items():
@@ -250,4 +440,5 @@ def main(out):
     r = Refs()
     layer_cases(r, g)
     model_cases(r, g)
+    positional_model_cases(r, g)  # after the others: their random draws stay as they were
     r.save(out)

@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "qkv/attention/positions.h"
 #include "qkv/attention/sdpa.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/nn/layers.h"
@@ -81,6 +82,20 @@ struct ProjectedKV {
   ProjectedKV gathered() const;  // k, v with one row per row (the map applied), empty map
 };
 
+// Position information applied inside the attention (self-attention layers; positions.h):
+//   rope:     q and k rotated at their absolute positions (keys before they enter a KVCache);
+//   relative: Shaw et al.'s learned key/value vectors per clipped distance, shared by the heads,
+//             parameters "relative_key" and "relative_value" (2 max_distance + 1, head_dim).
+// Queries and keys are at positions 0 .. T-1 in forward; in step, the new positions follow the
+// cached ones (query i of t at cache.length() - t + i after the append).
+struct AttentionPositions {
+  enum class Kind { none, rope, relative };
+  Kind kind = Kind::none;
+  double rope_base = 10000.0;
+  RopeStyle rope_style = RopeStyle::interleaved;
+  int64_t max_distance = 16;  // relative: Shaw's clipping distance k
+};
+
 struct MhaOutput {
   Tensor out;      // (B, Tq, d_model)
   Tensor weights;  // (B, H, Tq, Tk) softmax weights (before dropout) if requested, else undefined
@@ -111,6 +126,12 @@ class MultiHeadAttention : public nn::Module {
   MhaOutput attend(const Tensor& query, const ProjectedKV& kv, const AttentionMask& mask = {},
                    bool need_weights = false) const;
 
+  // Makes this a positional self-attention (see AttentionPositions). Relative tables are created
+  // zero; the owner initialises them.
+  void set_positions(const AttentionPositions& p);
+  const AttentionPositions& positions() const { return positions_; }
+  Tensor relative_key, relative_value;  // (2 max_distance + 1, head_dim), relative positions only
+
   int64_t d_model() const { return d_model_; }
   int64_t heads() const { return heads_; }
   int64_t head_dim() const { return head_dim_; }
@@ -124,7 +145,14 @@ class MultiHeadAttention : public nn::Module {
   bool single_query_ok(const Tensor& query, bool need_weights) const;
   MhaOutput attend_heads(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                          bool need_weights) const;  // q/k/v (B, H, T, Dh) -> projected output
+  // q (B, H, Tq, Dh), k/v (B, H, Tk, Dh) with the positions applied (rotated or relative scores).
+  MhaOutput attend_positional(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                              bool need_weights, const kernels::PackedLinear* packed_out = nullptr) const;
+  // kernels::attention_decode for one query per row (q: rows of q_row_stride floats, H * Dh used)
+  // over the cache -> (rows, 1, d_model) before the output projection.
+  Tensor decode_one_query(const float* q, int64_t q_row_stride, const KVCache& cache) const;
   int64_t d_model_, heads_, head_dim_;
+  AttentionPositions positions_;
 };
 
 }  // namespace qkv::attention

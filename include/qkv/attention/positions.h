@@ -21,6 +21,22 @@ enum class RopeStyle { half, interleaved };
 // x (B, H, T, Dh) at positions offset .. offset + T - 1 -> rotated x (differentiable).
 Tensor apply_rope(const Tensor& x, int64_t offset = 0, double base = 10000.0, RopeStyle style = RopeStyle::half);
 
+// Clipped relative distance index (Tq, Tk) i64: clip(j - i, -k, k) + k, where query i sits at
+// absolute position Tk - Tq + i (the last Tq of Tk positions: incremental decoding).
+Tensor relative_distance_index(int64_t tq, int64_t tk, int64_t max_distance);
+
+struct RelativeAttentionResult {
+  Tensor out;      // (B, H, Tq, Dh)
+  Tensor weights;  // (B, H, Tq, Tk) softmax weights before dropout
+};
+// Shaw et al.'s attention on split heads: q (B, H, Tq, Dh), k, v (B, H, Tk, Dh), rel_k, rel_v
+// (2 max_distance + 1, Dh); query i at absolute position Tk - Tq + i. mask as sdpa's (causal
+// aligned at the end, key padding, key lengths, extra bool or additive mask). Differentiable.
+// Dropout p on the weights when training.
+RelativeAttentionResult relative_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel_k,
+                                           const Tensor& rel_v, int64_t max_distance, const AttentionMask& mask = {},
+                                           double dropout_p = 0.0, bool training = false);
+
 class RelativeMultiHeadAttention : public nn::Module {
  public:
   RelativeMultiHeadAttention(int64_t d_model, int64_t heads, int64_t max_distance, double dropout = 0.0);
@@ -38,7 +54,7 @@ class RelativeMultiHeadAttention : public nn::Module {
   Tensor rel_k, rel_v;  // (2 * max_distance + 1, head_dim)
 
   // Clipped relative distance index (Tq, Tk) i64: clip(j - i, -k, k) + k.
-  Tensor distance_index(int64_t tq, int64_t tk) const;
+  Tensor distance_index(int64_t tq, int64_t tk) const { return relative_distance_index(tq, tk, max_distance); }
 };
 
 }  // namespace qkv::attention

@@ -3,10 +3,30 @@
 //   memory = Encoder(Dropout(E_src[src] * sqrt(d) + PE))                       (B, S, D)
 //   logits = Generator(Decoder(Dropout(E_tgt[tgt_in] * sqrt(d) + PE), memory))  (B, T, V)
 //
+// Positions ("positional"):
+//   sinusoidal  PE added to the embeddings (the paper; interleaved sin/cos)
+//   learned     a learned table per side added to the embeddings (src_pos, tgt_pos)
+//   relative    no PE; every encoder and decoder self-attention adds Shaw et al. (2018)'s learned
+//               key and value vectors of the clipped distance clip(j - i, -k, k), k = relative_clip:
+//                 e_ij = q_i . (k_j + aK_ij) / sqrt(Dh),  z_i = sum_j a_ij (v_j + aV_ij)
+//               As Shaw et al.: one table per layer (of each self-attention), shared by its heads,
+//               for keys and values, and none in cross-attention.
+//   rope        no PE; every encoder and decoder self-attention rotates q and k at their absolute
+//               positions (Su et al. 2021, RoFormer), base rope_base, pairs as rope_style
+//               ("interleaved" (2c, 2c+1) as the paper, or "half" (c, c + Dh/2) as GPT-NeoX/LLaMA)
+//   none        no position information (a bag of words; for ablations)
+// Cross-attention never gets positions (its keys are the source's; the standard choice for both
+// relative and rotary encoder-decoders). Incremental decoding keeps them exact: RoPE keys are
+// rotated at their positions before they are cached; relative queries sit at the cache length.
+//
 // Parameter names: src_embed.weight, tgt_embed.weight (the same tensor when shared: saved once,
 // as src_embed.weight), src_pos.weight / tgt_pos.weight (learned positions only),
 // encoder.layers.{i}.*, decoder.layers.{i}.* (see transformer_blocks.h), encoder.layer_norm /
 // decoder.layer_norm (pre-LN only), generator.weight (omitted when tied to tgt_embed), generator.bias.
+// Relative positions add {encoder,decoder}.layers.{i}.self_attn.relative_key and .relative_value,
+// each (2 relative_clip + 1, d_model / heads), row r for distance r - relative_clip.
+// Sinusoidal, rotary and no positions have no parameters: models without relative positions have
+// exactly the parameters they had before these options existed.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,7 +37,7 @@
 
 namespace qkv::models {
 
-enum class PositionalKind { sinusoidal, learned };
+enum class PositionalKind { sinusoidal, learned, relative, rope, none };
 
 struct TransformerConfig {
   int64_t src_vocab = 0, tgt_vocab = 0;
@@ -31,13 +51,17 @@ struct TransformerConfig {
   int64_t max_len = 512;            // longest source / target sequence
   int64_t pad_id = 0, bos_id = 1, eos_id = 2;
   PositionalKind positional = PositionalKind::sinusoidal;  // sinusoidal: interleaved sin/cos (the paper)
+  int64_t relative_clip = 16;        // relative: Shaw's k, distances beyond +-k share one vector
+  double rope_base = 10000.0;        // rope: theta_c = base^(-2c / Dh)
+  std::string rope_style = "interleaved";  // rope: "interleaved" (RoFormer) | "half" (GPT-NeoX)
   bool scale_embeddings = true;     // multiply embeddings by sqrt(d_model)
 
   void validate() const;  // throws qkv::Error naming the field
   BlockOptions block_options() const;
 };
 
-// JSON with every field above ("positional": "sinusoidal" | "learned"). from_json starts from the
+// JSON with every field above ("positional": "sinusoidal" | "learned" | "relative" | "rope" | "none";
+// relative_clip is written only for relative positions, rope_base and rope_style only for rope). from_json starts from the
 // defaults, rejects unknown keys and wrong types (qkv::Error naming the key) and validates.
 void to_json(nlohmann::json& j, const TransformerConfig& c);
 void from_json(const nlohmann::json& j, TransformerConfig& c);

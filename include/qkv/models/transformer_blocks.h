@@ -21,6 +21,7 @@
 
 namespace qkv::models {
 
+using attention::AttentionPositions;
 using attention::KVCache;
 using attention::MultiHeadAttention;
 using attention::ProjectedKV;
@@ -34,6 +35,9 @@ struct BlockOptions {
   bool pre_norm = false;
   double eps = 1e-5;  // LayerNorm epsilon
   nn::init::Scheme init = nn::init::Scheme::pytorch_default;
+  // Positions inside every self-attention (rotary or relative; never in cross-attention, whose
+  // keys are another sequence's positions). Kind::none: the inputs carry positions, or none.
+  attention::AttentionPositions self_positions;
 };
 
 // Self-attention + FFN. With mask.causal it is also the decoder-only (GPT) block.
