@@ -8,6 +8,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/data/corpus_mono.h"
+#include "qkv/data/corpus_pairs.h"
 #include "qkv/eval/classification.h"
 #include "qkv/io/gpt2.h"
 #include "qkv/io/gpt2_cls.h"
@@ -86,11 +87,12 @@ std::string ensure_cls_corpus(const std::string& name, const std::string& data_d
   o.data_dir = data_dir;
   o.verbose = true;
   if (name == "cls-debian") return data::build_cls_corpus(o).out_dir;
+  if (name == "pairs-debian") return data::build_summary_pairs_corpus(o).out_dir;
   if (name == "sentiment") return data::build_sentiment_corpus(o).out_dir;
   if (name == "pang-lee-reviews") return data::build_pang_lee_corpus(o, data::PangLee::reviews).out_dir;
   if (name == "pang-lee-sentences") return data::build_pang_lee_corpus(o, data::PangLee::sentences).out_dir;
   fail("corpus", "unknown classification corpus '", name,
-       "' (expected cls-debian, sentiment, pang-lee-reviews or pang-lee-sentences)");
+       "' (expected cls-debian, pairs-debian, sentiment, pang-lee-reviews or pang-lee-sentences)");
 }
 
 ClassifierRunResult train_gpt_classifier(const ClassifierRun& run) {

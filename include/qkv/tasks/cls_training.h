@@ -13,8 +13,9 @@
 //   "optimizer", "schedule", "train" as for translation; "valid" {"max_examples", "batch_size"}
 //
 // Data: label<TAB>text or label<TAB>a<TAB>b files (tasks/cls_data.h), or a corpus built from
-// packages (cls-debian, sentiment, pang-lee-reviews, pang-lee-sentences). Labels are the training
-// set's distinct names (tasks::label_names); a validation label outside them is an error.
+// packages (cls-debian, pairs-debian, sentiment, pang-lee-reviews, pang-lee-sentences). Labels
+// are the training set's distinct names (tasks::label_names); a validation label outside them is
+// an error.
 //
 // The run directory is translation's: run.json, metrics.jsonl, checkpoints/step-N/ (the model in
 // the GPT2ForSequenceClassification layout, io/gpt2_cls.h, + training_state.safetensors), best ->
@@ -29,7 +30,7 @@ namespace qkv::tasks {
 
 struct ClassifierRun {
   std::string config_path, out_dir, resume;  // as TranslationRun
-  std::string corpus;                        // cls-debian | sentiment | pang-lee-reviews | pang-lee-sentences
+  std::string corpus;  // cls-debian | pairs-debian | sentiment | pang-lee-reviews | pang-lee-sentences
   std::string train_tsv, valid_tsv;          // or labelled files
   std::string data_dir = "data";
   int64_t max_steps = -1;
