@@ -6,12 +6,14 @@
 namespace qkv::train {
 
 ClsTokens ClsTokens::of(const text::Tokenizer& tok) {
-  return {tok.require_special_id(text::Role::Start), tok.require_special_id(text::Role::Delim),
+  auto delim = tok.special_id(text::Role::Delim);
+  return {tok.require_special_id(text::Role::Start), delim ? int64_t(*delim) : -1,
           tok.require_special_id(text::Role::Extract)};
 }
 
 std::vector<int64_t> encode_cls_input(const text::Tokenizer& tok, const ClsTokens& t, std::string_view a,
                                       const std::string_view* b, int64_t max_len, bool* truncated) {
+  QKV_CHECK(!b || t.delim >= 0, "classification input", "a pair needs the tokenizer's [DELIM] token (role delim)");
   std::vector<int32_t> ia = tok.encode(a), ib;
   if (b) ib = tok.encode(*b);
   const int64_t budget = max_len - (b ? 3 : 2);  // room for the text between the special tokens

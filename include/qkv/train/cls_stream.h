@@ -21,8 +21,8 @@ namespace qkv::train {
 
 // The tokenizer's [START] [DELIM] [EXTRACT] (roles start / delim / extract; text/finetune_tokens.h).
 struct ClsTokens {
-  int64_t start = 0, delim = 0, extract = 0;
-  static ClsTokens of(const text::Tokenizer& tok);  // throws naming a missing role
+  int64_t start = 0, delim = -1, extract = 0;  // delim -1: none (single texts only)
+  static ClsTokens of(const text::Tokenizer& tok);  // throws naming a missing start / extract
 };
 
 // The model input of one example (b == nullptr: a single text); *truncated tells if text was cut.
