@@ -36,7 +36,11 @@ std::vector<Classification> Classifier::classify(const std::vector<ClsInput>& in
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ex[x].ids.size() < ex[y].ids.size(); });
 
   models::GptClassifier& model = *bundle_.model;
-  const bool was_training = model.is_training();
+  struct EvalMode {  // eval for the forward passes, the caller's mode afterwards (also on errors)
+    models::GptClassifier& m;
+    bool was = m.is_training();
+    ~EvalMode() { m.train(was); }
+  } mode{model};
   model.eval();
   NoGradGuard ng;
   const int64_t C = model.num_labels;
@@ -64,7 +68,6 @@ std::vector<Classification> Classifier::classify(const std::vector<ClsInput>& in
       }
     }
   }
-  model.train(was_training);
   return out;
 }
 

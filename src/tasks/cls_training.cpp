@@ -181,10 +181,10 @@ ClassifierRunResult train_gpt_classifier(const ClassifierRun& run) {
     names.extract = nr.string("extract", names.extract);
     nr.finish();
     const int added = text::add_finetune_tokens(*bundle.tokenizer, names);
-    if (body) {
-      QKV_CHECK(bundle.tokenizer->vocab_size() >= body->config().vocab_size || added == 0, init_from,
-                "tokenizer and model disagree on the vocabulary size");
+    if (body) {  // the new ids follow the tokenizer's vocabulary; rows the model has beyond it stay
       body = models::grow_vocab(*body, std::max<int64_t>(bundle.tokenizer->vocab_size(), body->config().vocab_size));
+      std::fprintf(stderr, "qkv train: %d tokens added to the tokenizer of %s; vocabulary %lld\n", added,
+                   init_from.c_str(), (long long)body->config().vocab_size);
     } else {
       model_cfg["vocab_size"] = bundle.tokenizer->vocab_size();
       models::GptConfig gc;

@@ -11,7 +11,9 @@
 #include <random>
 #include <sstream>
 
+#include "qkv/io/gpt2.h"
 #include "qkv/tasks/classifier.h"
+#include "qkv/text/char_word.h"
 #include "qkv/util/file.h"
 #include "run_qkv.h"
 
@@ -219,4 +221,44 @@ TEST(ClassifyCli, ResumedRunEndsWithTheSameBits) {
   ASSERT_TRUE(fs::exists(straight.dir / "run" / ck));
   EXPECT_TRUE(read_file((straight.dir / "run" / ck).string()) == read_file((split.dir / "run" / ck).string()))
       << "the resumed run's weights differ from the uninterrupted run's";
+}
+
+TEST(ClassifyCli, FineTunesFromAPretrainedDirectoryGrowingItsVocabulary) {
+  // A "pretrained" GPT-2-layout directory: random weights, a character tokenizer of 30 symbols.
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_init_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<std::string> vocab = {"<unk>", " "};
+  for (char c = 'a'; c <= 'z'; ++c) vocab.push_back(std::string(1, c));
+  vocab.push_back("-");
+  vocab.push_back(".");
+  io::GptBundle init;
+  init.config.vocab_size = 30;
+  init.config.n_positions = 96;
+  init.config.n_embd = 32;
+  init.config.n_layer = 2;
+  init.config.n_head = 2;
+  init.model = std::make_shared<models::Gpt>(init.config);
+  init.tokenizer = std::make_shared<text::VocabTokenizer>(text::VocabTokenizer::Level::Char, vocab, "<unk>");
+  io::save_gpt2((dir / "init").string(), init);
+  write_file_atomic((dir / "train.tsv").string(), synthetic(false, 300, 1));
+  write_file_atomic((dir / "valid.tsv").string(), synthetic(false, 40, 2));
+  write_file_atomic((dir / "config.json").string(),
+                    R"({"model_type": "gpt_classifier", "init_from": ")" + (dir / "init").string() + R"(",
+                        "special_tokens": {"start": "<s>", "delim": "<d>", "extract": "<e>"},
+                        "data": {"max_len": 64, "batch_size": 16},
+                        "optimizer": {"type": "adamw", "lr": 0.003, "weight_decay": 0.0},
+                        "train": {"max_steps": 80, "valid_every": 40, "save_every": 40}})");
+  ASSERT_EQ(run_qkv({"train", "--config", (dir / "config.json").string(), "--train", (dir / "train.tsv").string(),
+                     "--valid", (dir / "valid.tsv").string(), "--out", (dir / "run").string()},
+                    dir / "train.log"), 0) << read_file((dir / "train.log").string());
+  const io::GptClassifierBundle b = io::load_gpt2_classifier((dir / "run" / "model").string());
+  EXPECT_EQ(b.model->transformer->config().vocab_size, 33);  // 30 + <s> <d> <e>
+  EXPECT_EQ(b.model->transformer->config().n_positions, 96);
+  EXPECT_EQ(b.max_len, 64);
+  EXPECT_EQ(b.tokenizer->require_special_id(text::Role::Start), 30);
+  EXPECT_EQ(b.tokenizer->require_special_id(text::Role::Extract), 32);
+  EXPECT_EQ(b.labels, (std::vector<std::string>{"animal", "fruit"}));
+  ClsRun r{dir, dir / "run" / "model"};
+  EXPECT_GE(eval_accuracy(r, (dir / "valid.tsv").string()), 0.9);
 }
