@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "qkv/tasks/translation_training.h"
+#include "train_classifier.h"
 
 namespace qkv::cli {
 namespace {
@@ -30,6 +31,7 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (const int code = train_classifier_if_requested(r); code >= 0) return code;
 
   const tasks::TranslationRunResult res = tasks::train_translation(r);
   const char* why = res.outcome == train::Outcome::interrupted   ? "interrupted (checkpoint saved)"

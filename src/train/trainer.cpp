@@ -129,7 +129,7 @@ bool Trainer::validate_and_track() {
   metrics["step"] = double(step_);
   metrics_->write(metrics, "valid");
   std::string dir = save_checkpoint();
-  auto it = metrics.find("valid_bleu");
+  auto it = metrics.find(cb_.best_metric);
   if (it == metrics.end()) return false;
   if (it->second > best_bleu_) {
     best_bleu_ = it->second;

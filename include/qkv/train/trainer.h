@@ -45,6 +45,9 @@ struct TrainCallbacks {
   std::function<void(const std::string& dir)> write_model;  // config.json, model.safetensors, tokenizer
   // Validation metrics, e.g. {"valid_loss": .., "valid_bleu": .., "valid_chrf": ..}.
   std::function<std::map<std::string, double>()> validate;
+  // The validation metric that picks the best checkpoint (higher is better): BLEU for
+  // translation, accuracy for classification. best_bleu() reports its best value.
+  std::string best_metric = "valid_bleu";
 };
 
 enum class Outcome { finished, early_stopped, interrupted };

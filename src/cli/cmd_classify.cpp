@@ -1,0 +1,61 @@
+// qkv classify --model DIR [--input FILE] [--json] [--all-probs]: one input per line (a text, or
+// a<TAB>b for a pair model) -> "label<TAB>probability" per line, or JSON lines
+// {"label", "probability"[, "probabilities"]}. Empty lines are skipped.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "qkv/tasks/classifier.h"
+
+namespace qkv::cli {
+namespace {
+
+int run(int argc, char** argv) {
+  CLI::App app{"Classify texts (or pairs of texts) with a fine-tuned classifier", "qkv classify"};
+  std::string model_dir, input;
+  bool json = false;
+  tasks::ClassifyOptions opt;
+  app.add_option("--model,-m", model_dir, "classifier directory (e.g. RUN/model)")->required();
+  app.add_option("--input,-i", input, "one input per line: text, or a<TAB>b for a pair model (default: stdin)");
+  app.add_flag("--json", json, "print JSON lines instead of label<TAB>probability");
+  app.add_flag("--all-probs", opt.all_probabilities, "with --json: every label's probability");
+  app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  const tasks::Classifier clf(model_dir);
+  std::vector<tasks::ClsInput> inputs;
+  if (input.empty()) {
+    inputs = tasks::read_cls_inputs(std::cin, "stdin", clf.pairs() ? 1 : 0);
+  } else {
+    std::ifstream f(input, std::ios::binary);
+    QKV_CHECK(f.good(), input, "cannot open for reading");
+    inputs = tasks::read_cls_inputs(f, input, clf.pairs() ? 1 : 0);
+  }
+  const auto res = clf.classify(inputs, opt);
+  for (const auto& r : res) {
+    if (json) {
+      nlohmann::json j{{"label", r.label}, {"probability", r.probability}};
+      if (opt.all_probabilities) {
+        nlohmann::json p = nlohmann::json::object();
+        for (size_t c = 0; c < r.probabilities.size(); ++c) p[clf.labels()[c]] = r.probabilities[c];
+        j["probabilities"] = p;
+      }
+      if (r.truncated) j["truncated"] = true;
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("%s\t%.6f\n", r.label.c_str(), r.probability);
+    }
+  }
+  return 0;
+}
+
+Register reg("classify", "classify texts or text pairs with a fine-tuned classifier (label<TAB>probability)", run);
+
+}  // namespace
+}  // namespace qkv::cli

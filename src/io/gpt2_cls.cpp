@@ -1,0 +1,97 @@
+#include "qkv/io/gpt2_cls.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "qkv/io/format/safetensors.h"
+#include "qkv/io/gpt2.h"
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace qkv::io {
+
+GptClassifierBundle load_gpt2_classifier(const std::string& dir) {
+  const fs::path d(dir);
+  const std::string cfg_path = (d / "config.json").string(), weights = (d / "model.safetensors").string();
+  QKV_CHECK(fs::exists(cfg_path), dir, "not a classifier model directory: config.json is missing");
+  QKV_CHECK(fs::exists(weights), dir, "not a classifier model directory: model.safetensors is missing");
+  QKV_CHECK(fs::exists(d / "tokenizer.json"), dir, "not a classifier model directory: tokenizer.json is missing");
+  GptClassifierBundle b;
+  models::GptConfig cfg;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(cfg_path));
+    nlohmann::json gpt = j;
+    if (gpt.is_object()) gpt.erase("qkv_classifier");
+    cfg = gpt.get<models::GptConfig>();
+    if (j.contains("qkv_classifier")) {
+      const auto& q = j.at("qkv_classifier");
+      b.pairs = q.at("pairs").get<bool>();
+      b.max_len = q.at("max_len").get<int64_t>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail(cfg_path, "not valid JSON: ", e.what());
+  } catch (const Error& e) {
+    fail(cfg_path, e.what());
+  }
+  QKV_CHECK(j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty(), cfg_path,
+            "field 'id2label': expected an object {\"0\": label, ...} naming every class");
+  const auto& id2label = j["id2label"];
+  b.labels.resize(id2label.size());
+  for (size_t i = 0; i < b.labels.size(); ++i) {
+    auto it = id2label.find(std::to_string(i));
+    QKV_CHECK(it != id2label.end() && it->is_string(), cfg_path, "field 'id2label': expected ids 0..",
+              b.labels.size() - 1, " each naming a label, id ", i, " is missing or not a string");
+    b.labels[i] = it->get<std::string>();
+  }
+
+  std::map<std::string, Tensor> body;
+  Tensor score;
+  const std::string prefix = "transformer.";
+  for (auto& [name, t] : safetensors::load(weights).tensors) {
+    if (name == "score.weight") score = t;
+    else if (name.rfind(prefix, 0) == 0) body[name.substr(prefix.size())] = t;
+    else fail(weights, "unexpected tensor '", name, "': a classifier holds transformer.* and score.weight");
+  }
+  QKV_CHECK(score.defined(), weights, "tensor 'score.weight' is missing");
+  QKV_CHECK(score.ndim() == 2 && score.size(0) == int64_t(b.labels.size()) && score.size(1) == cfg.n_embd, weights,
+            "tensor 'score.weight': expected (", b.labels.size(), ", ", cfg.n_embd, ") for ", b.labels.size(),
+            " labels in config.json, got ", score.shape().str());
+  auto gpt = std::make_shared<models::Gpt>(cfg);
+  gpt->load_state_dict(gpt2_to_qkv(body, cfg, weights), /*strict=*/true, weights);
+  if (b.max_len <= 0 || b.max_len > cfg.n_positions) b.max_len = cfg.n_positions;
+  b.model = std::make_shared<models::GptClassifier>(gpt, int64_t(b.labels.size()));
+  b.model->score->weight.copy_from(score);
+  b.tokenizer = text::load_tokenizer((d / "tokenizer.json").string());
+  QKV_CHECK(b.tokenizer->vocab_size() <= cfg.vocab_size, dir, "tokenizer.json has ", b.tokenizer->vocab_size(),
+            " tokens but the model's vocab_size is ", cfg.vocab_size);
+  return b;
+}
+
+void save_gpt2_classifier(const std::string& dir, const GptClassifierBundle& b) {
+  QKV_CHECK(b.model != nullptr && b.tokenizer != nullptr, "save_gpt2_classifier", "no model or tokenizer to save");
+  QKV_CHECK(int64_t(b.labels.size()) == b.model->num_labels, "save_gpt2_classifier", "expected ",
+            b.model->num_labels, " label names, got ", b.labels.size());
+  fs::create_directories(dir);
+  const fs::path d(dir);
+  nlohmann::json cfg = b.model->transformer->config();
+  cfg["architectures"] = {"GPT2ForSequenceClassification"};
+  nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+  for (size_t i = 0; i < b.labels.size(); ++i) {
+    id2label[std::to_string(i)] = b.labels[i];
+    label2id[b.labels[i]] = i;
+  }
+  cfg["id2label"] = id2label;
+  cfg["label2id"] = label2id;
+  cfg["qkv_classifier"] = {{"pairs", b.pairs}, {"max_len", b.max_len}};
+  if (auto pad = b.tokenizer->special_id(text::Role::Pad)) cfg["pad_token_id"] = *pad;
+  write_file_atomic((d / "config.json").string(), cfg.dump(2) + "\n");
+  std::map<std::string, Tensor> tensors;
+  for (auto& [name, t] : qkv_to_gpt2(*b.model->transformer)) tensors["transformer." + name] = t;
+  tensors["score.weight"] = b.model->score->weight;
+  safetensors::save((d / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  b.tokenizer->save((d / "tokenizer.json").string());
+}
+
+}  // namespace qkv::io

@@ -1,0 +1,100 @@
+#include "qkv/train/cls_stream.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace qkv::train {
+
+ClsTokens ClsTokens::of(const text::Tokenizer& tok) {
+  auto delim = tok.special_id(text::Role::Delim);
+  return {tok.require_special_id(text::Role::Start), delim ? int64_t(*delim) : -1,
+          tok.require_special_id(text::Role::Extract)};
+}
+
+std::vector<int64_t> encode_cls_input(const text::Tokenizer& tok, const ClsTokens& t, std::string_view a,
+                                      const std::string_view* b, int64_t max_len, bool* truncated) {
+  QKV_CHECK(!b || t.delim >= 0, "classification input", "a pair needs the tokenizer's [DELIM] token (role delim)");
+  std::vector<int32_t> ia = tok.encode(a), ib;
+  if (b) ib = tok.encode(*b);
+  const int64_t budget = max_len - (b ? 3 : 2);  // room for the text between the special tokens
+  QKV_CHECK(budget >= (b ? 2 : 1), "classification input", "max_len ", max_len, " leaves no room for the text");
+  bool cut = false;
+  while (int64_t(ia.size() + ib.size()) > budget) {  // longest first; a tie cuts b (transformers' rule)
+    (ia.size() > ib.size() ? ia : ib).pop_back();
+    cut = true;
+  }
+  if (truncated) *truncated = cut;
+  std::vector<int64_t> ids;
+  ids.reserve(ia.size() + ib.size() + 3);
+  ids.push_back(t.start);
+  ids.insert(ids.end(), ia.begin(), ia.end());
+  if (b) {
+    ids.push_back(t.delim);
+    ids.insert(ids.end(), ib.begin(), ib.end());
+  }
+  ids.push_back(t.extract);
+  return ids;
+}
+
+ClsBatch make_cls_batch(const std::vector<const ClsExample*>& rows) {
+  QKV_CHECK(!rows.empty(), "make_cls_batch", "no examples");
+  const int64_t B = int64_t(rows.size());
+  int64_t T = 0;
+  for (auto* r : rows) T = std::max<int64_t>(T, int64_t(r->ids.size()));
+  std::vector<int64_t> ids(size_t(B * T), 0), lm(size_t(B * (T - 1)), -100);  // (B, T), (B, T-1)
+  std::vector<int64_t> extract(static_cast<size_t>(B)), labels(static_cast<size_t>(B));  // (B), (B)
+  std::vector<uint8_t> pad(size_t(B * T), 1);
+  bool any_pad = false;
+  for (int64_t i = 0; i < B; ++i) {
+    const auto& v = rows[size_t(i)]->ids;
+    const int64_t n = int64_t(v.size());
+    std::copy(v.begin(), v.end(), ids.begin() + i * T);
+    std::fill(pad.begin() + i * T, pad.begin() + i * T + n, uint8_t(0));
+    any_pad |= n < T;
+    for (int64_t j = 0; j + 1 < n; ++j) lm[size_t(i * (T - 1) + j)] = v[size_t(j + 1)];  // next real token
+    extract[size_t(i)] = n - 1;
+    labels[size_t(i)] = rows[size_t(i)]->label;
+  }
+  ClsBatch b;
+  b.ids = Tensor::from_vector(ids, {B, T});
+  if (any_pad) b.key_pad = Tensor::from_vector(pad, {B, T});
+  b.extract_pos = Tensor::from_vector(extract, {B});
+  b.labels = Tensor::from_vector(labels, {B});
+  b.lm_targets = Tensor::from_vector(lm, {B, T - 1});
+  return b;
+}
+
+ClsExampleStream::ClsExampleStream(std::vector<ClsExample> examples, int64_t batch_size, uint64_t seed)
+    : examples_(std::move(examples)) {
+  QKV_CHECK(!examples_.empty(), "classification stream", "no training examples");
+  QKV_CHECK(batch_size > 0, "classification stream", "batch_size must be positive, got ", batch_size);
+  std::vector<size_t> idx(examples_.size());
+  std::iota(idx.begin(), idx.end(), size_t(0));
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](size_t x, size_t y) { return examples_[x].ids.size() < examples_[y].ids.size(); });
+  PlanHash h;
+  for (size_t s = 0; s < idx.size(); s += size_t(batch_size)) {
+    plan_.emplace_back(idx.begin() + s, idx.begin() + std::min(idx.size(), s + size_t(batch_size)));
+    h.mix(plan_.back().size());
+    for (size_t i : plan_.back()) {
+      h.mix(i);
+      h.mix(examples_[i].ids.size());
+      h.mix(uint64_t(examples_[i].label));
+    }
+  }
+  order_.emplace(plan_.size(), seed, h.value(), "classification stream");
+}
+
+ClsBatch ClsExampleStream::batch(size_t i) const {
+  std::vector<const ClsExample*> rows;
+  for (size_t e : plan_[i]) rows.push_back(&examples_[e]);
+  return make_cls_batch(rows);
+}
+
+std::vector<ClsBatch> ClsExampleStream::all_batches() const {
+  std::vector<ClsBatch> out;
+  for (size_t i = 0; i < plan_.size(); ++i) out.push_back(batch(i));
+  return out;
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,264 @@
+// GPT fine-tuning for classification end to end (tasks/cls_training.h, tasks/classifier.h):
+// `qkv train` with model_type gpt_classifier fine-tunes a tiny GPT (no pretraining) on synthetic
+// separable tasks, single texts and pairs, and reaches high validation accuracy; `qkv classify`
+// prints label<TAB>probability (or JSON lines) for its model/; `qkv eval-classify` scores it;
+// batched answers equal one-at-a-time ones (padding does not reach the [EXTRACT] state); an
+// interrupted run resumed from its checkpoint ends with the same bits as an uninterrupted one;
+// malformed input lines are errors naming the line.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <sstream>
+
+#include "qkv/io/gpt2.h"
+#include "qkv/tasks/classifier.h"
+#include "qkv/text/char_word.h"
+#include "qkv/util/file.h"
+#include "run_qkv.h"
+
+using namespace qkv;
+using namespace qkv::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::string> kFruit = {"apple", "banana", "cherry", "grape", "lemon", "mango", "peach", "plum"};
+const std::vector<std::string> kAnimal = {"dog", "cat", "horse", "sheep", "goat", "mouse", "tiger", "zebra"};
+
+std::string words(const std::vector<std::string>& from, std::mt19937& rng, int lo, int hi) {
+  const int n = lo + int(rng() % unsigned(hi - lo + 1));
+  std::string s;
+  for (int i = 0; i < n; ++i) s += (i ? " " : "") + from[rng() % from.size()];
+  return s;
+}
+
+// Single texts: label "fruit" or "animal" by the words' group. Pairs: "same" when both texts
+// come from one group, else "different".
+std::string synthetic(bool pairs, int n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    const bool x = rng() % 2, y = rng() % 2;
+    if (!pairs) {
+      out += std::string(x ? "fruit" : "animal") + "\t" + words(x ? kFruit : kAnimal, rng, 1, 12) + "\n";
+    } else {
+      out += std::string(x == y ? "same" : "different") + "\t" + words(x ? kFruit : kAnimal, rng, 1, 6) + "\t" +
+             words(y ? kFruit : kAnimal, rng, 1, 6) + "\n";
+    }
+  }
+  return out;
+}
+
+const char* kConfig = R"({
+  "model_type": "gpt_classifier",
+  "model": {"n_positions": 32, "n_embd": 32, "n_layer": 2, "n_head": 2,
+            "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
+  "tokenizer": {"vocab_size": 300, "min_frequency": 1},
+  "lm_weight": 0.5,
+  "data": {"max_len": 24, "batch_size": 16},
+  "optimizer": {"type": "adamw", "lr": 0.003, "weight_decay": 0.0},
+  "schedule": {"type": "constant", "lr": 0.003},
+  "train": {"max_steps": STEPS, "valid_every": 50, "save_every": 20, "log_every": 50},
+  "seed": 3
+})";
+
+struct ClsRun {
+  fs::path dir, model;
+};
+
+ClsRun train(const std::string& name, bool pairs, int steps) {
+  ClsRun r;
+  r.dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(r.dir);
+  fs::create_directories(r.dir);
+  write_file_atomic((r.dir / "train.tsv").string(), synthetic(pairs, 400, 1));
+  write_file_atomic((r.dir / "valid.tsv").string(), synthetic(pairs, 60, 2));
+  std::string cfg = kConfig;
+  cfg.replace(cfg.find("STEPS"), 5, std::to_string(steps));
+  write_file_atomic((r.dir / "config.json").string(), cfg);
+  const int code = run_qkv({"train", "--config", (r.dir / "config.json").string(), "--train",
+                            (r.dir / "train.tsv").string(), "--valid", (r.dir / "valid.tsv").string(), "--out",
+                            (r.dir / "run").string()},
+                           r.dir / "train.log");
+  EXPECT_EQ(code, 0) << read_file((r.dir / "train.log").string());
+  r.model = r.dir / "run" / "model";
+  return r;
+}
+
+double eval_accuracy(const ClsRun& r, const std::string& data) {
+  const int code = run_qkv({"eval-classify", "--model", r.model.string(), "--data", data, "--json"},
+                           r.dir / "eval.log", (r.dir / "eval.out").string());
+  EXPECT_EQ(code, 0) << read_file((r.dir / "eval.log").string());
+  return nlohmann::json::parse(read_file((r.dir / "eval.out").string())).at("accuracy").get<double>();
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+
+}  // namespace
+
+TEST(ClassifyCli, FineTunesSingleTextsAndClassifiesBatchedAsOneAtATime) {
+  const ClsRun r = train("single", false, 150);
+  ASSERT_TRUE(fs::exists(r.model / "model.safetensors"));
+  ASSERT_TRUE(fs::exists(r.model / "tokenizer.json"));
+  const std::string valid = (r.dir / "valid.tsv").string();
+  EXPECT_GE(eval_accuracy(r, valid), 0.95);
+
+  // qkv classify: one input per line -> label<TAB>probability, empty lines skipped.
+  write_file_atomic((r.dir / "in.txt").string(), "apple banana cherry\n\ndog cat\nmango\nzebra tiger horse goat\n");
+  ASSERT_EQ(run_qkv({"classify", "--model", r.model.string(), "--input", (r.dir / "in.txt").string()},
+                    r.dir / "c.log", (r.dir / "c.out").string()), 0) << read_file((r.dir / "c.log").string());
+  auto out = lines_of(read_file((r.dir / "c.out").string()));
+  ASSERT_EQ(out.size(), 4u);
+  const std::vector<std::string> want = {"fruit", "animal", "fruit", "animal"};
+  for (size_t i = 0; i < 4; ++i) {
+    auto tab = out[i].find('\t');
+    ASSERT_NE(tab, std::string::npos) << out[i];
+    EXPECT_EQ(out[i].substr(0, tab), want[i]);
+    const double p = std::stod(out[i].substr(tab + 1));
+    EXPECT_GT(p, 0.5);
+    EXPECT_LE(p, 1.0);
+  }
+  // The same from stdin, as JSON lines with every label's probability.
+  ASSERT_EQ(run_program({"/bin/sh", "-c", qkv_bin() + " classify --model '" + r.model.string() +
+                                             "' --json --all-probs < '" + (r.dir / "in.txt").string() + "'"},
+                        r.dir / "j.log", (r.dir / "j.out").string()), 0) << read_file((r.dir / "j.log").string());
+  auto js = lines_of(read_file((r.dir / "j.out").string()));
+  ASSERT_EQ(js.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    auto j = nlohmann::json::parse(js[i]);
+    EXPECT_EQ(j.at("label"), want[i]);
+    const double pf = j.at("probabilities").at("fruit"), pa = j.at("probabilities").at("animal");
+    EXPECT_NEAR(pf + pa, 1.0, 1e-12);
+    EXPECT_DOUBLE_EQ(j.at("probability").get<double>(), std::max(pf, pa));
+  }
+
+  // Batched (right-padded, lengths 2 .. 14 tokens together) equals one input at a time.
+  tasks::Classifier clf(r.model.string());
+  std::vector<tasks::ClsInput> inputs;
+  for (auto& l : lines_of(read_file(valid))) inputs.push_back({l.substr(l.find('\t') + 1), "", false});
+  tasks::ClassifyOptions batched;
+  batched.batch_size = 64;
+  batched.all_probabilities = true;
+  auto all = clf.classify(inputs, batched);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto one = clf.classify({inputs[i]}, batched)[0];
+    EXPECT_EQ(one.label, all[i].label) << i;
+    for (size_t c = 0; c < one.probabilities.size(); ++c)
+      EXPECT_NEAR(one.probabilities[c], all[i].probabilities[c], 1e-5 * std::max(1.0, one.probabilities[c])) << i;
+  }
+
+  // A single-text model given a pair line, and invalid UTF-8: errors naming the line.
+  write_file_atomic((r.dir / "bad1.txt").string(), "apple\ndog\tcat\n");
+  EXPECT_NE(run_qkv({"classify", "--model", r.model.string(), "--input", (r.dir / "bad1.txt").string()},
+                    r.dir / "bad1.log"), 0);
+  EXPECT_NE(read_file((r.dir / "bad1.log").string()).find("bad1.txt:2"), std::string::npos)
+      << read_file((r.dir / "bad1.log").string());
+  write_file_atomic((r.dir / "bad2.txt").string(), "apple\n\nplum\nbad \xff\xfe byte\n");
+  EXPECT_NE(run_qkv({"classify", "--model", r.model.string(), "--input", (r.dir / "bad2.txt").string()},
+                    r.dir / "bad2.log"), 0);
+  const std::string log2 = read_file((r.dir / "bad2.log").string());
+  EXPECT_NE(log2.find("bad2.txt:4"), std::string::npos) << log2;
+  EXPECT_NE(log2.find("UTF-8"), std::string::npos) << log2;
+}
+
+TEST(ClassifyCli, FineTunesPairsAndRefusesLinesWithoutTwoFields) {
+  const ClsRun r = train("pairs", true, 200);
+  EXPECT_GE(eval_accuracy(r, (r.dir / "valid.tsv").string()), 0.9);
+  write_file_atomic((r.dir / "in.txt").string(), "apple plum\tcherry\ndog\tlemon mango\ntiger\tzebra goat\n");
+  ASSERT_EQ(run_qkv({"classify", "--model", r.model.string(), "--input", (r.dir / "in.txt").string()},
+                    r.dir / "c.log", (r.dir / "c.out").string()), 0) << read_file((r.dir / "c.log").string());
+  auto out = lines_of(read_file((r.dir / "c.out").string()));
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].substr(0, out[0].find('\t')), "same");
+  EXPECT_EQ(out[1].substr(0, out[1].find('\t')), "different");
+  EXPECT_EQ(out[2].substr(0, out[2].find('\t')), "same");
+
+  // Batched pairs equal one at a time.
+  tasks::Classifier clf(r.model.string());
+  EXPECT_TRUE(clf.pairs());
+  std::vector<tasks::ClsInput> inputs;
+  for (auto& l : lines_of(read_file((r.dir / "valid.tsv").string()))) {
+    auto t1 = l.find('\t'), t2 = l.find('\t', t1 + 1);
+    inputs.push_back({l.substr(t1 + 1, t2 - t1 - 1), l.substr(t2 + 1), true});
+  }
+  auto all = clf.classify(inputs, {64, false});
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto one = clf.classify({inputs[i]})[0];
+    EXPECT_EQ(one.label, all[i].label) << i;
+    EXPECT_NEAR(one.probability, all[i].probability, 1e-5) << i;
+  }
+
+  write_file_atomic((r.dir / "bad.txt").string(), "apple\tplum\ncherry only\n");
+  EXPECT_NE(run_qkv({"classify", "--model", r.model.string(), "--input", (r.dir / "bad.txt").string()},
+                    r.dir / "bad.log"), 0);
+  const std::string log = read_file((r.dir / "bad.log").string());
+  EXPECT_NE(log.find("bad.txt:2"), std::string::npos) << log;
+  EXPECT_NE(log.find("2 tab-separated fields"), std::string::npos) << log;
+}
+
+TEST(ClassifyCli, ResumedRunEndsWithTheSameBits) {
+  const ClsRun straight = train("straight", false, 40);
+  // The same run stopped at step 20 and resumed to 40.
+  ClsRun split;
+  split.dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_split_" + std::to_string(::getpid()));
+  fs::remove_all(split.dir);
+  fs::create_directories(split.dir);
+  for (auto f : {"train.tsv", "valid.tsv", "config.json"}) fs::copy_file(straight.dir / f, split.dir / f);
+  ASSERT_EQ(run_qkv({"train", "--config", (split.dir / "config.json").string(), "--train",
+                     (split.dir / "train.tsv").string(), "--valid", (split.dir / "valid.tsv").string(), "--out",
+                     (split.dir / "run").string(), "--max-steps", "20"},
+                    split.dir / "a.log"), 0) << read_file((split.dir / "a.log").string());
+  ASSERT_EQ(run_qkv({"train", "--resume", (split.dir / "run").string(), "--max-steps", "40"}, split.dir / "b.log"), 0)
+      << read_file((split.dir / "b.log").string());
+  EXPECT_NE(read_file((split.dir / "b.log").string()).find("resumed"), std::string::npos);
+  const std::string ck = "checkpoints/step-000000040/model.safetensors";
+  ASSERT_TRUE(fs::exists(straight.dir / "run" / ck));
+  EXPECT_TRUE(read_file((straight.dir / "run" / ck).string()) == read_file((split.dir / "run" / ck).string()))
+      << "the resumed run's weights differ from the uninterrupted run's";
+}
+
+TEST(ClassifyCli, FineTunesFromAPretrainedDirectoryGrowingItsVocabulary) {
+  // A "pretrained" GPT-2-layout directory: random weights, a character tokenizer of 30 symbols.
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_init_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<std::string> vocab = {"<unk>", " "};
+  for (char c = 'a'; c <= 'z'; ++c) vocab.push_back(std::string(1, c));
+  vocab.push_back("-");
+  vocab.push_back(".");
+  io::GptBundle init;
+  init.config.vocab_size = 30;
+  init.config.n_positions = 96;
+  init.config.n_embd = 32;
+  init.config.n_layer = 2;
+  init.config.n_head = 2;
+  init.model = std::make_shared<models::Gpt>(init.config);
+  init.tokenizer = std::make_shared<text::VocabTokenizer>(text::VocabTokenizer::Level::Char, vocab, "<unk>");
+  io::save_gpt2((dir / "init").string(), init);
+  write_file_atomic((dir / "train.tsv").string(), synthetic(false, 300, 1));
+  write_file_atomic((dir / "valid.tsv").string(), synthetic(false, 40, 2));
+  write_file_atomic((dir / "config.json").string(),
+                    R"({"model_type": "gpt_classifier", "init_from": ")" + (dir / "init").string() + R"(",
+                        "special_tokens": {"start": "<s>", "delim": "<d>", "extract": "<e>"},
+                        "data": {"max_len": 64, "batch_size": 16},
+                        "optimizer": {"type": "adamw", "lr": 0.003, "weight_decay": 0.0},
+                        "train": {"max_steps": 80, "valid_every": 40, "save_every": 40}})");
+  ASSERT_EQ(run_qkv({"train", "--config", (dir / "config.json").string(), "--train", (dir / "train.tsv").string(),
+                     "--valid", (dir / "valid.tsv").string(), "--out", (dir / "run").string()},
+                    dir / "train.log"), 0) << read_file((dir / "train.log").string());
+  const io::GptClassifierBundle b = io::load_gpt2_classifier((dir / "run" / "model").string());
+  EXPECT_EQ(b.model->transformer->config().vocab_size, 33);  // 30 + <s> <d> <e>
+  EXPECT_EQ(b.model->transformer->config().n_positions, 96);
+  EXPECT_EQ(b.max_len, 64);
+  EXPECT_EQ(b.tokenizer->require_special_id(text::Role::Start), 30);
+  EXPECT_EQ(b.tokenizer->require_special_id(text::Role::Extract), 32);
+  EXPECT_EQ(b.labels, (std::vector<std::string>{"animal", "fruit"}));
+  ClsRun r{dir, dir / "run" / "model"};
+  EXPECT_GE(eval_accuracy(r, (dir / "valid.tsv").string()), 0.9);
+}
