@@ -1,6 +1,7 @@
 // tasks::train_lm: GPT causal-LM pretraining (qkv/tasks/lm_training.h).
 #include "qkv/tasks/lm_training.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -167,12 +168,15 @@ LmRunResult train_lm(const LmRun& run) {
   auto valid_ids = encode_documents(valid_docs, *bundle.tokenizer, *eos);
   train::PackedLmStream stream(train_ids, context, batch, sec.seed);
   train::PackedLmStream valid_stream(valid_ids, context, batch, sec.seed);
-  std::vector<train::LmBatch> valid_batches;
+  // All held-out batches, or k of them spread evenly over the stream (its documents come in file
+  // order, grouped by source: the first k batches would score one source only).
+  std::vector<train::LmBatch> all_valid = valid_stream.all_batches(), valid_batches;
+  const size_t per_batch = size_t(batch * context), n_valid = all_valid.size();
+  const size_t k = valid_max_tokens > 0 ? std::clamp<size_t>(size_t(valid_max_tokens) / per_batch, 1, n_valid) : n_valid;
   int64_t valid_tokens = 0;
-  for (auto& b : valid_stream.all_batches()) {
-    if (valid_max_tokens > 0 && valid_tokens + b.tokens > valid_max_tokens && !valid_batches.empty()) break;
-    valid_tokens += b.tokens;
-    valid_batches.push_back(std::move(b));
+  for (size_t i = 0; i < k; ++i) {
+    valid_batches.push_back(std::move(all_valid[i * n_valid / k]));
+    valid_tokens += valid_batches.back().tokens;
   }
   std::fprintf(stderr, "qkv train: %zu training documents (%zu tokens, %lld windows of %lld), %zu validation "
                "documents (%lld tokens scored), %lld parameters\n", train_docs.size(), count_tokens(train_ids),

@@ -14,7 +14,8 @@
 //   "optimizer": train::make_optimizer's section (adamw, ...)
 //   "schedule":  make_schedule's section; warmup_cosine's "total" defaults to train.max_steps
 //   "train":     train::TrainOptions (label_smoothing defaults to 0 here)
-//   "valid":     {"max_tokens": N}: validate on at most this many held-out tokens
+//   "valid":     {"max_tokens": N}: validate on about N held-out tokens, whole batches spread evenly
+//                over the held-out stream (0 = all)
 //   "seed"
 // Documents end with the tokenizer's end-of-text token and are packed (train::PackedLmStream).
 //
