@@ -10,10 +10,10 @@
 // Prints tokens/s (median over the timed steps, also min and max), the loss of the first and the
 // last step and the peak RSS of this process: run one configuration per process.
 //
-// Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX \
-//        build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10]
+// Run (with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX):
+//   build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10]
 // and in the same sitting:
-//   OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 /work/shared/bench-reference/gpt_bench.py train \
+//   OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 /work/shared/bench-reference/gpt_bench.py train
 //     --d 256 --heads 4 --layers 4 --dff 1024 --ctx 256 --batch 16        (cfg1; V 8192 is its default)
 //   ... train --d 512 --heads 8 --layers 6 --dff 2048 --ctx 128 --batch 8  (cfg2)
 #include <cstdio>
