@@ -1,26 +1,38 @@
-// qkv train --config CFG.json (--corpus en-de-small | --train T.tsv --valid V.tsv) --out RUN
+// qkv train --config CFG.json (--corpus NAME | --train T --valid V) --out RUN
 // qkv train --resume RUN
 //
-// The run itself is tasks::train_translation (qkv/tasks/translation_training.h), which describes
-// the run directory.
+// Dispatches on the config's model_type: "gpt" is a causal language model
+// (tasks::train_lm, qkv/tasks/lm_training.h; --corpus lm-en, or text files of documents), every
+// other type a translation model (tasks::train_translation, qkv/tasks/translation_training.h;
+// --corpus en-de-small, or 'source<TAB>target' files). Both describe the run directory.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "cli.h"
+#include "qkv/tasks/lm_training.h"
+#include "qkv/tasks/training_run.h"
 #include "qkv/tasks/translation_training.h"
 #include "train_classifier.h"
 
 namespace qkv::cli {
 namespace {
 
+const char* outcome_name(train::Outcome o) {
+  return o == train::Outcome::interrupted     ? "interrupted (checkpoint saved)"
+         : o == train::Outcome::early_stopped ? "early-stopped"
+                                              : "finished";
+}
+
 int run(int argc, char** argv) {
-  CLI::App app{"Train an encoder-decoder translation model", "qkv train"};
+  CLI::App app{"Train a model: translation (Transformer or RNN) or a GPT language model", "qkv train"};
   tasks::TranslationRun r;
   app.add_option("--config,-c", r.config_path, "JSON config (see configs/ and docs/config.md)");
-  app.add_option("--corpus", r.corpus, "corpus name built from Debian packages, e.g. en-de-small");
-  app.add_option("--train", r.train_tsv, "training pairs, 'source<TAB>target' per line");
-  app.add_option("--valid", r.valid_tsv, "validation pairs (same format)");
-  app.add_option("--tokenizer", r.tokenizer_path, "use this tokenizer (shared) instead of training BPE");
+  app.add_option("--corpus", r.corpus, "corpus built from Debian packages: en-de-small (translation), lm-en (gpt)");
+  app.add_option("--train", r.train_tsv,
+                 "training data: 'source<TAB>target' pairs (translation), or text documents, one per line or "
+                 "separated by blank lines (gpt)");
+  app.add_option("--valid", r.valid_tsv, "validation data (same format)");
+  app.add_option("--tokenizer", r.tokenizer_path, "use this tokenizer instead of learning BPE");
   app.add_option("--data-dir", r.data_dir, "where corpora are built and cached");
   app.add_option("--out,-o", r.out_dir, "run directory to create");
   app.add_option("--resume", r.resume, "continue the run in this directory from its latest checkpoint");
@@ -33,16 +45,21 @@ int run(int argc, char** argv) {
   }
   if (const int code = train_classifier_if_requested(r); code >= 0) return code;
 
+  if (tasks::run_model_type(r.config_path, r.resume) == "gpt") {
+    tasks::LmRun lm{r.config_path, r.out_dir, r.resume, r.corpus, r.train_tsv, r.valid_tsv,
+                    r.tokenizer_path, r.data_dir, r.max_steps, r.max_minutes};
+    const tasks::LmRunResult res = tasks::train_lm(lm);
+    std::fprintf(stderr, "qkv train: %s at step %lld; best validation perplexity %.2f; model in %s\n",
+                 outcome_name(res.outcome), (long long)res.steps, res.best_perplexity, res.model_dir.c_str());
+    return res.outcome == train::Outcome::interrupted ? 130 : 0;
+  }
   const tasks::TranslationRunResult res = tasks::train_translation(r);
-  const char* why = res.outcome == train::Outcome::interrupted   ? "interrupted (checkpoint saved)"
-                    : res.outcome == train::Outcome::early_stopped ? "early-stopped"
-                                                                   : "finished";
-  std::fprintf(stderr, "qkv train: %s at step %lld; best validation BLEU %.2f; model in %s\n", why,
-               (long long)res.steps, res.best_bleu, res.model_dir.c_str());
+  std::fprintf(stderr, "qkv train: %s at step %lld; best validation BLEU %.2f; model in %s\n",
+               outcome_name(res.outcome), (long long)res.steps, res.best_bleu, res.model_dir.c_str());
   return res.outcome == train::Outcome::interrupted ? 130 : 0;
 }
 
-Register reg("train", "train a translation model (Transformer or RNN) on a parallel corpus", run);
+Register reg("train", "train a model: translation (Transformer, RNN) or a GPT language model", run);
 
 }  // namespace
 }  // namespace qkv::cli

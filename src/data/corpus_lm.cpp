@@ -1,4 +1,6 @@
-// lm-en: English paragraphs from Debian descriptions and dictionaries, one per line.
+// lm-en: English documents (a package description, a dictionary entry, a gloss) from Debian
+// descriptions and dictionaries: one paragraph per line, a blank line after each document; the
+// train/valid/test split is by document, so no document straddles two splits.
 #include <chrono>
 #include <filesystem>
 #include <unordered_set>
@@ -33,7 +35,7 @@ BuildResult build_lm_corpus(const ExtraBuildOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   BuildResult res;
   res.out_dir = opt.data_dir + "/lm/en";
-  const nlohmann::json key = {{"builder", "qkv lm-en corpus v1"}, {"packages", kLmPackages},
+  const nlohmann::json key = {{"builder", "qkv lm-en corpus v2 (documents)"}, {"packages", kLmPackages},
                               {"index", "bookworm main/i18n/Translation-en.xz"},
                               {"min_tokens", kMinTokens}, {"seed", opt.seed}};
   const std::vector<std::string> outputs = {"train.txt", "valid.txt", "test.txt", "stats.json"};
@@ -50,56 +52,69 @@ BuildResult build_lm_corpus(const ExtraBuildOptions& opt) {
   extract_to(debs.at("dict-jargon"), "usr/share/dictd/jargon.", ex + "/dict-jargon");
   extract_to(debs.at("wordnet-base"), "usr/share/wordnet/data.", ex + "/wordnet-base");
 
+  // A document is the paragraphs of one description, dictionary entry or gloss that survive the
+  // filters (at least kMinTokens tokens, some letters, not seen before in any source).
   std::unordered_set<std::string> seen;
-  std::vector<std::pair<std::string, std::string>> paras;  // (source, paragraph)
+  std::vector<std::vector<std::string>> docs;
   nlohmann::json sources;
-  auto add = [&](const std::string& source, std::vector<std::string>&& ps) {
-    uint64_t lines = 0, tokens = 0, candidates = ps.size();
-    for (auto& p : ps) {
-      size_t nt = count_tokens(p);
-      if (nt < kMinTokens || !has_words(p) || !seen.insert(p).second) continue;
-      ++lines;
-      tokens += nt;
-      paras.emplace_back(source, std::move(p));
+  auto add = [&](const std::string& source, std::vector<std::vector<std::string>>&& ds) {
+    uint64_t lines = 0, tokens = 0, candidates = 0, documents = 0;
+    for (auto& d : ds) {
+      std::vector<std::string> kept;
+      for (auto& p : d) {
+        ++candidates;
+        size_t nt = count_tokens(p);
+        if (nt < kMinTokens || !has_words(p) || !seen.insert(p).second) continue;
+        ++lines;
+        tokens += nt;
+        kept.push_back(std::move(p));
+      }
+      if (kept.empty()) continue;
+      ++documents;
+      docs.push_back(std::move(kept));
     }
-    sources[source] = {{"candidates", candidates}, {"lines", lines}, {"tokens", tokens}};
+    sources[source] = {{"candidates", candidates}, {"documents", documents}, {"lines", lines}, {"tokens", tokens}};
   };
 
   {
-    std::vector<std::string> ps;
+    std::vector<std::vector<std::string>> ds;
     for (auto& rec : parse_deb822(read_compressed(tr))) {
       const std::string& d = rec["Description-en"];
       size_t nl = d.find('\n');
       if (nl == std::string::npos) continue;
+      std::vector<std::string> ps;
       for (auto& p : description_paragraphs(std::string_view(d).substr(nl + 1))) ps.push_back(to_utf8(p));
+      ds.push_back(std::move(ps));
     }
-    add("debian-descriptions", std::move(ps));
+    add("debian-descriptions", std::move(ds));
   }
   for (const char* name : {"gcide", "foldoc", "jargon"}) {
     const std::string dir = ex + "/dict-" + std::string(name);
     const std::string dict = read_compressed(dir + "/" + name + ".dict.dz");
-    std::vector<std::string> ps;
-    for (const auto& e : dictd_entries(read_file(dir + "/" + name + ".index"), dict))
-      for (auto& p : dictd_paragraphs(e)) ps.push_back(std::move(p));
-    add(name, std::move(ps));
+    std::vector<std::vector<std::string>> ds;
+    for (const auto& e : dictd_entries(read_file(dir + "/" + name + ".index"), dict)) ds.push_back(dictd_paragraphs(e));
+    add(name, std::move(ds));
   }
   {
-    std::vector<std::string> ps;
+    std::vector<std::vector<std::string>> ds;
     for (const char* pos : {"noun", "verb", "adj", "adv"})
-      for (auto& g : wordnet_glosses(read_file(ex + "/wordnet-base/data." + pos))) ps.push_back(std::move(g));
-    add("wordnet", std::move(ps));
+      for (auto& g : wordnet_glosses(read_file(ex + "/wordnet-base/data." + pos))) ds.push_back({std::move(g)});
+    add("wordnet", std::move(ds));
   }
 
-  // Paragraph-level split by a seeded hash of the text: 1% test, 1% valid.
+  // Document-level split by a seeded hash of the document's text: 1% test, 1% valid. Each
+  // document is its paragraphs, one per line, then a blank line.
   SplitTexts splits;
-  for (const auto& [src, p] : paras) {
-    uint64_t h = group_key(p, opt.seed) % 1000;
-    splits.add(h < 10 ? Split::Test : h < 20 ? Split::Valid : Split::Train, p, p);
+  for (const auto& d : docs) {
+    std::string text;
+    for (const auto& p : d) text += p + "\n";
+    uint64_t h = group_key(text, opt.seed) % 1000;
+    splits.add(h < 10 ? Split::Test : h < 20 ? Split::Valid : Split::Train, text, text);
   }
   fs::create_directories(res.out_dir);
   nlohmann::json stats = {{"name", "lm-en"}, {"sources", sources}, {"packages", kLmPackages},
                           {"translation_index", tr}};
-  stats["paragraphs"] = write_splits(res.out_dir, "txt", splits, stats);
+  stats["documents"] = write_splits(res.out_dir, "txt", splits, stats);
   finish_build(res.out_dir, stats, key, t0);
   res.stats = stats;
   res.built = true;

@@ -161,7 +161,12 @@ void save_gpt2(const std::string& dir, const GptBundle& bundle) {
   QKV_CHECK(bundle.model != nullptr, "save_gpt2", "no model to save");
   fs::create_directories(dir);
   const fs::path d(dir);
-  write_file_atomic((d / "config.json").string(), nlohmann::json(bundle.model->config()).dump(2) + "\n");
+  nlohmann::json config = bundle.model->config();
+  if (bundle.tokenizer) {  // GPT2Config's special ids (not architecture): what generation stops at
+    if (auto bos = bundle.tokenizer->special_id(text::Role::Bos)) config["bos_token_id"] = *bos;
+    if (auto eos = bundle.tokenizer->special_id(text::Role::Eos)) config["eos_token_id"] = *eos;
+  }
+  write_file_atomic((d / "config.json").string(), config.dump(2) + "\n");
   safetensors::save((d / "model.safetensors").string(), qkv_to_gpt2(*bundle.model), {{"format", "pt"}});
   if (bundle.tokenizer) bundle.tokenizer->save((d / "tokenizer.json").string());
 }

@@ -6,6 +6,7 @@
 
 #include "qkv/eval/bleu.h"
 #include "qkv/eval/chrf.h"
+#include "qkv/tasks/training_run.h"
 #include "qkv/tasks/translator.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/train/checkpoint.h"
@@ -19,78 +20,40 @@
 namespace fs = std::filesystem;
 
 namespace qkv::tasks {
-namespace {
-
-struct RunSpec {
-  nlohmann::json config;  // resolved: model vocab sizes and special ids filled in
-  std::string train_tsv, valid_tsv;
-};
-
-nlohmann::json read_json(const std::string& path) {
-  try {
-    return nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, "not valid JSON: ", e.what());
-  }
-}
-
-}  // namespace
 
 TranslationRunResult train_translation(const TranslationRun& run) {
-  std::string out_dir = run.out_dir;
-  RunSpec spec;
+  RunDir spec = open_run_dir(run.config_path, run.out_dir, run.resume);
+  const std::string& out_dir = spec.dir;
   io::Seq2SeqBundle bundle;
-  std::string checkpoint;
-  if (!run.resume.empty()) {
-    out_dir = run.resume;
-    std::string run_json = (fs::path(run.resume) / "run.json").string();
-    QKV_CHECK(fs::exists(run_json), run.resume, "not a run directory (no run.json); start a run with --config");
-    nlohmann::json rj = read_json(run_json);
-    spec.config = rj.at("config");
-    spec.train_tsv = rj.at("train").get<std::string>();
-    spec.valid_tsv = rj.at("valid").get<std::string>();
-    auto latest = train::CheckpointManager::latest(run.resume);
-    QKV_CHECK(latest.has_value(), run.resume, "no checkpoint to resume from under checkpoints/");
-    checkpoint = *latest;
+  const std::string& checkpoint = spec.checkpoint;
+  if (spec.resuming()) {
     bundle = io::load_seq2seq(checkpoint);
     bundle.config = spec.config;
     bundle.model->train();
   } else {
-    QKV_CHECK(!run.config_path.empty(), "train", "give --config (or --resume RUN)");
-    QKV_CHECK(!out_dir.empty(), "train", "give --out RUN_DIR");
-    QKV_CHECK(!fs::exists(fs::path(out_dir) / "run.json"), out_dir,
-              "already holds a run; use --resume to continue it or choose another --out");
-    spec.config = read_json(run.config_path);
     if (!run.corpus.empty()) {
       std::string dir = ensure_mt_corpus(run.corpus, run.data_dir);
-      spec.train_tsv = (fs::path(dir) / "train.tsv").string();
-      spec.valid_tsv = (fs::path(dir) / "valid.tsv").string();
+      spec.train = (fs::path(dir) / "train.tsv").string();
+      spec.valid = (fs::path(dir) / "valid.tsv").string();
     }
-    if (!run.train_tsv.empty()) spec.train_tsv = run.train_tsv;
-    if (!run.valid_tsv.empty()) spec.valid_tsv = run.valid_tsv;
-    QKV_CHECK(!spec.train_tsv.empty() && !spec.valid_tsv.empty(), "train",
+    if (!run.train_tsv.empty()) spec.train = run.train_tsv;
+    if (!run.valid_tsv.empty()) spec.valid = run.valid_tsv;
+    QKV_CHECK(!spec.train.empty() && !spec.valid.empty(), "train",
               "give --corpus NAME or both --train and --valid");
-    spec.train_tsv = fs::absolute(spec.train_tsv).string();
-    spec.valid_tsv = fs::absolute(spec.valid_tsv).string();
+    spec.train = fs::absolute(spec.train).string();
+    spec.valid = fs::absolute(spec.valid).string();
   }
-  if (run.max_steps >= 0) spec.config["train"]["max_steps"] = run.max_steps;
-  if (run.max_minutes >= 0) spec.config["train"]["max_minutes"] = run.max_minutes;
+  override_limits(spec.config, run.max_steps, run.max_minutes);
 
-  // Validate the top-level keys (each section is read strictly where it is used).
-  const std::string top_where = run.config_path.empty() ? out_dir + "/run.json" : run.config_path;
-  ConfigReader top(spec.config, top_where);
-  std::string model_type = top.string("model_type", "transformer");
-  top.object("model");
-  nlohmann::json tok_cfg = top.object("tokenizer", false), data_cfg = top.object("data", false),
-                 opt_cfg = top.object("optimizer", false), sched_cfg = top.object("schedule", false),
-                 train_cfg = top.object("train", false), valid_cfg = top.object("valid", false);
-  uint64_t seed = uint64_t(top.integer("seed", 1));
-  top.finish();
-  spec.config["model_type"] = model_type;
+  const std::string& top_where = spec.where;
+  RunSections sec = read_run_sections(spec.config, top_where, "transformer");
+  nlohmann::json tok_cfg = sec.tokenizer, data_cfg = sec.data, opt_cfg = sec.optimizer, sched_cfg = sec.schedule,
+                 train_cfg = sec.train, valid_cfg = sec.valid;
+  const uint64_t seed = sec.seed;
 
-  ParallelText train_text = read_parallel_tsv(spec.train_tsv), valid_text = read_parallel_tsv(spec.valid_tsv);
+  ParallelText train_text = read_parallel_tsv(spec.train), valid_text = read_parallel_tsv(spec.valid);
   manual_seed(seed);  // initialisation and dropout draw from the default generator
-  if (run.resume.empty()) {
+  if (!spec.resuming()) {
     fs::create_directories(out_dir);
     if (!run.tokenizer_path.empty()) {
       bundle.src_tok = text::load_tokenizer(run.tokenizer_path);
@@ -102,9 +65,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
     complete_model_config(spec.config, *bundle.src_tok, *bundle.tgt_tok);
     bundle.config = spec.config;
     bundle.model = io::make_seq2seq(spec.config, run.config_path);
-    write_file_atomic((fs::path(out_dir) / "run.json").string(),
-                      nlohmann::json{{"config", spec.config}, {"train", spec.train_tsv}, {"valid", spec.valid_tsv}}
-                              .dump(2) + "\n");
+    write_run_json(spec);
   }
 
   ConfigReader dr(data_cfg, "config", "data");
@@ -180,15 +141,12 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   }
   train::Outcome outcome = trainer.run();
 
-  auto best = train::CheckpointManager::best(out_dir);
-  std::string publish = best ? *best : *train::CheckpointManager::latest(out_dir);
-  train::copy_directory_atomic(publish, (fs::path(out_dir) / "model").string());
-  fs::remove((fs::path(out_dir) / "model" / "training_state.safetensors"));
+  const std::string model_dir = publish_model(out_dir);
   TranslationRunResult result;
   result.outcome = outcome;
   result.steps = trainer.step();
   result.best_bleu = trainer.best_bleu();
-  result.model_dir = (fs::path(out_dir) / "model").string();
+  result.model_dir = model_dir;
   return result;
 }
 

@@ -2,8 +2,10 @@
 #include "qkv/train/schedule.h"
 
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numbers>
+#include <set>
 
 #include "qkv/util/error.h"
 
@@ -87,6 +89,18 @@ std::unique_ptr<LrSchedule> make_schedule(const nlohmann::json& c) {
   QKV_CHECK(c.contains("type") && c["type"].is_string(), op, "field 'type': expected a string, got ",
             c.contains("type") ? c["type"].dump() : std::string("nothing"));
   std::string type = c["type"];
+  // Every key must mean something to this type: a misspelt "warmpu" is an error, not a default.
+  const std::map<std::string, std::set<std::string>> keys = {
+      {"constant", {"lr"}}, {"noam", {"d_model", "warmup", "factor"}},
+      {"warmup_cosine", {"lr", "warmup", "total", "min_lr"}}, {"inverse_sqrt", {"lr", "warmup"}}};
+  if (auto k = keys.find(type); k != keys.end())
+    for (auto& [key, v] : c.items())
+      QKV_CHECK(key == "type" || k->second.count(key), op, "field '", key, "': unknown for a ", type,
+                " schedule (expected type", [&] {
+                  std::string all;
+                  for (auto& a : k->second) all += ", " + a;
+                  return all;
+                }(), ")");
   if (type == "constant") return std::make_unique<ConstantLR>(num("lr"));
   if (type == "noam")
     return std::make_unique<NoamSchedule>(integer("d_model"), integer("warmup"),

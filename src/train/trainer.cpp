@@ -131,7 +131,9 @@ bool Trainer::validate_and_track() {
   std::string dir = save_checkpoint();
   auto it = metrics.find(cb_.best_metric);
   if (it == metrics.end()) return false;
-  if (it->second > best_bleu_) {
+  const bool better = best_step_ == 0 ||  // the first validation (steps count from 1)
+                      (cb_.lower_is_better ? it->second < best_bleu_ : it->second > best_bleu_);
+  if (better) {
     best_bleu_ = it->second;
     best_step_ = step_;
     bad_validations_ = 0;

@@ -3,14 +3,11 @@
 // checkpoint and exits cleanly.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "qkv/util/file.h"
 #include "reversal_corpus.h"
@@ -21,6 +18,10 @@ namespace fs = std::filesystem;
 namespace {
 
 using qkv::testing::qkv_bin;
+using qkv::testing::spawn;
+using qkv::testing::step_dir;
+using qkv::testing::wait_exit;
+using qkv::testing::wait_for;
 
 // The reversal task (300 training pairs) and a small Transformer config.
 void write_corpus(const fs::path& dir) {
@@ -37,45 +38,6 @@ void write_corpus(const fs::path& dir) {
     "valid": {"max_sentences": 10},
     "seed": 5
   })");
-}
-
-pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    FILE* f = std::freopen(log.c_str(), "w", stderr);
-    (void)f;
-    std::freopen("/dev/null", "w", stdout);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string step_dir(const fs::path& run, int step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "step-%09d", step);
-  return (run / "checkpoints" / name).string();
-}
-
-// Waits until `dir` exists (the checkpoint is published by an atomic rename).
-bool wait_for(const std::string& dir, pid_t pid, double seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (fs::exists(dir)) return true;
-    int status;
-    if (waitpid(pid, &status, WNOHANG) == pid) return fs::exists(dir);
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
-  }
-  return false;
 }
 
 }  // namespace

@@ -62,6 +62,14 @@ TEST(Schedule, BadConfigsThrowNamingTheField) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'linear'"), std::string::npos) << e.what();
   }
+  try {  // a misspelt key is an error, not a silent default
+    make_schedule(nlohmann::json{{"type", "warmup_cosine"}, {"lr", 1e-3}, {"warmup", 10}, {"total", 100},
+                                 {"min_lr", 0.0}, {"warmpu", 5}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'warmpu'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(make_schedule(nlohmann::json{{"type", "constant"}, {"lr", 1e-3}, {"warmup", 10}}), Error);
 }
 
 TEST(Clip, MatchesTorchClipGradNorm) {

@@ -1,6 +1,7 @@
 // qkv/data/corpus_mono.h - the English monolingual corpora:
 //   lm-en       language modelling: Debian long descriptions (Translation-en), GCIDE, WordNet
-//               glosses, FOLDOC, Jargon File; UTF-8 paragraphs, one per line
+//               glosses, FOLDOC, Jargon File; UTF-8, one paragraph per line, a blank line after
+//               each document (a description, an entry, a gloss); split by document
 //               -> <data>/lm/en/{train,valid,test}.txt
 //   cls-debian  package descriptions labelled with their archive Section, splits grouped by
 //               source package -> <data>/cls/debian-sections/{train,valid,test}.tsv ("label\ttext")

@@ -1,7 +1,8 @@
 // qkv/io/gpt2.h - GPT model directories in the published GPT-2 layout (Hugging Face's
 // GPT2LMHeadModel), both ways:
 //
-//   config.json        GPT2Config keys (models::GptConfig)
+//   config.json        GPT2Config keys (models::GptConfig); save_gpt2 adds bos_token_id and
+//                      eos_token_id from the tokenizer's specials, if it has them
 //   model.safetensors  wte.weight (V, D), wpe.weight (P, D), h.{i}.ln_1.{weight,bias},
 //                      h.{i}.attn.c_attn.{weight (D, 3D), bias (3D)}, h.{i}.attn.c_proj (D, D),
 //                      h.{i}.ln_2, h.{i}.mlp.c_fc (D, inner), h.{i}.mlp.c_proj (inner, D), ln_f

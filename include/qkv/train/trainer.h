@@ -36,7 +36,7 @@ struct TrainOptions {
   int64_t save_every = 500;   // updates between checkpoints (0 = only at the end)
   int64_t log_every = 50;     // plain-log interval when stderr is not a terminal
   int keep_last = 3;
-  int patience = 0;           // validations without a better BLEU before stopping (0 = off)
+  int patience = 0;           // validations without a better best_metric before stopping (0 = off)
 
   static TrainOptions from_config(ConfigReader& r);  // reads the keys above (snake_case)
 };
@@ -45,9 +45,11 @@ struct TrainCallbacks {
   std::function<void(const std::string& dir)> write_model;  // config.json, model.safetensors, tokenizer
   // Validation metrics, e.g. {"valid_loss": .., "valid_bleu": .., "valid_chrf": ..}.
   std::function<std::map<std::string, double>()> validate;
-  // The validation metric that picks the best checkpoint (higher is better): BLEU for
-  // translation, accuracy for classification. best_bleu() reports its best value.
+  // The validation metric that picks run/best and drives patience, and which way is better:
+  // BLEU for translation, accuracy for classification, perplexity (lower) for language models.
+  // best_bleu() reports its best value.
   std::string best_metric = "valid_bleu";
+  bool lower_is_better = false;
 };
 
 enum class Outcome { finished, early_stopped, interrupted };
@@ -80,6 +82,8 @@ class Trainer {
   double train_step();  // one update; returns the mean per-token loss
   int64_t step() const { return step_; }
   std::string save_checkpoint();  // returns the checkpoint directory
+  // The best value of callbacks.best_metric so far (-1 before any validation).
+  double best_score() const { return best_bleu_; }
   double best_bleu() const { return best_bleu_; }
 
  private:
@@ -95,7 +99,7 @@ class Trainer {
   std::optional<MetricsLog> metrics_;  // run_dir/metrics.jsonl, opened once by run()
   TrainCallbacks cb_;
   int64_t step_ = 0;
-  double best_bleu_ = -1;
+  double best_bleu_ = -1;  // the best best_metric (stored as 'best_bleu' in training states)
   int64_t best_step_ = 0, bad_validations_ = 0;
   double last_loss_ = 0, tokens_per_s_ = 0;
   int64_t last_step_tokens_ = 0;

@@ -1,0 +1,84 @@
+// bench_gpt_train: GPT training speed (forward, backward, AdamW step), fp32, random tokens, the
+// two training shapes of /work/shared/bench-reference/gpt_bench.py:
+//   cfg1   vocab 8192, ctx 256, d 256, 4 heads, 4 layers, d_ff 1024, batch 16
+//   cfg2   vocab 8192, ctx 128, d 512, 8 heads, 6 layers, d_ff 2048, batch 8
+// As the reference: pre-LN blocks, exact GELU, no dropout, mean cross-entropy over every
+// position, AdamW(lr 3e-4, weight decay 0.1), new random ids and targets each step; the step
+// time covers forward, loss, zero_grad, backward and the optimizer step. qkv's head is tied to
+// the token embedding (GPT-2's), the reference's is a separate Linear of the same shape: the same
+// FLOPs, one (V, D) matrix (and its gradient and Adam moments) fewer for qkv.
+// Prints tokens/s (median over the timed steps, also min and max), the loss of the first and the
+// last step and the peak RSS of this process: run one configuration per process.
+//
+// Run (with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX):
+//   build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10]
+// and in the same sitting:
+//   OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 /work/shared/bench-reference/gpt_bench.py train
+//     --d 256 --heads 4 --layers 4 --dff 1024 --ctx 256 --batch 16        (cfg1; V 8192 is its default)
+//   ... train --d 512 --heads 8 --layers 6 --dff 2048 --ctx 128 --batch 8  (cfg2)
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_util.h"
+#include "qkv/autograd/node.h"
+#include "qkv/models/gpt.h"
+#include "qkv/ops/loss.h"
+#include "qkv/tensor/rng.h"
+#include "qkv/train/optim.h"
+
+using namespace qkv;
+
+int main(int argc, char** argv) {
+  const std::string name = argc > 1 ? argv[1] : "cfg1";
+  const int warmup = argc > 2 ? std::atoi(argv[2]) : 3, steps = argc > 3 ? std::atoi(argv[3]) : 10;
+  models::GptConfig cfg;
+  int64_t batch = 0;
+  cfg.vocab_size = 8192;
+  if (name == "cfg1") {
+    cfg.n_positions = 256, cfg.n_embd = 256, cfg.n_head = 4, cfg.n_layer = 4, cfg.n_inner = 1024, batch = 16;
+  } else if (name == "cfg2") {
+    cfg.n_positions = 128, cfg.n_embd = 512, cfg.n_head = 8, cfg.n_layer = 6, cfg.n_inner = 2048, batch = 8;
+  } else {
+    std::fprintf(stderr, "usage: bench_gpt_train cfg1|cfg2 [warmup] [steps]\n");
+    return 2;
+  }
+  cfg.activation_function = "gelu";
+  cfg.resid_pdrop = cfg.embd_pdrop = cfg.attn_pdrop = 0.0;
+  const int64_t T = cfg.n_positions, V = cfg.vocab_size;
+
+  Generator init(0), data(1);
+  models::Gpt model(cfg, init);
+  model.train();
+  auto opt = make_optimizer(nlohmann::json{{"type", "adamw"}, {"lr", 3e-4}, {"weight_decay", 0.1}}, "bench", model);
+
+  std::vector<double> tps;
+  double loss_first = 0, loss_last = 0;
+  for (int s = 0; s < warmup + steps; ++s) {
+    std::vector<int64_t> x(size_t(batch * T)), y(size_t(batch * T));
+    for (auto& t : x) t = int64_t(data.randint(uint64_t(V)));
+    for (auto& t : y) t = int64_t(data.randint(uint64_t(V)));
+    Tensor ids = Tensor::from_vector(x, {batch, T}), targets = Tensor::from_vector(y, {batch, T});  // (B, T)
+    const double t0 = bench::now_ms();
+    Tensor logits = model.forward(ids);  // (B, T, V)
+    Tensor loss = cross_entropy(logits, targets);
+    opt->zero_grad();
+    backward(loss);
+    opt->step();
+    const double ms = bench::now_ms() - t0;
+    loss_last = loss.item();
+    if (s == 0) loss_first = loss_last;
+    if (s >= warmup) tps.push_back(double(batch * T) / (ms / 1e3));
+  }
+  double lo = tps[0], hi = tps[0];
+  for (double v : tps) lo = std::min(lo, v), hi = std::max(hi, v);
+  std::printf("{\"bench\": \"gpt_train\", \"cfg\": \"%s\", \"params\": %lld, \"tokens_per_step\": %lld, "
+              "\"threads\": %d, \"tokens_per_s_median\": %.1f, \"tokens_per_s_min\": %.1f, \"tokens_per_s_max\": %.1f, "
+              "\"loss_first\": %.4f, \"loss_last\": %.4f, \"peak_rss_MiB\": %.1f}\n",
+              name.c_str(), (long long)model.num_parameters(), (long long)(batch * T), bench::env_threads(),
+              bench::median(tps), lo, hi, loss_first, loss_last, bench::peak_rss_mib());
+  return 0;
+}

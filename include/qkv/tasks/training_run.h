@@ -1,0 +1,54 @@
+// qkv/tasks/training_run.h - what every training run (translation, language modelling) shares:
+// opening the run directory (a new run from a config, or --resume from its latest checkpoint),
+// the run.json record, the config's shared top-level sections, and publishing run/model.
+//
+// A run directory holds run.json ({"config": resolved config, "train": path, "valid": path}),
+// metrics.jsonl, checkpoints/step-N/ (model directory + training_state.safetensors), best -> the
+// best checkpoint by the task's validation metric, and model/ (a copy of the best model).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace qkv::tasks {
+
+nlohmann::json read_json_file(const std::string& path);  // errors name the file
+
+struct RunDir {
+  std::string dir;                 // the run directory
+  nlohmann::json config;           // a new run: the config file; resuming: run.json's "config"
+  std::string train, valid;        // resuming: run.json's data paths (a new run sets them)
+  std::string checkpoint;          // resuming: the latest checkpoint, else empty
+  std::string where;               // the config's name in error messages
+  bool resuming() const { return !checkpoint.empty(); }
+};
+
+// A new run (config_path and out_dir given; out_dir must not hold a run yet) or, with `resume`,
+// the run in that directory. Errors name the directory and what is missing.
+RunDir open_run_dir(const std::string& config_path, const std::string& out_dir, const std::string& resume);
+
+// Flags that override train.max_steps / train.max_minutes (when >= 0).
+void override_limits(nlohmann::json& config, int64_t max_steps, double max_minutes);
+
+// The top-level keys every training config has; unknown keys are errors naming them. Each
+// section is read strictly where it is used. Sets config["model_type"] to the resolved type.
+struct RunSections {
+  std::string model_type;
+  nlohmann::json tokenizer, data, optimizer, schedule, train, valid;
+  uint64_t seed = 1;
+};
+RunSections read_run_sections(nlohmann::json& config, const std::string& where,
+                              const std::string& default_model_type);
+
+// Writes <dir>/run.json atomically.
+void write_run_json(const RunDir& run);
+
+// Copies run/best (or the latest checkpoint) to run/model without its training state; returns
+// the model directory.
+std::string publish_model(const std::string& run_dir);
+
+// The model_type of a new run's config file or of the run being resumed ("transformer" if the
+// config names none): what `qkv train` dispatches on.
+std::string run_model_type(const std::string& config_path, const std::string& resume);
+
+}  // namespace qkv::tasks

@@ -1,0 +1,220 @@
+// tasks::train_lm: GPT causal-LM pretraining (qkv/tasks/lm_training.h).
+#include "qkv/tasks/lm_training.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "qkv/data/corpus_mono.h"
+#include "qkv/data/documents.h"
+#include "qkv/io/gpt2.h"
+#include "qkv/tasks/training_run.h"
+#include "qkv/tensor/rng.h"
+#include "qkv/text/bpe_train.h"
+#include "qkv/train/lm_task.h"
+#include "qkv/train/optim.h"
+#include "qkv/train/schedule.h"
+#include "qkv/util/config.h"
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace qkv::tasks {
+namespace {
+
+// The tokenizer of a new run: loaded from `path` (the flag, or tokenizer.path), or a byte-level
+// BPE learned on the training documents with <|endoftext|> as its one special token.
+std::shared_ptr<text::Tokenizer> make_tokenizer(const nlohmann::json& section, const std::string& where,
+                                                const std::string& flag_path, const std::vector<std::string>& docs,
+                                                const std::string& work_dir) {
+  ConfigReader r(section, where, "tokenizer");
+  std::string path = r.has("path") ? r.string("path") : "";
+  if (!flag_path.empty()) path = flag_path;
+  if (!path.empty()) {
+    r.finish();
+    return text::load_tokenizer(path);
+  }
+  const std::string kind = r.string("kind", "bytebpe");
+  QKV_CHECK(kind == "bytebpe", r.where("kind"), "a GPT learns a byte-level BPE: expected \"bytebpe\", got \"", kind,
+            "\" (or give tokenizer.path)");
+  text::BpeTrainOptions o;
+  o.byte_level = true;
+  o.end_of_word_suffix.clear();
+  o.unk_token.clear();
+  o.special_tokens = {"<|endoftext|>"};
+  o.vocab_size = int(r.integer("vocab_size", 8192));
+  o.min_frequency = r.integer("min_frequency", 2);
+  r.finish();
+  fs::create_directories(work_dir);
+  std::string text;
+  for (const auto& d : docs) text += d + "\n";
+  const std::string file = (fs::path(work_dir) / "bpe_input.txt").string();
+  write_file_atomic(file, text);
+  std::fprintf(stderr, "qkv train: learning a byte-level BPE of %d tokens from %zu documents ...\n", o.vocab_size,
+               docs.size());
+  std::shared_ptr<text::Tokenizer> tok = text::train_bpe({file}, o);
+  std::error_code ec;
+  fs::remove(file, ec);
+  fs::remove(work_dir, ec);  // only if empty
+  return tok;
+}
+
+// Each document's ids followed by the end-of-text id (the separator GPT-2 packs with).
+std::vector<std::vector<int64_t>> encode_documents(const std::vector<std::string>& docs, const text::Tokenizer& tok,
+                                                   int64_t eos) {
+  std::vector<std::vector<int64_t>> out(docs.size());
+#pragma omp parallel for schedule(dynamic, 64)
+  for (size_t i = 0; i < docs.size(); ++i) {
+    std::vector<int32_t> ids = tok.encode(docs[i]);
+    out[i].assign(ids.begin(), ids.end());
+    out[i].push_back(eos);
+  }
+  return out;
+}
+
+size_t count_tokens(const std::vector<std::vector<int64_t>>& docs) {
+  size_t n = 0;
+  for (const auto& d : docs) n += d.size();
+  return n;
+}
+
+}  // namespace
+
+LmRunResult train_lm(const LmRun& run) {
+  RunDir spec = open_run_dir(run.config_path, run.out_dir, run.resume);
+  io::GptBundle bundle;
+  if (spec.resuming()) {
+    bundle = io::load_gpt2(spec.checkpoint);
+    QKV_CHECK(bundle.tokenizer != nullptr, spec.checkpoint, "has no tokenizer.json to resume with");
+    bundle.model->train();
+  } else {
+    if (!run.corpus.empty()) {
+      QKV_CHECK(run.corpus == "lm-en", "train", "unknown language-modelling corpus '", run.corpus,
+                "' (expected lm-en, or --train FILE --valid FILE)");
+      data::ExtraBuildOptions o;
+      o.data_dir = run.data_dir;
+      o.verbose = true;
+      const std::string dir = data::build_lm_corpus(o).out_dir;
+      spec.train = (fs::path(dir) / "train.txt").string();
+      spec.valid = (fs::path(dir) / "valid.txt").string();
+    }
+    if (!run.train_text.empty()) spec.train = run.train_text;
+    if (!run.valid_text.empty()) spec.valid = run.valid_text;
+    QKV_CHECK(!spec.train.empty() && !spec.valid.empty(), "train", "give --corpus lm-en or both --train and --valid");
+    spec.train = fs::absolute(spec.train).string();
+    spec.valid = fs::absolute(spec.valid).string();
+  }
+  override_limits(spec.config, run.max_steps, run.max_minutes);
+  RunSections sec = read_run_sections(spec.config, spec.where, "gpt");
+  QKV_CHECK(sec.model_type == "gpt", spec.where, "field 'model_type': train_lm trains \"gpt\" models, got \"",
+            sec.model_type, "\"");
+
+  ConfigReader dr(sec.data, spec.where, "data");
+  const int64_t context = dr.integer("context");
+  QKV_CHECK(!(dr.has("batch_size") && dr.has("batch_tokens")), dr.where("batch_tokens"),
+            "give batch_size (sequences) or batch_tokens, not both");
+  const int64_t batch = dr.has("batch_tokens") ? dr.integer("batch_tokens") / context : dr.integer("batch_size", 8);
+  dr.finish();
+  QKV_CHECK(context >= 2, dr.where("context"), "must be >= 2, got ", context);
+  QKV_CHECK(batch >= 1, dr.where(dr.has("batch_tokens") ? "batch_tokens" : "batch_size"),
+            "must give at least one sequence of data.context tokens per batch");
+
+  if (!sec.train.contains("label_smoothing")) sec.train["label_smoothing"] = 0.0;  // plain NLL for a language model
+  ConfigReader tr(sec.train, spec.where, "train");
+  const train::TrainOptions topt = train::TrainOptions::from_config(tr);
+  tr.finish();
+
+  ConfigReader vr(sec.valid, spec.where, "valid");
+  const int64_t valid_max_tokens = vr.integer("max_tokens", 0);  // 0 = every held-out window
+  vr.finish();
+
+  const std::vector<std::string> train_docs = data::read_documents(spec.train);
+  const std::vector<std::string> valid_docs = data::read_documents(spec.valid);
+  manual_seed(sec.seed);  // initialisation and dropout draw from the default generator
+  if (!spec.resuming()) {
+    fs::create_directories(spec.dir);
+    bundle.tokenizer = make_tokenizer(sec.tokenizer, spec.where, run.tokenizer_path, train_docs,
+                                      (fs::path(spec.dir) / "work").string());
+    nlohmann::json& m = spec.config["model"];
+    if (!m.contains("vocab_size")) m["vocab_size"] = bundle.tokenizer->vocab_size();
+    if (!m.contains("n_positions")) m["n_positions"] = context;
+    try {
+      bundle.config = m.get<models::GptConfig>();
+    } catch (const Error& e) {
+      fail(spec.where, "section 'model': ", e.what());
+    }
+    bundle.config.validate();
+    QKV_CHECK(bundle.config.vocab_size >= bundle.tokenizer->vocab_size(), spec.where, "field 'model.vocab_size': ",
+              bundle.config.vocab_size, " is smaller than the tokenizer's ", bundle.tokenizer->vocab_size(), " tokens");
+    // warmup_cosine decays over the whole run unless told otherwise: fixed now, so that a
+    // resumed run with another --max-steps keeps the schedule it started with.
+    nlohmann::json& sc = spec.config["schedule"];
+    if (!sc.contains("type")) sc["type"] = "warmup_cosine";
+    if (sc["type"] == "warmup_cosine" && !sc.contains("total")) {
+      QKV_CHECK(topt.max_steps > 0, spec.where, "field 'schedule.total': warmup_cosine needs it when train.max_steps "
+                "is 0");
+      sc["total"] = topt.max_steps;
+    }
+    bundle.model = std::make_shared<models::Gpt>(bundle.config);
+    write_run_json(spec);
+  }
+  QKV_CHECK(context <= bundle.config.n_positions, spec.where, "field 'data.context': ", context,
+            " is longer than model.n_positions ", bundle.config.n_positions);
+  const auto eos = bundle.tokenizer->special_id(text::Role::Eos);
+  QKV_CHECK(eos.has_value(), spec.where, "the tokenizer has no end-of-text token (<|endoftext|>) to separate documents");
+
+  auto train_ids = encode_documents(train_docs, *bundle.tokenizer, *eos);
+  auto valid_ids = encode_documents(valid_docs, *bundle.tokenizer, *eos);
+  train::PackedLmStream stream(train_ids, context, batch, sec.seed);
+  train::PackedLmStream valid_stream(valid_ids, context, batch, sec.seed);
+  // All held-out batches, or k of them spread evenly over the stream (its documents come in file
+  // order, grouped by source: the first k batches would score one source only).
+  std::vector<train::LmBatch> all_valid = valid_stream.all_batches(), valid_batches;
+  const size_t per_batch = size_t(batch * context), n_valid = all_valid.size();
+  const size_t k = valid_max_tokens > 0 ? std::clamp<size_t>(size_t(valid_max_tokens) / per_batch, 1, n_valid) : n_valid;
+  int64_t valid_tokens = 0;
+  for (size_t i = 0; i < k; ++i) {
+    valid_batches.push_back(std::move(all_valid[i * n_valid / k]));
+    valid_tokens += valid_batches.back().tokens;
+  }
+  std::fprintf(stderr, "qkv train: %zu training documents (%zu tokens, %lld windows of %lld), %zu validation "
+               "documents (%lld tokens scored), %lld parameters\n", train_docs.size(), count_tokens(train_ids),
+               (long long)stream.windows(), (long long)context, valid_docs.size(), (long long)valid_tokens,
+               (long long)bundle.model->num_parameters());
+
+  auto optimizer = make_optimizer(sec.optimizer, spec.where, *bundle.model);
+  nlohmann::json sched_cfg = spec.config.contains("schedule") ? spec.config["schedule"] : nlohmann::json::object();
+  std::unique_ptr<LrSchedule> schedule;
+  try {
+    schedule = make_schedule(sched_cfg);
+  } catch (const Error& e) {
+    fail(spec.where, "section 'schedule': ", e.what());
+  }
+
+  train::TrainCallbacks cb;
+  cb.write_model = [&](const std::string& dir) { io::save_gpt2(dir, bundle); };
+  cb.validate = [&]() {
+    const double nll = train::LmTask::evaluate_nll(*bundle.model, valid_batches);
+    std::fprintf(stderr, "\nqkv train: valid NLL %.4f  perplexity %.2f\n", nll, std::exp(nll));
+    return std::map<std::string, double>{{"valid_loss", nll}, {"valid_ppl", std::exp(nll)}};
+  };
+  cb.best_metric = "valid_ppl";
+  cb.lower_is_better = true;
+
+  train::LmTask task(*bundle.model, stream);
+  train::Trainer trainer(task, *optimizer, *schedule, topt, spec.dir, cb);
+  if (spec.resuming()) {
+    trainer.restore_training_state(spec.checkpoint);
+    std::fprintf(stderr, "qkv train: resumed from %s at step %lld\n", spec.checkpoint.c_str(),
+                 (long long)trainer.step());
+  }
+  LmRunResult result;
+  result.outcome = trainer.run();
+  result.steps = trainer.step();
+  result.best_perplexity = trainer.best_score();
+  result.model_dir = publish_model(spec.dir);
+  return result;
+}
+
+}  // namespace qkv::tasks

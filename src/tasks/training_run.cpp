@@ -1,0 +1,104 @@
+// The run-directory handling shared by tasks::train_translation and tasks::train_lm.
+#include "qkv/tasks/training_run.h"
+
+#include <filesystem>
+
+#include "qkv/train/checkpoint.h"
+#include "qkv/util/config.h"
+#include "qkv/util/error.h"
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace qkv::tasks {
+
+nlohmann::json read_json_file(const std::string& path) {
+  try {
+    return nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, "not valid JSON: ", e.what());
+  }
+}
+
+RunDir open_run_dir(const std::string& config_path, const std::string& out_dir, const std::string& resume) {
+  RunDir r;
+  if (!resume.empty()) {
+    r.dir = resume;
+    std::string run_json = (fs::path(resume) / "run.json").string();
+    QKV_CHECK(fs::exists(run_json), resume, "not a run directory (no run.json); start a run with --config");
+    nlohmann::json rj = read_json_file(run_json);
+    r.config = rj.at("config");
+    r.train = rj.at("train").get<std::string>();
+    r.valid = rj.at("valid").get<std::string>();
+    auto latest = train::CheckpointManager::latest(resume);
+    QKV_CHECK(latest.has_value(), resume, "no checkpoint to resume from under checkpoints/");
+    r.checkpoint = *latest;
+    r.where = resume + "/run.json";
+    return r;
+  }
+  QKV_CHECK(!config_path.empty(), "train", "give --config (or --resume RUN)");
+  QKV_CHECK(!out_dir.empty(), "train", "give --out RUN_DIR");
+  QKV_CHECK(!fs::exists(fs::path(out_dir) / "run.json"), out_dir,
+            "already holds a run; use --resume to continue it or choose another --out");
+  r.dir = out_dir;
+  r.config = read_json_file(config_path);
+  r.where = config_path;
+  return r;
+}
+
+void override_limits(nlohmann::json& config, int64_t max_steps, double max_minutes) {
+  if (max_steps >= 0) config["train"]["max_steps"] = max_steps;
+  if (max_minutes >= 0) config["train"]["max_minutes"] = max_minutes;
+}
+
+RunSections read_run_sections(nlohmann::json& config, const std::string& where,
+                              const std::string& default_model_type) {
+  ConfigReader top(config, where);
+  RunSections s;
+  s.model_type = top.string("model_type", default_model_type);
+  top.object("model");
+  s.tokenizer = top.object("tokenizer", false);
+  s.data = top.object("data", false);
+  s.optimizer = top.object("optimizer", false);
+  s.schedule = top.object("schedule", false);
+  s.train = top.object("train", false);
+  s.valid = top.object("valid", false);
+  s.seed = uint64_t(top.integer("seed", 1));
+  top.finish();
+  config["model_type"] = s.model_type;
+  return s;
+}
+
+void write_run_json(const RunDir& run) {
+  write_file_atomic((fs::path(run.dir) / "run.json").string(),
+                    nlohmann::json{{"config", run.config}, {"train", run.train}, {"valid", run.valid}}.dump(2) + "\n");
+}
+
+std::string publish_model(const std::string& run_dir) {
+  auto best = train::CheckpointManager::best(run_dir);
+  std::string publish = best ? *best : *train::CheckpointManager::latest(run_dir);
+  const std::string model = (fs::path(run_dir) / "model").string();
+  train::copy_directory_atomic(publish, model);
+  fs::remove(fs::path(model) / "training_state.safetensors");
+  return model;
+}
+
+std::string run_model_type(const std::string& config_path, const std::string& resume) {
+  nlohmann::json config;
+  std::string where;
+  if (!resume.empty()) {
+    where = (fs::path(resume) / "run.json").string();
+    QKV_CHECK(fs::exists(where), resume, "not a run directory (no run.json); start a run with --config");
+    config = read_json_file(where).at("config");
+  } else {
+    QKV_CHECK(!config_path.empty(), "train", "give --config (or --resume RUN)");
+    config = read_json_file(config_path);
+    where = config_path;
+  }
+  QKV_CHECK(config.is_object(), where, "expected a JSON object");
+  if (!config.contains("model_type")) return "transformer";
+  QKV_CHECK(config["model_type"].is_string(), where, "field 'model_type': expected a string");
+  return config["model_type"].get<std::string>();
+}
+
+}  // namespace qkv::tasks
