@@ -1,7 +1,8 @@
 // qkv train --config CFG.json (--corpus NAME | --train T --valid V) --out RUN
 // qkv train --resume RUN
 //
-// Dispatches on the config's model_type: "gpt" is a causal language model
+// Dispatches on the config's model_type: "gpt_classifier" fine-tunes a GPT classifier
+// (tasks::train_gpt_classifier, train_classifier.cpp), "gpt" is a causal language model
 // (tasks::train_lm, qkv/tasks/lm_training.h; --corpus lm-en, or text files of documents), every
 // other type a translation model (tasks::train_translation, qkv/tasks/translation_training.h;
 // --corpus en-de-small, or 'source<TAB>target' files). Both describe the run directory.
@@ -24,7 +25,7 @@ const char* outcome_name(train::Outcome o) {
 }
 
 int run(int argc, char** argv) {
-  CLI::App app{"Train a model: translation (Transformer or RNN) or a GPT language model", "qkv train"};
+  CLI::App app{"Train a model: translation (Transformer or RNN), a GPT language model or a GPT classifier", "qkv train"};
   tasks::TranslationRun r;
   app.add_option("--config,-c", r.config_path, "JSON config (see configs/ and docs/config.md)");
   app.add_option("--corpus", r.corpus, "corpus built from Debian packages: en-de-small (translation), lm-en (gpt)");
@@ -59,7 +60,7 @@ int run(int argc, char** argv) {
   return res.outcome == train::Outcome::interrupted ? 130 : 0;
 }
 
-Register reg("train", "train a model: translation (Transformer, RNN) or a GPT language model", run);
+Register reg("train", "train a model: translation (Transformer, RNN), a GPT language model or classifier", run);
 
 }  // namespace
 }  // namespace qkv::cli
