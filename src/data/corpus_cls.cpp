@@ -31,16 +31,7 @@ BuildResult build_cls_corpus(const ExtraBuildOptions& opt) {
   const std::string pk = fetch_archive_index("main/binary-amd64/Packages.xz", cache, "bookworm", opt.verbose);
   const std::string tr = fetch_archive_index("main/i18n/Translation-en.xz", cache, "bookworm", opt.verbose);
 
-  std::unordered_map<std::string, std::string> long_desc;  // Description-md5 -> long text
-  for (auto& rec : parse_deb822(read_compressed(tr))) {
-    const std::string& d = rec["Description-en"];
-    size_t nl = d.find('\n');
-    std::string text;
-    if (nl != std::string::npos)
-      for (const auto& p : description_paragraphs(std::string_view(d).substr(nl + 1)))
-        text += (text.empty() ? "" : " ") + p;
-    long_desc[rec["Description-md5"]] = to_utf8(text);
-  }
+  const auto long_desc = long_descriptions(tr);  // Description-md5 -> long text
 
   struct Example {
     std::string label, source, text;

@@ -4,6 +4,7 @@
 
 #include "qkv/data/corpus.h"
 #include "qkv/data/corpus_mono.h"
+#include "qkv/data/debian.h"
 #include "qkv/text/line_reader.h"
 #include "qkv/util/error.h"
 
@@ -151,6 +152,20 @@ std::vector<std::string> wordnet_glosses(std::string_view data) {
     if (bar == std::string_view::npos) continue;
     std::string g = normalize_whitespace(to_utf8(line.substr(bar + 3)));
     if (!g.empty()) out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::unordered_map<std::string, std::string> long_descriptions(const std::string& translation_index) {
+  std::unordered_map<std::string, std::string> out;
+  for (auto& rec : parse_deb822(read_compressed(translation_index))) {
+    const std::string& d = rec["Description-en"];
+    const size_t nl = d.find('\n');
+    std::string text;
+    if (nl != std::string::npos)
+      for (const auto& p : description_paragraphs(std::string_view(d).substr(nl + 1)))
+        text += (text.empty() ? "" : " ") + p;
+    out[rec["Description-md5"]] = to_utf8(text);
   }
   return out;
 }

@@ -17,6 +17,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "qkv/data/corpus_mt.h"  // BuildResult
@@ -46,6 +47,10 @@ std::vector<std::map<std::string, std::string>> parse_deb822(std::string_view te
 // " ." separates paragraphs; a line indented by two or more spaces, or a bullet (" * ", " - ",
 // " o "), starts a new one. Each paragraph is whitespace-normalised.
 std::vector<std::string> description_paragraphs(std::string_view long_description);
+
+// The long descriptions of a compressed Translation-en index: Description-md5 -> its paragraphs
+// (description_paragraphs) joined by single spaces, as UTF-8 (what cls-debian and pairs-debian read).
+std::unordered_map<std::string, std::string> long_descriptions(const std::string& translation_index);
 
 // Entries of a dictd database: the .index ("word\t<b64 offset>\t<b64 length>") and the
 // decompressed .dict. Returns each distinct entry's text, in offset order, skipping the
