@@ -9,7 +9,7 @@
 // Per shape: one warm-up, then the median of `reps` timed generations: ms per new token and
 // tokens/s, from wall and process-CPU time, and a checksum of the generated ids.
 //
-// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX \
+// Run (one line): OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
 //        build/bench/bench_gpt_generate [reps=5] [shapes=cfg1,gpt2]
 // (GOMP_SPINCOUNT=5000 is what the qkv program sets for itself, util/blas_env.h; without it
 // libgomp's long default spin made cfg1 ~10x slower while another build shared the 2 cores.)
