@@ -15,14 +15,8 @@ constexpr size_t kCacheWordMax = 64;      // longer pre-tokens are not cached
 }  // namespace
 
 BpeTokenizer::BpeTokenizer(std::vector<std::string> vocab, std::vector<Merge> merges, BpeOptions opt)
-    : opt_(std::move(opt)), vocab_(std::move(vocab)), merges_(std::move(merges)) {
+    : ListVocabTokenizer(std::move(vocab), "text bpe"), opt_(std::move(opt)), merges_(std::move(merges)) {
   const char* where = "text bpe";
-  token_id_.reserve(vocab_.size() * 2);
-  for (size_t i = 0; i < vocab_.size(); ++i) {
-    auto [it, fresh] = token_id_.emplace(vocab_[i], int32_t(i));
-    QKV_CHECK(fresh, where, "vocabulary token '", vocab_[i], "' appears twice (ids ", it->second,
-              " and ", i, ")");
-  }
   auto id_of = [&](const std::string& t, size_t rank, const char* part) {
     auto it = token_id_.find(t);
     QKV_CHECK(it != token_id_.end(), where, "merge ", rank, " ('", merges_[rank].first, " ",
@@ -79,12 +73,6 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> vocab, std::vector<Merge> me
     QKV_CHECK(it != token_id_.end(), where, "unk_token '", opt_.unk_token, "' is not in the vocabulary");
     unk_id_ = it->second;
   }
-}
-
-std::optional<int32_t> BpeTokenizer::model_token_to_id(std::string_view token) const {
-  auto it = token_id_.find(std::string(token));
-  if (it == token_id_.end()) return std::nullopt;
-  return it->second;
 }
 
 void BpeTokenizer::initial_symbols(std::string_view word, std::vector<int32_t>& syms) const {

@@ -55,11 +55,7 @@ std::unique_ptr<VocabTokenizer> from_counts(VocabTokenizer::Level level,
 }  // namespace
 
 VocabTokenizer::VocabTokenizer(Level level, std::vector<std::string> vocab, std::string unk_token)
-    : level_(level), vocab_(std::move(vocab)), unk_(std::move(unk_token)) {
-  for (size_t i = 0; i < vocab_.size(); ++i) {
-    auto [it, fresh] = token_id_.emplace(vocab_[i], int32_t(i));
-    QKV_CHECK(fresh, "text vocab", "token '", vocab_[i], "' appears twice (ids ", it->second, " and ", i, ")");
-  }
+    : ListVocabTokenizer(std::move(vocab), "text vocab"), level_(level), unk_(std::move(unk_token)) {
   auto it = token_id_.find(unk_);
   QKV_CHECK(it != token_id_.end(), "text vocab", "unk_token '", unk_, "' is not in the vocabulary");
   unk_id_ = it->second;
@@ -80,12 +76,6 @@ std::unique_ptr<VocabTokenizer> VocabTokenizer::build(Level level, const std::ve
     for_each_token(level, text, [&](std::string_view t) { ++counts[std::string(t)]; });
   }
   return from_counts(level, counts, opt);
-}
-
-std::optional<int32_t> VocabTokenizer::model_token_to_id(std::string_view token) const {
-  auto it = token_id_.find(std::string(token));
-  if (it == token_id_.end()) return std::nullopt;
-  return it->second;
 }
 
 void VocabTokenizer::encode_model(std::string_view text, std::vector<int32_t>& out) const {

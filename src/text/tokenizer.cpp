@@ -174,4 +174,19 @@ std::vector<std::pair<std::string, int32_t>> Tokenizer::added_tokens() const {
   return out;
 }
 
+ListVocabTokenizer::ListVocabTokenizer(std::vector<std::string> vocab, const char* where)
+    : vocab_(std::move(vocab)) {
+  token_id_.reserve(vocab_.size() * 2);
+  for (size_t i = 0; i < vocab_.size(); ++i) {
+    auto [it, fresh] = token_id_.emplace(vocab_[i], int32_t(i));
+    QKV_CHECK(fresh, where, "vocabulary token '", vocab_[i], "' appears twice (ids ", it->second, " and ", i, ")");
+  }
+}
+
+std::optional<int32_t> ListVocabTokenizer::model_token_to_id(std::string_view token) const {
+  auto it = token_id_.find(std::string(token));
+  if (it == token_id_.end()) return std::nullopt;
+  return it->second;
+}
+
 }  // namespace qkv::text

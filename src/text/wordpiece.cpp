@@ -11,25 +11,13 @@
 namespace qkv::text {
 
 WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> vocab, WordPieceOptions opt)
-    : opt_(std::move(opt)), vocab_(std::move(vocab)) {
-  token_id_.reserve(vocab_.size() * 2);
-  for (size_t i = 0; i < vocab_.size(); ++i) {
-    auto [it, fresh] = token_id_.emplace(vocab_[i], int32_t(i));
-    QKV_CHECK(fresh, "text wordpiece", "vocabulary token '", vocab_[i], "' appears twice (ids ",
-              it->second, " and ", i, ")");
-  }
+    : ListVocabTokenizer(std::move(vocab), "text wordpiece"), opt_(std::move(opt)) {
   auto it = token_id_.find(opt_.unk_token);
   QKV_CHECK(it != token_id_.end(), "text wordpiece", "unk_token '", opt_.unk_token,
             "' is not in the vocabulary");
   unk_id_ = it->second;
   QKV_CHECK(opt_.max_input_chars_per_word > 0, "text wordpiece",
             "max_input_chars_per_word must be positive, got ", opt_.max_input_chars_per_word);
-}
-
-std::optional<int32_t> WordPieceTokenizer::model_token_to_id(std::string_view token) const {
-  auto it = token_id_.find(std::string(token));
-  if (it == token_id_.end()) return std::nullopt;
-  return it->second;
 }
 
 void WordPieceTokenizer::wordpiece_word(std::string_view word, std::vector<int32_t>& out) const {

@@ -28,7 +28,7 @@ struct BpeOptions {
   bool js_comma_key_quirk = false;
 };
 
-class BpeTokenizer : public Tokenizer {
+class BpeTokenizer : public ListVocabTokenizer {
  public:
   using Merge = std::pair<std::string, std::string>;
   // vocab[id] = token (byte-level tokens are in bytes_to_unicode form, e.g. "Ġthe"); merges in
@@ -43,13 +43,9 @@ class BpeTokenizer : public Tokenizer {
   std::string kind() const override { return opt_.byte_level ? "bytebpe" : "bpe"; }
   const BpeOptions& options() const { return opt_; }
   const std::vector<Merge>& merges() const { return merges_; }
-  const std::vector<std::string>& vocab() const { return vocab_; }
 
   void encode_model(std::string_view text, std::vector<int32_t>& out) const override;
   std::string decode_model(std::span<const int32_t> ids) const override;
-  int32_t model_vocab_size() const override { return int32_t(vocab_.size()); }
-  std::optional<int32_t> model_token_to_id(std::string_view token) const override;
-  std::string model_id_to_token(int32_t id) const override { return vocab_.at(id); }
   bool decode_joins_with_space() const override { return !opt_.byte_level; }
 
   // Symbols of one pre-token after all merges (no cache).
@@ -64,9 +60,7 @@ class BpeTokenizer : public Tokenizer {
   void initial_symbols(std::string_view word, std::vector<int32_t>& syms) const;
 
   BpeOptions opt_;
-  std::vector<std::string> vocab_;
   std::vector<Merge> merges_;
-  std::unordered_map<std::string, int32_t> token_id_;
   std::unordered_map<uint64_t, MergeInfo> merge_of_;
   std::array<int32_t, 256> byte_id_{};  // byte-level: id of each byte's symbol
   std::vector<std::string> id_bytes_;   // byte-level: raw bytes of each token

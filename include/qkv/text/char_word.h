@@ -18,7 +18,7 @@ struct VocabBuildOptions {
   std::string unk_token = "<unk>";  // must be one of special_tokens
 };
 
-class VocabTokenizer : public Tokenizer {
+class VocabTokenizer : public ListVocabTokenizer {
  public:
   enum class Level { Char, Word };
   VocabTokenizer(Level level, std::vector<std::string> vocab, std::string unk_token);
@@ -32,21 +32,15 @@ class VocabTokenizer : public Tokenizer {
   std::string kind() const override { return level_ == Level::Char ? "char" : "word"; }
   Level level() const { return level_; }
   const std::string& unk_token() const { return unk_; }
-  const std::vector<std::string>& vocab() const { return vocab_; }
 
   void encode_model(std::string_view text, std::vector<int32_t>& out) const override;
   // Char: concatenation; word: tokens joined by single spaces.
   std::string decode_model(std::span<const int32_t> ids) const override;
-  int32_t model_vocab_size() const override { return int32_t(vocab_.size()); }
-  std::optional<int32_t> model_token_to_id(std::string_view token) const override;
-  std::string model_id_to_token(int32_t id) const override { return vocab_.at(id); }
   bool decode_joins_with_space() const override { return level_ == Level::Word; }
 
  private:
   Level level_;
-  std::vector<std::string> vocab_;
   std::string unk_;
-  std::unordered_map<std::string, int32_t> token_id_;
   int32_t unk_id_ = -1;
 };
 

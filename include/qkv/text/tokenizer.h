@@ -86,4 +86,20 @@ class Tokenizer {
 // (GPT-2), or vocab.txt. Errors name the file and the field.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
+// A tokenizer whose model vocabulary is a list of token strings (id = index) with its reverse
+// index: BPE, WordPiece and the char/word tokenizers. A token listed twice is an error naming
+// `where` and both ids.
+class ListVocabTokenizer : public Tokenizer {
+ public:
+  const std::vector<std::string>& vocab() const { return vocab_; }
+  int32_t model_vocab_size() const override { return int32_t(vocab_.size()); }
+  std::optional<int32_t> model_token_to_id(std::string_view token) const override;
+  std::string model_id_to_token(int32_t id) const override { return vocab_.at(size_t(id)); }
+
+ protected:
+  ListVocabTokenizer(std::vector<std::string> vocab, const char* where);
+  std::vector<std::string> vocab_;
+  std::unordered_map<std::string, int32_t> token_id_;
+};
+
 }  // namespace qkv::text

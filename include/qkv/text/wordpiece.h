@@ -34,7 +34,7 @@ struct WordPieceOptions {
   BertNormalizeOptions normalize;
 };
 
-class WordPieceTokenizer : public Tokenizer {
+class WordPieceTokenizer : public ListVocabTokenizer {
  public:
   WordPieceTokenizer(std::vector<std::string> vocab, WordPieceOptions opt);
   // vocab.txt (one token per line, line number = id); lower-cases when tokenizer_config.json
@@ -44,23 +44,17 @@ class WordPieceTokenizer : public Tokenizer {
 
   std::string kind() const override { return "wordpiece"; }
   const WordPieceOptions& options() const { return opt_; }
-  const std::vector<std::string>& vocab() const { return vocab_; }
 
   void encode_model(std::string_view text, std::vector<int32_t>& out) const override;
   // Tokens joined by spaces, "##" pieces glued to the previous one, then Hugging Face's
   // clean-up of spaces before punctuation and contractions.
   std::string decode_model(std::span<const int32_t> ids) const override;
-  int32_t model_vocab_size() const override { return int32_t(vocab_.size()); }
-  std::optional<int32_t> model_token_to_id(std::string_view token) const override;
-  std::string model_id_to_token(int32_t id) const override { return vocab_.at(id); }
   bool decode_joins_with_space() const override { return true; }
 
   void wordpiece_word(std::string_view word, std::vector<int32_t>& out) const;
 
  private:
   WordPieceOptions opt_;
-  std::vector<std::string> vocab_;
-  std::unordered_map<std::string, int32_t> token_id_;
   int32_t unk_id_ = -1;
 };
 
