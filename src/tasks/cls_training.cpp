@@ -96,6 +96,8 @@ std::string ensure_cls_corpus(const std::string& name, const std::string& data_d
 }
 
 ClassifierRunResult train_gpt_classifier(const ClassifierRun& run) {
+  QKV_CHECK(run.tokenizer_path.empty(), "qkv train", "--tokenizer is not used by gpt_classifier runs: the tokenizer "
+            "comes from init_from, or is learned per the config's tokenizer section");
   std::string out_dir = run.out_dir;
   nlohmann::json config;
   std::string train_path, valid_path, checkpoint;
@@ -121,8 +123,8 @@ ClassifierRunResult train_gpt_classifier(const ClassifierRun& run) {
       train_path = (fs::path(dir) / "train.tsv").string();
       valid_path = (fs::path(dir) / "valid.tsv").string();
     }
-    if (!run.train_tsv.empty()) train_path = run.train_tsv;
-    if (!run.valid_tsv.empty()) valid_path = run.valid_tsv;
+    if (!run.train_file.empty()) train_path = run.train_file;
+    if (!run.valid_file.empty()) valid_path = run.valid_file;
     QKV_CHECK(!train_path.empty() && !valid_path.empty(), "train", "give --corpus NAME or both --train and --valid");
     train_path = fs::absolute(train_path).string();
     valid_path = fs::absolute(valid_path).string();

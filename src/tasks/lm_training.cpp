@@ -99,8 +99,8 @@ LmRunResult train_lm(const LmRun& run) {
       spec.train = (fs::path(dir) / "train.txt").string();
       spec.valid = (fs::path(dir) / "valid.txt").string();
     }
-    if (!run.train_text.empty()) spec.train = run.train_text;
-    if (!run.valid_text.empty()) spec.valid = run.valid_text;
+    if (!run.train_file.empty()) spec.train = run.train_file;
+    if (!run.valid_file.empty()) spec.valid = run.valid_file;
     QKV_CHECK(!spec.train.empty() && !spec.valid.empty(), "train", "give --corpus lm-en or both --train and --valid");
     spec.train = fs::absolute(spec.train).string();
     spec.valid = fs::absolute(spec.valid).string();

@@ -36,8 +36,8 @@ TranslationRunResult train_translation(const TranslationRun& run) {
       spec.train = (fs::path(dir) / "train.tsv").string();
       spec.valid = (fs::path(dir) / "valid.tsv").string();
     }
-    if (!run.train_tsv.empty()) spec.train = run.train_tsv;
-    if (!run.valid_tsv.empty()) spec.valid = run.valid_tsv;
+    if (!run.train_file.empty()) spec.train = run.train_file;
+    if (!run.valid_file.empty()) spec.valid = run.valid_file;
     QKV_CHECK(!spec.train.empty() && !spec.valid.empty(), "train",
               "give --corpus NAME or both --train and --valid");
     spec.train = fs::absolute(spec.train).string();

@@ -1,6 +1,6 @@
 // qkv/tasks/cls_training.h - fine-tuning a GPT for text classification as one library call
 // (Radford et al. 2018, 3.3): `qkv train` with "model_type": "gpt_classifier" parses its flags
-// into a ClassifierRun and calls train_gpt_classifier.
+// into a TrainingRun (ClassifierRun) and calls train_gpt_classifier.
 //
 // Config (docs/config.md):
 //   "init_from"     a GPT-2-layout directory (io/gpt2.h) with its tokenizer; or, without it,
@@ -24,18 +24,15 @@
 #include <cstdint>
 #include <string>
 
+#include "qkv/tasks/training_run.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::tasks {
 
-struct ClassifierRun {
-  std::string config_path, out_dir, resume;  // as TranslationRun
-  std::string corpus;  // cls-debian | pairs-debian | sentiment | pang-lee-reviews | pang-lee-sentences
-  std::string train_tsv, valid_tsv;          // or labelled files
-  std::string data_dir = "data";
-  int64_t max_steps = -1;
-  double max_minutes = -1;
-};
+// corpus: cls-debian | pairs-debian | sentiment | pang-lee-reviews | pang-lee-sentences;
+// train_file / valid_file: labelled files (label<TAB>text or label<TAB>a<TAB>b). tokenizer_path
+// must be empty: the tokenizer comes from init_from or is learned.
+using ClassifierRun = TrainingRun;
 
 struct ClassifierRunResult {
   train::Outcome outcome;

@@ -25,21 +25,14 @@
 #include <cstdint>
 #include <string>
 
+#include "qkv/tasks/training_run.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::tasks {
 
-struct LmRun {
-  std::string config_path;  // a new run: JSON config
-  std::string out_dir;      // a new run: the run directory to create
-  std::string resume;       // or: continue this run directory from its latest checkpoint
-  std::string corpus;       // a corpus built from Debian packages ("lm-en"), or
-  std::string train_text, valid_text;  // text files (data/documents.h: a document per line or blank-line separated)
-  std::string tokenizer_path;          // overrides the config's tokenizer section
-  std::string data_dir = "data";       // where named corpora are built and cached
-  int64_t max_steps = -1;              // >= 0: overrides train.max_steps
-  double max_minutes = -1;             // >= 0: overrides train.max_minutes
-};
+// corpus: "lm-en"; train_file / valid_file: text documents (data/documents.h: a document per
+// line, or blank-line separated); tokenizer_path overrides the config's tokenizer section.
+using LmRun = TrainingRun;
 
 struct LmRunResult {
   train::Outcome outcome;

