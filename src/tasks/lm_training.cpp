@@ -213,7 +213,7 @@ LmRunResult train_lm(const LmRun& run) {
   result.outcome = trainer.run();
   result.steps = trainer.step();
   result.best_perplexity = trainer.best_score();
-  result.model_dir = publish_model(spec.dir);
+  result.model_dir = publish_model(spec.dir, topt.average_last);
   return result;
 }
 

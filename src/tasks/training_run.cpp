@@ -1,6 +1,7 @@
 // The run-directory handling shared by tasks::train_translation and tasks::train_lm.
 #include "qkv/tasks/training_run.h"
 
+#include <cstdio>
 #include <filesystem>
 
 #include "qkv/train/checkpoint.h"
@@ -74,7 +75,15 @@ void write_run_json(const RunDir& run) {
                     nlohmann::json{{"config", run.config}, {"train", run.train}, {"valid", run.valid}}.dump(2) + "\n");
 }
 
-std::string publish_model(const std::string& run_dir) {
+std::string publish_model(const std::string& run_dir, int average_last) {
+  if (average_last > 0) {
+    const std::string model = (fs::path(run_dir) / "model").string();
+    auto dirs = train::last_checkpoints(run_dir, average_last);
+    train::average_checkpoints(dirs, model);
+    std::fprintf(stderr, "qkv train: %s is the average of the last %d checkpoints (%s .. %s)\n", model.c_str(),
+                 average_last, fs::path(dirs.front()).filename().c_str(), fs::path(dirs.back()).filename().c_str());
+    return model;
+  }
   auto best = train::CheckpointManager::best(run_dir);
   std::string publish = best ? *best : *train::CheckpointManager::latest(run_dir);
   const std::string model = (fs::path(run_dir) / "model").string();

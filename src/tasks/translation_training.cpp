@@ -141,7 +141,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   }
   train::Outcome outcome = trainer.run();
 
-  const std::string model_dir = publish_model(out_dir);
+  const std::string model_dir = publish_model(out_dir, topt.average_last);
   TranslationRunResult result;
   result.outcome = outcome;
   result.steps = trainer.step();

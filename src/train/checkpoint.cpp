@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "qkv/io/format/safetensors.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
 
@@ -109,6 +110,71 @@ void copy_directory_atomic(const std::string& src, const std::string& dst) {
       if (!e.is_regular_file()) continue;
       write_file_atomic((fs::path(tmp) / e.path().filename()).string(), read_file(e.path().string()));
     }
+  });
+}
+
+std::vector<std::string> last_checkpoints(const std::string& run_dir, int n) {
+  auto all = CheckpointManager::list(run_dir);
+  QKV_CHECK(n >= 1 && int64_t(all.size()) >= n, (fs::path(run_dir) / "checkpoints").string(), "expected at least ", n,
+            " checkpoints to average, found ", all.size());
+  return std::vector<std::string>(all.end() - n, all.end());
+}
+
+void average_checkpoints(const std::vector<std::string>& dirs, const std::string& out_dir) {
+  QKV_CHECK(!dirs.empty(), "average_checkpoints", "expected at least one checkpoint directory");
+  auto model_file = [](const std::string& d) { return (fs::path(d) / "model.safetensors").string(); };
+  auto config_file = [](const std::string& d) { return (fs::path(d) / "config.json").string(); };
+  const std::string config = read_file(config_file(dirs.back()));
+  safetensors::Contents first = safetensors::load(model_file(dirs.front()));
+  std::map<std::string, std::vector<double>> sums;  // name -> element sums, floating tensors only
+  auto add = [&](const safetensors::Contents& c, const std::string& dir) {
+    const std::string file = model_file(dir);
+    QKV_CHECK(read_file(config_file(dir)) == config, config_file(dir), "differs from ", config_file(dirs.back()),
+              ": only checkpoints of one model can be averaged");
+    QKV_CHECK(c.tensors.size() == first.tensors.size(), file, "has ", c.tensors.size(), " tensors, ",
+              model_file(dirs.front()), " has ", first.tensors.size());
+    for (const auto& [name, t] : c.tensors) {
+      auto it = first.tensors.find(name);
+      QKV_CHECK(it != first.tensors.end(), file, "tensor '", name, "' is not in ", model_file(dirs.front()));
+      const Tensor& f = it->second;
+      QKV_CHECK(t.shape() == f.shape() && t.dtype() == f.dtype(), file, "tensor '", name, "': expected ", f.str(),
+                " as in ", model_file(dirs.front()), ", got ", t.str());
+      if (t.dtype() == DType::f32 || t.dtype() == DType::f64) {
+        std::vector<double> v = t.to_vector<double>();
+        auto& s = sums[name];
+        if (s.empty()) s.assign(v.size(), 0.0);
+        for (size_t i = 0; i < v.size(); ++i) s[i] += v[i];
+      } else {
+        Tensor a = t.contiguous(), b = f.contiguous();
+        QKV_CHECK(std::equal(static_cast<const char*>(a.raw_data()),
+                             static_cast<const char*>(a.raw_data()) + a.numel() * int64_t(dtype_size(a.dtype())),
+                             static_cast<const char*>(b.raw_data())),
+                  file, "tensor '", name, "' (", t.str(),
+                  ") is not floating and differs between checkpoints; it cannot be averaged");
+      }
+    }
+  };
+  add(first, dirs.front());
+  for (size_t i = 1; i < dirs.size(); ++i) add(safetensors::load(model_file(dirs[i])), dirs[i]);
+  std::map<std::string, Tensor> out;
+  const double n = double(dirs.size());
+  for (const auto& [name, t] : first.tensors) {
+    auto it = sums.find(name);
+    if (it == sums.end()) {
+      out[name] = t;
+      continue;
+    }
+    std::vector<double> mean(it->second.size());
+    for (size_t i = 0; i < mean.size(); ++i) mean[i] = it->second[i] / n;
+    out[name] = Tensor::from_vector<double>(mean, t.shape()).to(t.dtype());
+  }
+  write_directory_atomic(out_dir, [&](const std::string& tmp) {
+    for (auto& e : fs::directory_iterator(dirs.back())) {
+      const std::string name = e.path().filename().string();
+      if (!e.is_regular_file() || name == "model.safetensors" || name == "training_state.safetensors") continue;
+      write_file_atomic((fs::path(tmp) / name).string(), read_file(e.path().string()));
+    }
+    safetensors::save(model_file(tmp), out, first.metadata);
   });
 }
 

@@ -27,6 +27,7 @@ TrainOptions TrainOptions::from_config(ConfigReader& r) {
   o.log_every = r.integer("log_every", o.log_every);
   o.keep_last = int(r.integer("keep_last", o.keep_last));
   o.patience = int(r.integer("patience", o.patience));
+  o.average_last = int(r.integer("average_last", o.average_last));
   QKV_CHECK(o.accum_steps >= 1, r.where("accum_steps"), "must be >= 1, got ", o.accum_steps);
   QKV_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, r.where("label_smoothing"), "must be in [0, 1), got ",
             o.label_smoothing);
@@ -34,6 +35,9 @@ TrainOptions TrainOptions::from_config(ConfigReader& r) {
   QKV_CHECK(o.max_steps > 0 || o.max_epochs > 0 || o.max_minutes > 0, r.where("max_steps"),
             "give max_steps, max_epochs or max_minutes > 0");
   QKV_CHECK(o.keep_last >= 1, r.where("keep_last"), "must be >= 1, got ", o.keep_last);
+  QKV_CHECK(o.average_last >= 0 && o.average_last <= o.keep_last, r.where("average_last"),
+            "must be between 0 and keep_last (", o.keep_last, "): only kept checkpoints can be averaged, got ",
+            o.average_last);
   return o;
 }
 

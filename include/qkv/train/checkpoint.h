@@ -47,4 +47,15 @@ class CheckpointManager {
 // Copies a directory's regular files into `dst` atomically (used to publish run/model).
 void copy_directory_atomic(const std::string& src, const std::string& dst);
 
+// The `n` newest checkpoints of a run, oldest first; an error if the run has fewer.
+std::vector<std::string> last_checkpoints(const std::string& run_dir, int n);
+
+// Checkpoint averaging (Vaswani et al. 2017, 6.1: "averaging the last 5 checkpoints"; fairseq's
+// average_checkpoints.py, Marian's --average): `out_dir` gets model.safetensors whose every f32/f64
+// tensor is the element-wise mean of the same tensor in `dirs` (summed in double in the order
+// given, rounded once), and the other model files (config.json, tokenizers) of the last
+// directory; training_state.safetensors is not copied. Every directory must have the same
+// config.json and the same tensor names, shapes and dtypes; an integer tensor must be equal in all.
+void average_checkpoints(const std::vector<std::string>& dirs, const std::string& out_dir);
+
 }  // namespace qkv::train

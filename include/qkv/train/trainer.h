@@ -36,6 +36,7 @@ struct TrainOptions {
   int64_t save_every = 500;   // updates between checkpoints (0 = only at the end)
   int64_t log_every = 50;     // plain-log interval when stderr is not a terminal
   int keep_last = 3;
+  int average_last = 0;       // publish the mean of the last N checkpoints as the model (0 = the best)
   int patience = 0;           // validations without a better best_metric before stopping (0 = off)
 
   static TrainOptions from_config(ConfigReader& r);  // reads the keys above (snake_case)
