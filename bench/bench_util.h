@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,29 @@ inline double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return double(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+// STREAM-style triad a = b + s * c over three 64 MiB f32 arrays first-touched by the OpenMP
+// threads that use them: the best of `reps` passes after one warm-up, in GB/s of wall time
+// (3 x 64 MiB moved per pass, as STREAM counts). The attainable memory bandwidth that a
+// bandwidth-bound kernel is compared with, measured in the same sitting.
+inline double triad_gbs(int reps = 10) {
+  constexpr int64_t kBytes = 64ll << 20, kN = kBytes / int64_t(sizeof(float));
+  // new float[] leaves the pages untouched until the threads' first writes place them.
+  std::unique_ptr<float[]> a(new float[size_t(kN)]), b(new float[size_t(kN)]), c(new float[size_t(kN)]);
+  float *pa = a.get(), *pb = b.get(), *pc = c.get();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < kN; ++i) pa[i] = 0.f, pb[i] = 1.f, pc[i] = 2.f;
+  const float s = 3.f;
+  double best = 1e30;
+  for (int r = 0; r <= reps; ++r) {
+    const double t0 = now_ms();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < kN; ++i) pa[i] = pb[i] + s * pc[i];
+    if (r > 0) best = std::min(best, now_ms() - t0);  // pass 0 is the warm-up
+  }
+  if (pa[kN / 2] != 7.f) std::fprintf(stderr, "triad check failed\n");
+  return 3.0 * double(kBytes) / (best * 1e-3) / 1e9;
 }
 
 inline double median(std::vector<double> v) {

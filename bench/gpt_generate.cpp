@@ -8,6 +8,10 @@
 //   gpt2   vocab 50257, ctx 1024, d 768, 12 heads, 12 layers, d_ff 3072 (GPT-2 124M)
 // Per shape: one warm-up, then the median of `reps` timed generations: ms per new token and
 // tokens/s, from wall and process-CPU time, and a checksum of the generated ids.
+// The bandwidth floor: a token at batch 1 reads every f32 weight once (the tied head included)
+// and the KV cache so far, so no implementation can beat (those bytes) / (the machine's memory
+// bandwidth). The bandwidth is a STREAM-style triad (bench::triad_gbs) measured just before and
+// just after the shape's timing; the floor uses the faster of the two, so it is the lower bound.
 //
 // Run (one line): OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
 //        build/bench/bench_gpt_generate [reps=5] [shapes=cfg1,gpt2]
@@ -15,6 +19,7 @@
 // libgomp's long default spin made cfg1 ~10x slower while another build shared the 2 cores.)
 // and in the same sitting:
 //   /usr/bin/python3 /work/shared/bench-reference/gpt_bench.py gen --d 256 --heads 4 --layers 4 --dff 1024 --ctx 256
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -45,6 +50,7 @@ void run(const std::string& name, models::GptConfig cfg, int reps) {
   o.eos_id = -1;
   int64_t checksum = 0;
   std::vector<double> wall, cpu;
+  const double triad_before = bench::triad_gbs();
   for (int r = 0; r <= reps; ++r) {
     const double w0 = bench::now_ms(), c0 = bench::cpu_ms();
     auto out = gen.generate_ids({prompt}, o);
@@ -57,10 +63,20 @@ void run(const std::string& name, models::GptConfig cfg, int reps) {
     cpu.push_back(c);
   }
   const double w = bench::median(wall), c = bench::median(cpu);
+  const double rss = bench::peak_rss_mib();  // before the second triad's 192 MiB of arrays
+  const double triad = std::max(triad_before, bench::triad_gbs());
+  // Bytes per new token: the weights, plus K and V of every layer at the mean cache length.
+  const double weights = 4.0 * double(b.model->num_parameters());
+  const double mean_len = double(kPrompt) + double(kNew - 1) / 2.0;
+  const double cache = 4.0 * 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * mean_len;
+  const double floor_ms = (weights + cache) / (triad * 1e9) * 1e3;
   std::printf("%-5s d %lld, layers %lld, heads %lld, vocab %lld: %.3f ms/token (%.1f tokens/s) wall, "
               "%.3f ms/token CPU; checksum %lld\n",
               name.c_str(), (long long)cfg.n_embd, (long long)cfg.n_layer, (long long)cfg.n_head,
               (long long)cfg.vocab_size, w / kNew, 1e3 * kNew / w, c / kNew, (long long)checksum);
+  std::printf("      bandwidth floor: %.1f MB per token / triad %.1f GB/s = %.3f ms/token; measured / floor %.2fx; "
+              "peak RSS %.0f MiB\n",
+              (weights + cache) / 1e6, triad, floor_ms, (w / kNew) / floor_ms, rss);
 }
 
 }  // namespace
