@@ -31,9 +31,9 @@ void ProgressBar::update(const ProgressInfo& p) {
   std::string eta = "?";
   if (p.total_steps > 0 && p.step > 0) eta = format_duration(elapsed / double(p.step) * double(p.total_steps - p.step));
   char stats[256];
-  std::snprintf(stats, sizeof stats, "step %lld%s epoch %lld  loss %.4f  lr %.2e  %.0f tok/s  %s elapsed  ETA %s",
+  std::snprintf(stats, sizeof stats, "step %lld%s epoch %lld  loss %.4f  lr %.2e  %.0f %s/s  %s elapsed  ETA %s",
                 (long long)p.step, p.total_steps > 0 ? ("/" + std::to_string(p.total_steps)).c_str() : "",
-                (long long)p.epoch, p.loss, p.lr, p.tokens_per_s, format_duration(elapsed).c_str(), eta.c_str());
+                (long long)p.epoch, p.loss, p.lr, p.tokens_per_s, p.unit, format_duration(elapsed).c_str(), eta.c_str());
   if (tty_) {
     std::string bar;
     if (p.total_steps > 0) {

@@ -174,7 +174,7 @@ Outcome Trainer::run() {
     metrics_->write({{"step", double(step_)}, {"train_loss", last_loss_}, {"lr", opt_.lr()},
                      {"tokens_per_s", tokens_per_s_}, {"epoch", double(task_.epoch())}},
                     "train");
-    bar.update({step_, total, task_.epoch(), last_loss_, opt_.lr(), tokens_per_s_});
+    bar.update({step_, total, task_.epoch(), last_loss_, opt_.lr(), tokens_per_s_, task_.unit_name()});
     bool last = o_.max_steps > 0 && step_ >= o_.max_steps;
     if (o_.valid_every > 0 && step_ % o_.valid_every == 0 && !last) {
       bar.message("validating at step " + std::to_string(step_) + " ...");

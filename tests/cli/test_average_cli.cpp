@@ -49,7 +49,9 @@ TEST(AverageCli, RunModelIsTheMeanOfTheLastCheckpoints) {
   qkv::testing::write_reversal_corpus(dir, 120, 100, 777);
   write_config(dir, 3, 3);
   ASSERT_EQ(wait_exit(spawn(train_args(dir, "run"), dir / "run.log")), 0) << qkv::read_file((dir / "run.log").string());
-  EXPECT_NE(qkv::read_file((dir / "run.log").string()).find("average of the last 3 checkpoints"), std::string::npos);
+  const std::string log = qkv::read_file((dir / "run.log").string());
+  EXPECT_NE(log.find("average of the last 3 checkpoints"), std::string::npos) << log;
+  EXPECT_NE(log.find(" tok/s "), std::string::npos) << log;  // translation's rate is target tokens
 
   auto model = qkv::safetensors::load((dir / "run/model/model.safetensors").string());
   std::vector<qkv::safetensors::Contents> ckpts;

@@ -38,6 +38,7 @@ class GptClassificationTask : public TrainingTask {
       : model_(model), data_(data), lm_weight_(lm_weight) {}
   nn::Module& model() override { return model_; }
   MicroBatch next() override;  // units: examples
+  const char* unit_name() const override { return "seq"; }
   int64_t epoch() const override { return data_.epoch(); }
   std::map<std::string, int64_t> position() const override { return data_.position(); }
   void restore(const std::map<std::string, int64_t>& position) override { data_.restore(position); }

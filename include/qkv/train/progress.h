@@ -14,7 +14,8 @@ namespace qkv::train {
 struct ProgressInfo {
   int64_t step = 0, total_steps = 0;  // total 0 = unknown (no ETA)
   int64_t epoch = 0;
-  double loss = 0, lr = 0, tokens_per_s = 0;
+  double loss = 0, lr = 0, tokens_per_s = 0;  // tokens_per_s: units per second
+  const char* unit = "tok";                   // what the rate counts (tok, seq, ...)
 };
 
 class ProgressBar {

@@ -67,6 +67,8 @@ class TrainingTask {
   virtual nn::Module& model() = 0;
   virtual MicroBatch next() = 0;
   virtual int64_t epoch() const = 0;  // epochs completed so far
+  // What MicroBatch::units counts, for the progress line's rate ("tok" -> "tok/s").
+  virtual const char* unit_name() const { return "tok"; }
   virtual std::map<std::string, int64_t> position() const = 0;
   virtual void restore(const std::map<std::string, int64_t>& position) = 0;
 };
