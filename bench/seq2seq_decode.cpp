@@ -1,12 +1,14 @@
 // bench_seq2seq_decode: greedy and beam-search decoding speed of models::Transformer against
-// torch.nn.Transformer, in the same run (issue #5).
+// torch.nn.Transformer, in the same run (issue #5). qkv is timed through tasks::Translator
+// (translate_ids: the batching and search every front end runs), on ids, without tokenizers.
 //
 // Model (both sides): d_model 256, 4 heads, 3 encoder + 3 decoder layers, d_ff 1024, ReLU,
 // post-LN, shared source/target embedding (vocab 8000) * sqrt(d) + sinusoidal positions, separate
 // output Linear(256, 8000), eval mode, f32, random weights. Batch 32 random source sentences of
 // 32 tokens (no padding); every sentence decodes exactly 32 target tokens: the limit is set to 32
-// (max_len_ratio 0, max_len_extra 32) and </s> is id -1, which no step produces, so nothing stops
-// early. Timed: encoder + 32 decoder steps + search (decode::greedy / decode::beam_search), as
+// (max_len_ratio 0, max_len_extra 32) and </s> is an ordinary token (TranslateOptions::ignore_eos),
+// so nothing stops early. Timed: encoder + 32 decoder steps + search (Translator::translate_ids
+// over decode::greedy / decode::beam_search, one batch of 32), as
 // the shared reference's greedy() (../shared/bench-reference/seq2seq_bench.py, run through
 // tools/bench/seq2seq_torch.py, which adds CPU time), which re-runs its decoder over the whole
 // prefix every step (nn.Transformer has no cache). Beam search: beam 4, 32 sentences -> 128 rows.
@@ -31,9 +33,8 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "qkv/autograd/node.h"
-#include "qkv/decode/search.h"
 #include "qkv/models/transformer.h"
+#include "qkv/tasks/translator.h"
 #include "qkv/tensor/rng.h"
 
 using namespace qkv;
@@ -48,18 +49,19 @@ struct Measure {
 };
 
 // Median {wall, cpu} seconds of `reps` decodes of the batch (after one warm-up); checksum of tokens.
-std::pair<double, double> time_qkv(models::Transformer& model, const Tensor& src, const Tensor& pad, int beam,
-                                   int reps, int64_t& checksum) {
-  decode::Options o;
-  o.beam = beam;
-  o.nbest = 1;
-  o.max_len_ratio = 0;
-  o.max_len_extra = kSteps;
-  const decode::SpecialIds ids{/*bos=*/1, /*eos=*/-1};  // -1: no token ends a hypothesis
+std::pair<double, double> time_qkv(const tasks::Translator& translator, const std::vector<std::vector<int64_t>>& src,
+                                   int beam, int reps, int64_t& checksum) {
+  tasks::TranslateOptions o;
+  o.search.beam = beam;
+  o.search.nbest = 1;
+  o.search.max_len_ratio = 0;
+  o.search.max_len_extra = kSteps;
+  o.batch_size = kBatch;
+  o.ignore_eos = true;  // no token ends a hypothesis
   std::vector<double> wall, cpu;
   for (int r = 0; r <= reps; ++r) {
     double c0 = bench::cpu_ms(), t0 = bench::now_ms();
-    auto hyps = decode::translate(model, src, pad, ids, o);
+    auto hyps = translator.translate_ids(src, o);
     double t1 = bench::now_ms(), c1 = bench::cpu_ms();
     checksum = 0;
     for (auto& h : hyps) {
@@ -111,12 +113,15 @@ int main(int argc, char** argv) {
 
   const models::TransformerConfig cfg = bench::reference_transformer_config(kVocab);
   Generator gen(0);
-  models::Transformer model(cfg, gen);
-  model.eval();
+  io::Seq2SeqBundle bundle;  // the model only: the bench feeds ids
+  bundle.config = {{"model_type", "transformer"}, {"model", cfg}};
+  bundle.model = std::make_shared<models::Transformer>(cfg, gen);
+  bundle.model->eval();
+  const tasks::Translator translator(bundle);
 
-  Tensor src = Tensor::empty({kBatch, kSrcLen}, DType::i64);  // (B, S) ids in [3, V)
-  for (int64_t i = 0; i < src.numel(); ++i) src.data<int64_t>()[i] = 3 + int64_t(gen.randint(kVocab - 3));
-  Tensor pad = Tensor::zeros({kBatch, kSrcLen}, DType::u8);
+  std::vector<std::vector<int64_t>> src(kBatch, std::vector<int64_t>(kSrcLen));  // (B, S) ids in [3, V), no padding
+  for (auto& sentence : src)
+    for (auto& id : sentence) id = 3 + int64_t(gen.randint(kVocab - 3));
 
   std::printf("seq2seq decode: d 256 h 4 3+3 layers ff 1024 vocab 8000, batch %lld src %lld, %lld steps, %d threads, "
               "%d rounds x %d reps\n",
@@ -124,7 +129,7 @@ int main(int argc, char** argv) {
   Measure qg, qb, tg, tb;
   int64_t sum_g = 0, sum_b = 0;
   for (int r = 0; r < rounds && run_greedy; ++r) {
-    auto [gw, gc] = time_qkv(model, src, pad, 1, reps, sum_g);
+    auto [gw, gc] = time_qkv(translator, src, 1, reps, sum_g);
     qg.wall_s.push_back(gw);
     qg.cpu_s.push_back(gc);
     qg.rss_mib = bench::peak_rss_mib();
@@ -139,7 +144,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   for (int r = 0; r < rounds && run_beam; ++r) {
-    auto [bw, bc] = time_qkv(model, src, pad, 4, reps, sum_b);
+    auto [bw, bc] = time_qkv(translator, src, 4, reps, sum_b);
     qb.wall_s.push_back(bw);
     qb.cpu_s.push_back(bc);
     qb.rss_mib = bench::peak_rss_mib();

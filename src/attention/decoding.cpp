@@ -2,9 +2,10 @@
 // cross-attention memory (ProjectedKV), and MultiHeadAttention::step / project_kv / attend.
 //
 // One new position per step (t = 1, f32, no weights requested, no attention dropout) takes the
-// single-query kernel (kernels::attention_decode): Q, K and V come from one GEMM against the
-// packed [W_q; W_k; W_v], K/V are appended to the cache, and the kernel reads the cache and the
-// projected memory in place through their row tables / maps (beam search reorders nothing).
+// single-query op (attention_decode, decode_attention.h): Q, K and V come from one product
+// against the packed [W_q; W_k; W_v], K/V are appended to the cache, and the op reads the cache
+// and the projected memory in place through their row tables / maps (beam search reorders
+// nothing). Every projection goes through packed weights that are never stale (PackedWeights).
 // Anything else (several positions, f64, weights for a heatmap) gathers and goes through
 // scaled_dot_product_attention, exactly as the training path.
 #include <algorithm>
@@ -13,7 +14,6 @@
 
 #include "qkv/attention/multihead.h"
 #include "qkv/autograd/node.h"
-#include "qkv/kernels/attention.h"
 #include "qkv/ops/matmul.h"
 #include "qkv/ops/packed.h"
 #include "qkv/ops/shape.h"
@@ -36,29 +36,42 @@ std::vector<int64_t> checked_rows(const Tensor& index, int64_t rows, const char*
 // ---------------------------------------------------------------- KVCache
 
 Tensor KVCache::gather(const Tensor& buf) const {
-  const int64_t R = buf.size(0), cap = buf.size(1), HD = buf.size(2) * buf.size(3);
-  Tensor out = Tensor::empty({R, length_, buf.size(2), buf.size(3)}, buf.dtype());
-  const size_t esz = dtype_size(buf.dtype());
-  const char* src = static_cast<const char*>(buf.raw_data());
-  char* dst = static_cast<char*>(out.raw_data());
+  const int64_t R = buf.size(0), cap = buf.size(1), H = buf.size(2), Dh = buf.size(3);
+  std::vector<int64_t> at(size_t(R * length_));  // (R, length): flat storage position of (row, j)
   for (int64_t r = 0; r < R; ++r)
     for (int64_t j = 0; j < length_; ++j) {
-      const int64_t p = table_.empty() ? r : table_[size_t(r * cap + j)];
-      std::copy_n(src + size_t((p * cap + j) * HD) * esz, size_t(HD) * esz, dst + size_t((r * length_ + j) * HD) * esz);
+      const int64_t s = table_.empty() ? r : table_[size_t(r * cap + j)];  // storage row
+      at[size_t(r * length_ + j)] = s * cap + j;
     }
-  return out;
+  Tensor flat = reshape(buf, {R * cap, H, Dh});  // storage positions, a view
+  return reshape(index_select(flat, 0, Tensor::from_vector(at, {R * length_})), {R, length_, H, Dh});
+}
+
+Tensor KVCache::k_stored() const {
+  QKV_CHECK(k_.defined(), "KVCache", "empty cache (nothing appended yet)");
+  return slice(k_, 1, 0, length_);  // (rows, length, H, Dh)
+}
+
+Tensor KVCache::v_stored() const {
+  QKV_CHECK(v_.defined(), "KVCache", "empty cache (nothing appended yet)");
+  return slice(v_, 1, 0, length_);
+}
+
+DecodeRows KVCache::decode_rows() const {
+  DecodeRows d;
+  d.table = table_;
+  d.table_ld = capacity();
+  d.key_padding = pad_;
+  d.key_padding_ld = capacity();
+  return d;
 }
 
 Tensor KVCache::k() const {
-  QKV_CHECK(k_.defined(), "KVCache", "empty cache (nothing appended yet)");
-  Tensor buf = table_.empty() ? slice(k_, 1, 0, length_) : gather(k_);
-  return permute(buf, {0, 2, 1, 3});  // (rows, H, length, Dh)
+  return permute(table_.empty() ? k_stored() : gather(k_), {0, 2, 1, 3});  // (rows, H, length, Dh)
 }
 
 Tensor KVCache::v() const {
-  QKV_CHECK(v_.defined(), "KVCache", "empty cache (nothing appended yet)");
-  Tensor buf = table_.empty() ? slice(v_, 1, 0, length_) : gather(v_);
-  return permute(buf, {0, 2, 1, 3});
+  return permute(table_.empty() ? v_stored() : gather(v_), {0, 2, 1, 3});
 }
 
 Tensor KVCache::key_padding_mask() const {
@@ -75,7 +88,6 @@ void KVCache::clear() {
   table_.clear();
   pad_.clear();
   length_ = 0;
-  packed_qkv = packed_out = kernels::PackedLinear();
 }
 
 void KVCache::append(const Tensor& k_new, const Tensor& v_new, const Tensor& key_padding) {
@@ -181,12 +193,15 @@ void ProjectedKV::select_rows(const Tensor& index) {
 }
 
 ProjectedKV ProjectedKV::gathered() const {
-  if (row_map.empty()) return {k, v, {}, {}, {}};
+  if (row_map.empty()) return {k, v, {}};
   NoGradGuard ng;
   std::vector<int64_t> m(row_map.begin(), row_map.end());
   Tensor index = Tensor::from_vector<int64_t>(m, {int64_t(m.size())});
-  return {index_select(k, 0, index), index_select(v, 0, index), {}, {}, {}};
+  return {index_select(k, 0, index), index_select(v, 0, index), {}};
 }
+
+Tensor ProjectedKV::k_stored() const { return permute(k, {0, 2, 1, 3}); }  // (P, S, H, Dh)
+Tensor ProjectedKV::v_stored() const { return permute(v, {0, 2, 1, 3}); }
 
 // ---------------------------------------------------------------- MultiHeadAttention
 
@@ -211,14 +226,11 @@ MhaOutput MultiHeadAttention::step(const Tensor& x_new, KVCache& cache, const Te
                                    bool need_weights) const {
   check_step_input(x_new, d_model_, "step input");
   const int64_t B = x_new.size(0), t = x_new.size(1), D = d_model_;
-  if (!cache.packed_qkv.defined()) {  // once per decoding session
-    NoGradGuard ng;
-    Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);  // (3D, D)
-    Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
-    cache.packed_qkv = kernels::pack_linear(w, b);
-    cache.packed_out = kernels::pack_linear(out_proj->weight, out_proj->bias);
-  }
-  Tensor qkv = linear_packed(x_new, cache.packed_qkv);  // (B, t, 3D)
+  auto w_qkv = q_proj->bias.defined()
+                   ? packed_qkv_.get({q_proj->weight, k_proj->weight, v_proj->weight},
+                                     {q_proj->bias, k_proj->bias, v_proj->bias})
+                   : packed_qkv_.get({q_proj->weight, k_proj->weight, v_proj->weight});  // [W_q; W_k; W_v] (3D, D)
+  Tensor qkv = linear_packed(x_new, *w_qkv);  // (B, t, 3D)
   auto parts = split(qkv, {D, D, D}, 2);                      // 3 x (B, t, D) views
   auto to_bthd = [&](const Tensor& y) { return reshape(y, {B, t, heads_, head_dim_}); };
   if (positions_.kind != AttentionPositions::Kind::none) {
@@ -235,55 +247,32 @@ MhaOutput MultiHeadAttention::step(const Tensor& x_new, KVCache& cache, const Te
     cache.append(k_new, to_bthd(parts[2]), new_key_padding);
     if (positions_.kind == AttentionPositions::Kind::rope && single_query_ok(x_new, need_weights)) {
       Tensor qc = contiguous(permute(q, {0, 2, 1, 3}));  // (B, 1, H, Dh): rotated queries, one per row
-      return {linear_packed(decode_one_query(qc.data<float>(), D, cache), cache.packed_out), Tensor()};
+      return {out_proj->forward_packed(decode_one_query(qc, cache)), Tensor()};
     }
     AttentionMask mask;
     mask.causal = t > 1;
     mask.key_padding = cache.key_padding_mask();
-    return attend_positional(q, cache.k(), cache.v(), mask, need_weights, &cache.packed_out);
+    return attend_positional(q, cache.k(), cache.v(), mask, need_weights, /*packed_out=*/true);
   }
   cache.append(to_bthd(parts[1]), to_bthd(parts[2]), new_key_padding);  // (B, t, H, Dh)
-  if (single_query_ok(x_new, need_weights))
-    return {linear_packed(decode_one_query(qkv.data<float>(), 3 * D, cache), cache.packed_out), Tensor()};
+  if (single_query_ok(x_new, need_weights))  // q: (B, 1, H, Dh) view of qkv's first D columns
+    return {out_proj->forward_packed(decode_one_query(to_bthd(parts[0]), cache)), Tensor()};
   AttentionMask mask;
   mask.causal = t > 1;  // query i (of t) sees cached keys up to its own position
   mask.key_padding = cache.key_padding_mask();  // (B, length) or undefined
   return attend_heads(split_heads(parts[0]), cache.k(), cache.v(), mask, need_weights);
 }
 
-Tensor MultiHeadAttention::decode_one_query(const float* q, int64_t q_row_stride, const KVCache& cache) const {
+Tensor MultiHeadAttention::decode_one_query(const Tensor& q, const KVCache& cache) const {
   NoGradGuard ng;
-  const int64_t B = cache.rows(), D = d_model_;
-  Tensor o = Tensor::empty({B, 1, D});  // (B, 1, H * Dh)
-    kernels::DecodeAttention a;
-    a.q = q;
-    a.q_row_stride = q_row_stride;
-    a.k = cache.k_storage().data<float>();
-    a.v = cache.v_storage().data<float>();
-    a.row_stride = cache.capacity() * D;
-    a.pos_stride = D;
-    a.table = cache.row_table();
-    a.table_ld = cache.capacity();
-    a.key_padding = cache.key_padding();  // (rows, capacity) by logical row, or null
-    a.key_padding_ld = cache.capacity();
-    a.out = o.data<float>();
-    a.out_row_stride = D;
-    a.rows = B;
-    a.heads = heads_;
-    a.head_dim = head_dim_;
-    a.length = cache.length();
-    a.scale = float(1.0 / std::sqrt(double(head_dim_)));
-    kernels::attention_decode(a);
-    return o;
+  return attention_decode(q, cache.k_stored(), cache.v_stored(), cache.decode_rows(),
+                          1.0 / std::sqrt(double(head_dim_)));  // (B, 1, H * Dh)
 }
 
 ProjectedKV MultiHeadAttention::project_kv(const Tensor& key, const Tensor& value) const {
   check_step_input(key, k_proj->weight.size(1), "key");
   check_step_input(value, v_proj->weight.size(1), "value");
-  ProjectedKV kv{split_heads(k_proj->forward(key)), split_heads(v_proj->forward(value)), {}, {}, {}};
-  kv.packed_q = kernels::pack_linear(q_proj->weight, q_proj->bias);
-  kv.packed_out = kernels::pack_linear(out_proj->weight, out_proj->bias);
-  return kv;
+  return {split_heads(k_proj->forward(key)), split_heads(v_proj->forward(value)), {}};
 }
 
 MhaOutput MultiHeadAttention::attend(const Tensor& query, const ProjectedKV& kv, const AttentionMask& mask,
@@ -293,46 +282,28 @@ MhaOutput MultiHeadAttention::attend(const Tensor& query, const ProjectedKV& kv,
   QKV_CHECK(kv.k.defined() && kv.k.ndim() == 4 && kv.rows() == B && kv.k.size(1) == heads_,
             "MultiHeadAttention::attend", "projected K/V must be (", B, ", ", heads_, ", S, ", head_dim_, "), got ",
             kv.k.defined() ? kv.k.str() : std::string("undefined"), " for ", kv.rows(), " rows");
-  Tensor q = kv.packed_q.defined() ? linear_packed(query, kv.packed_q) : q_proj->forward(query);  // (B, Tq, D)
-  const Tensor& k = kv.k;
-  const Tensor& v = kv.v;
-  const int64_t S = k.size(2);
-  // The single-query kernel reads K/V as (P, S, H, Dh) storage (what project_kv makes) and
-  // supports a key-padding mask only.
-  const bool layout_ok = k.strides() == v.strides() && k.strides()[3] == 1 && k.strides()[1] == head_dim_ &&
-                         v.shape() == k.shape() && k.dtype() == DType::f32;
+  Tensor q = q_proj->forward_packed(query);  // (B, Tq, D)
   const Tensor& kp = mask.key_padding;
+  // The single-query op reads K/V as (P, S, H, Dh) storage (what project_kv makes) and supports
+  // a key-padding mask only.
   const bool mask_ok = !mask.causal && !mask.key_lengths.defined() && !mask.mask.defined() &&
                        (!kp.defined() || (kp.dtype() == DType::u8 || kp.dtype() == DType::boolean));
-  if (single_query_ok(query, need_weights) && layout_ok && mask_ok) {
+  if (single_query_ok(query, need_weights) && decode_kv_layout_ok(kv.k_stored(), kv.v_stored()) && mask_ok) {
     NoGradGuard ng;
+    const int64_t S = kv.k.size(2);
+    DecodeRows rows;
+    rows.map = kv.row_map;
     Tensor pad;
     if (kp.defined()) {
       QKV_CHECK(kp.ndim() == 2 && kp.size(0) == B && kp.size(1) == S, "MultiHeadAttention::attend",
                 "mask.key_padding: expected (", B, ", ", S, "), got ", kp.str());
-      pad = kp.contiguous();
+      pad = kp.contiguous();  // (B, S)
+      rows.key_padding = {static_cast<const uint8_t*>(pad.raw_data()), size_t(B * S)};
+      rows.key_padding_ld = S;
     }
-    Tensor qc = q.contiguous();
-    Tensor o = Tensor::empty({B, 1, d_model_});
-    kernels::DecodeAttention a;
-    a.q = qc.data<float>();
-    a.q_row_stride = d_model_;
-    a.k = k.data<float>();
-    a.v = v.data<float>();
-    a.row_stride = k.strides()[0];
-    a.pos_stride = k.strides()[2];
-    a.row_map = kv.row_map.empty() ? nullptr : kv.row_map.data();
-    a.key_padding = pad.defined() ? pad.data<uint8_t>() : nullptr;
-    a.key_padding_ld = S;
-    a.out = o.data<float>();
-    a.out_row_stride = d_model_;
-    a.rows = B;
-    a.heads = heads_;
-    a.head_dim = head_dim_;
-    a.length = S;
-    a.scale = float(1.0 / std::sqrt(double(head_dim_)));
-    kernels::attention_decode(a);
-    return {kv.packed_out.defined() ? linear_packed(o, kv.packed_out) : out_proj->forward(o), Tensor()};
+    Tensor o = attention_decode(reshape(q, {B, 1, heads_, head_dim_}), kv.k_stored(), kv.v_stored(), rows,
+                                1.0 / std::sqrt(double(head_dim_)));  // (B, 1, D)
+    return {out_proj->forward_packed(o), Tensor()};
   }
   ProjectedKV g = kv.gathered();
   return attend_heads(split_heads(q), g.k, g.v, mask, need_weights);

@@ -56,17 +56,17 @@ void MultiHeadAttention::set_positions(const AttentionPositions& p) {
 
 MhaOutput MultiHeadAttention::attend_positional(const Tensor& q, const Tensor& k, const Tensor& v,
                                                 const AttentionMask& mask, bool need_weights,
-                                                const kernels::PackedLinear* packed_out) const {
+                                                bool packed_out) const {
   if (positions_.kind != AttentionPositions::Kind::relative) {
     if (!packed_out) return attend_heads(q, k, v, mask, need_weights);
     auto [o, w] = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), need_weights);
     Tensor merged = reshape(contiguous(permute(o, {0, 2, 1, 3})), {q.size(0), q.size(2), d_model_});
-    return {linear_packed(merged, *packed_out), w};
+    return {out_proj->forward_packed(merged), w};
   }
   auto r = relative_attention(q, k, v, relative_key, relative_value, positions_.max_distance, mask, dropout,
                               is_training());  // (B, H, Tq, Dh)
   Tensor merged = reshape(contiguous(permute(r.out, {0, 2, 1, 3})), {q.size(0), q.size(2), d_model_});  // (B, Tq, D)
-  return {packed_out ? linear_packed(merged, *packed_out) : out_proj->forward(merged),
+  return {packed_out ? out_proj->forward_packed(merged) : out_proj->forward(merged),
           need_weights ? r.weights : Tensor()};
 }
 

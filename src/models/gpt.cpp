@@ -2,7 +2,6 @@
 
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/matmul.h"
-#include "qkv/ops/packed.h"
 #include "qkv/ops/shape.h"
 
 namespace qkv::models {
@@ -50,7 +49,6 @@ void GptCache::select_rows(const Tensor& index) {
 GptCache Gpt::start() const {
   GptCache c;
   c.layers = decoder->start(Tensor());
-  c.head = kernels::pack_linear(embed_tokens->weight, Tensor());
   return c;
 }
 
@@ -68,7 +66,7 @@ Tensor Gpt::step(const Tensor& ids_new, GptCache& cache, const Tensor& position_
   Tensor h = dropout->forward(add(embed_tokens->forward(ids_new), embed_positions->forward(position_ids)));  // (B, t, D)
   h = decoder->step(h, cache.layers, AttentionMask{}, key_pad);  // (B, t, D), after the final LayerNorm if any
   if (last_only && t > 1) h = contiguous(slice(h, 1, t - 1, t));  // (B, 1, D)
-  return cache.head.defined() ? linear_packed(h, cache.head) : linear(h, embed_tokens->weight);  // (B, t|1, V)
+  return embed_tokens->tied_logits_packed(h);  // (B, t|1, V), the head tied to E_tok
 }
 
 GptClassifier::GptClassifier(std::shared_ptr<Gpt> body, int64_t labels, Generator& gen) : num_labels(labels) {

@@ -111,6 +111,7 @@ RnnSeq2Seq::RnnSeq2Seq(const RnnSeq2SeqConfig& cfg, Generator& gen) : cfg_(cfg) 
   for (auto* emb : {src_embed.get(), tgt_embed.get()}) {
     float* row = emb->weight.data<float>() + cfg_.pad_id * E;
     std::fill(row, row + E, 0.f);
+    emb->weight.mark_modified();
   }
 }
 

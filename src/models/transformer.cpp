@@ -3,7 +3,6 @@
 #include "qkv/autograd/node.h"
 #include "qkv/nn/init.h"
 #include "qkv/ops/matmul.h"
-#include "qkv/ops/packed.h"
 #include "qkv/ops/shape.h"
 
 namespace qkv::models {
@@ -121,7 +120,6 @@ std::unique_ptr<DecoderState> Transformer::start(const Tensor& src, const Tensor
   Tensor memory = encode(src, src_pad);  // (B, S, D)
   auto st = std::make_unique<TransformerState>();
   st->layers = decoder->start(memory);
-  st->generator = kernels::pack_linear(generator->weight, generator->bias);
   st->src_pad = src_pad;
   st->rows_ = src.size(0);
   return st;
@@ -140,7 +138,7 @@ Tensor Transformer::step(DecoderState& state, const Tensor& last_tokens) {
   Tensor x = embed_target(tok, st->steps_);                                  // (R, 1, D)
   Tensor h = decoder->step(x, st->layers, memory_mask(st->src_pad));          // (R, 1, D)
   ++st->steps_;
-  return reshape(linear_packed(h, st->generator), {R, cfg_.tgt_vocab});    // (R, V)
+  return reshape(generator->forward_packed(h), {R, cfg_.tgt_vocab});       // (R, V)
 }
 
 AttentionMaps Transformer::cross_attention(const Tensor& src, const Tensor& src_pad, const Tensor& tgt_in) {

@@ -2,7 +2,6 @@
 
 #include "qkv/ops/dropout.h"
 #include "qkv/ops/elementwise.h"
-#include "qkv/ops/packed.h"
 
 namespace qkv::models {
 
@@ -111,8 +110,6 @@ DecoderLayerCache DecoderBlock::start(const Tensor& memory) const {
     QKV_CHECK(memory.defined(), "DecoderBlock::start", "a block with cross-attention needs the encoder memory");
     c.cross = encoder_attn->project_kv(memory, memory);
   }
-  c.fc1 = kernels::pack_linear(ffn->fc1->weight, ffn->fc1->bias);
-  c.fc2 = kernels::pack_linear(ffn->fc2->weight, ffn->fc2->bias);
   return c;
 }
 
@@ -123,10 +120,7 @@ Tensor DecoderBlock::step(const Tensor& x_new, DecoderLayerCache& cache, const A
   if (encoder_attn)
     h = residual(h, *encoder_attn_layer_norm,
                  [&](const Tensor& y) { return encoder_attn->attend(y, cache.cross, memory_mask).out; });
-  return residual(h, *final_layer_norm, [&](const Tensor& y) {  // the FFN, with the packed weights if any
-    if (!cache.fc1.defined()) return ffn->forward(y);
-    return linear_packed(ffn->drop->forward(nn::activate(linear_packed(y, cache.fc1), ffn->act)), cache.fc2);
-  });
+  return residual(h, *final_layer_norm, [&](const Tensor& y) { return ffn->forward_packed(y); });
 }
 
 // ---------------------------------------------------------------- stacks

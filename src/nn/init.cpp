@@ -15,12 +15,14 @@ void uniform(Tensor& t, double lo, double hi, Generator& g) {
   check(t, "init::uniform");
   if (t.dtype() == DType::f32) g.uniform(t.data<float>(), t.numel(), float(lo), float(hi));
   else g.uniform(t.data<double>(), t.numel(), lo, hi);
+  t.mark_modified();
 }
 
 void normal(Tensor& t, double mean, double std, Generator& g) {
   check(t, "init::normal");
   if (t.dtype() == DType::f32) g.normal(t.data<float>(), t.numel(), float(mean), float(std));
   else g.normal(t.data<double>(), t.numel(), mean, std);
+  t.mark_modified();
 }
 
 void constant(Tensor& t, double value) { t.fill(value); }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "qkv/autograd/node.h"
 #include "qkv/ops/dropout.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/embedding.h"
@@ -26,6 +27,15 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, init::Scheme scheme) {
 
 Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
 
+std::shared_ptr<const kernels::PackedLinear> Linear::packed() const {
+  return bias.defined() ? packed_.get({weight}, {bias}) : packed_.get({weight});
+}
+
+Tensor Linear::forward_packed(const Tensor& x) const {
+  if (grad_enabled() && (x.requires_grad() || weight.requires_grad())) return forward(x);  // recorded, not packed
+  return linear_packed(x, *packed());
+}
+
 Embedding::Embedding(int64_t num, int64_t dim, int64_t padding_idx, bool scale, init::Scheme scheme)
     : padding_idx(padding_idx), scale(scale) {
   QKV_CHECK(num > 0 && dim > 0, "Embedding", "sizes must be positive, got num=", num, " dim=", dim);
@@ -39,12 +49,18 @@ Embedding::Embedding(int64_t num, int64_t dim, int64_t padding_idx, bool scale, 
   if (padding_idx >= 0) {
     float* row = weight.data<float>() + padding_idx * dim;
     for (int64_t j = 0; j < dim; ++j) row[j] = 0.f;
+    weight.mark_modified();
   }
 }
 
 Tensor Embedding::forward(const Tensor& ids) const {
   Tensor e = embedding(ids, weight, padding_idx);  // (..., dim)
   return scale ? mul(e, std::sqrt(double(weight.size(1)))) : e;
+}
+
+Tensor Embedding::tied_logits_packed(const Tensor& h) const {
+  if (grad_enabled() && (h.requires_grad() || weight.requires_grad())) return linear(h, weight);  // recorded
+  return linear_packed(h, *packed_.get({weight}));  // (..., num)
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : eps(eps) {
@@ -83,11 +99,15 @@ PositionwiseFFN::PositionwiseFFN(int64_t d_model, int64_t d_ff, Activation act, 
   drop = register_module("dropout", std::make_shared<Dropout>(dropout));
 }
 
-Tensor PositionwiseFFN::forward(const Tensor& x) const {
-  Tensor h = fc1->forward(x);  // (..., d_ff)
+Tensor PositionwiseFFN::forward(const Tensor& x) const { return apply(x, false); }
+
+Tensor PositionwiseFFN::forward_packed(const Tensor& x) const { return apply(x, true); }
+
+Tensor PositionwiseFFN::apply(const Tensor& x, bool packed) const {
+  Tensor h = packed ? fc1->forward_packed(x) : fc1->forward(x);  // (..., d_ff)
   // ReLU and dropout in one pass (same mask as drop->forward(relu(h))).
   h = act == Activation::relu ? relu_dropout(h, drop->p, drop->is_training()) : drop->forward(activate(h, act));
-  return fc2->forward(h);  // (..., d_model)
+  return packed ? fc2->forward_packed(h) : fc2->forward(h);  // (..., d_model)
 }
 
 void initialize(Module& m, init::Scheme scheme, Generator& g) {
@@ -110,6 +130,7 @@ void initialize(Module& m, init::Scheme scheme, Generator& g) {
       int64_t d = emb->weight.size(1);
       float* row = emb->weight.data<float>() + emb->padding_idx * d;
       for (int64_t j = 0; j < d; ++j) row[j] = 0.f;
+      emb->weight.mark_modified();
     }
   }
   for (auto& [name, child] : m.named_children()) initialize(*child, scheme, g);

@@ -22,4 +22,50 @@ Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w) {
   return reshape(out, Shape(os));
 }
 
+// ---------------------------------------------------------------- PackedWeights
+
+PackedWeights& PackedWeights::operator=(const PackedWeights& other) {
+  if (this != &other) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sources_.clear();
+    packed_.reset();
+  }
+  return *this;
+}
+
+PackedWeights::Source PackedWeights::source_of(const Tensor& t) {
+  if (!t.defined()) return {};
+  return {t.impl_ptr(), t.storage(), t.offset(), t.shape(), t.strides(), t.storage()->version()};
+}
+
+bool PackedWeights::Source::same_as(const Tensor& t) const {
+  if (!t.defined()) return impl == nullptr;
+  return impl == t.impl_ptr() && storage == t.storage() && offset == t.offset() && shape == t.shape() &&
+         strides == t.strides() && version == t.storage()->version();
+}
+
+std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vector<Tensor>& weights,
+                                                                const std::vector<Tensor>& biases) const {
+  QKV_CHECK(!weights.empty() && (biases.empty() || biases.size() == weights.size()), "PackedWeights",
+            "expected one or more weights and a bias per weight (or none), got ", weights.size(), " weights and ",
+            biases.size(), " biases");
+  std::lock_guard<std::mutex> lock(mutex_);
+  bool fresh = packed_ != nullptr && sources_.size() == weights.size() + biases.size();
+  for (size_t i = 0; fresh && i < weights.size(); ++i) fresh = sources_[i].same_as(weights[i]);
+  for (size_t i = 0; fresh && i < biases.size(); ++i) fresh = sources_[weights.size() + i].same_as(biases[i]);
+  if (fresh) return packed_;
+  NoGradGuard ng;
+  std::vector<Source> src;
+  for (const Tensor& w : weights) src.push_back(source_of(w));
+  for (const Tensor& b : biases) src.push_back(source_of(b));
+  const bool has_bias = !biases.empty() && biases[0].defined();
+  for (const Tensor& b : biases)
+    QKV_CHECK(b.defined() == has_bias, "PackedWeights", "either every weight has a bias or none does");
+  Tensor w = weights.size() == 1 ? weights[0] : concat(weights, 0);                        // (N, K)
+  Tensor b = !has_bias ? Tensor() : biases.size() == 1 ? biases[0] : concat(biases, 0);  // (N)
+  packed_ = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear(w, b));
+  sources_ = std::move(src);
+  return packed_;
+}
+
 }  // namespace qkv

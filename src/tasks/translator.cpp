@@ -16,11 +16,16 @@ Translator::Translator(const std::string& model_dir) : Translator(io::load_seq2s
 }
 
 Translator::Translator(io::Seq2SeqBundle bundle) : bundle_(std::move(bundle)) {
-  QKV_CHECK(bundle_.model && bundle_.src_tok && bundle_.tgt_tok, "Translator", "needs a model and its tokenizers");
+  QKV_CHECK(bundle_.model != nullptr, "Translator", "needs a model");
   ids_ = tasks::special_ids(bundle_);  // the free function (the member of that name hides it)
 }
 
+void Translator::check_tokenizers(const char* who) const {
+  QKV_CHECK(bundle_.src_tok && bundle_.tgt_tok, who, "the model was loaded without its tokenizers");
+}
+
 std::string Translator::detokenize(const std::vector<int64_t>& tokens) const {
+  check_tokenizers("Translator::detokenize");
   std::vector<int32_t> toks;
   for (int64_t t : tokens)
     if (t != ids_.eos) toks.push_back(int32_t(t));
@@ -28,8 +33,8 @@ std::string Translator::detokenize(const std::vector<int64_t>& tokens) const {
 }
 
 Translations Translator::translate(const std::vector<std::string>& lines, const TranslateOptions& opt) const {
-  QKV_CHECK(opt.batch_size >= 1, "translate", "batch size must be >= 1, got ", opt.batch_size);
-  models::Seq2Seq& model = *bundle_.model;
+  check_tokenizers("translate");
+  const models::Seq2Seq& model = *bundle_.model;
   Translations r;
   const int64_t n = int64_t(lines.size());
   r.src_ids.resize(size_t(n));
@@ -46,27 +51,34 @@ Translations Translator::translate(const std::vector<std::string>& lines, const 
       std::fprintf(stderr, "qkv translate: warning: line %lld truncated to %lld tokens (model maximum)\n",
                    (long long)(i + 1), (long long)(model.max_len() - 1));
   }
+  r.hyps = translate_ids(r.src_ids, opt);
+  for (int64_t i = 0; i < n; ++i) r.text[size_t(i)] = detokenize(r.hyps[size_t(i)].front().tokens);
+  return r;
+}
+
+std::vector<std::vector<decode::Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int64_t>>& src_ids,
+                                                                       const TranslateOptions& opt) const {
+  QKV_CHECK(opt.batch_size >= 1, "translate", "batch size must be >= 1, got ", opt.batch_size);
+  models::Seq2Seq& model = *bundle_.model;
+  const int64_t n = int64_t(src_ids.size());
+  std::vector<std::vector<decode::Hypothesis>> hyps(static_cast<size_t>(n));
   // Longest first: similar lengths share a batch (little padding), and the slowest run early.
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) {
-    return r.src_ids[size_t(a)].size() > r.src_ids[size_t(c)].size();
+    return src_ids[size_t(a)].size() > src_ids[size_t(c)].size();
   });
+  const decode::SpecialIds ids{ids_.bos, opt.ignore_eos ? -1 : ids_.eos};  // -1: no token ends a hypothesis
   for (int64_t start = 0; start < n; start += opt.batch_size) {
     const int64_t end = std::min(n, start + opt.batch_size);
     std::vector<const std::vector<int64_t>*> rows;
-    for (int64_t k = start; k < end; ++k) rows.push_back(&r.src_ids[size_t(order[size_t(k)])]);
+    for (int64_t k = start; k < end; ++k) rows.push_back(&src_ids[size_t(order[size_t(k)])]);
     Tensor src, pad;  // (B, S) i64, (B, S) u8
     train::make_source_batch(rows, ids_.pad, src, pad);
-    auto out = decode::translate(model, src, pad, {ids_.bos, ids_.eos}, opt.search);
-    for (int64_t k = start; k < end; ++k) {
-      const int64_t line = order[size_t(k)];
-      auto& h = out[size_t(k - start)];
-      r.text[size_t(line)] = detokenize(h.front().tokens);
-      r.hyps[size_t(line)] = std::move(h);
-    }
+    auto out = decode::translate(model, src, pad, ids, opt.search);
+    for (int64_t k = start; k < end; ++k) hyps[size_t(order[size_t(k)])] = std::move(out[size_t(k - start)]);
   }
-  return r;
+  return hyps;
 }
 
 }  // namespace qkv::tasks

@@ -22,6 +22,7 @@ std::string token_label(const text::Tokenizer& tok, int64_t id) {
 
 size_t Translator::draw_attention(const Translations& r, const std::vector<std::string>& lines, int64_t line,
                                   const std::string& png) const {
+  check_tokenizers("Translator::draw_attention");
   const io::Seq2SeqBundle& b = bundle_;
   QKV_CHECK(line >= 1 && line <= int64_t(lines.size()), "--attention-line", "must be in 1..", lines.size(), ", got ",
             line);

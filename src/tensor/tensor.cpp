@@ -219,9 +219,11 @@ void Tensor::copy_from(const Tensor& src) {
       copy_typed<D, S>(*this, src);
     });
   });
+  mark_modified();
 }
 
 void Tensor::fill(double value) {
+  mark_modified();
   dispatch_all(dtype(), "Tensor::fill", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     T v = static_cast<T>(value);

@@ -3,6 +3,8 @@
 // ProjectedKV row map), against full causal / cross attention over the reordered sequences.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "qkv/attention/multihead.h"
 #include "qkv/autograd/node.h"
 #include "qkv/ops/shape.h"
@@ -86,4 +88,71 @@ TEST_P(Decoding, CrossAttentionRowMapSharesTheMemory) {
   auto with_w = m.attend(q, kv, mask, /*need_weights=*/true);  // the gathered sdpa path
   EXPECT_CLOSE(with_w.out, expected, kF32);
   EXPECT_THROW(kv.select_rows(idx({4})), Error);
+}
+
+// attention_decode (decode_attention.h) on hand-made tensors: a row table and a row map equal
+// sdpa over the gathered rows, and bad inputs throw naming the op.
+TEST(AttentionDecodeOp, TableMapPaddingAndClearErrors) {
+  NoGradGuard ng;
+  const int64_t P = 3, L = 6, H = 2, Dh = 16, B = 4;
+  Tensor k = randn({P, L, H, Dh}, 41), v = randn({P, L, H, Dh}, 42);
+  Tensor wide = randn({B, 1, 3 * H * Dh}, 43);                // q: the first H * Dh of each row
+  Tensor q = wide.as_strided({B, 1, H, Dh}, {3 * H * Dh, 3 * H * Dh, Dh, 1}, 0);
+  const double scale = 0.25;
+  // Row map: rows read storage rows {2, 0, 2, 1}; row 1 pads its last two keys.
+  std::vector<int32_t> map{2, 0, 2, 1};
+  std::vector<uint8_t> pad(size_t(B * L), 0);
+  pad[size_t(1 * L + 4)] = pad[size_t(1 * L + 5)] = 1;
+  DecodeRows rows;
+  rows.map = map;
+  rows.key_padding = pad;
+  rows.key_padding_ld = L;
+  Tensor out = attention_decode(q, k, v, rows, scale);  // (B, 1, H * Dh)
+  Tensor sel = idx({2, 0, 2, 1});
+  AttentionMask m;
+  m.key_padding = Tensor::from_vector<uint8_t>(pad, {B, L});
+  auto ref = scaled_dot_product_attention(permute(contiguous(q), {0, 2, 1, 3}),
+                                          permute(index_select(k, 0, sel), {0, 2, 1, 3}),
+                                          permute(index_select(v, 0, sel), {0, 2, 1, 3}), m, 0.0, false, false, scale);
+  EXPECT_CLOSE(out, reshape(contiguous(permute(ref.out, {0, 2, 1, 3})), {B, 1, H * Dh}), kF32);
+  // Row table (B, ld 8): position j of row r from storage row (r + j) % P.
+  std::vector<int32_t> table(size_t(B * 8), 0);
+  for (int64_t r = 0; r < B; ++r)
+    for (int64_t j = 0; j < L; ++j) table[size_t(r * 8 + j)] = int32_t((r + j) % P);
+  DecodeRows tr;
+  tr.table = table;
+  tr.table_ld = 8;
+  Tensor out_t = attention_decode(q, k, v, tr, scale);
+  Tensor kg = Tensor::empty({B, L, H, Dh}), vg = Tensor::empty({B, L, H, Dh});
+  for (int64_t r = 0; r < B; ++r)
+    for (int64_t j = 0; j < L; ++j) {
+      const int64_t s = (r + j) % P;
+      slice(slice(kg, 0, r, r + 1), 1, j, j + 1).copy_from(slice(slice(k, 0, s, s + 1), 1, j, j + 1));
+      slice(slice(vg, 0, r, r + 1), 1, j, j + 1).copy_from(slice(slice(v, 0, s, s + 1), 1, j, j + 1));
+    }
+  auto ref_t = scaled_dot_product_attention(permute(contiguous(q), {0, 2, 1, 3}), permute(kg, {0, 2, 1, 3}),
+                                            permute(vg, {0, 2, 1, 3}), {}, 0.0, false, false, scale);
+  EXPECT_CLOSE(out_t, reshape(contiguous(permute(ref_t.out, {0, 2, 1, 3})), {B, 1, H * Dh}), kF32);
+
+  auto expect_error = [&](const std::function<void()>& f, const std::string& words) {
+    try {
+      f();
+      ADD_FAILURE() << "no error, expected one mentioning " << words;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("attention_decode"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { attention_decode(q.to(DType::f64), k, v, rows, scale); }, "q must be (B, 1, H, Dh) f32");
+  expect_error([&] { attention_decode(permute(q, {0, 1, 3, 2}), k, v, rows, scale); }, "heads must be contiguous");
+  expect_error([&] { attention_decode(q, permute(k, {0, 2, 1, 3}), v, rows, scale); }, "k and v must be");
+  expect_error([&] { attention_decode(q, k, slice(v, 1, 0, 5), rows, scale); }, "one shape and strides");
+  DecodeRows bad_map = rows;
+  bad_map.map = std::span<const int32_t>(map.data(), 3);
+  expect_error([&] { attention_decode(q, k, v, bad_map, scale); }, "row map: expected 4 entries");
+  std::vector<int32_t> far{0, 1, 2, 3};
+  DecodeRows out_of_range;
+  out_of_range.map = far;
+  expect_error([&] { attention_decode(q, k, v, out_of_range, scale); }, "reads storage row 3 of 3");
+  expect_error([&] { attention_decode(q, k, v, DecodeRows{}, scale); }, "one row per query");
 }

@@ -1,4 +1,5 @@
-// ops/packed.h: linear_packed (weights packed once, AVX-512 micro-kernel) against linear (BLAS).
+// ops/packed.h: linear_packed (weights packed once, AVX-512 micro-kernel) against linear (BLAS),
+// and the PackedWeights cache that repacks whenever its weights change.
 #include "qkv/ops/packed.h"
 
 #include <gtest/gtest.h>
@@ -6,7 +7,10 @@
 #include <cmath>
 
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/optim.h"
+#include "qkv/ops/elementwise.h"
 #include "qkv/ops/matmul.h"
+#include "qkv/ops/shape.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -54,4 +58,66 @@ TEST(LinearPacked, LeadingAxesStridedRowsAndF64) {
   Tensor w64 = randn({9, 5}, 5, DType::f64), x64 = randn({4, 5}, 6, DType::f64);
   EXPECT_CLOSE(linear_packed(x64, kernels::pack_linear(w64, Tensor())), linear(x64, w64), kF64);
   EXPECT_THROW(linear_packed(randn({2, 23}, 7), p), Error);  // K mismatch names the op
+}
+
+// PackedWeights (ops/packed.h): one pack while nothing changes, a new one after every kind of write.
+TEST(PackedWeights, RepacksExactlyWhenASourceChanged) {
+  NoGradGuard ng;
+  Tensor w = randn({40, 24}, 21), b = randn({40}, 22), x = randn({3, 24}, 23);
+  PackedWeights cache;
+  auto p1 = cache.get({w}, {b});
+  EXPECT_EQ(cache.get({w}, {b}), p1);  // unchanged: the same pack
+  EXPECT_CLOSE(linear_packed(x, *p1), linear(x, w, b), kF32);
+  auto expect_repacked = [&](const char* what, const Tensor& nw, const Tensor& nb) {
+    SCOPED_TRACE(what);
+    auto before = cache.get({nw}, {nb});
+    EXPECT_EQ(cache.get({nw}, {nb}), before);
+    return before;
+  };
+  std::shared_ptr<const kernels::PackedLinear> last = p1;
+  w.copy_from(mul(w, 3.0));  // copy_from
+  auto p2 = expect_repacked("copy_from", w, b);
+  EXPECT_NE(p2, last);
+  EXPECT_CLOSE(linear_packed(x, *p2), linear(x, w, b), kF32);
+  last = p2;
+  b.fill(0.5);  // fill (the bias)
+  auto p3 = expect_repacked("fill", w, b);
+  EXPECT_NE(p3, last);
+  EXPECT_CLOSE(linear_packed(x, *p3), linear(x, w, b), kF32);
+  last = p3;
+  w.data<float>()[7] += 1.f;  // a raw write, announced
+  w.mark_modified();
+  auto p4 = expect_repacked("mark_modified", w, b);
+  EXPECT_NE(p4, last);
+  EXPECT_CLOSE(linear_packed(x, *p4), linear(x, w, b), kF32);
+  last = p4;
+  Tensor w2 = randn({40, 24}, 24);  // another tensor in the weight's place
+  auto p5 = expect_repacked("replaced", w2, b);
+  EXPECT_NE(p5, last);
+  EXPECT_CLOSE(linear_packed(x, *p5), linear(x, w2, b), kF32);
+  // The optimizer kernels announce their writes too.
+  Tensor g = randn({40, 24}, 25), m = Tensor::zeros({40, 24}), v = Tensor::zeros({40, 24});
+  kernels::AdamStep h;
+  h.lr = 0.1;
+  h.step = 1;
+  kernels::adam_update(w2, g, m, v, nullptr, h);
+  auto p6 = cache.get({w2}, {b});
+  EXPECT_NE(p6, p5);
+  EXPECT_CLOSE(linear_packed(x, *p6), linear(x, w2, b), kF32);
+}
+
+TEST(PackedWeights, StackedWeightsEqualTheirConcatenation) {
+  NoGradGuard ng;
+  Tensor wq = randn({16, 24}, 31), wk = randn({16, 24}, 32), wv = randn({16, 24}, 33);
+  Tensor bq = randn({16}, 34), bk = randn({16}, 35), bv = randn({16}, 36), x = randn({5, 24}, 37);
+  PackedWeights cache;
+  auto p = cache.get({wq, wk, wv}, {bq, bk, bv});
+  EXPECT_EQ(p->N, 48);
+  EXPECT_CLOSE(linear_packed(x, *p), linear(x, concat({wq, wk, wv}, 0), concat({bq, bk, bv}, 0)), kF32);
+  wk.fill(0.25);  // one source of three written: repacked
+  auto p2 = cache.get({wq, wk, wv}, {bq, bk, bv});
+  EXPECT_NE(p2, p);
+  EXPECT_CLOSE(linear_packed(x, *p2), linear(x, concat({wq, wk, wv}, 0), concat({bq, bk, bv}, 0)), kF32);
+  EXPECT_THROW(cache.get({wq, wk}, {bq}), Error);               // a bias per weight, or none
+  EXPECT_THROW(cache.get({wq, wk}, {bq, Tensor()}), Error);     // all or none defined
 }

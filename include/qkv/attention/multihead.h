@@ -15,9 +15,9 @@
 #include <memory>
 #include <vector>
 
+#include "qkv/attention/decode_attention.h"
 #include "qkv/attention/positions.h"
 #include "qkv/attention/sdpa.h"
-#include "qkv/kernels/gemm.h"
 #include "qkv/nn/layers.h"
 
 namespace qkv::attention {
@@ -46,21 +46,18 @@ class KVCache {
   void select_rows(const Tensor& index);
   void clear();
 
-  // ---- for attention kernels (kernels::attention_decode) ----
-  const Tensor& k_storage() const { return k_; }  // (rows, capacity, H, Dh), contiguous
-  const Tensor& v_storage() const { return v_; }
+  // ---- for attention_decode (decode_attention.h) ----
+  // (rows, length, H, Dh) views of the storage (rows, capacity, H, Dh): what storage row s holds
+  // at each position; decode_rows() says which storage row each row reads.
+  Tensor k_stored() const;
+  Tensor v_stored() const;
+  DecodeRows decode_rows() const;  // the row table and key padding (rows, capacity), if any
   int64_t capacity() const { return k_.defined() ? k_.size(1) : 0; }
   // (rows, capacity): the storage row holding (row, position), or nullptr when row r reads
   // storage row r at every position.
   const int32_t* row_table() const { return table_.empty() ? nullptr : table_.data(); }
-  // (rows, capacity) u8, 1 = padding, or nullptr when no position was ever padding.
-  const uint8_t* key_padding() const { return pad_.empty() ? nullptr : pad_.data(); }
-  // The same as a (rows, length) u8 tensor for the general attention path (undefined if none).
+  // The key padding as a (rows, length) u8 tensor for the general attention path (undefined if none).
   Tensor key_padding_mask() const;
-
-  // [W_q; W_k; W_v] (3D, D) + biases and W_o, packed (kernels::PackedLinear) at the first step of
-  // a decoding session (weights do not change while decoding): one skinny GEMM per projection.
-  kernels::PackedLinear packed_qkv, packed_out;
 
  private:
   Tensor gather(const Tensor& buf) const;  // (rows, length, H, Dh), row r from its table entries
@@ -76,10 +73,12 @@ class KVCache {
 struct ProjectedKV {
   Tensor k, v;  // (P, H, S, Dh) each: the projected memory of P sentences
   std::vector<int32_t> row_map;  // row r attends to memory row row_map[r]; empty: row r to row r
-  kernels::PackedLinear packed_q, packed_out;  // W_q, W_o packed by project_kv for the steps
   int64_t rows() const { return row_map.empty() ? (k.defined() ? k.size(0) : 0) : int64_t(row_map.size()); }
   void select_rows(const Tensor& index);  // i64 (R)
   ProjectedKV gathered() const;  // k, v with one row per row (the map applied), empty map
+  // k, v as the (P, S, H, Dh) storage views attention_decode reads, with the row map.
+  Tensor k_stored() const;
+  Tensor v_stored() const;
 };
 
 // Position information applied inside the attention (self-attention layers; positions.h):
@@ -146,11 +145,16 @@ class MultiHeadAttention : public nn::Module {
   MhaOutput attend_heads(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                          bool need_weights) const;  // q/k/v (B, H, T, Dh) -> projected output
   // q (B, H, Tq, Dh), k/v (B, H, Tk, Dh) with the positions applied (rotated or relative scores).
+  // packed_out: the output projection through out_proj's packed weight (the decoding steps).
   MhaOutput attend_positional(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
-                              bool need_weights, const kernels::PackedLinear* packed_out = nullptr) const;
-  // kernels::attention_decode for one query per row (q: rows of q_row_stride floats, H * Dh used)
-  // over the cache -> (rows, 1, d_model) before the output projection.
-  Tensor decode_one_query(const float* q, int64_t q_row_stride, const KVCache& cache) const;
+                              bool need_weights, bool packed_out = false) const;
+  // attention_decode of q (rows, 1, H, Dh) over the cache -> (rows, 1, d_model) before the
+  // output projection.
+  Tensor decode_one_query(const Tensor& q, const KVCache& cache) const;
+  // [W_q; W_k; W_v] (3D, D) and the three biases packed for the decoding steps' one fused
+  // projection, repacked whenever a source changed (PackedWeights, ops/packed.h). It stays here, not in
+  // nn::Linear: the stacked matrix belongs to no single Linear (W_o is out_proj->packed()).
+  PackedWeights packed_qkv_;
   int64_t d_model_, heads_, head_dim_;
   AttentionPositions positions_;
 };

@@ -47,7 +47,8 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 // A Linear's weight packed once for many skinny products against it (incremental decoding: a
 // few dozen rows per step, the same weights every step). BLAS re-packs the weight on every call;
 // this keeps W^T in panels of 32 output columns, (K, 32) each, zero-padded, read by an AVX-512
-// 8 x 32 micro-kernel. Pack per decoding session (weights must not change while it is used).
+// 8 x 32 micro-kernel. A copy of the weight's values at packing time: the layers above hold it in
+// a PackedWeights (ops/packed.h), which packs again whenever the weight changed.
 struct PackedLinear {
   Tensor weight, bias;  // the originals, (N, K) and (N) or undefined (the f64 / fallback path)
   Tensor panels;        // (ceil(N / 32), K, 32) f32, undefined for f64

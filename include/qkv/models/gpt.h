@@ -42,8 +42,7 @@ void from_json(const nlohmann::json& j, GptConfig& c);
 
 // Incremental-decoding state of a Gpt (models::Gpt::start/step; not recorded).
 struct GptCache {
-  std::vector<DecoderLayerCache> layers;  // one per block: cached K/V (+ key padding), packed FFN
-  kernels::PackedLinear head;             // E_tok (V, D) packed once for the per-step logits
+  std::vector<DecoderLayerCache> layers;  // one per block: cached K/V (+ key padding), projected memory
   int64_t length() const { return layers.empty() ? 0 : layers[0].self.length(); }  // positions cached
   void select_rows(const Tensor& index);  // i64 (R): keeps rows `index` in that order
 };

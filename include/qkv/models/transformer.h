@@ -74,7 +74,6 @@ class TransformerState : public DecoderState {
   int64_t steps() const override { return steps_; }
 
   std::vector<DecoderLayerCache> layers;
-  kernels::PackedLinear generator;  // the output projection, packed by start() for the steps
   Tensor src_pad;  // (rows, S) u8, or undefined (no padding)
   int64_t rows_ = 0, steps_ = 0;
 };

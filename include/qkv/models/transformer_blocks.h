@@ -58,7 +58,6 @@ class EncoderBlock : public nn::Module {
 struct DecoderLayerCache {
   KVCache self;       // (rows, H, t, Dh) keys/values of the positions decoded so far
   ProjectedKV cross;  // (rows, H, S, Dh) projected memory (undefined without cross-attention)
-  kernels::PackedLinear fc1, fc2;  // the FFN's weights, packed by DecoderBlock::start for the steps
   void select_rows(const Tensor& index);
 };
 

@@ -3,6 +3,7 @@
 #pragma once
 #include "qkv/nn/init.h"
 #include "qkv/nn/module.h"
+#include "qkv/ops/packed.h"
 
 namespace qkv::nn {
 
@@ -10,8 +11,18 @@ class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias = true, init::Scheme scheme = init::Scheme::pytorch_default);
   Tensor forward(const Tensor& x) const;  // (..., in) -> (..., out)
+  // The same product against the packed weight (incremental decoding's skinny products; the
+  // result may differ from forward's BLAS product in the last bits). Recorded like forward when
+  // grad mode is on and x or the weight requires grad.
+  Tensor forward_packed(const Tensor& x) const;
+  // weight and bias packed (kernels::PackedLinear) on first use and again after they were
+  // replaced or written (PackedWeights, ops/packed.h): never older than the parameters.
+  std::shared_ptr<const kernels::PackedLinear> packed() const;
   Tensor weight;  // (out, in)
   Tensor bias;    // (out) or undefined
+
+ private:
+  PackedWeights packed_;
 };
 
 class Embedding : public Module {
@@ -20,9 +31,15 @@ class Embedding : public Module {
   Embedding(int64_t num, int64_t dim, int64_t padding_idx = -1, bool scale = false,
             init::Scheme scheme = init::Scheme::pytorch_default);
   Tensor forward(const Tensor& ids) const;  // i32/i64 (...) -> (..., dim)
+  // h (..., dim) @ weight^T -> (..., num): an output head tied to this table, against the packed
+  // table (as Linear::forward_packed; never stale). For incremental decoding's logits.
+  Tensor tied_logits_packed(const Tensor& h) const;
   Tensor weight;  // (num, dim)
   int64_t padding_idx;
   bool scale;
+
+ private:
+  PackedWeights packed_;
 };
 
 class LayerNorm : public Module {
@@ -50,9 +67,14 @@ class PositionwiseFFN : public Module {
   PositionwiseFFN(int64_t d_model, int64_t d_ff, Activation act, double dropout,
                   init::Scheme scheme = init::Scheme::pytorch_default);
   Tensor forward(const Tensor& x) const;
+  // The same through fc1/fc2's packed weights (Linear::forward_packed): the decoding step.
+  Tensor forward_packed(const Tensor& x) const;
   std::shared_ptr<Linear> fc1, fc2;
   std::shared_ptr<Dropout> drop;
   Activation act;
+
+ private:
+  Tensor apply(const Tensor& x, bool packed) const;
 };
 
 // Applies `scheme` to every Linear and Embedding below `m` (xavier / normal(0, 0.02) / PyTorch).

@@ -1,6 +1,11 @@
-// qkv/ops/packed.h - inference-only products against weights packed once per decoding session
-// (kernels::PackedLinear): the per-step projections of incremental decoding.
+// qkv/ops/packed.h - inference-only products against packed weights (kernels::PackedLinear):
+// the per-step projections of incremental decoding, and the cache that keeps a packed copy in
+// step with the weights it was made from.
 #pragma once
+#include <memory>
+#include <mutex>
+#include <vector>
+
 #include "qkv/kernels/gemm.h"
 #include "qkv/tensor/tensor.h"
 
@@ -9,5 +14,37 @@ namespace qkv {
 // y (..., N) = x (..., K) @ w^T + b for w packed by kernels::pack_linear(w, b). Under grad
 // mode with x or the weight requiring grad it is linear(x, w.weight, w.bias) (recorded).
 Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w);
+
+// The packed form of one or more weights stacked on axis 0 ([W_0; W_1; ...], (sum N_i, K)) and
+// their biases, made on first use and made again whenever a source is stale: another tensor in
+// its place, or its values written since (the Storage version, which copy_from, fill, the
+// optimizer kernels, nn::init and Tensor::mark_modified bump). The check is a few pointer and
+// integer compares, so callers ask for it at every decoding step and never see old weights.
+// Thread-safe: get() returns a shared snapshot that stays valid while another thread repacks.
+// A copy starts empty (it packs again on first use).
+class PackedWeights {
+ public:
+  PackedWeights() = default;
+  PackedWeights(const PackedWeights&) {}
+  PackedWeights& operator=(const PackedWeights&);
+
+  // weights: (N_i, K) each; biases: one (N_i) per weight, or empty (no bias).
+  std::shared_ptr<const kernels::PackedLinear> get(const std::vector<Tensor>& weights,
+                                                   const std::vector<Tensor>& biases = {}) const;
+
+ private:
+  struct Source {  // what a tensor was when it was packed (holding it: no address is reused)
+    std::shared_ptr<TensorImpl> impl;
+    std::shared_ptr<Storage> storage;
+    int64_t offset = 0;
+    Shape shape, strides;
+    uint64_t version = 0;
+    bool same_as(const Tensor& t) const;
+  };
+  static Source source_of(const Tensor& t);
+  mutable std::mutex mutex_;
+  mutable std::vector<Source> sources_;  // weights then biases
+  mutable std::shared_ptr<const kernels::PackedLinear> packed_;
+};
 
 }  // namespace qkv

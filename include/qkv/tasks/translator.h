@@ -24,6 +24,9 @@ struct TranslateOptions {
   int64_t batch_size = 32;    // sentences per batch
   bool refuse_long = false;   // a line longer than the model allows: error (else truncate + warn)
   bool quiet = false;         // no truncation warnings on stderr
+  // </s> is an ordinary target token: every hypothesis runs to the length limit (fixed-length
+  // timing in benches; vLLM's ignore_eos).
+  bool ignore_eos = false;
 };
 
 struct Translations {
@@ -37,9 +40,14 @@ class Translator {
  public:
   explicit Translator(const std::string& model_dir);  // io::load_seq2seq, eval mode
   // A model already in memory, e.g. the one being trained (its weights may change between calls).
+  // The tokenizers may be missing when only translate_ids is called.
   explicit Translator(io::Seq2SeqBundle bundle);
 
   Translations translate(const std::vector<std::string>& lines, const TranslateOptions& opt = {}) const;
+  // Sentences already encoded (source ids, each ending with </s>, as translate encodes them):
+  // the n-best per sentence, best first, in input order, batched as translate batches lines.
+  std::vector<std::vector<decode::Hypothesis>> translate_ids(const std::vector<std::vector<int64_t>>& src_ids,
+                                                             const TranslateOptions& opt = {}) const;
   // The text of a hypothesis's tokens (</s> dropped).
   std::string detokenize(const std::vector<int64_t>& tokens) const;
   // Cross-attention heatmaps (one panel per layer and head, plus their average) of input line
@@ -51,6 +59,7 @@ class Translator {
   train::SeqIds special_ids() const { return ids_; }
 
  private:
+  void check_tokenizers(const char* who) const;
   io::Seq2SeqBundle bundle_;
   train::SeqIds ids_;
 };

@@ -3,6 +3,8 @@
 // allocates the same activations every iteration stops calling malloc after the first one.
 #pragma once
 #include <cstddef>
+#include <atomic>
+#include <cstdint>
 #include <memory>
 
 namespace qkv {
@@ -17,11 +19,19 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
 
+  // Counts the in-place writes to this memory that were announced (Tensor::copy_from, fill,
+  // mark_modified; the optimizer kernels and nn::init): caches derived from a tensor's values
+  // (PackedWeights, ops/packed.h) compare it to know they are stale. Writes through raw data pointers
+  // are not seen: such a writer calls Tensor::mark_modified.
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_acq_rel); }
+
  private:
   Storage(void* data, size_t nbytes, size_t capacity) : data_(data), nbytes_(nbytes), capacity_(capacity) {}
   void* data_;
   size_t nbytes_;
   size_t capacity_;  // the size class actually allocated
+  std::atomic<uint64_t> version_{0};
 };
 
 struct AllocatorStats {

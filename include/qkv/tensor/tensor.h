@@ -80,6 +80,9 @@ class Tensor {
   Tensor detach() const;      // same data, no autograd history
   void copy_from(const Tensor& src);  // element-wise copy into this view; shapes must match
   void fill(double value);
+  // Announces an in-place write made through data<T>() / raw_data() (bumps the storage's
+  // version, storage.h): call it after writing a parameter's values by hand.
+  void mark_modified() const { impl().storage->bump_version(); }
   void zero() { fill(0.0); }
 
   // ---- autograd fields ----

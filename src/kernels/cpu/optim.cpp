@@ -130,6 +130,7 @@ void adam_update(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, Tensor* vmax,
       });
     });
   });
+  p.mark_modified();  // packed copies of p (PackedWeights, ops/packed.h) are stale now
 }
 
 void sgd_update(Tensor& p, const Tensor& g, Tensor& buf, const SgdStep& h) {
@@ -146,6 +147,7 @@ void sgd_update(Tensor& p, const Tensor& g, Tensor& buf, const SgdStep& h) {
       });
     });
   });
+  p.mark_modified();
 }
 
 double sum_squares_deterministic(const Tensor& x_in) {
