@@ -243,3 +243,27 @@ TEST(BertCheckpoint, InputLongerThanThePositionTableIsAnErrorNamingTheKey) {
     EXPECT_NE(std::string(e.what()).find("type_vocab_size"), std::string::npos) << e.what();
   }
 }
+
+TEST(BertCheckpoint, TheDecodersBiasStandsForTheHeadsBiasWhenOnlyItIsStored) {
+  RefFile ref("models_bert");
+  const std::string src = case_dir(ref, "pretraining"), dir = scratch("decoder_bias");
+  fs::create_directories(dir);
+  auto tensors = safetensors::load(src + "/model.safetensors").tensors;
+  const Tensor bias = tensors.at("cls.predictions.bias");
+  tensors.erase("cls.predictions.bias");
+  tensors["cls.predictions.decoder.bias"] = bias;
+  safetensors::save(dir + "/model.safetensors", tensors);
+  fs::copy_file(src + "/config.json", dir + "/config.json");
+  io::BertBundle b = io::load_bert(dir);
+  EXPECT_TRUE(bit_equal(b.mlm->bias, bias));
+  EXPECT_TRUE(contains(b.report.loaded, "cls.predictions.bias"));
+  EXPECT_FALSE(contains(b.report.initialised, "cls.predictions.bias"));
+  tensors["cls.predictions.bias"] = Tensor::zeros(bias.shape());  // both stored, different: an error
+  safetensors::save(dir + "/model.safetensors", tensors);
+  try {
+    io::load_bert(dir);
+    ADD_FAILURE() << "loaded a decoder bias that differs from the head's";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cls.predictions.decoder.bias"), std::string::npos) << e.what();
+  }
+}
