@@ -267,3 +267,27 @@ TEST(BertCheckpoint, TheDecodersBiasStandsForTheHeadsBiasWhenOnlyItIsStored) {
     EXPECT_NE(std::string(e.what()).find("cls.predictions.decoder.bias"), std::string::npos) << e.what();
   }
 }
+
+TEST(BertCheckpoint, MissingFilesAndInvalidConfigNameTheFile) {
+  RefFile ref("models_bert");
+  const std::string src = case_dir(ref, "pretraining"), dir = scratch("files");
+  auto error_of = [&] {
+    try {
+      io::load_bert(dir);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(error_of().find(dir), std::string::npos);  // no directory
+  fs::create_directories(dir);
+  EXPECT_NE(error_of().find("config.json"), std::string::npos);
+  write_file_atomic(dir + "/config.json", "{\"hidden_size\": 32,");  // cut short
+  fs::copy_file(src + "/model.safetensors", dir + "/model.safetensors");
+  const std::string bad_json = error_of();
+  EXPECT_NE(bad_json.find("config.json"), std::string::npos) << bad_json;
+  EXPECT_NE(bad_json.find("JSON"), std::string::npos) << bad_json;
+  fs::remove(dir + "/model.safetensors");
+  fs::copy_file(src + "/config.json", dir + "/config.json", fs::copy_options::overwrite_existing);
+  EXPECT_NE(error_of().find("model.safetensors"), std::string::npos);
+}
