@@ -123,7 +123,13 @@ BertBundle load_bert(const std::string& dir, BertHeads heads) {
   QKV_CHECK(fs::is_directory(d), dir, "not a BERT model directory (expected config.json, model.safetensors)");
   QKV_CHECK(fs::exists(cfg_path), cfg_path, "missing: a BERT model directory needs config.json");
   QKV_CHECK(fs::exists(weights), weights, "missing: a BERT model directory needs model.safetensors");
-  BertBundle b = make_bert(read_config(cfg_path), heads);
+  // The encoder is built as zeros (every tensor of it is loaded next); the pooler and the heads
+  // are drawn below if the file lacks them.
+  BertBundle b;
+  b.config = read_config(cfg_path);
+  b.bert = std::make_shared<models::Bert>(b.config, default_generator(), nn::init::Scheme::none);
+  if (heads.mlm) b.mlm = std::make_shared<models::BertMlmHead>(b.config, b.bert->embeddings->word_embeddings->weight);
+  if (heads.nsp) b.nsp = std::make_shared<models::BertNspHead>(b.config);
 
   // The file's tensors under their canonical names; one name spelt two ways is an error.
   std::map<std::string, std::pair<std::string, Tensor>> file;  // canonical -> (as stored, tensor)
@@ -185,6 +191,9 @@ BertBundle load_bert(const std::string& dir, BertHeads heads) {
               b.config.hidden_size, ")");
     b.report.ignored.push_back(entry.first);
   }
+  // A checkpoint without a pooler (BertForMaskedLM, token classification, QA): Hugging Face's
+  // initialisation, then whatever part of it the file has.
+  if (!used.count("bert.pooler.dense.weight")) nn::initialize(*b.bert->pooler, nn::init::Scheme::normal_002);
   for (auto& [m, values] : sd) m->load_state_dict(values, /*strict=*/false, weights);
 
   if (fs::exists(d / "tokenizer.json") || fs::exists(d / "vocab.txt")) {

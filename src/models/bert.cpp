@@ -28,7 +28,7 @@ void check_bt(const Tensor& t, const Tensor& ids, const char* what, DType dtype)
 
 BertEmbeddings::BertEmbeddings(const BertConfig& cfg)
     : max_positions_(cfg.max_position_embeddings), type_vocab_(cfg.type_vocab_size) {
-  const auto init = nn::init::Scheme::normal_002;
+  const auto init = nn::init::Scheme::none;  // the owner initialises (Bert's constructor)
   word_embeddings = register_module(
       "word_embeddings", std::make_shared<nn::Embedding>(cfg.vocab_size, cfg.hidden_size, cfg.pad_token_id, false, init));
   position_embeddings = register_module(
@@ -67,7 +67,7 @@ Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& token_type_ids, 
 // ---------------------------------------------------------------- BertModel
 
 BertPooler::BertPooler(int64_t hidden) {
-  dense = register_module("dense", std::make_shared<nn::Linear>(hidden, hidden, true, nn::init::Scheme::normal_002));
+  dense = register_module("dense", std::make_shared<nn::Linear>(hidden, hidden, true, nn::init::Scheme::none));
 }
 
 Tensor BertPooler::forward(const Tensor& hidden) const {
@@ -75,12 +75,16 @@ Tensor BertPooler::forward(const Tensor& hidden) const {
   return tanh(dense->forward(cls));
 }
 
-Bert::Bert(const BertConfig& cfg, Generator& gen) : cfg_(cfg) {
+Bert::Bert(const BertConfig& cfg, Generator& gen, nn::init::Scheme init) : cfg_(cfg) {
   cfg_.validate();
+  QKV_CHECK(init == nn::init::Scheme::normal_002 || init == nn::init::Scheme::none, "Bert",
+            "initialisation is normal_002 (Hugging Face's) or none");
+  BlockOptions blocks = cfg_.block_options();
+  blocks.init = nn::init::Scheme::none;  // every piece built as zeros, then drawn once below
   embeddings = register_module("embeddings", std::make_shared<BertEmbeddings>(cfg_));
-  encoder = register_module("encoder", std::make_shared<Encoder>(cfg_.block_options(), cfg_.num_hidden_layers));
+  encoder = register_module("encoder", std::make_shared<Encoder>(blocks, cfg_.num_hidden_layers));
   pooler = register_module("pooler", std::make_shared<BertPooler>(cfg_.hidden_size));
-  nn::initialize(*this, nn::init::Scheme::normal_002, gen);  // LayerNorms stay (1, 0), the padding row 0
+  nn::initialize(*this, init, gen);  // LayerNorms stay (1, 0), the padding row 0
 }
 
 Tensor Bert::hidden(const Tensor& ids, const Tensor& token_type_ids, const Tensor& key_pad) const {
@@ -104,7 +108,7 @@ BertOutput Bert::forward(const Tensor& ids, const Tensor& token_type_ids, const 
 
 BertPredictionTransform::BertPredictionTransform(const BertConfig& cfg) : act(nn::parse_activation(cfg.hidden_act)) {
   dense = register_module("dense", std::make_shared<nn::Linear>(cfg.hidden_size, cfg.hidden_size, true,
-                                                                nn::init::Scheme::normal_002));
+                                                                nn::init::Scheme::none));  // the head draws it
   layer_norm = register_module("LayerNorm", std::make_shared<nn::LayerNorm>(cfg.hidden_size, cfg.layer_norm_eps));
 }
 
@@ -129,7 +133,7 @@ Tensor BertMlmHead::forward(const Tensor& hidden) const {
 
 BertNspHead::BertNspHead(const BertConfig& cfg, Generator& gen) {
   seq_relationship = register_module(
-      "seq_relationship", std::make_shared<nn::Linear>(cfg.hidden_size, 2, true, nn::init::Scheme::normal_002));
+      "seq_relationship", std::make_shared<nn::Linear>(cfg.hidden_size, 2, true, nn::init::Scheme::none));
   nn::initialize(*this, nn::init::Scheme::normal_002, gen);
 }
 

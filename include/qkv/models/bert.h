@@ -75,11 +75,13 @@ struct BertOutput {
   Tensor pooled;  // (B, D) the pooler's output
 };
 
-// BertModel: embeddings, post-LN encoder, pooler. Initialisation as Hugging Face's
-// (normal(0, 0.02) matrices and embeddings, zero biases and padding row, LayerNorm (1, 0)).
+// BertModel: embeddings, post-LN encoder, pooler. init normal_002 is Hugging Face's
+// initialisation (normal(0, 0.02) matrices and embeddings, zero biases and padding row, LayerNorm
+// (1, 0)) drawn from gen; none leaves zeros for a model whose tensors are loaded next (no draws).
 class Bert : public nn::Module {
  public:
-  explicit Bert(const BertConfig& cfg, Generator& gen = default_generator());
+  explicit Bert(const BertConfig& cfg, Generator& gen = default_generator(),
+                nn::init::Scheme init = nn::init::Scheme::normal_002);
   // ids (B, T) i64; token_type_ids (B, T) i64 (or undefined: all segment 0); key_pad (B, T) u8,
   // 1 = padding (or undefined). T > max_position_embeddings is an error naming that key.
   Tensor hidden(const Tensor& ids, const Tensor& token_type_ids = {}, const Tensor& key_pad = {}) const;
