@@ -14,15 +14,14 @@ struct Row {
   std::vector<int64_t> ids, types;
 };
 
-// [CLS] a [SEP] (b [SEP]) within max_len tokens; pairs cut the longer text first.
+// [CLS] a [SEP] (b [SEP]) within max_len tokens; pairs cut the longer text first (a tie cuts b).
 Row bert_input(const text::Tokenizer& tok, const ClsInput& x, int64_t max_len, bool* truncated) {
   const int64_t cls = tok.require_special_id(text::Role::Cls), sep = tok.require_special_id(text::Role::Sep);
-  std::vector<int32_t> a = tok.encode_single(x.a, false).ids, b;
-  if (x.pair) b = tok.encode_single(x.b, false).ids;
-  const int64_t room = max_len - (x.pair ? 3 : 2);
-  QKV_CHECK(room >= 1, "Embedder", "max_position_embeddings = ", max_len, " leaves no room for text");
-  *truncated = int64_t(a.size() + b.size()) > room;
-  while (int64_t(a.size() + b.size()) > room) (a.size() >= b.size() ? a : b).pop_back();
+  std::vector<int32_t> a = tok.encode(x.a), b;
+  if (x.pair) b = tok.encode(x.b);
+  const int64_t room = max_len - (x.pair ? 3 : 2);  // the text between [CLS] and the [SEP]s
+  QKV_CHECK(room >= (x.pair ? 2 : 1), "Embedder", "max_position_embeddings = ", max_len, " leaves no room for text");
+  *truncated = text::truncate_longest_first(a, b, room);
   Row r;
   r.ids.push_back(cls);
   r.ids.insert(r.ids.end(), a.begin(), a.end());

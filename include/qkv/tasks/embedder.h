@@ -5,9 +5,9 @@
 //   auto v = e.embed({{"a fine film"}, {"question", "answer", true}}, {.pooling = Pooling::mean});
 //
 // Each input becomes [CLS] a [SEP] (pairs: [CLS] a [SEP] b [SEP], segment 1 for b and its [SEP]),
-// cut to max_position_embeddings tokens (pairs: the longer text loses its last token first,
-// Hugging Face's "longest_first"), and inputs run in right-padded batches of similar length,
-// answered in input order. Pooling:
+// cut to max_position_embeddings tokens (pairs: the longer text loses its last token first, a
+// tie cutting b: Hugging Face's "longest_first", text::truncate_longest_first), and inputs run in
+// right-padded batches of similar length, answered in input order. Pooling:
 //   cls   the last hidden state at [CLS] (sentence-transformers' CLS pooling; not the pooler);
 //   mean  the average of the last hidden states over the non-padding tokens, [CLS] and [SEP] included;
 // then, on request, divided by its L2 norm (max(||v||, 1e-12), torch.nn.functional.normalize).
