@@ -25,9 +25,12 @@ weights, and a vocab.txt):
       cross-entropy, and its gradient for every parameter by published name.
   "bare_encoder": BertModel's layout (no prefix, TF-era LayerNorm gamma/beta, no pooler, no
       heads, an extra classifier.* head), gelu_new: hidden states of the same batch.
-  "embed": sentence embeddings of the "pretraining" model for texts and pairs written with its
-      vocab.txt's words: [CLS] a [SEP] (b [SEP]), right-padded; cls = the last hidden state at
-      [CLS], mean = the average over the non-padding tokens, and mean L2-normalised.
+  "embed_single", "embed_pairs", "embed_truncated": sentence embeddings of the "pretraining"
+      model for texts and pairs written with its vocab.txt's words: [CLS] a [SEP] (b [SEP]),
+      right-padded, inputs longer than the 16 positions cut longest-first (a tie cuts b; the
+      last input of embed_truncated is a single text, "pairs" holds null for it); cls = the last
+      hidden state at [CLS], mean = the average over the non-padding tokens, and mean
+      L2-normalised.
 """
 import json
 import math
@@ -202,13 +205,24 @@ def main(out):
 
     singles = [text(n) for n in (4, 1, 9, 2, 6)]
     pairs = [(text(a), text(b)) for a, b in ((3, 5), (1, 1), (6, 2))]
-    for name, inputs in (("embed_single", [(s, None) for s in singles]), ("embed_pairs", pairs)):
+    # longer than the 16 positions: cut to 16 tokens, the longer text first (a tie cuts b)
+    long_pairs = [(text(a), text(b)) for a, b in ((12, 9), (2, 20), (8, 8), (30, 0))]
+    long_pairs[-1] = (long_pairs[-1][0], None)
+    P_max = cfg["max_position_embeddings"]
+    for name, inputs in (("embed_single", [(s, None) for s in singles]), ("embed_pairs", pairs),
+                         ("embed_truncated", long_pairs)):
         rows = []
         for a, b in inputs:
             ta = [VOCAB.index(w) for w in a.split()]
+            tb = [VOCAB.index(w) for w in b.split()] if b is not None else []
+            budget = P_max - (3 if b is not None else 2)
+            while len(ta) + len(tb) > budget:  # transformers' truncation="longest_first"
+                if len(ta) > len(tb):
+                    ta = ta[:-1]
+                else:
+                    tb = tb[:-1]
             row, ty = [CLS] + ta + [SEP], [0] * (len(ta) + 2)
             if b is not None:
-                tb = [VOCAB.index(w) for w in b.split()]
                 row, ty = row + tb + [SEP], ty + [1] * (len(tb) + 1)
             rows.append((row, ty))
         T = max(len(r) for r, _ in rows)
