@@ -13,9 +13,10 @@ namespace qkv::nn {
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias, init::Scheme scheme) {
   QKV_CHECK(in > 0 && out > 0, "Linear", "sizes must be positive, got in=", in, " out=", out);
-  weight = register_parameter("weight", Tensor::empty({out, in}));
+  weight = register_parameter("weight", scheme == init::Scheme::none ? Tensor::zeros({out, in}) : Tensor::empty({out, in}));
   if (with_bias) bias = register_parameter("bias", Tensor::zeros({out}));
   switch (scheme) {
+    case init::Scheme::none: break;
     case init::Scheme::pytorch_default:
       init::kaiming_uniform_linear(weight);
       if (with_bias) init::uniform(bias, -1.0 / std::sqrt(double(in)), 1.0 / std::sqrt(double(in)));
@@ -40,8 +41,9 @@ Embedding::Embedding(int64_t num, int64_t dim, int64_t padding_idx, bool scale, 
     : padding_idx(padding_idx), scale(scale) {
   QKV_CHECK(num > 0 && dim > 0, "Embedding", "sizes must be positive, got num=", num, " dim=", dim);
   QKV_CHECK(padding_idx < num, "Embedding", "padding_idx ", padding_idx, " out of range for ", num, " entries");
-  weight = register_parameter("weight", Tensor::empty({num, dim}));
+  weight = register_parameter("weight", scheme == init::Scheme::none ? Tensor::zeros({num, dim}) : Tensor::empty({num, dim}));
   switch (scheme) {
+    case init::Scheme::none: break;
     case init::Scheme::pytorch_default: init::normal(weight, 0.0, 1.0); break;
     case init::Scheme::xavier_uniform: init::xavier_uniform(weight); break;
     case init::Scheme::normal_002: init::normal(weight, 0.0, 0.02); break;
@@ -111,6 +113,7 @@ Tensor PositionwiseFFN::apply(const Tensor& x, bool packed) const {
 }
 
 void initialize(Module& m, init::Scheme scheme, Generator& g) {
+  if (scheme == init::Scheme::none) return;  // zeros stay zeros
   if (auto* lin = dynamic_cast<Linear*>(&m)) {
     if (scheme == init::Scheme::pytorch_default) {
       init::kaiming_uniform_linear(lin->weight, g);

@@ -189,4 +189,14 @@ std::optional<int32_t> ListVocabTokenizer::model_token_to_id(std::string_view to
   return it->second;
 }
 
+bool truncate_longest_first(std::vector<int32_t>& a, std::vector<int32_t>& b, int64_t budget) {
+  QKV_CHECK(budget >= 0, "truncate_longest_first", "budget must be >= 0, got ", budget);
+  bool cut = false;
+  while (int64_t(a.size() + b.size()) > budget) {
+    (a.size() > b.size() ? a : b).pop_back();
+    cut = true;
+  }
+  return cut;
+}
+
 }  // namespace qkv::text

@@ -18,11 +18,7 @@ std::vector<int64_t> encode_cls_input(const text::Tokenizer& tok, const ClsToken
   if (b) ib = tok.encode(*b);
   const int64_t budget = max_len - (b ? 3 : 2);  // room for the text between the special tokens
   QKV_CHECK(budget >= (b ? 2 : 1), "classification input", "max_len ", max_len, " leaves no room for the text");
-  bool cut = false;
-  while (int64_t(ia.size() + ib.size()) > budget) {  // longest first; a tie cuts b (transformers' rule)
-    (ia.size() > ib.size() ? ia : ib).pop_back();
-    cut = true;
-  }
+  const bool cut = text::truncate_longest_first(ia, ib, budget);
   if (truncated) *truncated = cut;
   std::vector<int64_t> ids;
   ids.reserve(ia.size() + ib.size() + 3);

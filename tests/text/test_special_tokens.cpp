@@ -1,8 +1,11 @@
 // Special tokens and add-special-tokens templates with segment ids.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "qkv/text/char_word.h"
 #include "qkv/text/special_tokens.h"
+#include "qkv/text/tokenizer.h"
 #include "qkv/util/error.h"
 
 using namespace qkv::text;
@@ -78,4 +81,19 @@ TEST(SpecialTokens, ParseSyntaxAndErrors) {
   auto tok = words(SpecialTokens::seq2seq());
   EXPECT_THROW(tok->require_special_id(Role::Cls), qkv::Error);
   EXPECT_THROW(tok->decode(V{99}), qkv::Error);
+}
+
+TEST(Truncation, LongestFirstCutsTheLongerSequenceAndATieCutsB) {
+  // transformers' truncation="longest_first": one token at a time from the longer sequence.
+  auto run = [](size_t na, size_t nb, int64_t budget) {
+    std::vector<int32_t> a(na, 1), b(nb, 2);
+    bool cut = qkv::text::truncate_longest_first(a, b, budget);
+    return std::tuple{a.size(), b.size(), cut};
+  };
+  EXPECT_EQ(run(5, 3, 6), std::tuple(size_t(3), size_t(3), true));   // (5,3) -> (4,3) -> (3,3)
+  EXPECT_EQ(run(3, 3, 5), std::tuple(size_t(3), size_t(2), true));   // a tie cuts b
+  EXPECT_EQ(run(3, 3, 4), std::tuple(size_t(2), size_t(2), true));   // (3,2) -> (2,2)
+  EXPECT_EQ(run(2, 9, 6), std::tuple(size_t(2), size_t(4), true));   // only b is longer
+  EXPECT_EQ(run(4, 0, 2), std::tuple(size_t(2), size_t(0), true));   // one text
+  EXPECT_EQ(run(4, 2, 6), std::tuple(size_t(4), size_t(2), false));  // fits: untouched
 }

@@ -22,6 +22,7 @@ enum class Scheme {
   pytorch_default,  // Linear: kaiming-uniform weight + uniform bias; Embedding: N(0, 1)
   xavier_uniform,   // matrices Xavier-uniform, biases zero (the Transformer paper)
   normal_002,       // matrices and embeddings N(0, 0.02), biases zero (GPT, BERT)
+  none,             // all zeros, no random draws: for a model whose every tensor is loaded next
 };
 
 }  // namespace qkv::nn::init

@@ -81,6 +81,11 @@ class Tokenizer {
                       Encoding& out) const;
 };
 
+// Cuts the token ids of a pair (or of one text: b empty) to at most `budget` ids together, one
+// id at a time from the end of the longer sequence, a tie cutting b: transformers'
+// "longest_first". Returns true if anything was cut.
+bool truncate_longest_first(std::vector<int32_t>& a, std::vector<int32_t>& b, int64_t budget);
+
 // Loads a tokenizer from a tokenizer.json, a BERT vocab.txt (uncased basic tokenizer, BERT
 // specials and template), or a directory with tokenizer.json, or encoder.json + vocab.bpe
 // (GPT-2), or vocab.txt. Errors name the file and the field.

@@ -1,0 +1,52 @@
+// qkv/tasks/embedder.h - sentence embeddings from a BERT encoder: the one way `qkv embed`, the
+// benches and later the server embed texts.
+//
+//   qkv::tasks::Embedder e("models/bert-base-uncased");        // loads the directory once
+//   auto v = e.embed({{"a fine film"}, {"question", "answer", true}}, {.pooling = Pooling::mean});
+//
+// Each input becomes [CLS] a [SEP] (pairs: [CLS] a [SEP] b [SEP], segment 1 for b and its [SEP]),
+// cut to max_position_embeddings tokens (pairs: the longer text loses its last token first, a
+// tie cutting b: Hugging Face's "longest_first", text::truncate_longest_first), and inputs run in
+// right-padded batches of similar length, answered in input order. Pooling:
+//   cls   the last hidden state at [CLS] (sentence-transformers' CLS pooling; not the pooler);
+//   mean  the average of the last hidden states over the non-padding tokens, [CLS] and [SEP] included;
+// then, on request, divided by its L2 norm (max(||v||, 1e-12), torch.nn.functional.normalize).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "qkv/io/bert.h"
+#include "qkv/tasks/cls_data.h"
+
+namespace qkv::tasks {
+
+enum class Pooling { cls, mean };
+Pooling parse_pooling(const std::string& name);  // "cls" | "mean"; anything else throws naming it
+
+struct EmbedOptions {
+  Pooling pooling = Pooling::cls;
+  bool normalize = false;
+  int64_t batch_size = 32;
+};
+
+struct SentenceEmbedding {
+  std::vector<float> vector;  // (hidden_size)
+  bool truncated = false;     // the input was cut to max_position_embeddings tokens
+};
+
+class Embedder {
+ public:
+  // io::load_bert without heads (their tensors are ignored), eval mode. The directory needs a
+  // tokenizer (tokenizer.json or vocab.txt) with [CLS] and [SEP].
+  explicit Embedder(const std::string& model_dir);
+  explicit Embedder(io::BertBundle bundle);  // a model in memory (shared, not copied)
+
+  std::vector<SentenceEmbedding> embed(const std::vector<ClsInput>& inputs, const EmbedOptions& opt = {}) const;
+  int64_t dim() const { return bundle_.config.hidden_size; }
+  const io::BertBundle& bundle() const { return bundle_; }
+
+ private:
+  io::BertBundle bundle_;
+};
+
+}  // namespace qkv::tasks

@@ -1,0 +1,232 @@
+#include "qkv/io/bert.h"
+
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "qkv/autograd/node.h"
+#include "qkv/io/format/safetensors.h"
+#include "qkv/util/file.h"
+
+namespace qkv::io {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+bool ends_with(const std::string& s, const std::string& p) {
+  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+
+// qkv's EncoderBlock names -> BertLayer's (the same Linear/LayerNorm, another path).
+const std::pair<const char*, const char*> kLayerNames[] = {
+    {"self_attn.q_proj.", "attention.self.query."},      {"self_attn.k_proj.", "attention.self.key."},
+    {"self_attn.v_proj.", "attention.self.value."},      {"self_attn.out_proj.", "attention.output.dense."},
+    {"self_attn_layer_norm.", "attention.output.LayerNorm."}, {"fc1.", "intermediate.dense."},
+    {"fc2.", "output.dense."},                           {"final_layer_norm.", "output.LayerNorm."}};
+
+// A Bert parameter name (qkv) -> its published name.
+std::string published_encoder_name(const std::string& ours) {
+  const std::string layers = "encoder.layers.";
+  if (!starts_with(ours, layers)) return "bert." + ours;  // embeddings.*, pooler.dense.*: the same path
+  const size_t dot = ours.find('.', layers.size());
+  const std::string index = ours.substr(layers.size(), dot - layers.size()), rest = ours.substr(dot + 1);
+  for (auto [q, p] : kLayerNames)
+    if (starts_with(rest, q)) return "bert.encoder.layer." + index + "." + p + rest.substr(std::strlen(q));
+  fail("bert_published_parameters", "no published name for the encoder parameter '", ours, "'");
+}
+
+// One tensor the model expects: its published name, the module and the name inside it.
+struct Slot {
+  std::string published;
+  nn::Module* module;
+  std::string ours;
+  Tensor param;
+  bool required;  // the encoder's (embeddings, layers): a file without it is not a BERT checkpoint
+};
+
+std::vector<Slot> slots(const BertBundle& b) {
+  std::vector<Slot> s;
+  for (auto& [n, t] : b.bert->named_parameters())
+    s.push_back({published_encoder_name(n), b.bert.get(), n, t, !starts_with(n, "pooler.")});
+  if (b.mlm)
+    for (auto& [n, t] : b.mlm->named_parameters()) s.push_back({"cls.predictions." + n, b.mlm.get(), n, t, false});
+  if (b.nsp)
+    for (auto& [n, t] : b.nsp->named_parameters()) s.push_back({"cls." + n, b.nsp.get(), n, t, false});
+  return s;
+}
+
+bool encoder_namespace(const std::string& canonical) { return starts_with(canonical, "bert."); }
+
+bool is_buffer(const std::string& canonical) {
+  return canonical == "bert.embeddings.position_ids" || canonical == "bert.embeddings.token_type_ids";
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data<float>(), y.data<float>(), size_t(x.numel()) * sizeof(float)) == 0;
+}
+
+models::BertConfig read_config(const std::string& path) {
+  try {
+    return nlohmann::json::parse(read_file(path)).get<models::BertConfig>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, "not valid JSON: ", e.what());
+  } catch (const Error& e) {
+    fail(path, e.what());
+  }
+}
+
+}  // namespace
+
+std::string canonical_bert_name(const std::string& name) {
+  std::string n = name;
+  for (const char* bare : {"embeddings.", "encoder.", "pooler."})
+    if (starts_with(n, bare)) n = "bert." + n;
+  if (ends_with(n, "LayerNorm.gamma")) n = n.substr(0, n.size() - 5) + "weight";  // TF-era names
+  if (ends_with(n, "LayerNorm.beta")) n = n.substr(0, n.size() - 4) + "bias";
+  return n;
+}
+
+std::string BertLoadReport::summary() const {
+  std::ostringstream o;
+  o << "loaded " << loaded.size() << " tensors";
+  if (!initialised.empty()) o << "; newly initialised " << initialised.size();
+  if (!ignored.empty()) o << "; ignored " << ignored.size();
+  o << "\n";
+  for (auto& n : initialised) o << "  newly initialised: " << n << "\n";
+  for (auto& n : ignored) o << "  ignored: " << n << "\n";
+  return o.str();
+}
+
+BertBundle make_bert(const models::BertConfig& cfg, BertHeads heads, Generator& gen) {
+  BertBundle b;
+  b.config = cfg;
+  b.bert = std::make_shared<models::Bert>(cfg, gen);
+  if (heads.mlm) b.mlm = std::make_shared<models::BertMlmHead>(cfg, b.bert->embeddings->word_embeddings->weight, gen);
+  if (heads.nsp) b.nsp = std::make_shared<models::BertNspHead>(cfg, gen);
+  return b;
+}
+
+std::map<std::string, Tensor> bert_published_parameters(const BertBundle& b) {
+  QKV_CHECK(b.bert != nullptr, "bert_published_parameters", "no model");
+  std::map<std::string, Tensor> out;
+  for (auto& s : slots(b)) out[s.published] = s.param;
+  return out;
+}
+
+BertBundle load_bert(const std::string& dir, BertHeads heads) {
+  const fs::path d(dir);
+  const std::string cfg_path = (d / "config.json").string(), weights = (d / "model.safetensors").string();
+  QKV_CHECK(fs::is_directory(d), dir, "not a BERT model directory (expected config.json, model.safetensors)");
+  QKV_CHECK(fs::exists(cfg_path), cfg_path, "missing: a BERT model directory needs config.json");
+  QKV_CHECK(fs::exists(weights), weights, "missing: a BERT model directory needs model.safetensors");
+  // The encoder is built as zeros (every tensor of it is loaded next); the pooler and the heads
+  // are drawn below if the file lacks them.
+  BertBundle b;
+  b.config = read_config(cfg_path);
+  b.bert = std::make_shared<models::Bert>(b.config, default_generator(), nn::init::Scheme::none);
+  if (heads.mlm) b.mlm = std::make_shared<models::BertMlmHead>(b.config, b.bert->embeddings->word_embeddings->weight);
+  if (heads.nsp) b.nsp = std::make_shared<models::BertNspHead>(b.config);
+
+  // The file's tensors under their canonical names; one name spelt two ways is an error.
+  std::map<std::string, std::pair<std::string, Tensor>> file;  // canonical -> (as stored, tensor)
+  for (auto& [name, t] : safetensors::load(weights).tensors) {
+    const std::string c = canonical_bert_name(name);
+    auto [it, fresh] = file.emplace(c, std::pair{name, t});
+    QKV_CHECK(fresh, weights, "tensors '", it->second.first, "' and '", name, "' are the same parameter '", c, "'");
+  }
+
+  NoGradGuard ng;
+  std::map<nn::Module*, std::map<std::string, Tensor>> sd;  // per module: the values to load
+  std::set<std::string> used;
+  for (auto& s : slots(b)) {
+    auto it = file.find(s.published);
+    if (it == file.end()) {
+      QKV_CHECK(!s.required, weights, "tensor '", s.published, "' is missing (expected shape ", s.param.shape().str(),
+                ")");
+      b.report.initialised.push_back(s.published);
+      continue;
+    }
+    const Tensor& t = it->second.second;
+    const std::string& stored = it->second.first;
+    QKV_CHECK(t.shape() == s.param.shape(), weights, "tensor '", stored, "': expected shape ", s.param.shape().str(),
+              " (config.json), got ", t.shape().str());
+    QKV_CHECK(t.dtype() == DType::f32, weights, "tensor '", stored, "': expected F32, got ", dtype_name(t.dtype()));
+    sd[s.module][s.ours] = t;
+    used.insert(s.published);
+    b.report.loaded.push_back(s.published);
+  }
+  // The MLM decoder: tied to the word embeddings, its bias the head's own.
+  if (b.mlm) {
+    if (auto it = file.find("cls.predictions.decoder.weight"); it != file.end()) {
+      QKV_CHECK(same_bits(it->second.second, file.at("bert.embeddings.word_embeddings.weight").second), weights,
+                "tensor '", it->second.first, "' differs from 'bert.embeddings.word_embeddings.weight': qkv's MLM ",
+                "decoder is tied to the word embeddings");
+      used.insert(it->first);
+    }
+    if (auto it = file.find("cls.predictions.decoder.bias"); it != file.end()) {
+      auto own = file.find("cls.predictions.bias");
+      if (own == file.end()) {  // only the decoder's copy stored: it is the head's bias
+        QKV_CHECK(it->second.second.shape() == b.mlm->bias.shape(), weights, "tensor '", it->second.first,
+                  "': expected shape ", b.mlm->bias.shape().str(), ", got ", it->second.second.shape().str());
+        sd[b.mlm.get()]["bias"] = it->second.second;
+        std::erase(b.report.initialised, std::string("cls.predictions.bias"));
+        b.report.loaded.push_back("cls.predictions.bias");
+      } else {
+        QKV_CHECK(same_bits(it->second.second, own->second.second), weights, "tensor '", it->second.first,
+                  "' differs from 'cls.predictions.bias': the decoder's bias is the head's bias");
+      }
+      used.insert(it->first);
+    }
+  }
+  // Everything else: unknown encoder or requested-head tensors are errors, the rest is ignored.
+  for (auto& [c, entry] : file) {
+    if (used.count(c)) continue;
+    const bool requested_head = (b.mlm && starts_with(c, "cls.predictions.")) || (b.nsp && starts_with(c, "cls.seq_relationship."));
+    QKV_CHECK(is_buffer(c) || !(encoder_namespace(c) || requested_head), weights, "tensor '", entry.first,
+              "' is not part of a BERT with this config.json (", b.config.num_hidden_layers, " layers, hidden_size ",
+              b.config.hidden_size, ")");
+    b.report.ignored.push_back(entry.first);
+  }
+  // A checkpoint without a pooler (BertForMaskedLM, token classification, QA): Hugging Face's
+  // initialisation, then whatever part of it the file has.
+  if (!used.count("bert.pooler.dense.weight")) nn::initialize(*b.bert->pooler, nn::init::Scheme::normal_002);
+  for (auto& [m, values] : sd) m->load_state_dict(values, /*strict=*/false, weights);
+
+  if (fs::exists(d / "tokenizer.json") || fs::exists(d / "vocab.txt")) {
+    b.tokenizer = text::load_tokenizer(dir);
+    const std::string tok_file = (d / (fs::exists(d / "tokenizer.json") ? "tokenizer.json" : "vocab.txt")).string();
+    QKV_CHECK(b.tokenizer->vocab_size() <= b.config.vocab_size, tok_file, "the tokenizer has ",
+              b.tokenizer->vocab_size(), " ids but config.json's vocab_size is ", b.config.vocab_size);
+  }
+  b.bert->eval();
+  if (b.mlm) b.mlm->eval();
+  if (b.nsp) b.nsp->eval();
+  return b;
+}
+
+void save_bert(const std::string& dir, const BertBundle& b) {
+  QKV_CHECK(b.bert != nullptr, "save_bert", "no model to save");
+  fs::create_directories(dir);
+  const fs::path d(dir);
+  nlohmann::json config = b.bert->config();
+  config["architectures"] = {b.mlm && b.nsp ? "BertForPreTraining" : b.mlm ? "BertForMaskedLM" : "BertModel"};
+  write_file_atomic((d / "config.json").string(), config.dump(2) + "\n");
+  NoGradGuard ng;
+  std::map<std::string, Tensor> tensors;
+  for (auto& [name, t] : bert_published_parameters(b)) tensors[name] = t.detach().contiguous();
+  safetensors::save((d / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  if (b.tokenizer) {
+    b.tokenizer->save((d / "tokenizer.json").string());
+    if (auto* wp = dynamic_cast<const text::ListVocabTokenizer*>(b.tokenizer.get()); wp && b.tokenizer->kind() == "wordpiece") {
+      std::string lines;  // BertTokenizer's vocab.txt: one token per line, line number = id
+      for (auto& tok : wp->vocab()) lines += tok + "\n";
+      write_file_atomic((d / "vocab.txt").string(), lines);
+    }
+  }
+}
+
+}  // namespace qkv::io

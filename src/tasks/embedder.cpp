@@ -1,0 +1,110 @@
+#include "qkv/tasks/embedder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "qkv/autograd/node.h"
+
+namespace qkv::tasks {
+
+namespace {
+
+struct Row {
+  std::vector<int64_t> ids, types;
+};
+
+// [CLS] a [SEP] (b [SEP]) within max_len tokens; pairs cut the longer text first (a tie cuts b).
+Row bert_input(const text::Tokenizer& tok, const ClsInput& x, int64_t max_len, bool* truncated) {
+  const int64_t cls = tok.require_special_id(text::Role::Cls), sep = tok.require_special_id(text::Role::Sep);
+  std::vector<int32_t> a = tok.encode(x.a), b;
+  if (x.pair) b = tok.encode(x.b);
+  const int64_t room = max_len - (x.pair ? 3 : 2);  // the text between [CLS] and the [SEP]s
+  QKV_CHECK(room >= (x.pair ? 2 : 1), "Embedder", "max_position_embeddings = ", max_len, " leaves no room for text");
+  *truncated = text::truncate_longest_first(a, b, room);
+  Row r;
+  r.ids.push_back(cls);
+  r.ids.insert(r.ids.end(), a.begin(), a.end());
+  r.ids.push_back(sep);
+  r.types.assign(r.ids.size(), 0);
+  if (x.pair) {
+    r.ids.insert(r.ids.end(), b.begin(), b.end());
+    r.ids.push_back(sep);
+    r.types.resize(r.ids.size(), 1);
+  }
+  return r;
+}
+
+}  // namespace
+
+Pooling parse_pooling(const std::string& name) {
+  if (name == "cls") return Pooling::cls;
+  if (name == "mean") return Pooling::mean;
+  fail("pooling", "unknown pooling '", name, "' (expected cls or mean)");
+}
+
+Embedder::Embedder(const std::string& model_dir) : Embedder(io::load_bert(model_dir, io::BertHeads{false, false})) {}
+
+Embedder::Embedder(io::BertBundle bundle) : bundle_(std::move(bundle)) {
+  QKV_CHECK(bundle_.bert != nullptr, "Embedder", "needs a BERT model");
+  QKV_CHECK(bundle_.tokenizer != nullptr, "Embedder", "the model directory has no tokenizer (tokenizer.json or vocab.txt)");
+}
+
+std::vector<SentenceEmbedding> Embedder::embed(const std::vector<ClsInput>& inputs, const EmbedOptions& opt) const {
+  QKV_CHECK(opt.batch_size > 0, "embed", "batch_size must be positive, got ", opt.batch_size);
+  const models::BertConfig& cfg = bundle_.config;
+  std::vector<SentenceEmbedding> out(inputs.size());
+  std::vector<Row> rows(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    rows[i] = bert_input(*bundle_.tokenizer, inputs[i], cfg.max_position_embeddings, &out[i].truncated);
+  std::vector<size_t> order(inputs.size());  // by length: batches with little padding
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return rows[x].ids.size() < rows[y].ids.size(); });
+
+  models::Bert& model = *bundle_.bert;
+  struct EvalMode {  // eval for the forward passes, the caller's mode afterwards (also on errors)
+    models::Bert& m;
+    bool was = m.is_training();
+    ~EvalMode() { m.train(was); }
+  } mode{model};
+  model.eval();
+  NoGradGuard ng;
+  const int64_t D = cfg.hidden_size;
+  for (size_t s = 0; s < order.size(); s += size_t(opt.batch_size)) {
+    const size_t e = std::min(order.size(), s + size_t(opt.batch_size));
+    const int64_t B = int64_t(e - s), T = int64_t(rows[order[e - 1]].ids.size());  // the longest row last
+    std::vector<int64_t> ids(size_t(B * T), cfg.pad_token_id), types(size_t(B * T), 0);
+    std::vector<uint8_t> pad(size_t(B * T), 1);
+    for (int64_t r = 0; r < B; ++r) {
+      const Row& row = rows[order[s + size_t(r)]];
+      std::copy(row.ids.begin(), row.ids.end(), ids.begin() + r * T);
+      std::copy(row.types.begin(), row.types.end(), types.begin() + r * T);
+      std::fill_n(pad.begin() + r * T, row.ids.size(), uint8_t(0));
+    }
+    Tensor h = model.hidden(Tensor::from_vector(ids, {B, T}), Tensor::from_vector(types, {B, T}),
+                            Tensor::from_vector(pad, {B, T}))
+                   .contiguous();  // (B, T, D)
+    const float* hp = h.data<float>();
+    for (int64_t r = 0; r < B; ++r) {
+      const int64_t n = int64_t(rows[order[s + size_t(r)]].ids.size());  // real tokens of this row
+      std::vector<double> v(size_t(D), 0.0);
+      if (opt.pooling == Pooling::cls) {
+        for (int64_t d = 0; d < D; ++d) v[size_t(d)] = hp[r * T * D + d];
+      } else {
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t d = 0; d < D; ++d) v[size_t(d)] += hp[(r * T + t) * D + d];
+        for (auto& x : v) x /= double(n);
+      }
+      if (opt.normalize) {
+        double sq = 0;
+        for (double x : v) sq += x * x;
+        const double norm = std::max(std::sqrt(sq), 1e-12);
+        for (auto& x : v) x /= norm;
+      }
+      out[order[s + size_t(r)]].vector.assign(v.begin(), v.end());
+    }
+  }
+  return out;
+}
+
+}  // namespace qkv::tasks
