@@ -21,7 +21,7 @@ DATA=data/mt/$CORPUS
 MODELS=(rnn-none rnn-bahdanau rnn-luong rnn-luong-location transformer)
 declare -A CONFIG=([rnn-none]=configs/rnn-none-en-de.json [rnn-bahdanau]=configs/rnn-bahdanau-en-de.json
                    [rnn-luong]=configs/rnn-luong-en-de.json
-                   [rnn-luong-location]=configs/rnn-luong-location-en-de.json [transformer]=configs/demo-en-de.json)
+                   [rnn-luong-location]=configs/rnn-luong-location-en-de.json [transformer]=configs/transformer-en-de.json)
 
 $QKV data mt-en-de --set "${CORPUS#en-de-}" --dir data
 mkdir -p "$OUT"
