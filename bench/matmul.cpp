@@ -1,6 +1,8 @@
 // bench_matmul: GFLOP/s of qkv::matmul / qkv::linear forward against raw cblas_sgemm on the same
 // buffers, the cost of a 2-layer MLP training step against its six GEMMs alone, and a check that
 // OpenBLAS (OpenMP build) runs single-threaded inside an OpenMP parallel region.
+// `bench_matmul bf16` (not in the default run): the bf16 GEMM (kernels/bf16.h) on the model shapes
+// against OpenBLAS sgemm and against oneDNN's own bf16 matmul, timed in the same run.
 // Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_matmul
 #include <cblas.h>
 #include <omp.h>
@@ -15,7 +17,10 @@
 #include <tuple>
 #include <vector>
 
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/matmul.h"
@@ -107,6 +112,116 @@ void row(const char* name, double flops, Timed q, Timed r) {
 void sgemm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta, float* C) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.f, A, lda, B,
               ldb, beta, C, N);
+}
+
+// Medians of several functions timed in alternation (as timed_pair, for more sides).
+std::vector<Timed> timed_all(const std::vector<std::function<void()>>& fns, int reps, int warm = 2) {
+  for (int i = 0; i < warm; ++i)
+    for (const auto& f : fns) f();
+  std::vector<std::vector<double>> t(fns.size()), c(fns.size());
+  for (int i = 0; i < reps; ++i)
+    for (size_t j = 0; j < fns.size(); ++j) {
+      double t0 = now(), c0 = cpu_now();
+      fns[j]();
+      t[j].push_back(now() - t0);
+      c[j].push_back(cpu_now() - c0);
+    }
+  std::vector<Timed> out;
+  for (size_t j = 0; j < fns.size(); ++j) {
+    std::sort(t[j].begin(), t[j].end());
+    std::sort(c[j].begin(), c[j].end());
+    out.push_back({t[j][t[j].size() / 2], c[j][c[j].size() / 2]});
+  }
+  return out;
+}
+
+// oneDNN's own bf16 matmul, the reference the bf16 GEMM is measured against: one primitive made
+// once, src and dst plain row-major, weights in the layout oneDNN prefers (format_tag::any,
+// reordered once outside the timing) - what a framework holding pre-packed weights gets.
+struct DnnlReference {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{eng};
+  dnnl::matmul prim;
+  dnnl::memory src, wei, dst;
+  DnnlReference(bool ta, bool tb, int M, int N, int K, const uint16_t* A, const uint16_t* B, float* C) {
+    using dt = dnnl::memory::data_type;
+    using dims = dnnl::memory::dims;
+    dnnl::memory::desc a({M, K}, dt::bf16, ta ? dims{1, M} : dims{K, 1});
+    dnnl::memory::desc b_plain({K, N}, dt::bf16, tb ? dims{1, K} : dims{N, 1});
+    dnnl::memory::desc b_any({K, N}, dt::bf16, dnnl::memory::format_tag::any);
+    dnnl::memory::desc c({M, N}, dt::f32, dims{N, 1});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b_any, c), eng);
+    prim = dnnl::matmul(pd);
+    src = dnnl::memory(a, eng, const_cast<uint16_t*>(A));
+    dst = dnnl::memory(c, eng, C);
+    dnnl::memory b_user(b_plain, eng, const_cast<uint16_t*>(B));
+    wei = dnnl::memory(pd.weights_desc(), eng);
+    dnnl::reorder(b_user, wei).execute(stream, b_user, wei);
+    stream.wait();
+  }
+  void run() {
+    prim.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+    stream.wait();
+  }
+};
+
+// The model shapes: C (M, N) = op(A) op(B). Forward products are x (tokens, K) @ W^T (tb); the
+// backward ones dX = dY W (nn) and dW = dY^T X (tn).
+struct Bf16Case {
+  const char* name;
+  bool ta, tb;
+  int M, N, K;
+};
+void bench_bf16() {
+  const auto& info = kernels::dnnl_cpu_info();
+  std::printf("\nbf16 GEMM. CPU: %s; oneDNN ISA %s; bf16 GEMM %s. GF/s per wall second (per CPU second).\n"
+              "qkv bf16 = kernels::gemm_bf16 on f32 operands (rounding them included); qkv bf16 pre = on operands\n"
+              "already bf16; dnnl = oneDNN's matmul with its preferred weight layout; %% = qkv bf16 pre / dnnl.\n",
+              info.cpu_model.c_str(), info.isa.c_str(), info.bf16_kernel().c_str());
+  if (!info.bf16_native()) {
+    std::printf("no bf16 kernel on this CPU: skipped\n");
+    return;
+  }
+  std::printf("| %-52s | sgemm         | qkv bf16      | qkv bf16 pre  | dnnl bf16     | pre/dnnl | bf16/sgemm |\n"
+              "|%s|---------------|---------------|---------------|---------------|----------|------------|\n",
+              "case (M x N x K)", std::string(54, '-').c_str());
+  const std::vector<Bf16Case> cases = {
+      {"mt d192: x @ Wqkv^T", false, true, 2000, 576, 192},
+      {"mt d192: x @ W1^T (d_ff 768)", false, true, 2000, 768, 192},
+      {"mt d192: h @ W2^T", false, true, 2000, 192, 768},
+      {"mt d192: x @ Wvocab^T (3000)", false, true, 2000, 3000, 192},
+      {"mt d192: dH = dY W2 (nn)", false, false, 2000, 768, 192},
+      {"mt d192: dW1 = dH^T X (tn)", true, false, 768, 192, 2000},
+      {"gpt cfg1 d256: x @ Wqkv^T", false, true, 4096, 768, 256},
+      {"gpt cfg1 d256: x @ W1^T (d_ff 1024)", false, true, 4096, 1024, 256},
+      {"gpt cfg1 d256: h @ W2^T", false, true, 4096, 256, 1024},
+      {"gpt cfg1 d256: dW1 = dH^T X (tn)", true, false, 1024, 256, 4096},
+      {"gpt2 decode: x @ Wvocab^T (N = 1 token)", false, true, 1, 50257, 768},
+      {"gpt2 decode: x @ W1^T (1 token)", false, true, 1, 3072, 768},
+  };
+  for (const auto& c : cases) {
+    const int64_t an = int64_t(c.M) * c.K, bn = int64_t(c.K) * c.N;
+    Tensor a = rand_t({an}, 40), b = rand_t({bn}, 41), out = Tensor::empty({int64_t(c.M) * c.N});
+    std::vector<uint16_t> a16(static_cast<size_t>(an)), b16(static_cast<size_t>(bn));
+    kernels::round_to_bf16(a.data<float>(), a16.data(), an);
+    kernels::round_to_bf16(b.data<float>(), b16.data(), bn);
+    const int lda = c.ta ? c.M : c.K, ldb = c.tb ? c.K : c.N;
+    float* C = out.data<float>();
+    DnnlReference ref(c.ta, c.tb, c.M, c.N, c.K, a16.data(), b16.data(), C);
+    const double flops = 2.0 * c.M * c.N * c.K;
+    const int reps = std::clamp(int(2e10 / flops), 10, 200);
+    auto t = timed_all(
+        {[&] { sgemm(c.ta, c.tb, c.M, c.N, c.K, a.data<float>(), lda, b.data<float>(), ldb, 0.f, C); },
+         [&] { kernels::gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, 1.f, a.data<float>(), lda, b.data<float>(), ldb, 0.f, C, c.N); },
+         [&] { kernels::gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, 1.f, a16.data(), lda, b16.data(), ldb, 0.f, C, c.N); },
+         [&] { ref.run(); }},
+        reps);
+    char name[96];
+    std::snprintf(name, sizeof name, "%s %dx%dx%d", c.name, c.M, c.N, c.K);
+    std::printf("| %-52s |", name);
+    for (const Timed& x : t) std::printf(" %5.0f (%5.0f) |", flops / x.wall * 1e-9, flops / x.cpu * 1e-9);
+    std::printf(" %7.0f%% | %9.2fx |\n", 100.0 * t[3].wall / t[2].wall, t[0].wall / t[1].wall);
+  }
 }
 
 }  // namespace
@@ -226,6 +341,8 @@ int main(int argc, char** argv) {
       row(name, 2.0 * M * N * K, tq, tr);
     }
   }
+
+  if (argc > 1 && want("bf16")) bench_bf16();
 
   if (want("omp")) {
     const int n = 768;

@@ -1,5 +1,6 @@
-// `qkv info`: the threads, BLAS kernels and OpenMP wait policy this process runs with, after
-// the start-up re-exec (util/blas_env.h) - what a speed report needs next to its figures.
+// `qkv info`: the CPU, the threads, BLAS kernels, oneDNN's ISA (and so the bf16 kernel) and the
+// OpenMP wait policy this process runs with, after the start-up re-exec (util/blas_env.h) - what
+// a speed report needs next to its figures.
 #include <CLI/CLI.hpp>
 #include <omp.h>
 
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "cli.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/parallel.h"
 
@@ -19,7 +21,7 @@ std::string env_or(const char* name, const char* fallback) {
 }
 
 int run(int argc, char** argv) {
-  CLI::App app{"Print the threads, BLAS kernels and OpenMP wait policy qkv runs with", "qkv info"};
+  CLI::App app{"Print the CPU, threads, BLAS and oneDNN kernels and OpenMP wait policy qkv runs with", "qkv info"};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -27,16 +29,19 @@ int run(int argc, char** argv) {
   }
   const bool avx512 = __builtin_cpu_supports("avx512f");
   std::printf("threads          %d (%s)\n", omp_get_max_threads(), env_or("OMP_NUM_THREADS", "all cores").c_str());
-  std::printf("cpu              %s\n", avx512 ? "AVX-512" : "no AVX-512");
+  const qkv::kernels::DnnlCpuInfo& dnnl = qkv::kernels::dnnl_cpu_info();
+  std::printf("cpu              %s (%s)\n", dnnl.cpu_model.c_str(), avx512 ? "AVX-512" : "no AVX-512");
   std::printf("OpenBLAS kernels %s (%s)%s\n", qkv::kernels::blas_core(),
               env_or("OPENBLAS_CORETYPE", "detected").c_str(),
               qkv::kernels::blas_core_is_degraded() ? ": degraded, set OPENBLAS_CORETYPE=SkylakeX" : "");
+  std::printf("oneDNN ISA       %s (%s); bf16 GEMM %s\n", dnnl.isa.c_str(),
+              env_or("ONEDNN_MAX_CPU_ISA", "detected").c_str(), dnnl.bf16_kernel().c_str());
   std::printf("OpenMP wait      %s, %s; idle threads %s\n", env_or("OMP_WAIT_POLICY", "no OMP_WAIT_POLICY").c_str(),
               env_or("GOMP_SPINCOUNT", "no GOMP_SPINCOUNT").c_str(),
               qkv::kernels::idle_threads_spin() ? "spin, then sleep" : "sleep at once");
   return 0;
 }
 
-qkv::cli::Register reg("info", "threads, BLAS kernels and OpenMP wait policy in effect", run);
+qkv::cli::Register reg("info", "CPU, threads, BLAS and oneDNN kernels, OpenMP wait policy in effect", run);
 
 }  // namespace

@@ -4,6 +4,8 @@
 // op(X) = X^T when transX: A is then stored (K, M) with leading dimension lda >= M.
 // f32 -> cblas_sgemm, f64 -> cblas_dgemm (OpenBLAS, OpenMP build: GEMM shares our OpenMP pool and
 // runs single-threaded when called inside a parallel region, so batched calls never oversubscribe).
+// Under a MatmulPrecisionScope(bf16) (kernels/bf16.h) the f32 products go to the bf16 backend
+// (oneDNN) instead: operands rounded to bf16, f32 accumulation; the checks here stay the same.
 #pragma once
 #include <cstdint>
 

@@ -1,5 +1,9 @@
 // GEMM front-end over OpenBLAS (cblas_sgemm / cblas_dgemm) and the batched, broadcast matmul.
+// f32 products go to the bf16 backend (gemm_dnnl.cpp) when the calling thread's matmul precision
+// is bf16 (kernels/bf16.h); the front-end reads it once per call and passes it to its workers.
 #include "qkv/kernels/gemm.h"
+
+#include "qkv/kernels/bf16.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -38,8 +42,8 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
 }
 
 template <typename T>
-void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-               int64_t ldb, T beta, T* C, int64_t ldc) {
+void gemm_impl(MatmulPrecision prec, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+               int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   check_ld(false, M, N, ldc, "ldc");
   if (K == 0) {  // an empty sum: C = beta * C (BLAS would reject lda = 0 here)
@@ -48,6 +52,8 @@ void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const
   }
   check_ld(ta, M, K, lda, "lda");
   check_ld(tb, K, N, ldb, "ldb");
+  if constexpr (std::is_same_v<T, float>)
+    if (prec == MatmulPrecision::bf16) return gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   CBLAS_TRANSPOSE fa = ta ? CblasTrans : CblasNoTrans, fb = tb ? CblasTrans : CblasNoTrans;
   int m = blas_int(M, "M"), n = blas_int(N, "N"), k = blas_int(K, "K");
   int la = blas_int(lda, "lda"), lb = blas_int(ldb, "ldb"), lc = blas_int(ldc, "ldc");
@@ -118,8 +124,9 @@ void batched_impl(const Operand& x, const Operand& y, const Shape& batch, Tensor
     std::fill(op, op + out.numel(), T(0));
     return;
   }
+  const MatmulPrecision prec = matmul_precision();  // the caller's, for every worker thread
   auto one = [&](const T* a, const BlasLayout& la, const T* b, const BlasLayout& lb, int64_t m, int64_t k, T beta,
-                 T* c) { gemm_impl<T>(la.trans, lb.trans, m, N, k, T(1), a, la.ld, b, lb.ld, beta, c, N); };
+                 T* c) { gemm_impl<T>(prec, la.trans, lb.trans, m, N, k, T(1), a, la.ld, b, lb.ld, beta, c, N); };
 
   if (nb > 1) {
     bool y_shared = std::all_of(y.bstride.begin(), y.bstride.end(), [](int64_t s) { return s == 0; });
@@ -203,12 +210,12 @@ void batched_impl(const Operand& x, const Operand& y, const Shape& batch, Tensor
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
           int64_t ldb, float beta, float* C, int64_t ldc) {
-  gemm_impl<float>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  gemm_impl<float>(matmul_precision(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
           const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  gemm_impl<double>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  gemm_impl<double>(MatmulPrecision::fp32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 BlasLayout blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
@@ -249,11 +256,11 @@ void matmul_2d(const Tensor& x, const Tensor& y, Tensor& out, double beta) {
   Operand ox = make_operand(x, none), oy = make_operand(y, none);
   int64_t M = ox.rows, K = ox.cols, N = oy.cols;
   if (x.dtype() == DType::f32)
-    gemm_impl<float>(ox.layout.trans, oy.layout.trans, M, N, K, 1.f, ox.t.data<float>(), ox.layout.ld,
-                     oy.t.data<float>(), oy.layout.ld, float(beta), out.data<float>(), N);
+    gemm_impl<float>(matmul_precision(), ox.layout.trans, oy.layout.trans, M, N, K, 1.f, ox.t.data<float>(),
+                     ox.layout.ld, oy.t.data<float>(), oy.layout.ld, float(beta), out.data<float>(), N);
   else if (x.dtype() == DType::f64)
-    gemm_impl<double>(ox.layout.trans, oy.layout.trans, M, N, K, 1.0, ox.t.data<double>(), ox.layout.ld,
-                      oy.t.data<double>(), oy.layout.ld, beta, out.data<double>(), N);
+    gemm_impl<double>(MatmulPrecision::fp32, ox.layout.trans, oy.layout.trans, M, N, K, 1.0, ox.t.data<double>(),
+                      ox.layout.ld, oy.t.data<double>(), oy.layout.ld, beta, out.data<double>(), N);
   else
     fail("matmul_2d", "dtype ", dtype_name(x.dtype()), " is not supported (f32, f64)");
 }

@@ -1,0 +1,253 @@
+// The bf16 GEMM backend (kernels/bf16.h): rounding against torch, products against an exact
+// (double) product of the bf16-rounded operands, the precision setting, the primitive cache and
+// the refusal on a CPU without AMX / AVX512_BF16 (oneDNN's ISA capped in a child process).
+//
+// Error bound. A and B are rounded to bf16 (8-bit significands), so every product a*b is exact in
+// f32 (16 significant bits <= 24). What remains is the f32 accumulation of K exact products: for any
+// summation order (oneDNN blocks K and may sum pairs first) the computed sum s^ of K terms satisfies
+//   |s^ - s| <= gamma_{K-1} sum|a_k b_k|,  gamma_n = n u / (1 - n u),  u = 2^-24 (f32 unit roundoff),
+// then alpha * s^ + beta * c0 adds at most two more roundings (the scale and the sum post-op), each
+// <= u * |value|. The test checks |C - C_exact| <= (K + 2) u (1 + 1e-6) sum_k |alpha a_k b_k| + 2 u |beta c0|
+// + 2 u |C_exact| with C_exact in double (its own error, ~2^-53, is negligible). AVX512_BF16's dot
+// instruction flushes bf16 subnormals to zero, so the inputs here are normal numbers (the rounding
+// test covers subnormals).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "helpers.h"
+#include "qkv/kernels/bf16.h"
+#include "qkv/kernels/gemm.h"
+#include "qkv/tensor/rng.h"
+#include "ref.h"
+
+namespace qkv {
+namespace {
+
+using kernels::MatmulPrecision;
+constexpr double kU32 = 1.0 / (1 << 24);
+
+bool capped() { return std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MAX_CPU_ISA"); }
+
+#define SKIP_WITHOUT_BF16()                                                                      \
+  if (!kernels::dnnl_cpu_info().bf16_native())                                                   \
+    GTEST_SKIP() << "oneDNN has no bf16 kernel here (" << kernels::dnnl_cpu_info().isa << ")";
+
+std::vector<float> random_values(int64_t n, uint64_t seed, float scale = 1.f) {
+  Tensor t = testing::randn(Shape{n}, seed);
+  std::vector<float> v(t.data<float>(), t.data<float>() + n);
+  for (float& x : v) x *= scale;
+  return v;
+}
+
+float bf(float x) { return kernels::from_bf16(kernels::to_bf16(x)); }
+
+// Checks C (M, N, row stride ldc) against the exact product of the rounded operands.
+void check_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const std::vector<float>& A,
+                int64_t lda, const std::vector<float>& B, int64_t ldb, float beta, const std::vector<float>& C0,
+                const std::vector<float>& C, int64_t ldc) {
+  int64_t bad = 0;
+  double worst = 0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0, abs_s = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        double a = bf(ta ? A[size_t(k * lda + i)] : A[size_t(i * lda + k)]);
+        double b = bf(tb ? B[size_t(j * ldb + k)] : B[size_t(k * ldb + j)]);
+        s += a * b;
+        abs_s += std::fabs(a * b);
+      }
+      double c0 = C0[size_t(i * ldc + j)];
+      double exact = alpha * s + beta * c0;
+      double bound = (K + 2) * kU32 * (1 + 1e-6) * std::fabs(alpha) * abs_s + 2 * kU32 * std::fabs(beta * c0) +
+                     2 * kU32 * std::fabs(exact);
+      double err = std::fabs(C[size_t(i * ldc + j)] - exact);
+      worst = std::max(worst, bound > 0 ? err / bound : err);
+      if (err > bound && bad++ < 5)
+        ADD_FAILURE() << "C[" << i << "," << j << "] = " << C[size_t(i * ldc + j)] << ", exact " << exact
+                      << ", error " << err << " > bound " << bound;
+    }
+  EXPECT_EQ(bad, 0) << "of " << M * N << " (worst error / bound " << worst << ")";
+}
+
+void run_gemm_case(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t pad, float alpha, float beta,
+                   uint64_t seed) {
+  SCOPED_TRACE(::testing::Message() << (ta ? "t" : "n") << (tb ? "t" : "n") << " M " << M << " N " << N << " K "
+                                    << K << " pad " << pad << " alpha " << alpha << " beta " << beta);
+  int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+  auto A = random_values((ta ? K : M) * lda, seed);
+  auto B = random_values((tb ? N : K) * ldb, seed + 1, 0.5f);
+  auto C0 = random_values(M * ldc, seed + 2);
+  auto C = C0;
+  kernels::gemm_bf16(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+  check_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C0, C, ldc);
+  // The padding columns of C are not written.
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = N; j < ldc; ++j) ASSERT_EQ(C[size_t(i * ldc + j)], C0[size_t(i * ldc + j)]);
+}
+
+TEST(Bf16Rounding, MatchesTorch) {
+  testing::RefFile ref("kernels_bf16");
+  for (const auto& c : ref.cases()) {
+    SCOPED_TRACE(c);
+    Tensor x = ref.get(c, "x"), bits = ref.get(c, "bf16_bits");
+    ASSERT_EQ(x.numel(), bits.numel());
+    std::vector<uint16_t> y(size_t(x.numel()));
+    kernels::round_to_bf16(x.data<float>(), y.data(), x.numel());
+    int64_t bad = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      uint32_t xb;
+      std::memcpy(&xb, x.data<float>() + i, 4);
+      uint32_t want = uint32_t(bits.data<int32_t>()[i]);
+      EXPECT_EQ(kernels::to_bf16(x.data<float>()[i]), y[size_t(i)]);  // scalar == vectorised
+      if (y[size_t(i)] != want && bad++ < 8)
+        ADD_FAILURE() << std::hex << "x bits 0x" << xb << ": got 0x" << y[size_t(i)] << ", torch 0x" << want;
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+TEST(Bf16Gemm, ShapeClassesWithinTheF32AccumulationBound) {
+  SKIP_WITHOUT_BF16();
+  uint64_t seed = 100;
+  for (auto [ta, tb] : {std::pair{false, false}, {false, true}, {true, false}, {true, true}}) {
+    run_gemm_case(ta, tb, 7, 5, 3, 0, 1.f, 0.f, seed++);         // tiny
+    run_gemm_case(ta, tb, 37, 29, 131, 3, 1.f, 0.f, seed++);     // odd sizes, padded leading dims
+    run_gemm_case(ta, tb, 64, 192, 192, 0, 1.f, 1.f, seed++);    // a d=192 projection, accumulate
+    run_gemm_case(ta, tb, 33, 1, 768, 0, 1.f, 0.f, seed++);      // N = 1
+    run_gemm_case(ta, tb, 1, 257, 768, 0, 1.f, 0.f, seed++);     // M = 1 (one decoding step)
+    run_gemm_case(ta, tb, 16, 40, 3072, 1, 1.f, 0.f, seed++);    // large K
+    run_gemm_case(ta, tb, 9, 11, 13, 2, 0.5f, -2.f, seed++);     // alpha, beta
+  }
+}
+
+TEST(Bf16Gemm, EmptyAndZeroK) {
+  SKIP_WITHOUT_BF16();
+  std::vector<float> C{1.f, 2.f, 3.f, 4.f};
+  kernels::gemm_bf16(false, false, 2, 2, 0, 1.f, (const float*)nullptr, 1, nullptr, 2, 0.5f, C.data(), 2);
+  EXPECT_EQ(C, (std::vector<float>{0.5f, 1.f, 1.5f, 2.f}));
+  kernels::gemm_bf16(false, false, 0, 2, 3, 1.f, (const float*)nullptr, 3, nullptr, 2, 0.f, C.data(), 2);
+  EXPECT_EQ(C, (std::vector<float>{0.5f, 1.f, 1.5f, 2.f}));
+}
+
+// The tensor front-end under a MatmulPrecisionScope: batched products with transposed views,
+// broadcast and reduction over the batch, and linear with its bias, against exact products of the
+// rounded operands; with the scope gone, fp32 is back and bit-identical to before.
+TEST(Bf16Gemm, FrontEndFollowsThePrecisionScope) {
+  SKIP_WITHOUT_BF16();
+  Tensor x = testing::randn(Shape{2, 3, 17, 24}, 7), y = testing::randn(Shape{2, 3, 9, 24}, 8);
+  Tensor yt = testing::transposed_view(y);  // (2, 3, 24, 9), a transpose flag for the GEMM
+  Shape batch{2, 3};
+  Tensor fp32_before = Tensor::empty(Shape{2, 3, 17, 9});
+  kernels::batched_matmul(x, yt, batch, fp32_before);
+  Tensor out = Tensor::empty(Shape{2, 3, 17, 9}), summed = Tensor::empty(Shape{17, 9});
+  {
+    kernels::MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    EXPECT_EQ(kernels::matmul_precision(), MatmulPrecision::bf16);
+    kernels::batched_matmul(x, yt, batch, out);
+    kernels::batched_matmul(x, yt, batch, summed);  // reduced over the whole batch
+  }
+  EXPECT_EQ(kernels::matmul_precision(), MatmulPrecision::fp32);
+  Tensor fp32_after = Tensor::empty(Shape{2, 3, 17, 9});
+  kernels::batched_matmul(x, yt, batch, fp32_after);
+  EXPECT_TRUE(testing::bit_equal(fp32_before, fp32_after));
+
+  const float* xp = x.data<float>();
+  const float* yp = y.data<float>();
+  int64_t differs = 0;
+  for (int64_t i = 0; i < 17; ++i)
+    for (int64_t j = 0; j < 9; ++j) {
+      double total = 0, total_abs = 0;
+      for (int64_t b = 0; b < 6; ++b) {
+        double s = 0, abs_s = 0;
+        for (int64_t k = 0; k < 24; ++k) {
+          double p = double(bf(xp[(b * 17 + i) * 24 + k])) * bf(yp[(b * 9 + j) * 24 + k]);
+          s += p, abs_s += std::fabs(p);
+        }
+        float got = out.data<float>()[(b * 17 + i) * 9 + j];
+        EXPECT_LE(std::fabs(got - s), (24 + 2) * kU32 * abs_s + 2 * kU32 * std::fabs(s)) << b << " " << i << " " << j;
+        differs += got != fp32_before.data<float>()[(b * 17 + i) * 9 + j];
+        total += s, total_abs += abs_s;
+      }
+      // Six products summed in f32 on top of each one's bound.
+      EXPECT_LE(std::fabs(summed.data<float>()[i * 9 + j] - total), (24 + 2 + 6) * kU32 * total_abs);
+    }
+  EXPECT_GT(differs, 17 * 9 * 6 / 2) << "bf16 products should differ from fp32 on unrounded inputs";
+
+  // linear: x (R, K) @ w^T + bias, the bias fused as beta = 1.
+  Tensor a = testing::randn(Shape{50, 192}, 9), w = testing::randn(Shape{768, 192}, 10),
+         bias = testing::randn(Shape{768}, 11), lin = Tensor::empty(Shape{50, 768});
+  {
+    kernels::MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    kernels::linear(a, w, bias, lin);
+  }
+  for (int64_t r = 0; r < 50; r += 7)
+    for (int64_t n = 0; n < 768; n += 5) {
+      double s = 0, abs_s = 0;
+      for (int64_t k = 0; k < 192; ++k) {
+        double p = double(bf(a.data<float>()[r * 192 + k])) * bf(w.data<float>()[n * 192 + k]);
+        s += p, abs_s += std::fabs(p);
+      }
+      double c0 = bias.data<float>()[n], exact = s + c0;
+      EXPECT_LE(std::fabs(lin.data<float>()[r * 768 + n] - exact),
+                (192 + 2) * kU32 * abs_s + 2 * kU32 * (std::fabs(c0) + std::fabs(exact)));
+    }
+}
+
+TEST(Bf16Gemm, PrimitivesAreCachedPerShape) {
+  SKIP_WITHOUT_BF16();
+  auto A = random_values(31 * 47, 1), B = random_values(47 * 23, 2);
+  std::vector<float> C(31 * 23);
+  kernels::gemm_bf16(false, false, 31, 23, 47, 1.f, A.data(), 47, B.data(), 23, 0.f, C.data(), 23);
+  int64_t made = kernels::gemm_bf16_primitives_created();
+  for (int i = 0; i < 5; ++i)
+    kernels::gemm_bf16(false, false, 31, 23, 47, 1.f, A.data(), 47, B.data(), 23, 0.f, C.data(), 23);
+  EXPECT_EQ(kernels::gemm_bf16_primitives_created(), made);
+  kernels::gemm_bf16(false, false, 31, 22, 47, 1.f, A.data(), 47, B.data(), 23, 0.f, C.data(), 23);
+  EXPECT_EQ(kernels::gemm_bf16_primitives_created(), made + 1);
+}
+
+TEST(Bf16Isa, ReportsWhatTheCpuHas) {
+  if (capped()) GTEST_SKIP() << "oneDNN's ISA is capped by the environment";
+  const auto& info = kernels::dnnl_cpu_info();
+  __builtin_cpu_init();
+  EXPECT_FALSE(info.cpu_model.empty());
+  EXPECT_EQ(info.avx512, bool(__builtin_cpu_supports("avx512f")));
+  EXPECT_EQ(info.avx512_bf16 || info.amx, bool(__builtin_cpu_supports("avx512bf16")) || info.amx) << info.isa;
+  EXPECT_EQ(info.bf16_native(), info.amx || info.avx512_bf16);
+}
+
+// ONEDNN_MAX_CPU_ISA=AVX2 in a child process (a "threadsafe" death test re-runs this binary with
+// only this test, so the variable is set before oneDNN first reads it): bf16 is refused, naming
+// the ISA and the fix, never run slowly through emulation.
+// Runs in the child: caps the ISA, then tries a bf16 product; exit 3 with the error message
+// when refused, 2 when the cap did not take, 0 when the product ran.
+[[noreturn]] void bf16_gemm_with_avx2_cap() {
+  setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
+  const auto& info = kernels::dnnl_cpu_info();
+  if (info.isa != "avx2" || info.bf16_native()) {
+    fprintf(stderr, "isa not capped: %s\n", info.isa.c_str());
+    _exit(2);
+  }
+  std::vector<float> A(12, 1.f), B(12, 1.f), C(9);
+  try {
+    kernels::MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    kernels::gemm(false, false, 3, 3, 4, 1.f, A.data(), 4, B.data(), 3, 0.f, C.data(), 3);
+  } catch (const Error& e) {
+    fprintf(stderr, "%s\n", e.what());
+    _exit(3);
+  }
+  _exit(0);
+}
+
+TEST(Bf16IsaDeathTest, CappedIsaIsAClearError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(bf16_gemm_with_avx2_cap(), ::testing::ExitedWithCode(3),
+              "needs AMX or AVX512_BF16.*'avx2'.*Use precision fp32");
+}
+
+}  // namespace
+}  // namespace qkv
