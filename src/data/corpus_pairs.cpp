@@ -44,23 +44,19 @@ BuildResult build_summary_pairs_corpus(const ExtraBuildOptions& opt) {
   res.out_dir = opt.data_dir + "/cls/debian-summary-pairs";
   const double valid_frac = 0.1, test_frac = 0.1;
   const nlohmann::json key = {{"builder", "qkv pairs-debian corpus v1"},
-                              {"indexes", {"bookworm main/binary-amd64/Packages.xz",
-                                           "bookworm main/i18n/Translation-en.xz"}},
+                              {"indexes", description_indexes_key()},
                               {"valid_frac", valid_frac}, {"test_frac", test_frac}, {"seed", opt.seed}};
   const std::vector<std::string> outputs = {"train.tsv", "valid.tsv", "test.tsv", "stats.json"};
   if (!opt.force && is_up_to_date(res.out_dir, key, outputs)) {
     res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
     return res;
   }
-  const std::string cache = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
-  const std::string pk = fetch_archive_index("main/binary-amd64/Packages.xz", cache, "bookworm", opt.verbose);
-  const std::string tr = fetch_archive_index("main/i18n/Translation-en.xz", cache, "bookworm", opt.verbose);
-
-  const auto long_desc = long_descriptions(tr);  // Description-md5 -> long text
+  const DescriptionIndexes idx = fetch_description_indexes(opt.cache_dir, opt.verbose);
+  const auto long_desc = long_descriptions(idx.translations);  // Description-md5 -> long text
   std::vector<PackageText> packages;
   std::vector<std::string> sources;
   uint64_t no_long = 0;
-  for (auto& rec : parse_deb822(read_compressed(pk))) {
+  for (auto& rec : parse_deb822(read_compressed(idx.packages))) {
     std::string section = rec["Section"];
     if (section.empty()) continue;
     if (size_t sl = section.rfind('/'); sl != std::string::npos) section.erase(0, sl + 1);

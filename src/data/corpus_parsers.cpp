@@ -170,4 +170,14 @@ std::unordered_map<std::string, std::string> long_descriptions(const std::string
   return out;
 }
 
+DescriptionIndexes fetch_description_indexes(const std::string& cache_dir, bool verbose) {
+  const std::string cache = cache_dir.empty() ? default_cache_dir() : cache_dir;
+  return {fetch_archive_index("main/binary-amd64/Packages.xz", cache, "bookworm", verbose),
+          fetch_archive_index("main/i18n/Translation-en.xz", cache, "bookworm", verbose)};
+}
+
+nlohmann::json description_indexes_key() {
+  return {"bookworm main/binary-amd64/Packages.xz", "bookworm main/i18n/Translation-en.xz"};
+}
+
 }  // namespace qkv::data

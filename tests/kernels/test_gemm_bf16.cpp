@@ -249,5 +249,27 @@ TEST(Bf16IsaDeathTest, CappedIsaIsAClearError) {
               "needs AMX or AVX512_BF16.*'avx2'.*Use precision fp32");
 }
 
+// The batched front-end runs one cached primitive on several OpenMP threads at once. Every
+// concurrent result must equal the same product computed alone, bit for bit (oneDNN's kernel is
+// deterministic for a shape); a scratchpad shared between executions broke this under load.
+TEST(Bf16Gemm, ConcurrentExecutionsOfOnePrimitiveAgree) {
+  SKIP_WITHOUT_BF16();
+  const int64_t M = 96, N = 80, K = 192, kCalls = 64;
+  std::vector<Tensor> a, b, alone, together;
+  for (int64_t i = 0; i < kCalls; ++i) {
+    a.push_back(testing::randn(Shape{M, K}, uint64_t(100 + i)));
+    b.push_back(testing::randn(Shape{N, K}, uint64_t(200 + i)));
+    alone.push_back(Tensor::empty(Shape{M, N}));
+    together.push_back(Tensor::empty(Shape{M, N}));
+    kernels::gemm_bf16(false, true, M, N, K, 1.f, a[i].data<float>(), K, b[i].data<float>(), K, 0.f,
+                       alone[i].data<float>(), N);
+  }
+#pragma omp parallel for schedule(dynamic) num_threads(4)
+  for (int64_t i = 0; i < kCalls; ++i)
+    kernels::gemm_bf16(false, true, M, N, K, 1.f, a[size_t(i)].data<float>(), K, b[size_t(i)].data<float>(), K, 0.f,
+                       together[size_t(i)].data<float>(), N);
+  for (int64_t i = 0; i < kCalls; ++i) EXPECT_TRUE(testing::bit_equal(alone[size_t(i)], together[size_t(i)])) << i;
+}
+
 }  // namespace
 }  // namespace qkv

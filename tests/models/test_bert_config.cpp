@@ -2,6 +2,7 @@
 // it checks its inputs against the config's tables. Outputs against PyTorch: tests/io/test_bert.cpp.
 #include <gtest/gtest.h>
 
+#include "helpers.h"
 #include "qkv/autograd/node.h"
 #include "qkv/models/bert.h"
 
@@ -9,14 +10,7 @@ using namespace qkv;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using qkv::testing::error_of;
 
 models::BertConfig tiny() {
   models::BertConfig c;

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "gradcheck.h"
+#include "helpers.h"
 #include "qkv/autograd/node.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/reduce.h"
@@ -19,6 +20,8 @@ using namespace qkv;
 using namespace qkv::testing;
 
 namespace {
+
+using qkv::testing::error_of;
 
 // sum(a * ga) + sum(b * gb) [+ sum(c * gc)]: backward gives each output its reference gradient.
 Tensor project(const std::vector<std::pair<Tensor, Tensor>>& outs) {
@@ -60,15 +63,6 @@ nn::RnnOptions options(int64_t I, int64_t H, int64_t L = 1, bool bi = false, boo
   nn::RnnOptions o;
   o.input_size = I, o.hidden_size = H, o.num_layers = L, o.bidirectional = bi, o.bias = bias, o.dropout = p;
   return o;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

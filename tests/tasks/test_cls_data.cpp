@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "helpers.h"
 #include "qkv/tasks/cls_data.h"
 #include "qkv/text/char_word.h"
 #include "qkv/text/finetune_tokens.h"
@@ -17,14 +18,7 @@ using namespace qkv::tasks;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using qkv::testing::error_of;
 
 // Characters a..z are ids 1..26 ("<unk>" is 0); [START] 27, [DELIM] 28, [EXTRACT] 29.
 std::unique_ptr<text::Tokenizer> letters() {

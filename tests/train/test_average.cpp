@@ -18,6 +18,8 @@ using namespace qkv;
 
 namespace {
 
+using qkv::testing::error_of;
+
 // A checkpoint directory: config.json, tokenizer.json, training_state.safetensors and
 // model.safetensors with a (3, 4) f32 "w", a (5) f64 "b" and an i64 "ids" (the same in all).
 std::string make_checkpoint(const std::string& root, const std::string& name, uint32_t seed,
@@ -37,15 +39,6 @@ std::string make_checkpoint(const std::string& root, const std::string& name, ui
   write_file_atomic(dir + "/config.json", config);
   write_file_atomic(dir + "/tokenizer.json", "tokenizer of " + name);
   return dir;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

@@ -52,6 +52,15 @@ std::vector<std::string> description_paragraphs(std::string_view long_descriptio
 // (description_paragraphs) joined by single spaces, as UTF-8 (what cls-debian and pairs-debian read).
 std::unordered_map<std::string, std::string> long_descriptions(const std::string& translation_index);
 
+// The two archive indexes that cls-debian and pairs-debian read (bookworm main: the amd64
+// Packages and Translation-en), fetched into the cache (idempotent, locked): their paths, and the
+// "indexes" entry that names them in a build's stamp key.
+struct DescriptionIndexes {
+  std::string packages, translations;  // compressed index files
+};
+DescriptionIndexes fetch_description_indexes(const std::string& cache_dir, bool verbose);
+nlohmann::json description_indexes_key();
+
 // Entries of a dictd database: the .index ("word\t<b64 offset>\t<b64 length>") and the
 // decompressed .dict. Returns each distinct entry's text, in offset order, skipping the
 // 00-database-* metadata entries.

@@ -5,6 +5,7 @@
 // bf16 on plain AVX-512 or AVX2, slower than sgemm: never a silent slowdown).
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <mutex>
@@ -49,9 +50,13 @@ struct KeyHash {
 };
 
 // A cached primitive with the memory descriptors it was made for.
+// The scratchpad is the caller's (scratchpad_mode::user): with the library's mode, oneDNN built
+// without DNNL_ENABLE_CONCURRENT_EXEC (Debian's) shares one scratchpad between executions, and
+// the batched front-end runs this primitive on several OpenMP threads at once: results came out
+// garbage under load. Each thread passes its own buffer instead.
 struct Entry {
   dnnl::matmul prim;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, scratch;
 };
 
 Entry make_entry(const Key& k) {
@@ -62,6 +67,7 @@ Entry make_entry(const Key& k) {
   dnnl::memory::desc b({k.K, k.N}, dt::bf16, k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
   dnnl::memory::desc c({k.M, k.N}, dt::f32, dims{k.ldc, 1});
   dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (k.alpha != 1.f) attr.set_output_scales(0, {k.alpha});
   if (k.beta != 0.f) {
     dnnl::post_ops po;
@@ -70,7 +76,7 @@ Entry make_entry(const Key& k) {
   }
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine());
   g_created.fetch_add(1);
-  return {dnnl::matmul(pd), a, b, c};
+  return {dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()};
 }
 
 const Entry& entry(const Key& k) {
@@ -159,7 +165,10 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
   dnnl::memory b(e.b, engine(), const_cast<uint16_t*>(B));
   dnnl::memory c(e.c, engine(), C);
   thread_local dnnl::stream stream(engine());
-  e.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  thread_local std::vector<uint8_t> scratch_buf;  // this thread's scratchpad (see Entry)
+  scratch_buf.resize(std::max<size_t>(scratch_buf.size(), e.scratch.get_size()));
+  dnnl::memory scratch(e.scratch, engine(), scratch_buf.data());
+  e.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratch}});
   stream.wait();
 }
 
