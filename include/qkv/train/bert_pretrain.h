@@ -84,13 +84,23 @@ struct BertBatch {
 BertBatch collate_bert(const std::vector<NspPair>& pairs, const std::vector<std::vector<int64_t>>& masked_ids,
                        const std::vector<std::vector<int64_t>>& labels, int64_t pad_id);
 
-class BertPretrainStream {
+// Where BertPretrainTask's batches come from (tests replay a reference's batches through it).
+class BertBatchStream {
+ public:
+  virtual ~BertBatchStream() = default;
+  virtual BertBatch next() = 0;
+  virtual int64_t epoch() const = 0;
+  virtual std::map<std::string, int64_t> position() const = 0;
+  virtual void restore(const std::map<std::string, int64_t>& position) = 0;
+};
+
+class BertPretrainStream : public BertBatchStream {
  public:
   BertPretrainStream(std::vector<NspPair> pairs, int64_t batch_size, const BertSpecials& sp, uint64_t seed);
-  BertBatch next();
-  int64_t epoch() const { return order_->epoch(); }
-  std::map<std::string, int64_t> position() const { return order_->position(); }
-  void restore(const std::map<std::string, int64_t>& pos) { order_->restore(pos); }
+  BertBatch next() override;
+  int64_t epoch() const override { return order_->epoch(); }
+  std::map<std::string, int64_t> position() const override { return order_->position(); }
+  void restore(const std::map<std::string, int64_t>& pos) override { order_->restore(pos); }
   int64_t batches_per_epoch() const { return (int64_t(pairs_.size()) + batch_ - 1) / batch_; }
   int64_t pairs() const { return int64_t(pairs_.size()); }
   BertBatch batch(size_t b, uint64_t mask_seed) const;  // pairs b * batch_size .., masked from mask_seed
@@ -118,7 +128,7 @@ struct BertEval {
 // of the batch, as Hugging Face's BertForPreTraining sums them (summed_loss = B * that).
 class BertPretrainTask : public TrainingTask {
  public:
-  BertPretrainTask(models::BertForPreTraining& model, BertPretrainStream& data) : model_(model), data_(data) {}
+  BertPretrainTask(models::BertForPreTraining& model, BertBatchStream& data) : model_(model), data_(data) {}
   nn::Module& model() override { return model_; }
   MicroBatch next() override;
   int64_t epoch() const override { return data_.epoch(); }
@@ -132,7 +142,7 @@ class BertPretrainTask : public TrainingTask {
 
  private:
   models::BertForPreTraining& model_;
-  BertPretrainStream& data_;
+  BertBatchStream& data_;
 };
 
 }  // namespace qkv::train
