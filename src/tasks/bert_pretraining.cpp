@@ -212,6 +212,15 @@ BertRunResult train_bert(const TrainingRun& run) {
   std::vector<train::NspPair> valid_pairs = train::make_nsp_pairs(encode_segments(valid_docs, *bundle.tokenizer),
                                                                   max_len, valid_rng, sp);
   const size_t n_train_pairs = train_pairs.size();
+  // Single-segment chunks always take a random B (as create_pretraining_data.py), so the labels
+  // need not be balanced: the share of random pairs is NSP accuracy's majority baseline.
+  auto random_share = [](const std::vector<train::NspPair>& ps) {
+    size_t n = 0;
+    for (const auto& p : ps) n += size_t(p.is_random);
+    return ps.empty() ? 0.0 : double(n) / double(ps.size());
+  };
+  std::fprintf(stderr, "qkv train: NSP pairs with a random B: %.1f%% of training pairs, %.1f%% of held-out pairs\n",
+               100 * random_share(train_pairs), 100 * random_share(valid_pairs));
   train::BertPretrainStream stream(std::move(train_pairs), batch, sp, sec.seed);
   train::BertPretrainStream valid_stream(std::move(valid_pairs), batch, sp, sec.seed);
   // All held-out batches, or k of them spread evenly (documents come grouped by source).
