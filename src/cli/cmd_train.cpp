@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "cli.h"
+#include "qkv/tasks/bert_pretraining.h"
 #include "qkv/tasks/cls_training.h"
 #include "qkv/tasks/lm_training.h"
 #include "qkv/tasks/training_run.h"
@@ -49,6 +50,12 @@ int run(int argc, char** argv) {
     const tasks::ClassifierRunResult res = tasks::train_gpt_classifier(r);
     std::fprintf(stderr, "qkv train: %s at step %lld; best validation accuracy %.4f; model in %s\n",
                  outcome_name(res.outcome), (long long)res.steps, res.best_accuracy, res.model_dir.c_str());
+    return res.outcome == train::Outcome::interrupted ? 130 : 0;
+  }
+  if (model_type == "bert") {
+    const tasks::BertRunResult res = tasks::train_bert(r);
+    std::fprintf(stderr, "qkv train: %s at step %lld; best validation MLM loss %.4f; model in %s\n",
+                 outcome_name(res.outcome), (long long)res.steps, res.best_mlm_loss, res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "gpt") {

@@ -89,21 +89,7 @@ LmRunResult train_lm(const LmRun& run) {
     QKV_CHECK(bundle.tokenizer != nullptr, spec.checkpoint, "has no tokenizer.json to resume with");
     bundle.model->train();
   } else {
-    if (!run.corpus.empty()) {
-      QKV_CHECK(run.corpus == "lm-en", "train", "unknown language-modelling corpus '", run.corpus,
-                "' (expected lm-en, or --train FILE --valid FILE)");
-      data::ExtraBuildOptions o;
-      o.data_dir = run.data_dir;
-      o.verbose = true;
-      const std::string dir = data::build_lm_corpus(o).out_dir;
-      spec.train = (fs::path(dir) / "train.txt").string();
-      spec.valid = (fs::path(dir) / "valid.txt").string();
-    }
-    if (!run.train_file.empty()) spec.train = run.train_file;
-    if (!run.valid_file.empty()) spec.valid = run.valid_file;
-    QKV_CHECK(!spec.train.empty() && !spec.valid.empty(), "train", "give --corpus lm-en or both --train and --valid");
-    spec.train = fs::absolute(spec.train).string();
-    spec.valid = fs::absolute(spec.valid).string();
+    resolve_document_files(run, spec);
   }
   override_limits(spec.config, run.max_steps, run.max_minutes);
   RunSections sec = read_run_sections(spec.config, spec.where, "gpt");

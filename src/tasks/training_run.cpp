@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "qkv/data/corpus_mono.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/util/config.h"
 #include "qkv/util/error.h"
@@ -108,6 +109,24 @@ std::string run_model_type(const std::string& config_path, const std::string& re
   if (!config.contains("model_type")) return "transformer";
   QKV_CHECK(config["model_type"].is_string(), where, "field 'model_type': expected a string");
   return config["model_type"].get<std::string>();
+}
+
+void resolve_document_files(const TrainingRun& run, RunDir& spec) {
+  if (!run.corpus.empty()) {
+    QKV_CHECK(run.corpus == "lm-en", "train", "unknown document corpus '", run.corpus,
+              "' (expected lm-en, or --train FILE --valid FILE)");
+    data::ExtraBuildOptions o;
+    o.data_dir = run.data_dir;
+    o.verbose = true;
+    const std::string dir = data::build_lm_corpus(o).out_dir;
+    spec.train = (fs::path(dir) / "train.txt").string();
+    spec.valid = (fs::path(dir) / "valid.txt").string();
+  }
+  if (!run.train_file.empty()) spec.train = run.train_file;
+  if (!run.valid_file.empty()) spec.valid = run.valid_file;
+  QKV_CHECK(!spec.train.empty() && !spec.valid.empty(), "train", "give --corpus lm-en or both --train and --valid");
+  spec.train = fs::absolute(spec.train).string();
+  spec.valid = fs::absolute(spec.valid).string();
 }
 
 }  // namespace qkv::tasks

@@ -53,6 +53,11 @@ struct RunSections {
 RunSections read_run_sections(nlohmann::json& config, const std::string& where,
                               const std::string& default_model_type);
 
+// A new run of a document-level model (gpt, bert): sets spec.train / spec.valid (absolute paths)
+// from --corpus lm-en (built into run.data_dir: documents split by source, held-out documents in
+// valid.txt) and/or --train / --valid. Errors name what is missing.
+void resolve_document_files(const TrainingRun& run, RunDir& spec);
+
 // Writes <dir>/run.json atomically.
 void write_run_json(const RunDir& run);
 

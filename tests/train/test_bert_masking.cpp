@@ -1,0 +1,122 @@
+// BERT pretraining data (train/bert_pretrain.h): the masking proportions over many sequences
+// hold within a binomial bound computed here, special tokens are never chosen, and NSP pairs
+// have the [CLS] A [SEP] B [SEP] shape, half of them random.
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "qkv/train/bert_pretrain.h"
+
+using namespace qkv::train;
+
+namespace {
+
+BertSpecials specials(int64_t vocab) {
+  BertSpecials sp;
+  sp.pad = 0, sp.cls = 2, sp.sep = 3, sp.mask = 4, sp.vocab = vocab;
+  sp.is_special.assign(size_t(vocab), 0);
+  for (int i = 0; i < 5; ++i) sp.is_special[size_t(i)] = 1;  // [PAD] [UNK] [CLS] [SEP] [MASK]
+  return sp;
+}
+
+// |k - n p| <= z sqrt(n p (1 - p)): a binomial count within z standard deviations.
+void expect_binomial(int64_t k, int64_t n, double p, const char* what) {
+  const double z = 5.0;  // P(|Z| > 5) ~ 6e-7 per check: a failure means a wrong rate, not bad luck
+  const double mean = double(n) * p, sd = std::sqrt(double(n) * p * (1 - p));
+  EXPECT_LE(std::abs(double(k) - mean), z * sd) << what << ": " << k << " of " << n << ", expected " << mean << " +- "
+                                                << z << " * " << sd;
+}
+
+}  // namespace
+
+TEST(BertMasking, ProportionsWithinBinomialBoundAndSpecialsNeverChosen) {
+  const BertSpecials sp = specials(1000);
+  MaskRng rng(12345);
+  int64_t candidates = 0, chosen = 0, masked = 0, randomised = 0, kept = 0;
+  for (int seq = 0; seq < 20000; ++seq) {
+    // [CLS] a [SEP] b [SEP] [PAD]...: 10 + 10 real tokens, specials and padding among them.
+    std::vector<int64_t> ids{sp.cls};
+    for (int i = 0; i < 10; ++i) ids.push_back(5 + int64_t(rng.below(995)));
+    ids.push_back(sp.sep);
+    for (int i = 0; i < 10; ++i) ids.push_back(5 + int64_t(rng.below(995)));
+    ids.push_back(sp.sep);
+    for (int i = 0; i < 6; ++i) ids.push_back(sp.pad);
+    const std::vector<int64_t> original = ids;
+    std::vector<int64_t> labels;
+    std::vector<MaskAction> act;
+    mask_sequence(ids, labels, sp, rng, {}, &act);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const bool special = sp.is_special[size_t(original[i])];
+      if (special) {
+        ASSERT_EQ(act[i], MaskAction::none) << "special token chosen at " << i;
+        ASSERT_EQ(ids[i], original[i]);
+        ASSERT_EQ(labels[i], -100);
+        continue;
+      }
+      ++candidates;
+      if (act[i] == MaskAction::none) {
+        ASSERT_EQ(labels[i], -100);
+        ASSERT_EQ(ids[i], original[i]);
+        continue;
+      }
+      ++chosen;
+      ASSERT_EQ(labels[i], original[i]);
+      switch (act[i]) {
+        case MaskAction::mask: ++masked; ASSERT_EQ(ids[i], sp.mask); break;
+        case MaskAction::random:
+          ++randomised;
+          ASSERT_FALSE(sp.is_special[size_t(ids[i])]) << "random replacement drew a special token";
+          break;
+        case MaskAction::keep: ++kept; ASSERT_EQ(ids[i], original[i]); break;
+        default: FAIL();
+      }
+    }
+  }
+  ASSERT_EQ(candidates, 20000 * 20);
+  expect_binomial(chosen, candidates, 0.15, "chosen");
+  expect_binomial(masked, chosen, 0.8, "[MASK]");
+  expect_binomial(randomised, chosen, 0.1, "random");
+  expect_binomial(kept, chosen, 0.1, "unchanged");
+}
+
+TEST(BertMasking, TheBoundCanFail) {  // the check rejects a 14% rate over the same sample size
+  const int64_t n = 400000;
+  EXPECT_NONFATAL_FAILURE(expect_binomial(int64_t(0.14 * n), n, 0.15, "chosen"), "chosen");
+}
+
+TEST(BertNspPairs, ShapeSegmentsAndHalfRandom) {
+  const BertSpecials sp = specials(1000);
+  std::vector<std::vector<std::vector<int64_t>>> docs;
+  MaskRng g(7);
+  for (int d = 0; d < 400; ++d) {
+    std::vector<std::vector<int64_t>> doc;
+    for (int s = 0, n = 2 + int(g.below(6)); s < n; ++s) doc.push_back(std::vector<int64_t>(3 + g.below(8), 10 + d));
+    docs.push_back(doc);
+  }
+  MaskRng rng(1);
+  const int64_t max_len = 24;
+  auto pairs = make_nsp_pairs(docs, max_len, rng, sp);
+  ASSERT_GT(pairs.size(), 400u);
+  int64_t random = 0;
+  for (const auto& p : pairs) {
+    ASSERT_LE(int64_t(p.ids.size()), max_len);
+    ASSERT_EQ(p.ids.front(), sp.cls);
+    ASSERT_EQ(p.ids.back(), sp.sep);
+    ASSERT_EQ(p.ids.size(), p.segments.size());
+    // exactly one [SEP] inside, where the segment id switches from 0 to 1
+    size_t sep = 0;
+    for (size_t i = 1; i + 1 < p.ids.size(); ++i)
+      if (p.ids[i] == sp.sep) sep = i;
+    ASSERT_GT(sep, 1u);
+    ASSERT_LT(sep + 2, p.ids.size());
+    for (size_t i = 0; i < p.ids.size(); ++i) ASSERT_EQ(p.segments[i], i <= sep ? 0 : 1);
+    // every document's tokens are one value: B from this document iff the pair is not random
+    ASSERT_EQ(p.ids[1] == p.ids[sep + 1], p.is_random == 0);
+    random += p.is_random;
+  }
+  // Single-segment chunks are always random, so slightly more than half; with 2+ segments per
+  // document most chunks have >= 2 segments.
+  EXPECT_GT(double(random) / double(pairs.size()), 0.45);
+  EXPECT_LT(double(random) / double(pairs.size()), 0.65);
+}
