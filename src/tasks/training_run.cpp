@@ -1,6 +1,7 @@
 // The run-directory handling shared by tasks::train_translation and tasks::train_lm.
 #include "qkv/tasks/training_run.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -78,11 +79,15 @@ void write_run_json(const RunDir& run) {
 
 std::string publish_model(const std::string& run_dir, int average_last) {
   if (average_last > 0) {
+    // A run stopped early (SIGTERM, max_minutes) may have fewer: average what there is.
+    const int have = int(train::CheckpointManager::list(run_dir).size());
+    const int n = std::min(average_last, have);
     const std::string model = (fs::path(run_dir) / "model").string();
-    auto dirs = train::last_checkpoints(run_dir, average_last);
+    auto dirs = train::last_checkpoints(run_dir, n);
     train::average_checkpoints(dirs, model);
-    std::fprintf(stderr, "qkv train: %s is the average of the last %d checkpoints (%s .. %s)\n", model.c_str(),
-                 average_last, fs::path(dirs.front()).filename().c_str(), fs::path(dirs.back()).filename().c_str());
+    std::fprintf(stderr, "qkv train: %s is the average of the last %d checkpoints (%s .. %s)%s\n", model.c_str(), n,
+                 fs::path(dirs.front()).filename().c_str(), fs::path(dirs.back()).filename().c_str(),
+                 n < average_last ? " (average_last asked for more than the run saved)" : "");
     return model;
   }
   auto best = train::CheckpointManager::best(run_dir);

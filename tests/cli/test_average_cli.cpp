@@ -19,7 +19,7 @@ using qkv::testing::wait_exit;
 
 namespace {
 
-void write_config(const fs::path& dir, int keep_last, int average_last) {
+void write_config(const fs::path& dir, int keep_last, int average_last, int max_steps = 40) {
   qkv::write_file_atomic((dir / "config.json").string(), R"({
     "model_type": "transformer",
     "model": {"d_model": 16, "heads": 2, "enc_layers": 1, "dec_layers": 1, "d_ff": 32, "dropout": 0.1, "max_len": 32,
@@ -27,7 +27,7 @@ void write_config(const fs::path& dir, int keep_last, int average_last) {
     "tokenizer": {"kind": "bpe", "vocab_size": 60, "min_frequency": 1},
     "data": {"max_tokens": 64, "max_sentences": 16},
     "schedule": {"type": "noam", "warmup": 20, "factor": 1.0},
-    "train": {"max_steps": 40, "save_every": 10, "valid_every": 0, "keep_last": )" +
+    "train": {"max_steps": )" + std::to_string(max_steps) + R"(, "save_every": 10, "valid_every": 0, "keep_last": )" +
                                                             std::to_string(keep_last) + R"(, "average_last": )" +
                                                             std::to_string(average_last) + R"(},
     "valid": {"max_sentences": 10},
@@ -97,5 +97,19 @@ TEST(AverageCli, AverageLastBeyondKeepLastIsRefused) {
   std::string log = qkv::read_file((dir / "run.log").string());
   EXPECT_NE(log.find("average_last"), std::string::npos) << log;
   EXPECT_NE(log.find("keep_last (2)"), std::string::npos) << log;
+  fs::remove_all(dir);
+}
+
+TEST(AverageCli, ARunWithFewerCheckpointsAveragesWhatItSaved) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_average_few_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  qkv::testing::write_reversal_corpus(dir, 120, 100, 777);
+  write_config(dir, 5, 5, 25);  // saves at 10, 20 and the end (25): three of the five asked for
+  ASSERT_EQ(wait_exit(spawn(train_args(dir, "run"), dir / "run.log")), 0) << qkv::read_file((dir / "run.log").string());
+  const std::string log = qkv::read_file((dir / "run.log").string());
+  EXPECT_NE(log.find("average of the last 3 checkpoints"), std::string::npos) << log;
+  EXPECT_NE(log.find("asked for more than the run saved"), std::string::npos) << log;
+  EXPECT_TRUE(fs::exists(dir / "run/model/model.safetensors"));
   fs::remove_all(dir);
 }

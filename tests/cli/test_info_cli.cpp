@@ -70,10 +70,11 @@ TEST(InfoCli, ReportsTheCpuAndTheBf16Kernel) {
   const std::string fresh = info({{"ONEDNN_MAX_CPU_ISA", std::nullopt}});
   EXPECT_NE(fresh.find("cpu              "), std::string::npos) << fresh;
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512bf16"))
+  if (__builtin_cpu_supports("avx512bf16")) {
     EXPECT_TRUE(fresh.find("(detected); bf16 GEMM AVX512_BF16") != std::string::npos ||
                 fresh.find("(detected); bf16 GEMM AMX") != std::string::npos)
         << fresh;
+  }
   const std::string capped = info({{"ONEDNN_MAX_CPU_ISA", "AVX2"}});
   EXPECT_NE(capped.find("oneDNN ISA       avx2 (ONEDNN_MAX_CPU_ISA=AVX2); bf16 GEMM none (bf16 unavailable"),
             std::string::npos)
