@@ -21,7 +21,7 @@ void BertConfig::validate() const {
                          std::pair{"attention_probs_dropout_prob", attention_probs_dropout_prob}})
     QKV_CHECK(p >= 0 && p < 1, w, name, " must be in [0, 1), got ", p);
   QKV_CHECK(position_embedding_type == "absolute", w, "position_embedding_type \"", position_embedding_type,
-            "\" is not implemented (qkv's BERT has learned absolute positions: \"absolute\")");
+            "\" is not supported (qkv's BERT has learned absolute positions: \"absolute\")");
   try {
     nn::parse_activation(hidden_act);
   } catch (const Error& e) {
@@ -104,7 +104,7 @@ void from_json(const nlohmann::json& j, BertConfig& c) {
   c.pad_token_id = r.integer("pad_token_id", d.pad_token_id);
   c.position_embedding_type = r.string("position_embedding_type", d.position_embedding_type);
   QKV_CHECK(c.position_embedding_type == "absolute", r.where("position_embedding_type"), "\"",
-            c.position_embedding_type, "\" is not implemented (qkv's BERT has learned absolute positions: \"absolute\")");
+            c.position_embedding_type, "\" is not supported (qkv's BERT has learned absolute positions: \"absolute\")");
   require(r, "is_decoder", false);
   require(r, "add_cross_attention", false);
   require(r, "tie_word_embeddings", true);

@@ -184,13 +184,7 @@ BertRunResult train_bert(const TrainingRun& run) {
     cfg.validate();
     QKV_CHECK(cfg.vocab_size >= tok->vocab_size(), spec.where, "field 'model.vocab_size': ", cfg.vocab_size,
               " is smaller than the tokenizer's ", tok->vocab_size(), " tokens");
-    nlohmann::json& sc = spec.config["schedule"];
-    if (!sc.contains("type")) sc["type"] = "warmup_cosine";
-    if (sc["type"] == "warmup_cosine" && !sc.contains("total")) {
-      QKV_CHECK(topt.max_steps > 0, spec.where, "field 'schedule.total': warmup_cosine needs it when train.max_steps "
-                "is 0");
-      sc["total"] = topt.max_steps;
-    }
+    fix_cosine_schedule(spec.config, topt, spec.where);
     bundle = io::make_bert(cfg, {true, true});
     bundle.tokenizer = tok;
     write_run_json(spec);
@@ -240,13 +234,7 @@ BertRunResult train_bert(const TrainingRun& run) {
                (long long)model->num_parameters());
 
   auto optimizer = make_optimizer(sec.optimizer, spec.where, *model);
-  nlohmann::json sched_cfg = spec.config.contains("schedule") ? spec.config["schedule"] : nlohmann::json::object();
-  std::unique_ptr<LrSchedule> schedule;
-  try {
-    schedule = make_schedule(sched_cfg);
-  } catch (const Error& e) {
-    fail(spec.where, "section 'schedule': ", e.what());
-  }
+  auto schedule = schedule_from_config(spec.config, spec.where);
 
   train::TrainCallbacks cb;
   cb.write_model = [&](const std::string& dir) { io::save_bert(dir, bundle); };
@@ -263,13 +251,8 @@ BertRunResult train_bert(const TrainingRun& run) {
 
   train::BertPretrainTask task(*model, stream);
   train::Trainer trainer(task, *optimizer, *schedule, topt, spec.dir, cb);
-  if (spec.resuming()) {
-    trainer.restore_training_state(spec.checkpoint);
-    std::fprintf(stderr, "qkv train: resumed from %s at step %lld\n", spec.checkpoint.c_str(),
-                 (long long)trainer.step());
-  }
   BertRunResult result;
-  result.outcome = trainer.run();
+  result.outcome = resume_and_run(trainer, spec);
   result.steps = trainer.step();
   result.best_mlm_loss = trainer.best_score();
   result.model_dir = publish_model(spec.dir, topt.average_last);

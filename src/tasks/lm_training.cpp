@@ -133,15 +133,7 @@ LmRunResult train_lm(const LmRun& run) {
     bundle.config.validate();
     QKV_CHECK(bundle.config.vocab_size >= bundle.tokenizer->vocab_size(), spec.where, "field 'model.vocab_size': ",
               bundle.config.vocab_size, " is smaller than the tokenizer's ", bundle.tokenizer->vocab_size(), " tokens");
-    // warmup_cosine decays over the whole run unless told otherwise: fixed now, so that a
-    // resumed run with another --max-steps keeps the schedule it started with.
-    nlohmann::json& sc = spec.config["schedule"];
-    if (!sc.contains("type")) sc["type"] = "warmup_cosine";
-    if (sc["type"] == "warmup_cosine" && !sc.contains("total")) {
-      QKV_CHECK(topt.max_steps > 0, spec.where, "field 'schedule.total': warmup_cosine needs it when train.max_steps "
-                "is 0");
-      sc["total"] = topt.max_steps;
-    }
+    fix_cosine_schedule(spec.config, topt, spec.where);
     bundle.model = std::make_shared<models::Gpt>(bundle.config);
     write_run_json(spec);
   }
@@ -170,13 +162,7 @@ LmRunResult train_lm(const LmRun& run) {
                (long long)bundle.model->num_parameters());
 
   auto optimizer = make_optimizer(sec.optimizer, spec.where, *bundle.model);
-  nlohmann::json sched_cfg = spec.config.contains("schedule") ? spec.config["schedule"] : nlohmann::json::object();
-  std::unique_ptr<LrSchedule> schedule;
-  try {
-    schedule = make_schedule(sched_cfg);
-  } catch (const Error& e) {
-    fail(spec.where, "section 'schedule': ", e.what());
-  }
+  auto schedule = schedule_from_config(spec.config, spec.where);
 
   train::TrainCallbacks cb;
   cb.write_model = [&](const std::string& dir) { io::save_gpt2(dir, bundle); };
@@ -190,13 +176,8 @@ LmRunResult train_lm(const LmRun& run) {
 
   train::LmTask task(*bundle.model, stream);
   train::Trainer trainer(task, *optimizer, *schedule, topt, spec.dir, cb);
-  if (spec.resuming()) {
-    trainer.restore_training_state(spec.checkpoint);
-    std::fprintf(stderr, "qkv train: resumed from %s at step %lld\n", spec.checkpoint.c_str(),
-                 (long long)trainer.step());
-  }
   LmRunResult result;
-  result.outcome = trainer.run();
+  result.outcome = resume_and_run(trainer, spec);
   result.steps = trainer.step();
   result.best_perplexity = trainer.best_score();
   result.model_dir = publish_model(spec.dir, topt.average_last);

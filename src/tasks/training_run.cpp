@@ -77,6 +77,31 @@ void write_run_json(const RunDir& run) {
                     nlohmann::json{{"config", run.config}, {"train", run.train}, {"valid", run.valid}}.dump(2) + "\n");
 }
 
+void fix_cosine_schedule(nlohmann::json& config, const train::TrainOptions& topt, const std::string& where) {
+  nlohmann::json& sc = config["schedule"];
+  if (!sc.contains("type")) sc["type"] = "warmup_cosine";
+  if (sc["type"] == "warmup_cosine" && !sc.contains("total")) {
+    QKV_CHECK(topt.max_steps > 0, where, "field 'schedule.total': warmup_cosine needs it when train.max_steps is 0");
+    sc["total"] = topt.max_steps;
+  }
+}
+
+std::unique_ptr<LrSchedule> schedule_from_config(const nlohmann::json& config, const std::string& where) {
+  try {
+    return make_schedule(config.contains("schedule") ? config["schedule"] : nlohmann::json::object());
+  } catch (const Error& e) {
+    fail(where, "section 'schedule': ", e.what());
+  }
+}
+
+train::Outcome resume_and_run(train::Trainer& trainer, const RunDir& spec) {
+  if (spec.resuming()) {
+    trainer.restore_training_state(spec.checkpoint);
+    std::fprintf(stderr, "qkv train: resumed from %s at step %lld\n", spec.checkpoint.c_str(), (long long)trainer.step());
+  }
+  return trainer.run();
+}
+
 std::string publish_model(const std::string& run_dir, int average_last) {
   if (average_last > 0) {
     // A run stopped early (SIGTERM, max_minutes) may have fewer: average what there is.

@@ -7,8 +7,12 @@
 // best checkpoint by the task's validation metric, and model/ (a copy of the best model).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "qkv/train/schedule.h"
+#include "qkv/train/trainer.h"
 
 namespace qkv::tasks {
 
@@ -39,6 +43,15 @@ struct RunDir {
 // A new run (config_path and out_dir given; out_dir must not hold a run yet) or, with `resume`,
 // the run in that directory. Errors name the directory and what is missing.
 RunDir open_run_dir(const std::string& config_path, const std::string& out_dir, const std::string& resume);
+
+// A new run's schedule decisions, fixed in its config before run.json is written (so a resumed
+// run with another --max-steps keeps the schedule it started with): the type defaults to
+// warmup_cosine, which decays over the whole run (total = train.max_steps) unless told otherwise.
+void fix_cosine_schedule(nlohmann::json& config, const train::TrainOptions& topt, const std::string& where);
+// The config's "schedule" section made; its errors are prefixed with `where` and the section.
+std::unique_ptr<LrSchedule> schedule_from_config(const nlohmann::json& config, const std::string& where);
+// Restores `trainer` from the run's latest checkpoint when resuming (and says so), then runs it.
+train::Outcome resume_and_run(train::Trainer& trainer, const RunDir& spec);
 
 // Flags that override train.max_steps / train.max_minutes (when >= 0).
 void override_limits(nlohmann::json& config, int64_t max_steps, double max_minutes);
