@@ -17,12 +17,8 @@
 
 namespace qkv::bench {
 
-// The source tree, from this header's (absolute, under CMake) path: <src>/bench/bench_util.h.
-inline std::string source_dir() {
-  std::string f = __FILE__;
-  auto k = f.rfind("/bench/");
-  return k == std::string::npos ? std::string(".") : f.substr(0, k);
-}
+// The source tree, as CMake configured it (not __FILE__: ccache with base_dir makes that relative).
+inline std::string source_dir() { return QKV_SOURCE_DIR; }
 
 inline double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();

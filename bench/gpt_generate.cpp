@@ -14,7 +14,9 @@
 // just after the shape's timing; the floor uses the faster of the two, so it is the lower bound.
 //
 // Run (one line): OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
-//        build/bench/bench_gpt_generate [reps=5] [shapes=cfg1,gpt2]
+//        build/bench/bench_gpt_generate [reps=5] [shapes=cfg1,gpt2] [precision=fp32|bf16|both]
+// (precision: GenerateOptions::precision; both alternates fp32 and bf16 generations and reports
+// the speed-up and how many tokens agree)
 // (GOMP_SPINCOUNT=5000 is what the qkv program sets for itself, util/blas_env.h; without it
 // libgomp's long default spin made cfg1 ~10x slower while another build shared the 2 cores.)
 // and in the same sitting:
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/tasks/generator.h"
 #include "qkv/tensor/rng.h"
 
@@ -35,7 +38,13 @@ namespace {
 
 constexpr int64_t kPrompt = 16, kNew = 128;
 
-void run(const std::string& name, models::GptConfig cfg, int reps) {
+struct Timing {
+  std::vector<double> wall, cpu;  // ms per generation
+  std::vector<int64_t> tokens;    // the last generation's
+  int64_t checksum = 0;
+};
+
+void run(const std::string& name, models::GptConfig cfg, int reps, const std::vector<kernels::MatmulPrecision>& precs) {
   cfg.activation_function = "gelu";
   Generator init(0);
   io::GptBundle b;
@@ -48,35 +57,54 @@ void run(const std::string& name, models::GptConfig cfg, int reps) {
   tasks::GenerateOptions o;
   o.max_new_tokens = kNew;
   o.eos_id = -1;
-  int64_t checksum = 0;
-  std::vector<double> wall, cpu;
+  std::vector<Timing> timing(precs.size());
   const double triad_before = bench::triad_gbs();
   for (int r = 0; r <= reps; ++r) {
-    const double w0 = bench::now_ms(), c0 = bench::cpu_ms();
-    auto out = gen.generate_ids({prompt}, o);
-    const double w = bench::now_ms() - w0, c = bench::cpu_ms() - c0;
-    if (out[0].tokens.size() != size_t(kNew)) std::fprintf(stderr, "%s: generated %zu tokens\n", name.c_str(), out[0].tokens.size());
-    checksum = 0;
-    for (int64_t t : out[0].tokens) checksum = checksum * 1000003 + t;
-    if (r == 0) continue;  // warm-up
-    wall.push_back(w);
-    cpu.push_back(c);
+    for (size_t p = 0; p < precs.size(); ++p) {  // precisions alternate: both see the same machine load
+      o.precision = precs[p];
+      const double w0 = bench::now_ms(), c0 = bench::cpu_ms();
+      auto out = gen.generate_ids({prompt}, o);
+      const double w = bench::now_ms() - w0, c = bench::cpu_ms() - c0;
+      if (out[0].tokens.size() != size_t(kNew))
+        std::fprintf(stderr, "%s: generated %zu tokens\n", name.c_str(), out[0].tokens.size());
+      Timing& t = timing[p];
+      t.checksum = 0;
+      for (int64_t tok : out[0].tokens) t.checksum = t.checksum * 1000003 + tok;
+      t.tokens = out[0].tokens;
+      if (r == 0) continue;  // warm-up (and, for bf16, the one conversion of the weights)
+      t.wall.push_back(w);
+      t.cpu.push_back(c);
+    }
   }
-  const double w = bench::median(wall), c = bench::median(cpu);
   const double rss = bench::peak_rss_mib();  // before the second triad's 192 MiB of arrays
   const double triad = std::max(triad_before, bench::triad_gbs());
-  // Bytes per new token: the weights, plus K and V of every layer at the mean cache length.
-  const double weights = 4.0 * double(b.model->num_parameters());
-  const double mean_len = double(kPrompt) + double(kNew - 1) / 2.0;
-  const double cache = 4.0 * 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * mean_len;
-  const double floor_ms = (weights + cache) / (triad * 1e9) * 1e3;
-  std::printf("%-5s d %lld, layers %lld, heads %lld, vocab %lld: %.3f ms/token (%.1f tokens/s) wall, "
-              "%.3f ms/token CPU; checksum %lld\n",
-              name.c_str(), (long long)cfg.n_embd, (long long)cfg.n_layer, (long long)cfg.n_head,
-              (long long)cfg.vocab_size, w / kNew, 1e3 * kNew / w, c / kNew, (long long)checksum);
-  std::printf("      bandwidth floor: %.1f MB per token / triad %.1f GB/s = %.3f ms/token; measured / floor %.2fx; "
-              "peak RSS %.0f MiB\n",
-              (weights + cache) / 1e6, triad, floor_ms, (w / kNew) / floor_ms, rss);
+  for (size_t p = 0; p < precs.size(); ++p) {
+    const double w = bench::median(timing[p].wall), c = bench::median(timing[p].cpu);
+    // Bytes per new token: the weights (4 bytes each in fp32, 2 in bf16), plus K and V (f32) of
+    // every layer at the mean cache length.
+    const double wbytes = precs[p] == kernels::MatmulPrecision::bf16 ? 2.0 : 4.0;
+    const double weights = wbytes * double(b.model->num_parameters());
+    const double mean_len = double(kPrompt) + double(kNew - 1) / 2.0;
+    const double cache = 4.0 * 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * mean_len;
+    const double floor_ms = (weights + cache) / (triad * 1e9) * 1e3;
+    std::printf("%-5s %s d %lld, layers %lld, heads %lld, vocab %lld: %.3f ms/token (%.1f tokens/s) wall, "
+                "%.3f ms/token CPU; checksum %lld\n",
+                name.c_str(), kernels::precision_name(precs[p]), (long long)cfg.n_embd, (long long)cfg.n_layer,
+                (long long)cfg.n_head, (long long)cfg.vocab_size, w / kNew, 1e3 * kNew / w, c / kNew,
+                (long long)timing[p].checksum);
+    std::printf("      bandwidth floor: %.1f MB per token / triad %.1f GB/s = %.3f ms/token; measured / floor %.2fx; "
+                "peak RSS %.0f MiB\n",
+                (weights + cache) / 1e6, triad, floor_ms, (w / kNew) / floor_ms, rss);
+  }
+  if (precs.size() == 2) {
+    size_t same = 0;
+    while (same < timing[0].tokens.size() && same < timing[1].tokens.size() &&
+           timing[0].tokens[same] == timing[1].tokens[same])
+      ++same;
+    std::printf("      bf16 / fp32: %.2fx wall, %.2fx CPU; the first %zu of %lld tokens agree\n",
+                bench::median(timing[0].wall) / bench::median(timing[1].wall),
+                bench::median(timing[0].cpu) / bench::median(timing[1].cpu), same, (long long)kNew);
+  }
 }
 
 }  // namespace
@@ -84,17 +112,26 @@ void run(const std::string& name, models::GptConfig cfg, int reps) {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
   const std::string shapes = argc > 2 ? argv[2] : "cfg1,gpt2";
-  std::printf("bench_gpt_generate: batch 1, prompt %lld, %lld new tokens, greedy, %d reps (median)\n",
-              (long long)kPrompt, (long long)kNew, reps);
+  const std::string prec = argc > 3 ? argv[3] : "fp32";
+  std::vector<kernels::MatmulPrecision> precs;
+  if (prec == "fp32" || prec == "both") precs.push_back(kernels::MatmulPrecision::fp32);
+  if (prec == "bf16" || prec == "both") precs.push_back(kernels::MatmulPrecision::bf16);
+  if (precs.empty()) {
+    std::fprintf(stderr, "precision must be fp32, bf16 or both, got '%s'\n", prec.c_str());
+    return 2;
+  }
+  std::printf("bench_gpt_generate: batch 1, prompt %lld, %lld new tokens, greedy, %d reps (median), precision %s; "
+              "CPU %s, oneDNN ISA %s\n", (long long)kPrompt, (long long)kNew, reps, prec.c_str(),
+              kernels::dnnl_cpu_info().cpu_model.c_str(), kernels::dnnl_cpu_info().isa.c_str());
   if (shapes.find("cfg1") != std::string::npos) {
     models::GptConfig c;
     c.vocab_size = 8192, c.n_positions = 256, c.n_embd = 256, c.n_head = 4, c.n_layer = 4, c.n_inner = 1024;
-    run("cfg1", c, reps);
+    run("cfg1", c, reps, precs);
   }
   if (shapes.find("gpt2") != std::string::npos) {
     models::GptConfig c;  // the defaults are GPT-2 124M
     c.n_inner = 3072;
-    run("gpt2", c, reps);
+    run("gpt2", c, reps, precs);
   }
   return 0;
 }

@@ -11,7 +11,9 @@
 // last step and the peak RSS of this process: run one configuration per process.
 //
 // Run (with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX):
-//   build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10]
+//   build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10] [fp32|bf16]
+// bf16: every matrix product of the step under a MatmulPrecisionScope (kernels/bf16.h), as
+// train.precision "bf16" runs it; compare with the reference's --bf16 (autocast).
 // and in the same sitting:
 //   OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 /work/shared/bench-reference/gpt_bench.py train
 //     --d 256 --heads 4 --layers 4 --dff 1024 --ctx 256 --batch 16        (cfg1; V 8192 is its default)
@@ -25,6 +27,7 @@
 
 #include "bench_util.h"
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/models/gpt.h"
 #include "qkv/ops/loss.h"
 #include "qkv/tensor/rng.h"
@@ -35,6 +38,8 @@ using namespace qkv;
 int main(int argc, char** argv) {
   const std::string name = argc > 1 ? argv[1] : "cfg1";
   const int warmup = argc > 2 ? std::atoi(argv[2]) : 3, steps = argc > 3 ? std::atoi(argv[3]) : 10;
+  const kernels::MatmulPrecision precision = kernels::parse_precision(argc > 4 ? argv[4] : "fp32");
+  const kernels::MatmulPrecisionScope precision_scope(precision);
   models::GptConfig cfg;
   int64_t batch = 0;
   cfg.vocab_size = 8192;
@@ -43,7 +48,7 @@ int main(int argc, char** argv) {
   } else if (name == "cfg2") {
     cfg.n_positions = 128, cfg.n_embd = 512, cfg.n_head = 8, cfg.n_layer = 6, cfg.n_inner = 2048, batch = 8;
   } else {
-    std::fprintf(stderr, "usage: bench_gpt_train cfg1|cfg2 [warmup] [steps]\n");
+    std::fprintf(stderr, "usage: bench_gpt_train cfg1|cfg2 [warmup] [steps] [fp32|bf16]\n");
     return 2;
   }
   cfg.activation_function = "gelu";
@@ -75,10 +80,10 @@ int main(int argc, char** argv) {
   }
   double lo = tps[0], hi = tps[0];
   for (double v : tps) lo = std::min(lo, v), hi = std::max(hi, v);
-  std::printf("{\"bench\": \"gpt_train\", \"cfg\": \"%s\", \"params\": %lld, \"tokens_per_step\": %lld, "
+  std::printf("{\"bench\": \"gpt_train\", \"cfg\": \"%s\", \"precision\": \"%s\", \"params\": %lld, \"tokens_per_step\": %lld, "
               "\"threads\": %d, \"tokens_per_s_median\": %.1f, \"tokens_per_s_min\": %.1f, \"tokens_per_s_max\": %.1f, "
               "\"loss_first\": %.4f, \"loss_last\": %.4f, \"peak_rss_MiB\": %.1f}\n",
-              name.c_str(), (long long)model.num_parameters(), (long long)(batch * T), bench::env_threads(),
+              name.c_str(), kernels::precision_name(precision), (long long)model.num_parameters(), (long long)(batch * T), bench::env_threads(),
               bench::median(tps), lo, hi, loss_first, loss_last, bench::peak_rss_mib());
   return 0;
 }

@@ -3,6 +3,8 @@
 // OpenBLAS (OpenMP build) runs single-threaded inside an OpenMP parallel region.
 // `bench_matmul bf16` (not in the default run): the bf16 GEMM (kernels/bf16.h) on the model shapes
 // against OpenBLAS sgemm and against oneDNN's own bf16 matmul, timed in the same run.
+// `bench_matmul bf16packed`: decoding's skinny products against a weight converted once to bf16,
+// oneDNN's blocked layout against plain row-major bf16, beside the fp32 packed panels.
 // Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_matmul
 #include <cblas.h>
 #include <omp.h>
@@ -224,6 +226,51 @@ void bench_bf16() {
   }
 }
 
+// Decoding's skinny products against a weight converted once (kernels::pack_bf16_weight): bf16 in
+// oneDNN's preferred (blocked) layout against plain row-major bf16, beside the fp32 packed panels
+// (kernels::packed_linear) the fp32 decoder uses; x is f32 and rounded per call in both bf16 cases.
+void bench_bf16_packed() {
+  const auto& info = kernels::dnnl_cpu_info();
+  std::printf("\nDecode products x (M, K) @ W^T, W (N, K) converted once. CPU: %s; oneDNN ISA %s. Microseconds per\n"
+              "product, wall (CPU); blocked/plain = plain time / blocked time.\n", info.cpu_model.c_str(), info.isa.c_str());
+  if (!info.bf16_native()) {
+    std::printf("no bf16 kernel on this CPU: skipped\n");
+    return;
+  }
+  std::printf("| %-34s | fp32 panels       | bf16 plain        | bf16 blocked      | blocked/plain | fp32/blocked |\n"
+              "|%s|-------------------|-------------------|-------------------|---------------|--------------|\n",
+              "case (M x N x K)", std::string(36, '-').c_str());
+  struct Shape3 {
+    const char* name;
+    int64_t N, K;
+  };
+  const std::vector<Shape3> shapes = {{"mt d256 Wqkv", 768, 256},      {"mt d256 Wo", 256, 256},
+                                      {"mt d256 W1", 1024, 256},       {"mt d256 W2", 256, 1024},
+                                      {"mt d256 Wvocab", 8000, 256},   {"gpt2 Wqkv", 2304, 768},
+                                      {"gpt2 W1", 3072, 768},          {"gpt2 W2", 768, 3072},
+                                      {"gpt2 Wvocab", 50257, 768}};
+  for (const auto& sh : shapes)
+    for (int64_t M : {1, 8, 32, 128}) {
+      if (sh.N > 10000 && M > 8) continue;
+      Tensor w = rand_t({sh.N, sh.K}, 50), x = rand_t({M, sh.K}, 51), out = Tensor::empty({M, sh.N});
+      const kernels::PackedLinear f32 = kernels::pack_linear(w, Tensor());
+      auto plain = kernels::pack_bf16_weight(w.data<float>(), sh.N, sh.K, sh.K, kernels::Bf16WeightLayout::plain);
+      auto blocked = kernels::pack_bf16_weight(w.data<float>(), sh.N, sh.K, sh.K, kernels::Bf16WeightLayout::blocked);
+      const double macs = double(M) * double(sh.N) * double(sh.K);
+      const int reps = std::clamp(int(2e9 / macs), 10, 400);
+      float* y = out.data<float>();
+      auto t = timed_all({[&] { kernels::packed_linear(x, f32, out); },
+                          [&] { kernels::gemm_bf16_packed(M, x.data<float>(), sh.K, *plain, nullptr, y, sh.N); },
+                          [&] { kernels::gemm_bf16_packed(M, x.data<float>(), sh.K, *blocked, nullptr, y, sh.N); }},
+                         reps);
+      char name[96];
+      std::snprintf(name, sizeof name, "%s %lldx%lldx%lld", sh.name, (long long)M, (long long)sh.N, (long long)sh.K);
+      std::printf("| %-34s |", name);
+      for (const Timed& x : t) std::printf(" %7.1f (%7.1f) |", x.wall * 1e6, x.cpu * 1e6);
+      std::printf(" %12.2fx | %11.2fx |\n", t[1].wall / t[2].wall, t[0].wall / t[2].wall);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -343,6 +390,7 @@ int main(int argc, char** argv) {
   }
 
   if (argc > 1 && want("bf16")) bench_bf16();
+  if (argc > 1 && want("bf16packed")) bench_bf16_packed();
 
   if (want("omp")) {
     const int n = 768;

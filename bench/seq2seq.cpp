@@ -15,7 +15,9 @@
 // ../shared/bench-reference/seq2seq_bench.py itself, imported, with process CPU time recorded
 // around its timed steps) so that both see the same load.
 // Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
-//        build/bench/bench_seq2seq [rounds=3] [steps=10]   (one command line)
+//        build/bench/bench_seq2seq [rounds=3] [steps=10] [fp32|bf16]   (one command line)
+// bf16: qkv's steps run their matrix products in bf16 (train.precision "bf16"); the shared torch
+// script has no bf16 mode, so its side stays fp32.
 // GOMP_SPINCOUNT=5000 is qkv's own default wait policy (util/blas_env.h); the torch child
 // inherits the same environment (bench::torch_command), and a short spin is faster for it too
 // than OMP_WAIT_POLICY=PASSIVE here. OMP_WAIT_POLICY=PASSIVE instead runs both sides passive.
@@ -27,6 +29,7 @@
 
 #include "bench_util.h"
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/models/transformer.h"
 #include "qkv/ops/loss.h"
@@ -109,6 +112,7 @@ TorchRun train_torch(int steps, int threads) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 10;
+  const kernels::MatmulPrecision precision = kernels::parse_precision(argc > 3 ? argv[3] : "fp32");
   const int threads = bench::env_threads();
   if (kernels::blas_core_is_degraded())
     std::printf("WARNING: OpenBLAS runs its SSE3 kernels (core %s): export OPENBLAS_CORETYPE=SkylakeX\n",
@@ -122,12 +126,17 @@ int main(int argc, char** argv) {
   Generator data(1);
 
   std::printf("seq2seq train: d 256 h 4 3+3 post-LN ff 1024 vocab 8000 (shared emb, separate output), "
-              "dropout 0.1, AdamW; B %lld S %lld T %lld; %lld params; %d threads; BLAS core %s; load %s\n",
+              "dropout 0.1, AdamW; B %lld S %lld T %lld; %lld params; %d threads; BLAS core %s; qkv precision %s; "
+              "load %s\n",
               (long long)kBatch, (long long)kSrcLen, (long long)kTgtLen, (long long)model.num_parameters(), threads,
-              kernels::blas_core(), loadavg().c_str());
+              kernels::blas_core(), kernels::precision_name(precision), loadavg().c_str());
   std::vector<double> q_tok, q_cpu, t_tok, t_cpu, t_rss;  // per-round medians
   for (int r = 0; r < rounds; ++r) {
-    Times q = train_qkv(model, opt, data, r == 0 ? 3 : 1, steps);
+    Times q;
+    {
+      const kernels::MatmulPrecisionScope scope(precision);
+      q = train_qkv(model, opt, data, r == 0 ? 3 : 1, steps);
+    }
     TorchRun t = train_torch(steps, threads);
     q_tok.push_back(median(q.tok_s));
     q_cpu.push_back(median(q.cpu_ms));

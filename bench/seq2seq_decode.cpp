@@ -21,18 +21,21 @@
 // process).
 //
 // Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
-//        build/bench/bench_seq2seq_decode [rounds=3] [reps=5] [torch=2] [modes=both]
+//        build/bench/bench_seq2seq_decode [rounds=3] [reps=5] [torch=2] [modes=both] [precision=fp32]
 // GOMP_SPINCOUNT=5000 is qkv's own default wait policy (util/blas_env.h); the torch child
 // inherits the same environment (bench::torch_command), and a short spin is faster for it too
 // than OMP_WAIT_POLICY=PASSIVE here. OMP_WAIT_POLICY=PASSIVE instead runs both sides passive.
 // torch: 2 = greedy and beam (torch beam runs 1 repetition per round: without a cache it is
-// slow), 1 = greedy only, 0 = qkv only (for profiling); modes: both | greedy | beam.
+// slow), 1 = greedy only, 0 = qkv only (for profiling); modes: both | greedy | beam;
+// precision: fp32 | bf16 | both (TranslateOptions::precision; both alternates fp32 and bf16 within
+// every round and reports the speed-up, ms per decoding step and how many tokens bf16 changed).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "bench_util.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/models/transformer.h"
 #include "qkv/tasks/translator.h"
 #include "qkv/tensor/rng.h"
@@ -50,8 +53,10 @@ struct Measure {
 
 // Median {wall, cpu} seconds of `reps` decodes of the batch (after one warm-up); checksum of tokens.
 std::pair<double, double> time_qkv(const tasks::Translator& translator, const std::vector<std::vector<int64_t>>& src,
-                                   int beam, int reps, int64_t& checksum) {
+                                   int beam, int reps, int64_t& checksum, kernels::MatmulPrecision precision,
+                                   std::vector<int64_t>* tokens) {
   tasks::TranslateOptions o;
+  o.precision = precision;
   o.search.beam = beam;
   o.search.nbest = 1;
   o.search.max_len_ratio = 0;
@@ -64,12 +69,14 @@ std::pair<double, double> time_qkv(const tasks::Translator& translator, const st
     auto hyps = translator.translate_ids(src, o);
     double t1 = bench::now_ms(), c1 = bench::cpu_ms();
     checksum = 0;
+    if (tokens) tokens->clear();
     for (auto& h : hyps) {
       if (h.at(0).tokens.size() != size_t(kSteps)) {
         std::fprintf(stderr, "expected %lld tokens, got %zu\n", (long long)kSteps, h[0].tokens.size());
         std::exit(1);
       }
       for (int64_t t : h[0].tokens) checksum = checksum * 31 + t;
+      if (tokens) tokens->insert(tokens->end(), h[0].tokens.begin(), h[0].tokens.end());
     }
     if (r > 0) {
       wall.push_back((t1 - t0) * 1e-3);
@@ -91,7 +98,8 @@ std::vector<double> time_torch(int beam, int reps, int threads) {
 void report(const char* what, const Measure& q, const Measure& t, int threads) {
   auto sps = [](double s) { return s > 0 ? double(kBatch) / s : -1.0; };
   double qw = sps(bench::median(q.wall_s)), qc = sps(bench::median(q.cpu_s) / threads);
-  std::printf("| %-10s | qkv wall %8.1f sent/s | qkv cpu %8.1f sent/s | qkv RSS %6.1f MiB |", what, qw, qc, q.rss_mib);
+  std::printf("| %-15s | qkv wall %8.1f sent/s %6.2f ms/step | qkv cpu %8.1f sent/s | qkv RSS %6.1f MiB |", what, qw,
+              bench::median(q.wall_s) * 1e3 / double(kSteps), qc, q.rss_mib);
   if (t.wall_s.empty()) {
     std::printf(" torch not run |\n");
     return;
@@ -109,6 +117,14 @@ int main(int argc, char** argv) {
   const int torch = argc > 3 ? std::atoi(argv[3]) : 2;
   const std::string modes = argc > 4 ? argv[4] : "both";
   const bool run_greedy = modes != "beam", run_beam = modes != "greedy";
+  const std::string prec = argc > 5 ? argv[5] : "fp32";
+  std::vector<kernels::MatmulPrecision> precisions;  // timed in this order within every round
+  if (prec != "bf16") precisions.push_back(kernels::MatmulPrecision::fp32);
+  if (prec != "fp32") precisions.push_back(kernels::MatmulPrecision::bf16);
+  if (prec != "fp32" && prec != "bf16" && prec != "both") {
+    std::fprintf(stderr, "precision must be fp32, bf16 or both, got '%s'\n", prec.c_str());
+    return 2;
+  }
   const int threads = bench::env_threads();
 
   const models::TransformerConfig cfg = bench::reference_transformer_config(kVocab);
@@ -126,28 +142,41 @@ int main(int argc, char** argv) {
   std::printf("seq2seq decode: d 256 h 4 3+3 layers ff 1024 vocab 8000, batch %lld src %lld, %lld steps, %d threads, "
               "%d rounds x %d reps\n",
               (long long)kBatch, (long long)kSrcLen, (long long)kSteps, threads, rounds, reps);
-  Measure qg, qb, tg, tb;
-  int64_t sum_g = 0, sum_b = 0;
+  std::printf("precision: %s; CPU %s; oneDNN ISA %s\n", prec.c_str(), kernels::dnnl_cpu_info().cpu_model.c_str(),
+              kernels::dnnl_cpu_info().isa.c_str());
+  // Per precision (index 0 fp32, 1 bf16): timings, checksums and the tokens of the last repetition.
+  Measure qg[2], qb[2], tg, tb;
+  int64_t sum_g[2] = {0, 0}, sum_b[2] = {0, 0};
+  std::vector<int64_t> tok_g[2], tok_b[2];
+  auto idx = [](kernels::MatmulPrecision p) { return p == kernels::MatmulPrecision::bf16 ? 1 : 0; };
   for (int r = 0; r < rounds && run_greedy; ++r) {
-    auto [gw, gc] = time_qkv(translator, src, 1, reps, sum_g);
-    qg.wall_s.push_back(gw);
-    qg.cpu_s.push_back(gc);
-    qg.rss_mib = bench::peak_rss_mib();
+    for (auto p : precisions) {
+      const int i = idx(p);
+      auto [gw, gc] = time_qkv(translator, src, 1, reps, sum_g[i], p, &tok_g[i]);
+      qg[i].wall_s.push_back(gw);
+      qg[i].cpu_s.push_back(gc);
+      qg[i].rss_mib = bench::peak_rss_mib();
+      std::printf("round %d greedy %s: qkv wall %.3f s cpu %.3f s\n", r, kernels::precision_name(p), gw, gc);
+    }
     std::vector<double> t{-1, -1, -1};
     if (torch >= 1) t = time_torch(1, reps, threads);
     if (t[0] > 0) {
       tg.wall_s.push_back(t[0]);
       tg.cpu_s.push_back(t[1]);
       tg.rss_mib = t[2];
+      std::printf("round %d greedy torch: wall %.3f s cpu %.3f s\n", r, t[0], t[1]);
     }
-    std::printf("round %d greedy: qkv wall %.3f s cpu %.3f s | torch wall %.3f s cpu %.3f s\n", r, gw, gc, t[0], t[1]);
     std::fflush(stdout);
   }
   for (int r = 0; r < rounds && run_beam; ++r) {
-    auto [bw, bc] = time_qkv(translator, src, 4, reps, sum_b);
-    qb.wall_s.push_back(bw);
-    qb.cpu_s.push_back(bc);
-    qb.rss_mib = bench::peak_rss_mib();
+    for (auto p : precisions) {
+      const int i = idx(p);
+      auto [bw, bc] = time_qkv(translator, src, 4, reps, sum_b[i], p, &tok_b[i]);
+      qb[i].wall_s.push_back(bw);
+      qb[i].cpu_s.push_back(bc);
+      qb[i].rss_mib = bench::peak_rss_mib();
+      std::printf("round %d beam 4 %s: qkv wall %.3f s cpu %.3f s\n", r, kernels::precision_name(p), bw, bc);
+    }
     std::vector<double> t{-1, -1, -1};
     if (torch >= 2) {
       t = time_torch(4, 1, threads);  // no cache: 4x the rows over the whole prefix, slow
@@ -155,13 +184,44 @@ int main(int argc, char** argv) {
         tb.wall_s.push_back(t[0]);
         tb.cpu_s.push_back(t[1]);
         tb.rss_mib = t[2];
+        std::printf("round %d beam 4 torch: wall %.3f s cpu %.3f s\n", r, t[0], t[1]);
       }
     }
-    std::printf("round %d beam 4: qkv wall %.3f s cpu %.3f s | torch wall %.3f s cpu %.3f s\n", r, bw, bc, t[0], t[1]);
     std::fflush(stdout);
   }
-  std::printf("token checksums: greedy %lld beam %lld\n", (long long)sum_g, (long long)sum_b);
-  report("greedy", qg, tg, threads);
-  report("beam 4", qb, tb, threads);
+  for (auto p : precisions) {
+    const int i = idx(p);
+    std::printf("token checksums%s: greedy %lld beam %lld\n", i ? " (bf16)" : "", (long long)sum_g[i],
+                (long long)sum_b[i]);
+  }
+  for (auto p : precisions) {
+    const int i = idx(p);
+    const std::string name = std::string(kernels::precision_name(p));
+    report(("greedy " + name).c_str(), qg[i], tg, threads);
+    report(("beam 4 " + name).c_str(), qb[i], tb, threads);
+  }
+  if (precisions.size() == 2) {
+    auto same = [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {  // equal tokens, equal sentences
+      int64_t tok = 0, sent = 0;
+      for (size_t s0 = 0; s0 + kSteps <= a.size() && s0 + kSteps <= b.size(); s0 += size_t(kSteps)) {
+        int64_t k = 0;
+        while (k < kSteps && a[s0 + size_t(k)] == b[s0 + size_t(k)]) ++k;
+        tok += k, sent += k == kSteps;
+      }
+      return std::pair<int64_t, int64_t>(tok, sent);
+    };
+    auto ratio = [](const Measure& f, const Measure& b) { return bench::median(f.wall_s) / bench::median(b.wall_s); };
+    auto cratio = [](const Measure& f, const Measure& b) { return bench::median(f.cpu_s) / bench::median(b.cpu_s); };
+    auto [gt, gs] = same(tok_g[0], tok_g[1]);
+    auto [bt, bs] = same(tok_b[0], tok_b[1]);
+    if (run_greedy)
+      std::printf("bf16 / fp32 greedy: %.2fx wall, %.2fx cpu; tokens before the first difference %lld of %lld, "
+                  "sentences identical %lld of %lld\n", ratio(qg[0], qg[1]), cratio(qg[0], qg[1]), (long long)gt,
+                  (long long)(kBatch * kSteps), (long long)gs, (long long)kBatch);
+    if (run_beam)
+      std::printf("bf16 / fp32 beam 4: %.2fx wall, %.2fx cpu; tokens before the first difference %lld of %lld, "
+                  "sentences identical %lld of %lld\n", ratio(qb[0], qb[1]), cratio(qb[0], qb[1]), (long long)bt,
+                  (long long)(kBatch * kSteps), (long long)bs, (long long)kBatch);
+  }
   return 0;
 }

@@ -23,8 +23,9 @@ PKGS=(build-essential cmake ninja-build pkg-config git
 if ((tests)); then
   # What the tests need on top: GoogleTest; PyTorch + NumPy (reference values, tools/refs); Pillow
   # (reads the heatmap PNGs back); gettext (msgfmt-compiled catalogs); Node.js and npm (the
-  # reference tokenizers). The nodesource build of Node.js ships npm itself.
-  PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy python3-pil gettext)
+  # reference tokenizers); Chromium (the attention viewer's page driven headless,
+  # tests/tasks/attention_view_browser.py). The nodesource build of Node.js ships npm itself.
+  PKGS+=(libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy python3-pil gettext chromium)
   command -v node >/dev/null || PKGS+=(nodejs)
   command -v npm >/dev/null || PKGS+=(npm)
 fi

@@ -226,11 +226,7 @@ MhaOutput MultiHeadAttention::step(const Tensor& x_new, KVCache& cache, const Te
                                    bool need_weights) const {
   check_step_input(x_new, d_model_, "step input");
   const int64_t B = x_new.size(0), t = x_new.size(1), D = d_model_;
-  auto w_qkv = q_proj->bias.defined()
-                   ? packed_qkv_.get({q_proj->weight, k_proj->weight, v_proj->weight},
-                                     {q_proj->bias, k_proj->bias, v_proj->bias})
-                   : packed_qkv_.get({q_proj->weight, k_proj->weight, v_proj->weight});  // [W_q; W_k; W_v] (3D, D)
-  Tensor qkv = linear_packed(x_new, *w_qkv);  // (B, t, 3D)
+  Tensor qkv = linear_packed(x_new, *packed_qkv());  // (B, t, 3D) against [W_q; W_k; W_v] (3D, D)
   auto parts = split(qkv, {D, D, D}, 2);                      // 3 x (B, t, D) views
   auto to_bthd = [&](const Tensor& y) { return reshape(y, {B, t, heads_, head_dim_}); };
   if (positions_.kind != AttentionPositions::Kind::none) {

@@ -31,9 +31,33 @@ Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
   return permute(reshape(x, {x.size(0), x.size(1), heads_, head_dim_}), {0, 2, 1, 3});
 }
 
+std::shared_ptr<const kernels::PackedLinear> MultiHeadAttention::packed_qkv() const {
+  return q_proj->bias.defined() ? packed_qkv_.get({q_proj->weight, k_proj->weight, v_proj->weight},
+                                                  {q_proj->bias, k_proj->bias, v_proj->bias})
+                                : packed_qkv_.get({q_proj->weight, k_proj->weight, v_proj->weight});
+}
+
+Tensor MultiHeadAttention::project_qkv(const Tensor& x) const {
+  if (use_cached_bf16(x, q_proj->weight)) return linear_packed(x, *packed_qkv());  // (B, T, 3D)
+  Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);  // (3D, D)
+  Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
+  return linear(x, w, b);  // (B, T, 3D)
+}
+
 MhaOutput MultiHeadAttention::attend_heads(const Tensor& q, const Tensor& k, const Tensor& v,
                                            const AttentionMask& mask, bool need_weights) const {
-  auto [o, w] = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), need_weights);  // (B, H, Tq, Dh)
+  AttentionRecord* rec = recorder_;
+  if (rec) {
+    ++rec->calls;
+    rec->q = q, rec->k = k, rec->mask = mask, rec->weights = Tensor();
+  }
+  using Naive = AttentionRecord::Naive;
+  const bool naive = need_weights || (rec && rec->naive == Naive::instead);
+  auto [o, w] = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), naive);  // (B, H, Tq, Dh)
+  if (rec && rec->naive == Naive::instead) rec->weights = w;
+  if (rec && rec->naive == Naive::beside)
+    rec->weights = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), true).weights;
+  if (!need_weights) w = Tensor();
   // sdpa returns a view of a (B, Tq, H, Dh) buffer: the permute back is contiguous and the merge free.
   Tensor merged = reshape(contiguous(permute(o, {0, 2, 1, 3})), {q.size(0), q.size(2), d_model_});  // (B, Tq, D)
   return {out_proj->forward(merged), w};
@@ -65,6 +89,10 @@ MhaOutput MultiHeadAttention::attend_positional(const Tensor& q, const Tensor& k
   }
   auto r = relative_attention(q, k, v, relative_key, relative_value, positions_.max_distance, mask, dropout,
                               is_training());  // (B, H, Tq, Dh)
+  if (recorder_) {  // no replay for relative scores: keep the weights this path computes anyway
+    ++recorder_->calls;
+    recorder_->q = Tensor(), recorder_->k = Tensor(), recorder_->mask = mask, recorder_->weights = r.weights;
+  }
   Tensor merged = reshape(contiguous(permute(r.out, {0, 2, 1, 3})), {q.size(0), q.size(2), d_model_});  // (B, Tq, D)
   return {packed_out ? out_proj->forward_packed(merged) : out_proj->forward(merged),
           need_weights ? r.weights : Tensor()};
@@ -90,9 +118,7 @@ MhaOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
     const bool self = query.same(key) && key.same(value);
     Tensor q, k, v;
     if (self) {  // one GEMM against [W_q; W_k; W_v] as below
-      Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);  // (3D, D)
-      Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
-      auto qkv = split(linear(query, w, b), {d_model_, d_model_, d_model_}, 2);
+      auto qkv = split(project_qkv(query), {d_model_, d_model_, d_model_}, 2);
       q = split_heads(qkv[0]), k = split_heads(qkv[1]), v = split_heads(qkv[2]);  // (B, H, T, Dh)
     } else {
       q = split_heads(q_proj->forward(query)), k = split_heads(k_proj->forward(key)),
@@ -108,14 +134,13 @@ MhaOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
     // Self-attention: the three projections as one GEMM against [W_q; W_k; W_v] (3D, D), as
     // torch's packed in_proj. q/k/v are strided views of the (B, T, 3D) result; sdpa takes them
     // without a copy and its gradients come back through split/concat.
-    Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);  // (3D, D)
-    Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
-    auto qkv = split(linear(query, w, b), {d_model_, d_model_, d_model_}, 2);  // 3 x (B, T, D)
+    auto qkv = split(project_qkv(query), {d_model_, d_model_, d_model_}, 2);  // 3 x (B, T, D)
     return attend_heads(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), mask, need_weights);
   }
   Tensor q = split_heads(q_proj->forward(query));  // (B, H, Tq, Dh)
-  if (key.same(value) && k_proj->weight.size(1) == v_proj->weight.size(1)) {
+  if (key.same(value) && k_proj->weight.size(1) == v_proj->weight.size(1) && !use_cached_bf16(key, k_proj->weight)) {
     // Cross-attention over one memory: K and V projections as one GEMM against [W_k; W_v].
+    // (bf16 inference projects through k_proj and v_proj, whose bf16 forms are cached.)
     Tensor w = concat({k_proj->weight, v_proj->weight}, 0);  // (2D, kdim)
     Tensor b = k_proj->bias.defined() ? concat({k_proj->bias, v_proj->bias}, 0) : Tensor();
     auto kv = split(linear(key, w, b), {d_model_, d_model_}, 2);  // 2 x (B, Tk, D)

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "qkv/kernels/bf16.h"
+
 namespace qkv::cli {
 
 struct Command {
@@ -26,5 +28,12 @@ struct Register {
 // dropped; a line that is not valid UTF-8, or no line at all, is an error naming the file (or
 // stdin), the line and `what` the lines are (e.g. "sentences to translate").
 std::vector<std::string> read_input_lines(const std::string& path, const std::string& what);
+
+// --precision of the inference commands (translate, generate, classify, embed): its help text, and
+// the value read, checked before the model loads: bf16 on a CPU without AMX or AVX512_BF16 is an
+// error naming `command` (kernels::check_precision_supported).
+inline constexpr const char* kPrecisionHelp =
+    "matrix products in fp32 or bf16 (weights converted once to bf16, f32 accumulation; needs AMX or AVX512_BF16)";
+kernels::MatmulPrecision read_precision(const std::string& value, const char* command);
 
 }  // namespace qkv::cli

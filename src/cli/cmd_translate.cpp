@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "qkv/tasks/attention_view.h"
 #include "qkv/tasks/translator.h"
 #include "qkv/util/file.h"
 
@@ -34,13 +35,17 @@ int run(int argc, char** argv) {
   app.add_option("--seed", req.search.seed, "sampling seed");
   app.add_option("--on-long", on_long, "a line longer than the model allows: truncate (warn) or refuse")
       ->check(CLI::IsMember({"truncate", "refuse"}));
-  app.add_option("--attention", attention_png, "write the cross-attention heatmaps of one sentence to this PNG");
+  app.add_option("--attention", attention_png, "write the attention of one sentence: FILE.png draws the cross-attention heatmaps, FILE.html the "
+                 "interactive viewer (qkv viz)");
   app.add_option("--attention-line", attention_line, "which input line to draw (1-based)");
+  std::string precision = "fp32";
+  app.add_option("--precision", precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  req.precision = read_precision(precision, "qkv translate --precision bf16");
   req.refuse_long = on_long == "refuse";
 
   tasks::Translator translator(model_dir);
@@ -62,7 +67,20 @@ int run(int argc, char** argv) {
   } else {
     write_file_atomic(output, out);
   }
-  if (!attention_png.empty()) {
+  auto ends_with = [](const std::string& s, const std::string& e) {
+    return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+  };
+  if (ends_with(attention_png, ".html") || ends_with(attention_png, ".htm")) {
+    QKV_CHECK(attention_line >= 1 && attention_line <= int64_t(lines.size()), "--attention-line", "must be in 1..",
+              lines.size(), ", got ", attention_line);
+    tasks::ViewInput in;
+    in.text = lines[size_t(attention_line - 1)];
+    in.target_ids = r.hyps[size_t(attention_line - 1)].front().tokens;
+    auto page = tasks::translation_attention_page(translator, in, {}, "qkv attention: " + model_dir);
+    int64_t bytes = viz::write_attention_page(attention_png, page);
+    std::fprintf(stderr, "qkv translate: wrote the attention viewer (%lld bytes) to %s\n", (long long)bytes,
+                 attention_png.c_str());
+  } else if (!attention_png.empty()) {
     size_t panels = translator.draw_attention(r, lines, attention_line, attention_png);
     std::fprintf(stderr, "qkv translate: wrote %zu attention panels to %s\n", panels, attention_png.c_str());
   }

@@ -7,6 +7,12 @@
 
 namespace qkv::cli {
 
+kernels::MatmulPrecision read_precision(const std::string& value, const char* command) {
+  const kernels::MatmulPrecision p = kernels::parse_precision(value);
+  kernels::check_precision_supported(p, command);
+  return p;
+}
+
 std::vector<std::string> read_input_lines(const std::string& path, const std::string& what) {
   const std::string where = path.empty() ? "stdin" : path;
   std::ifstream file;

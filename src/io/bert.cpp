@@ -54,6 +54,8 @@ std::vector<Slot> slots(const BertBundle& b) {
     for (auto& [n, t] : b.mlm->named_parameters()) s.push_back({"cls.predictions." + n, b.mlm.get(), n, t, false});
   if (b.nsp)
     for (auto& [n, t] : b.nsp->named_parameters()) s.push_back({"cls." + n, b.nsp.get(), n, t, false});
+  for (auto& [prefix, m] : b.task_heads)
+    for (auto& [n, t] : m->named_parameters()) s.push_back({prefix + "." + n, m.get(), n, t, false});
   return s;
 }
 
@@ -101,12 +103,13 @@ std::string BertLoadReport::summary() const {
   return o.str();
 }
 
-BertBundle make_bert(const models::BertConfig& cfg, BertHeads heads, Generator& gen) {
+BertBundle make_bert(const models::BertConfig& cfg, BertHeads heads, Generator& gen, BertTaskHeads task) {
   BertBundle b;
   b.config = cfg;
-  b.bert = std::make_shared<models::Bert>(cfg, gen);
+  b.bert = std::make_shared<models::Bert>(cfg, gen, nn::init::Scheme::normal_002, heads.pooler);
   if (heads.mlm) b.mlm = std::make_shared<models::BertMlmHead>(cfg, b.bert->embeddings->word_embeddings->weight, gen);
   if (heads.nsp) b.nsp = std::make_shared<models::BertNspHead>(cfg, gen);
+  b.task_heads = std::move(task);
   return b;
 }
 
@@ -117,7 +120,7 @@ std::map<std::string, Tensor> bert_published_parameters(const BertBundle& b) {
   return out;
 }
 
-BertBundle load_bert(const std::string& dir, BertHeads heads) {
+BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task) {
   const fs::path d(dir);
   const std::string cfg_path = (d / "config.json").string(), weights = (d / "model.safetensors").string();
   QKV_CHECK(fs::is_directory(d), dir, "not a BERT model directory (expected config.json, model.safetensors)");
@@ -127,9 +130,10 @@ BertBundle load_bert(const std::string& dir, BertHeads heads) {
   // are drawn below if the file lacks them.
   BertBundle b;
   b.config = read_config(cfg_path);
-  b.bert = std::make_shared<models::Bert>(b.config, default_generator(), nn::init::Scheme::none);
+  b.bert = std::make_shared<models::Bert>(b.config, default_generator(), nn::init::Scheme::none, heads.pooler);
   if (heads.mlm) b.mlm = std::make_shared<models::BertMlmHead>(b.config, b.bert->embeddings->word_embeddings->weight);
   if (heads.nsp) b.nsp = std::make_shared<models::BertNspHead>(b.config);
+  b.task_heads = std::move(task);
 
   // The file's tensors under their canonical names; one name spelt two ways is an error.
   std::map<std::string, std::pair<std::string, Tensor>> file;  // canonical -> (as stored, tensor)
@@ -185,15 +189,18 @@ BertBundle load_bert(const std::string& dir, BertHeads heads) {
   // Everything else: unknown encoder or requested-head tensors are errors, the rest is ignored.
   for (auto& [c, entry] : file) {
     if (used.count(c)) continue;
-    const bool requested_head = (b.mlm && starts_with(c, "cls.predictions.")) || (b.nsp && starts_with(c, "cls.seq_relationship."));
-    QKV_CHECK(is_buffer(c) || !(encoder_namespace(c) || requested_head), weights, "tensor '", entry.first,
+    bool requested_head = (b.mlm && starts_with(c, "cls.predictions.")) || (b.nsp && starts_with(c, "cls.seq_relationship."));
+    for (auto& h : b.task_heads) requested_head |= starts_with(c, h.first + ".");
+    const bool unbuilt_pooler = !b.bert->pooler && starts_with(c, "bert.pooler.");
+    QKV_CHECK(is_buffer(c) || unbuilt_pooler || !(encoder_namespace(c) || requested_head), weights, "tensor '", entry.first,
               "' is not part of a BERT with this config.json (", b.config.num_hidden_layers, " layers, hidden_size ",
               b.config.hidden_size, ")");
     b.report.ignored.push_back(entry.first);
   }
   // A checkpoint without a pooler (BertForMaskedLM, token classification, QA): Hugging Face's
   // initialisation, then whatever part of it the file has.
-  if (!used.count("bert.pooler.dense.weight")) nn::initialize(*b.bert->pooler, nn::init::Scheme::normal_002);
+  if (b.bert->pooler && !used.count("bert.pooler.dense.weight"))
+    nn::initialize(*b.bert->pooler, nn::init::Scheme::normal_002);
   for (auto& [m, values] : sd) m->load_state_dict(values, /*strict=*/false, weights);
 
   if (fs::exists(d / "tokenizer.json") || fs::exists(d / "vocab.txt")) {
@@ -205,6 +212,7 @@ BertBundle load_bert(const std::string& dir, BertHeads heads) {
   b.bert->eval();
   if (b.mlm) b.mlm->eval();
   if (b.nsp) b.nsp->eval();
+  for (auto& h : b.task_heads) h.second->eval();
   return b;
 }
 
@@ -214,18 +222,22 @@ void save_bert(const std::string& dir, const BertBundle& b) {
   const fs::path d(dir);
   nlohmann::json config = b.bert->config();
   config["architectures"] = {b.mlm && b.nsp ? "BertForPreTraining" : b.mlm ? "BertForMaskedLM" : "BertModel"};
+  config.update(b.config_extra);
   write_file_atomic((d / "config.json").string(), config.dump(2) + "\n");
   NoGradGuard ng;
   std::map<std::string, Tensor> tensors;
   for (auto& [name, t] : bert_published_parameters(b)) tensors[name] = t.detach().contiguous();
   safetensors::save((d / "model.safetensors").string(), tensors, {{"format", "pt"}});
-  if (b.tokenizer) {
-    b.tokenizer->save((d / "tokenizer.json").string());
-    if (auto* wp = dynamic_cast<const text::ListVocabTokenizer*>(b.tokenizer.get()); wp && b.tokenizer->kind() == "wordpiece") {
-      std::string lines;  // BertTokenizer's vocab.txt: one token per line, line number = id
-      for (auto& tok : wp->vocab()) lines += tok + "\n";
-      write_file_atomic((d / "vocab.txt").string(), lines);
-    }
+  if (b.tokenizer) save_bert_tokenizer(dir, *b.tokenizer);
+}
+
+void save_bert_tokenizer(const std::string& dir, const text::Tokenizer& tokenizer) {
+  const fs::path d(dir);
+  tokenizer.save((d / "tokenizer.json").string());
+  if (auto* wp = dynamic_cast<const text::ListVocabTokenizer*>(&tokenizer); wp && tokenizer.kind() == "wordpiece") {
+    std::string lines;  // BertTokenizer's vocab.txt: one token per line, line number = id
+    for (auto& tok : wp->vocab()) lines += tok + "\n";
+    write_file_atomic((d / "vocab.txt").string(), lines);
   }
 }
 

@@ -75,7 +75,7 @@ Tensor BertPooler::forward(const Tensor& hidden) const {
   return tanh(dense->forward(cls));
 }
 
-Bert::Bert(const BertConfig& cfg, Generator& gen, nn::init::Scheme init) : cfg_(cfg) {
+Bert::Bert(const BertConfig& cfg, Generator& gen, nn::init::Scheme init, bool add_pooling_layer) : cfg_(cfg) {
   cfg_.validate();
   QKV_CHECK(init == nn::init::Scheme::normal_002 || init == nn::init::Scheme::none, "Bert",
             "initialisation is normal_002 (Hugging Face's) or none");
@@ -83,7 +83,7 @@ Bert::Bert(const BertConfig& cfg, Generator& gen, nn::init::Scheme init) : cfg_(
   blocks.init = nn::init::Scheme::none;  // every piece built as zeros, then drawn once below
   embeddings = register_module("embeddings", std::make_shared<BertEmbeddings>(cfg_));
   encoder = register_module("encoder", std::make_shared<Encoder>(blocks, cfg_.num_hidden_layers));
-  pooler = register_module("pooler", std::make_shared<BertPooler>(cfg_.hidden_size));
+  if (add_pooling_layer) pooler = register_module("pooler", std::make_shared<BertPooler>(cfg_.hidden_size));
   nn::initialize(*this, init, gen);  // LayerNorms stay (1, 0), the padding row 0
 }
 
@@ -100,7 +100,7 @@ Tensor Bert::hidden(const Tensor& ids, const Tensor& token_type_ids, const Tenso
 BertOutput Bert::forward(const Tensor& ids, const Tensor& token_type_ids, const Tensor& key_pad) const {
   BertOutput o;
   o.hidden = hidden(ids, token_type_ids, key_pad);
-  o.pooled = pooler->forward(o.hidden);
+  if (pooler) o.pooled = pooler->forward(o.hidden);
   return o;
 }
 

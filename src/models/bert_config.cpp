@@ -71,7 +71,8 @@ const char* const kIgnoredKeys[] = {
     "_name_or_path", "gradient_checkpointing", "id2label", "label2id", "num_labels", "problem_type",
     "tokenizer_class", "output_attentions", "output_hidden_states", "return_dict", "bos_token_id", "eos_token_id",
     "sep_token_id", "directionality", "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers",
-    "pooler_size_per_head", "pooler_type", "chunk_size_feed_forward", "finetuning_task"};
+    "pooler_size_per_head", "pooler_type", "chunk_size_feed_forward", "finetuning_task",
+    "qkv_classifier"};  // qkv_classifier: io/bert_cls.h reads it
 
 // A BertConfig key whose every value but `want` changes the computation qkv implements.
 void require(ConfigReader& r, const std::string& key, const nlohmann::json& want) {

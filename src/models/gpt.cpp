@@ -39,7 +39,7 @@ Tensor Gpt::hidden(const Tensor& ids, const Tensor& key_pad, const Tensor& posit
 }
 
 Tensor Gpt::forward(const Tensor& ids, const Tensor& key_pad, const Tensor& position_ids) const {
-  return linear(hidden(ids, key_pad, position_ids), embed_tokens->weight);  // (B, T, V), head tied to E_tok
+  return embed_tokens->tied_logits(hidden(ids, key_pad, position_ids));  // (B, T, V), head tied to E_tok
 }
 
 void GptCache::select_rows(const Tensor& index) {
@@ -91,7 +91,7 @@ Tensor GptClassifier::forward(const Tensor& ids, const Tensor& key_pad, const Te
     rows[size_t(b)] += b * T;  // row of the flattened (B * T, D) states
   }
   Tensor at = index_select(reshape(h, {B * T, h.size(2)}), 0, Tensor::from_vector(rows, {B}));  // (B, D)
-  if (lm_logits) *lm_logits = linear(h, transformer->embed_tokens->weight);  // (B, T, V)
+  if (lm_logits) *lm_logits = transformer->embed_tokens->tied_logits(h);  // (B, T, V)
   return score->forward(at);  // (B, C)
 }
 

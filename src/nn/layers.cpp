@@ -26,7 +26,10 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, init::Scheme scheme) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) const {
+  if (use_cached_bf16(x, weight)) return linear_packed(x, *packed());  // bf16 inference: the weight converted once
+  return linear(x, weight, bias);
+}
 
 std::shared_ptr<const kernels::PackedLinear> Linear::packed() const {
   return bias.defined() ? packed_.get({weight}, {bias}) : packed_.get({weight});
@@ -58,6 +61,11 @@ Embedding::Embedding(int64_t num, int64_t dim, int64_t padding_idx, bool scale, 
 Tensor Embedding::forward(const Tensor& ids) const {
   Tensor e = embedding(ids, weight, padding_idx);  // (..., dim)
   return scale ? mul(e, std::sqrt(double(weight.size(1)))) : e;
+}
+
+Tensor Embedding::tied_logits(const Tensor& h) const {
+  if (use_cached_bf16(h, weight)) return linear_packed(h, *packed_.get({weight}));  // bf16: converted once
+  return linear(h, weight);  // (..., num)
 }
 
 Tensor Embedding::tied_logits_packed(const Tensor& h) const {

@@ -28,7 +28,7 @@ PackedWeights& PackedWeights::operator=(const PackedWeights& other) {
   if (this != &other) {
     std::lock_guard<std::mutex> lock(mutex_);
     sources_.clear();
-    packed_.reset();
+    for (auto& p : packed_) p.reset();
   }
   return *this;
 }
@@ -45,15 +45,19 @@ bool PackedWeights::Source::same_as(const Tensor& t) const {
 }
 
 std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vector<Tensor>& weights,
-                                                                const std::vector<Tensor>& biases) const {
+                                                                const std::vector<Tensor>& biases,
+                                                                kernels::MatmulPrecision precision) const {
   QKV_CHECK(!weights.empty() && (biases.empty() || biases.size() == weights.size()), "PackedWeights",
             "expected one or more weights and a bias per weight (or none), got ", weights.size(), " weights and ",
             biases.size(), " biases");
   std::lock_guard<std::mutex> lock(mutex_);
-  bool fresh = packed_ != nullptr && sources_.size() == weights.size() + biases.size();
+  auto& packed = packed_[precision == kernels::MatmulPrecision::bf16 ? 1 : 0];
+  bool fresh = sources_.size() == weights.size() + biases.size();
   for (size_t i = 0; fresh && i < weights.size(); ++i) fresh = sources_[i].same_as(weights[i]);
   for (size_t i = 0; fresh && i < biases.size(); ++i) fresh = sources_[weights.size() + i].same_as(biases[i]);
-  if (fresh) return packed_;
+  if (fresh && packed != nullptr) return packed;
+  if (!fresh)
+    for (auto& p : packed_) p.reset();  // every form was made from the old sources
   NoGradGuard ng;
   std::vector<Source> src;
   for (const Tensor& w : weights) src.push_back(source_of(w));
@@ -63,9 +67,14 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
     QKV_CHECK(b.defined() == has_bias, "PackedWeights", "either every weight has a bias or none does");
   Tensor w = weights.size() == 1 ? weights[0] : concat(weights, 0);                        // (N, K)
   Tensor b = !has_bias ? Tensor() : biases.size() == 1 ? biases[0] : concat(biases, 0);  // (N)
-  packed_ = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear(w, b));
+  packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear(w, b, precision));
   sources_ = std::move(src);
-  return packed_;
+  return packed;
+}
+
+bool use_cached_bf16(const Tensor& x, const Tensor& w) {
+  return kernels::matmul_precision() == kernels::MatmulPrecision::bf16 && x.defined() && x.dtype() == DType::f32 &&
+         w.dtype() == DType::f32 && !(grad_enabled() && (x.requires_grad() || w.requires_grad()));
 }
 
 }  // namespace qkv

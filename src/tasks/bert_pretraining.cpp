@@ -43,15 +43,12 @@ std::vector<std::string> split_segments(const std::string& document) {
   return out;
 }
 
-namespace {
-
-// A WordPiece vocabulary learned on the documents: BERT's BasicTokenizer words (lower-cased),
-// BPE merges over their characters; every resulting piece enters the vocabulary as a word start
-// and as a "##" continuation, after [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0-4).
+// A WordPiece vocabulary learned on the documents (tasks/bert_pretraining.h).
 std::shared_ptr<text::Tokenizer> learn_wordpiece(const std::vector<std::string>& docs, int vocab_size,
-                                                 int64_t min_frequency, const std::string& work_dir) {
+                                                 int64_t min_frequency, const std::string& work_dir, bool lowercase) {
   std::unordered_map<std::string, int64_t> counts;
-  const text::BertNormalizeOptions norm;
+  text::BertNormalizeOptions norm;
+  norm.lowercase = norm.strip_accents = lowercase;  // BERT strips accents exactly when it lower-cases
   for (const auto& d : docs)
     for (auto& w : text::bert_basic_tokenize(d, norm)) ++counts[w];
   text::BpeTrainOptions o;
@@ -81,24 +78,7 @@ std::shared_ptr<text::Tokenizer> learn_wordpiece(const std::vector<std::string>&
   return tok;
 }
 
-std::shared_ptr<text::Tokenizer> make_tokenizer(const nlohmann::json& section, const std::string& where,
-                                                const std::string& flag_path, const std::vector<std::string>& docs,
-                                                const std::string& work_dir) {
-  ConfigReader r(section, where, "tokenizer");
-  std::string path = r.has("path") ? r.string("path") : "";
-  if (!flag_path.empty()) path = flag_path;
-  if (!path.empty()) {
-    r.finish();
-    return text::load_tokenizer(path);
-  }
-  const std::string kind = r.string("kind", "wordpiece");
-  QKV_CHECK(kind == "wordpiece", r.where("kind"), "BERT learns a WordPiece vocabulary: expected \"wordpiece\", got \"",
-            kind, "\" (or give tokenizer.path)");
-  const int vocab_size = int(r.integer("vocab_size", 8192));
-  const int64_t min_frequency = r.integer("min_frequency", 2);
-  r.finish();
-  return learn_wordpiece(docs, vocab_size, min_frequency, work_dir);
-}
+namespace {
 
 train::BertSpecials specials_of(const text::Tokenizer& tok, int64_t vocab, const std::string& where) {
   train::BertSpecials sp;
@@ -135,6 +115,26 @@ std::vector<std::vector<std::vector<int64_t>>> encode_segments(const std::vector
 
 }  // namespace
 
+std::shared_ptr<text::Tokenizer> make_bert_tokenizer(const nlohmann::json& section, const std::string& where,
+                                                     const std::string& flag_path, const std::vector<std::string>& docs,
+                                                     const std::string& work_dir) {
+  ConfigReader r(section, where, "tokenizer");
+  std::string path = r.has("path") ? r.string("path") : "";
+  if (!flag_path.empty()) path = flag_path;
+  if (!path.empty()) {
+    r.finish();
+    return text::load_tokenizer(path);
+  }
+  const std::string kind = r.string("kind", "wordpiece");
+  QKV_CHECK(kind == "wordpiece", r.where("kind"), "BERT learns a WordPiece vocabulary: expected \"wordpiece\", got \"",
+            kind, "\" (or give tokenizer.path)");
+  const int vocab_size = int(r.integer("vocab_size", 8192));
+  const int64_t min_frequency = r.integer("min_frequency", 2);
+  const bool lowercase = r.boolean("lowercase", true);
+  r.finish();
+  return learn_wordpiece(docs, vocab_size, min_frequency, work_dir, lowercase);
+}
+
 BertRunResult train_bert(const TrainingRun& run) {
   RunDir spec = open_run_dir(run.config_path, run.out_dir, run.resume);
   io::BertBundle bundle;
@@ -170,7 +170,7 @@ BertRunResult train_bert(const TrainingRun& run) {
   manual_seed(sec.seed);  // initialisation and dropout draw from the default generator
   if (!spec.resuming()) {
     fs::create_directories(spec.dir);
-    std::shared_ptr<text::Tokenizer> tok = make_tokenizer(sec.tokenizer, spec.where, run.tokenizer_path, train_docs,
+    std::shared_ptr<text::Tokenizer> tok = make_bert_tokenizer(sec.tokenizer, spec.where, run.tokenizer_path, train_docs,
                                                           (fs::path(spec.dir) / "work").string());
     nlohmann::json& m = spec.config["model"];
     if (!m.contains("vocab_size")) m["vocab_size"] = tok->vocab_size();

@@ -2,55 +2,126 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 
 #include "qkv/autograd/node.h"
-#include "qkv/train/cls_stream.h"
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
 
 namespace qkv::tasks {
 
-Classifier::Classifier(const std::string& model_dir) : Classifier(io::load_gpt2_classifier(model_dir)) {
-  bundle_.model->eval();
+ClassifierFamily classifier_family(const std::string& model_dir) {
+  const std::string path = (fs::path(model_dir) / "config.json").string();
+  QKV_CHECK(fs::exists(path), model_dir, "not a classifier model directory: config.json is missing");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, "not valid JSON: ", e.what());
+  }
+  QKV_CHECK(j.is_object(), path, "expected a JSON object");
+  if (j.contains("model_type") && j["model_type"].is_string()) {
+    const std::string t = j["model_type"];
+    if (t == "bert") return ClassifierFamily::bert;
+    if (t == "gpt2" || t == "openai-gpt") return ClassifierFamily::gpt;
+    fail(path, "field 'model_type': \"", t, "\" is not a classifier qkv reads (expected \"gpt2\" or \"bert\")");
+  }
+  if (j.contains("architectures") && j["architectures"].is_array())
+    for (auto& a : j["architectures"]) {
+      const std::string n = a.is_string() ? a.get<std::string>() : "";
+      if (n.rfind("Bert", 0) == 0) return ClassifierFamily::bert;
+      if (n.rfind("GPT2", 0) == 0 || n.rfind("OpenAIGPT", 0) == 0) return ClassifierFamily::gpt;
+    }
+  fail(path, "fields 'model_type' / 'architectures': expected a GPT-2 (\"gpt2\") or BERT (\"bert\") classifier");
 }
 
-Classifier::Classifier(io::GptClassifierBundle bundle) : bundle_(std::move(bundle)) {
-  QKV_CHECK(bundle_.model && bundle_.tokenizer, "Classifier", "needs a model and its tokenizer");
-  if (bundle_.max_len <= 0) bundle_.max_len = bundle_.model->transformer->config().n_positions;
+Classifier::Classifier(const std::string& model_dir) {
+  if (classifier_family(model_dir) == ClassifierFamily::bert) {
+    bert_ = std::make_shared<io::BertClassifierBundle>(io::load_bert_classifier(model_dir));
+    bert_->model->eval();
+  } else {
+    gpt_ = std::make_shared<io::GptClassifierBundle>(io::load_gpt2_classifier(model_dir));
+    gpt_->model->eval();
+  }
+}
+
+Classifier::Classifier(io::GptClassifierBundle bundle)
+    : gpt_(std::make_shared<io::GptClassifierBundle>(std::move(bundle))) {
+  QKV_CHECK(gpt_->model && gpt_->tokenizer, "Classifier", "needs a model and its tokenizer");
+  if (gpt_->max_len <= 0) gpt_->max_len = gpt_->model->transformer->config().n_positions;
+}
+
+Classifier::Classifier(io::BertClassifierBundle bundle)
+    : bert_(std::make_shared<io::BertClassifierBundle>(std::move(bundle))) {
+  QKV_CHECK(bert_->model && bert_->tokenizer, "Classifier", "needs a model and its tokenizer");
+  if (bert_->max_len <= 0) bert_->max_len = bert_->model->bert->config().max_position_embeddings;
+}
+
+const std::vector<std::string>& Classifier::labels() const { return bert_ ? bert_->labels : gpt_->labels; }
+bool Classifier::pairs() const { return bert_ ? bert_->pairs : gpt_->pairs; }
+bool Classifier::accepts(bool pair) const {
+  if (bert_ && !bert_->pairs_declared) return true;
+  return pair == pairs();
+}
+int64_t Classifier::max_len() const { return bert_ ? bert_->max_len : gpt_->max_len; }
+
+nn::Module& Classifier::module() const {
+  if (bert_) return *bert_->model;
+  return *gpt_->model;
+}
+
+void Classifier::save(const std::string& dir) const {
+  if (bert_) io::save_bert_classifier(dir, *bert_);
+  else io::save_gpt2_classifier(dir, *gpt_);
+}
+
+train::ClsExample Classifier::encode(const ClsInput& x, bool* truncated) const {
+  const std::string_view b = x.b;
+  if (bert_) return train::encode_bert_cls_input(*bert_->tokenizer, x.a, x.pair ? &b : nullptr, bert_->max_len, truncated);
+  train::ClsExample e;
+  e.ids = train::encode_cls_input(*gpt_->tokenizer, train::ClsTokens::of(*gpt_->tokenizer), x.a, x.pair ? &b : nullptr,
+                                  gpt_->max_len, truncated);
+  return e;
+}
+
+Tensor Classifier::logits(const train::ClsBatch& b) const {
+  if (bert_) return bert_->model->forward(b.ids, b.token_type_ids, b.key_pad);
+  return gpt_->model->forward(b.ids, b.key_pad, b.extract_pos);
 }
 
 std::vector<Classification> Classifier::classify(const std::vector<ClsInput>& inputs, const ClassifyOptions& opt) const {
   QKV_CHECK(opt.batch_size > 0, "classify", "batch_size must be positive, got ", opt.batch_size);
-  const train::ClsTokens tokens = train::ClsTokens::of(*bundle_.tokenizer);
+  kernels::check_precision_supported(opt.precision, "classify (precision bf16)");
   std::vector<Classification> out(inputs.size());
   std::vector<train::ClsExample> ex(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ClsInput& x = inputs[i];
-    QKV_CHECK(x.pair == bundle_.pairs, "classify", "input ", i + 1, ": the model classifies ",
-              bundle_.pairs ? "pairs of texts (a<TAB>b)" : "single texts", ", got ", x.pair ? "a pair" : "a single text");
-    std::string_view b = x.b;
-    ex[i].ids = train::encode_cls_input(*bundle_.tokenizer, tokens, x.a, x.pair ? &b : nullptr, bundle_.max_len,
-                                        &out[i].truncated);
+    QKV_CHECK(accepts(x.pair), "classify", "input ", i + 1, ": the model classifies ",
+              pairs() ? "pairs of texts (a<TAB>b)" : "single texts", ", got ", x.pair ? "a pair" : "a single text");
+    ex[i] = encode(x, &out[i].truncated);
   }
   std::vector<size_t> order(inputs.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ex[x].ids.size() < ex[y].ids.size(); });
 
-  models::GptClassifier& model = *bundle_.model;
+  nn::Module& model = module();
   struct EvalMode {  // eval for the forward passes, the caller's mode afterwards (also on errors)
-    models::GptClassifier& m;
+    nn::Module& m;
     bool was = m.is_training();
     ~EvalMode() { m.train(was); }
   } mode{model};
   model.eval();
   NoGradGuard ng;
-  const int64_t C = model.num_labels;
+  kernels::MatmulPrecisionScope precision(opt.precision);
+  const int64_t C = int64_t(labels().size());
   for (size_t s = 0; s < order.size(); s += size_t(opt.batch_size)) {
     std::vector<const train::ClsExample*> rows;
     const size_t e = std::min(order.size(), s + size_t(opt.batch_size));
     for (size_t k = s; k < e; ++k) rows.push_back(&ex[order[k]]);
-    train::ClsBatch b = train::make_cls_batch(rows);
-    Tensor logits = model.forward(b.ids, b.key_pad, b.extract_pos).contiguous();  // (B, C)
-    const float* lg = logits.data<float>();
+    const Tensor lg_t = logits(train::make_cls_batch(rows)).contiguous();  // (B, C)
+    const float* lg = lg_t.data<float>();
     for (size_t r = 0; r < rows.size(); ++r) {
       const float* row = lg + int64_t(r) * C;
       int64_t best = 0;
@@ -60,7 +131,7 @@ std::vector<Classification> Classifier::classify(const std::vector<ClsInput>& in
       for (int64_t c = 0; c < C; ++c) z += std::exp(double(row[c]) - double(row[best]));
       Classification& o = out[order[s + r]];
       o.label_id = best;
-      o.label = bundle_.labels[size_t(best)];
+      o.label = labels()[size_t(best)];
       o.probability = 1.0 / z;
       if (opt.all_probabilities) {
         o.probabilities.resize(size_t(C));

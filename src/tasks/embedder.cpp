@@ -5,34 +5,17 @@
 #include <numeric>
 
 #include "qkv/autograd/node.h"
+#include "qkv/train/cls_stream.h"
 
 namespace qkv::tasks {
 
 namespace {
 
-struct Row {
-  std::vector<int64_t> ids, types;
-};
-
-// [CLS] a [SEP] (b [SEP]) within max_len tokens; pairs cut the longer text first (a tie cuts b).
-Row bert_input(const text::Tokenizer& tok, const ClsInput& x, int64_t max_len, bool* truncated) {
-  const int64_t cls = tok.require_special_id(text::Role::Cls), sep = tok.require_special_id(text::Role::Sep);
-  std::vector<int32_t> a = tok.encode(x.a), b;
-  if (x.pair) b = tok.encode(x.b);
-  const int64_t room = max_len - (x.pair ? 3 : 2);  // the text between [CLS] and the [SEP]s
-  QKV_CHECK(room >= (x.pair ? 2 : 1), "Embedder", "max_position_embeddings = ", max_len, " leaves no room for text");
-  *truncated = text::truncate_longest_first(a, b, room);
-  Row r;
-  r.ids.push_back(cls);
-  r.ids.insert(r.ids.end(), a.begin(), a.end());
-  r.ids.push_back(sep);
-  r.types.assign(r.ids.size(), 0);
-  if (x.pair) {
-    r.ids.insert(r.ids.end(), b.begin(), b.end());
-    r.ids.push_back(sep);
-    r.types.resize(r.ids.size(), 1);
-  }
-  return r;
+// [CLS] a [SEP] (b [SEP]) with its segments, cut to max_len tokens: classification's input
+// (train/cls_stream.h), shared.
+train::ClsExample bert_input(const text::Tokenizer& tok, const ClsInput& x, int64_t max_len, bool* truncated) {
+  const std::string_view b = x.b;
+  return train::encode_bert_cls_input(tok, x.a, x.pair ? &b : nullptr, max_len, truncated);
 }
 
 }  // namespace
@@ -52,9 +35,10 @@ Embedder::Embedder(io::BertBundle bundle) : bundle_(std::move(bundle)) {
 
 std::vector<SentenceEmbedding> Embedder::embed(const std::vector<ClsInput>& inputs, const EmbedOptions& opt) const {
   QKV_CHECK(opt.batch_size > 0, "embed", "batch_size must be positive, got ", opt.batch_size);
+  kernels::check_precision_supported(opt.precision, "embed (precision bf16)");
   const models::BertConfig& cfg = bundle_.config;
   std::vector<SentenceEmbedding> out(inputs.size());
-  std::vector<Row> rows(inputs.size());
+  std::vector<train::ClsExample> rows(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     rows[i] = bert_input(*bundle_.tokenizer, inputs[i], cfg.max_position_embeddings, &out[i].truncated);
   std::vector<size_t> order(inputs.size());  // by length: batches with little padding
@@ -69,6 +53,7 @@ std::vector<SentenceEmbedding> Embedder::embed(const std::vector<ClsInput>& inpu
   } mode{model};
   model.eval();
   NoGradGuard ng;
+  kernels::MatmulPrecisionScope precision(opt.precision);
   const int64_t D = cfg.hidden_size;
   for (size_t s = 0; s < order.size(); s += size_t(opt.batch_size)) {
     const size_t e = std::min(order.size(), s + size_t(opt.batch_size));
@@ -76,7 +61,7 @@ std::vector<SentenceEmbedding> Embedder::embed(const std::vector<ClsInput>& inpu
     std::vector<int64_t> ids(size_t(B * T), cfg.pad_token_id), types(size_t(B * T), 0);
     std::vector<uint8_t> pad(size_t(B * T), 1);
     for (int64_t r = 0; r < B; ++r) {
-      const Row& row = rows[order[s + size_t(r)]];
+      const train::ClsExample& row = rows[order[s + size_t(r)]];
       std::copy(row.ids.begin(), row.ids.end(), ids.begin() + r * T);
       std::copy(row.types.begin(), row.types.end(), types.begin() + r * T);
       std::fill_n(pad.begin() + r * T, row.ids.size(), uint8_t(0));

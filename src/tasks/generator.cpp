@@ -103,6 +103,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
   opt.logits.validate();
   QKV_CHECK(opt.max_new_tokens >= 1, "generate", "max_new_tokens must be >= 1, got ", opt.max_new_tokens);
   QKV_CHECK(opt.batch_size >= 1, "generate", "batch size must be >= 1, got ", opt.batch_size);
+  kernels::check_precision_supported(opt.precision, "generate (precision bf16)");
   QKV_CHECK(opt.stop.empty() || bundle_.tokenizer, "generate", "stop strings need the model's tokenizer");
   for (const auto& s : opt.stop) QKV_CHECK(!s.empty(), "generate", "a stop string is empty");
   const int64_t eos = opt.eos_id == GenerateOptions::kModelEos ? eos_ : opt.eos_id;
@@ -171,6 +172,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows[a].prompt_len > rows[b].prompt_len; });
 
   NoGradGuard ng;
+  kernels::MatmulPrecisionScope precision(opt.precision);
   std::vector<float> buf(static_cast<size_t>(V));
   for (size_t start = 0; start < n; start += size_t(opt.batch_size)) {
     std::vector<Row*> batch;  // rows still generating, in batch order

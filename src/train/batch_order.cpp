@@ -1,5 +1,8 @@
 #include "qkv/train/batch_order.h"
 
+#include <algorithm>
+#include <numeric>
+
 #include "qkv/text/batching.h"
 #include "qkv/util/error.h"
 
@@ -48,6 +51,17 @@ void BatchOrder::restore(const std::map<std::string, int64_t>& pos) {
   epoch_ = epoch;
   index_ = index;
   shuffle();
+}
+
+std::vector<std::vector<size_t>> length_sorted_batches(const std::vector<size_t>& lengths, int64_t batch_size) {
+  QKV_CHECK(batch_size > 0, "length_sorted_batches", "batch_size must be positive, got ", batch_size);
+  std::vector<size_t> idx(lengths.size());
+  std::iota(idx.begin(), idx.end(), size_t(0));
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return lengths[x] < lengths[y]; });
+  std::vector<std::vector<size_t>> plan;
+  for (size_t s = 0; s < idx.size(); s += size_t(batch_size))
+    plan.emplace_back(idx.begin() + std::ptrdiff_t(s), idx.begin() + std::ptrdiff_t(std::min(idx.size(), s + size_t(batch_size))));
+  return plan;
 }
 
 }  // namespace qkv::train

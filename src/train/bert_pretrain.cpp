@@ -61,7 +61,15 @@ std::vector<NspPair> make_nsp_pairs(const std::vector<std::vector<std::vector<in
       std::vector<int64_t> a, b;
       for (size_t j = 0; j < a_end; ++j) a.insert(a.end(), chunk[j]->begin(), chunk[j]->end());
       int64_t is_random = 0;
-      if (chunk.size() == 1 || rng.uniform() < 0.5) {
+      const bool random_b = rng.uniform() < 0.5;
+      if (!random_b && chunk.size() == 1 && a.size() >= 2) {
+        // One segment and B must follow A: the segment is cut at a random token into A and B
+        // (the paper's "sentences" are any contiguous spans), so that half the pairs are
+        // consecutive even where documents are single sentences.
+        const size_t cut = 1 + size_t(rng.below(a.size() - 1));
+        b.assign(a.begin() + std::ptrdiff_t(cut), a.end());
+        a.resize(cut);
+      } else if (random_b || chunk.size() == 1) {
         is_random = 1;
         const size_t target_b = max_tokens > a.size() ? max_tokens - a.size() : 1;
         size_t other = size_t(rng.below(docs.size() - 1));

@@ -1,7 +1,6 @@
 #include "qkv/train/cls_stream.h"
 
 #include <algorithm>
-#include <numeric>
 
 namespace qkv::train {
 
@@ -32,6 +31,29 @@ std::vector<int64_t> encode_cls_input(const text::Tokenizer& tok, const ClsToken
   return ids;
 }
 
+ClsExample encode_bert_cls_input(const text::Tokenizer& tok, std::string_view a, const std::string_view* b,
+                                 int64_t max_len, bool* truncated) {
+  const int64_t cls = tok.require_special_id(text::Role::Cls), sep = tok.require_special_id(text::Role::Sep);
+  std::vector<int32_t> ia = tok.encode(a), ib;
+  if (b) ib = tok.encode(*b);
+  const int64_t budget = max_len - (b ? 3 : 2);  // the text between [CLS] and the [SEP]s
+  QKV_CHECK(budget >= (b ? 2 : 1), "classification input", "max_len ", max_len, " leaves no room for the text");
+  const bool cut = text::truncate_longest_first(ia, ib, budget);
+  if (truncated) *truncated = cut;
+  ClsExample x;
+  x.ids.reserve(ia.size() + ib.size() + 3);
+  x.ids.push_back(cls);
+  x.ids.insert(x.ids.end(), ia.begin(), ia.end());
+  x.ids.push_back(sep);
+  x.types.assign(x.ids.size(), 0);
+  if (b) {
+    x.ids.insert(x.ids.end(), ib.begin(), ib.end());
+    x.ids.push_back(sep);
+    x.types.resize(x.ids.size(), 1);
+  }
+  return x;
+}
+
 ClsBatch make_cls_batch(const std::vector<const ClsExample*>& rows) {
   QKV_CHECK(!rows.empty(), "make_cls_batch", "no examples");
   const int64_t B = int64_t(rows.size());
@@ -40,11 +62,18 @@ ClsBatch make_cls_batch(const std::vector<const ClsExample*>& rows) {
   std::vector<int64_t> ids(size_t(B * T), 0), lm(size_t(B * (T - 1)), -100);  // (B, T), (B, T-1)
   std::vector<int64_t> extract(static_cast<size_t>(B)), labels(static_cast<size_t>(B));  // (B), (B)
   std::vector<uint8_t> pad(size_t(B * T), 1);
+  std::vector<int64_t> types;  // (B, T) when the rows carry segments (BERT)
+  if (!rows[0]->types.empty()) types.assign(size_t(B * T), 0);
   bool any_pad = false;
   for (int64_t i = 0; i < B; ++i) {
     const auto& v = rows[size_t(i)]->ids;
     const int64_t n = int64_t(v.size());
     std::copy(v.begin(), v.end(), ids.begin() + i * T);
+    if (!types.empty()) {
+      const auto& ty = rows[size_t(i)]->types;
+      QKV_CHECK(ty.size() == v.size(), "make_cls_batch", "row ", i, ": ", ty.size(), " token types for ", n, " ids");
+      std::copy(ty.begin(), ty.end(), types.begin() + i * T);
+    }
     std::fill(pad.begin() + i * T, pad.begin() + i * T + n, uint8_t(0));
     any_pad |= n < T;
     for (int64_t j = 0; j + 1 < n; ++j) lm[size_t(i * (T - 1) + j)] = v[size_t(j + 1)];  // next real token
@@ -54,6 +83,7 @@ ClsBatch make_cls_batch(const std::vector<const ClsExample*>& rows) {
   ClsBatch b;
   b.ids = Tensor::from_vector(ids, {B, T});
   if (any_pad) b.key_pad = Tensor::from_vector(pad, {B, T});
+  if (!types.empty()) b.token_type_ids = Tensor::from_vector(types, {B, T});
   b.extract_pos = Tensor::from_vector(extract, {B});
   b.labels = Tensor::from_vector(labels, {B});
   b.lm_targets = Tensor::from_vector(lm, {B, T - 1});
@@ -64,15 +94,13 @@ ClsExampleStream::ClsExampleStream(std::vector<ClsExample> examples, int64_t bat
     : examples_(std::move(examples)) {
   QKV_CHECK(!examples_.empty(), "classification stream", "no training examples");
   QKV_CHECK(batch_size > 0, "classification stream", "batch_size must be positive, got ", batch_size);
-  std::vector<size_t> idx(examples_.size());
-  std::iota(idx.begin(), idx.end(), size_t(0));
-  std::stable_sort(idx.begin(), idx.end(),
-                   [&](size_t x, size_t y) { return examples_[x].ids.size() < examples_[y].ids.size(); });
+  std::vector<size_t> lengths(examples_.size());
+  for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = examples_[i].ids.size();
+  plan_ = length_sorted_batches(lengths, batch_size);
   PlanHash h;
-  for (size_t s = 0; s < idx.size(); s += size_t(batch_size)) {
-    plan_.emplace_back(idx.begin() + s, idx.begin() + std::min(idx.size(), s + size_t(batch_size)));
-    h.mix(plan_.back().size());
-    for (size_t i : plan_.back()) {
+  for (const std::vector<size_t>& batch : plan_) {
+    h.mix(batch.size());
+    for (size_t i : batch) {
       h.mix(i);
       h.mix(examples_[i].ids.size());
       h.mix(uint64_t(examples_[i].label));

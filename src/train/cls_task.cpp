@@ -18,11 +18,17 @@ Tensor GptClassificationTask::summed_loss(const models::GptClassifier& model, co
   return add(loss, mul(lm, lm_weight * double(b.ids.size(0))));
 }
 
-TrainingTask::MicroBatch GptClassificationTask::next() {
+Tensor BertClassificationTask::summed_loss(const models::BertForSequenceClassification& model, const ClsBatch& b,
+                                           double ls) {
+  Tensor logits = model.forward(b.ids, b.token_type_ids, b.key_pad);  // (B, C)
+  return cross_entropy(logits, b.labels, -100, ls, Reduction::sum);
+}
+
+TrainingTask::MicroBatch ClassificationTask::next() {
   ClsBatch b = data_.next();
   MicroBatch m;
   m.units = b.ids.size(0);
-  m.summed_loss = [this, b](double ls) { return summed_loss(model_, b, lm_weight_, ls); };
+  m.summed_loss = [this, b](double ls) { return batch_loss(b, ls); };
   return m;
 }
 

@@ -28,6 +28,15 @@ TrainOptions TrainOptions::from_config(ConfigReader& r) {
   o.keep_last = int(r.integer("keep_last", o.keep_last));
   o.patience = int(r.integer("patience", o.patience));
   o.average_last = int(r.integer("average_last", o.average_last));
+  const std::string precision = r.string("precision", kernels::precision_name(o.precision));
+  QKV_CHECK(precision == "fp32" || precision == "bf16", r.where("precision"), "expected \"fp32\" or \"bf16\", got \"",
+            precision, "\"");
+  o.precision = kernels::parse_precision(precision);
+  if (o.precision == kernels::MatmulPrecision::bf16) {
+    const kernels::DnnlCpuInfo& cpu = kernels::dnnl_cpu_info();
+    QKV_CHECK(cpu.bf16_native(), r.where("precision"), "\"bf16\" needs a CPU with AMX or AVX512_BF16; this one (",
+              cpu.cpu_model, ", oneDNN ISA ", cpu.isa, ") has neither: use \"fp32\"");
+  }
   QKV_CHECK(o.accum_steps >= 1, r.where("accum_steps"), "must be >= 1, got ", o.accum_steps);
   QKV_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, r.where("label_smoothing"), "must be in [0, 1), got ",
             o.label_smoothing);
@@ -69,11 +78,14 @@ double Trainer::train_step() {
   last_step_tokens_ = tokens;
   opt_.zero_grad();
   double loss_sum = 0;
-  for (const TrainingTask::MicroBatch& b : micro) {
-    Tensor loss = b.summed_loss(o_.label_smoothing);
-    loss_sum += loss.item();
-    // d(total / tokens): each micro-batch contributes its share of the step's mean.
-    backward(loss, Tensor::full(loss.shape(), 1.0 / double(tokens)));
+  {
+    const kernels::MatmulPrecisionScope precision(o_.precision);  // the forward and backward products
+    for (const TrainingTask::MicroBatch& b : micro) {
+      Tensor loss = b.summed_loss(o_.label_smoothing);
+      loss_sum += loss.item();
+      // d(total / tokens): each micro-batch contributes its share of the step's mean.
+      backward(loss, Tensor::full(loss.shape(), 1.0 / double(tokens)));
+    }
   }
   ++step_;
   if (o_.clip_norm > 0) clip_grad_norm(opt_.params(), o_.clip_norm);
@@ -132,20 +144,24 @@ bool Trainer::validate_and_track() {
   auto metrics = cb_.validate();
   metrics["step"] = double(step_);
   metrics_->write(metrics, "valid");
-  std::string dir = save_checkpoint();
+  // The best and the patience count are updated before the checkpoint is written, so its training
+  // state includes this validation: a run resumed from it goes on as an uninterrupted one would.
   auto it = metrics.find(cb_.best_metric);
-  if (it == metrics.end()) return false;
-  const bool better = best_step_ == 0 ||  // the first validation (steps count from 1)
-                      (cb_.lower_is_better ? it->second < best_bleu_ : it->second > best_bleu_);
-  if (better) {
-    best_bleu_ = it->second;
-    best_step_ = step_;
-    bad_validations_ = 0;
-    checkpoints_.mark_best(dir);
-    return false;
+  bool better = false;
+  if (it != metrics.end()) {
+    better = best_step_ == 0 ||  // the first validation (steps count from 1)
+             (cb_.lower_is_better ? it->second < best_bleu_ : it->second > best_bleu_);
+    if (better) {
+      best_bleu_ = it->second;
+      best_step_ = step_;
+      bad_validations_ = 0;
+    } else {
+      ++bad_validations_;
+    }
   }
-  ++bad_validations_;
-  return o_.patience > 0 && bad_validations_ >= o_.patience;
+  std::string dir = save_checkpoint();
+  if (better) checkpoints_.mark_best(dir);
+  return it != metrics.end() && !better && o_.patience > 0 && bad_validations_ >= o_.patience;
 }
 
 Outcome Trainer::run() {

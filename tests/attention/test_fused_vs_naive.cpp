@@ -8,6 +8,7 @@
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/bf16.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -175,4 +176,19 @@ TEST(FusedVsNaive, BitIdenticalRunToRunAndAcrossThreadCounts) {
     EXPECT_TRUE(bit_equal(a, run(q, k, v, gy, m, false, 0.1, 9))) << t << " threads";
   }
   omp_set_num_threads(threads);
+}
+
+// Under a bf16 matmul precision (mixed-precision training) the attention tiles stay fp32 on every
+// thread, fused and naive paths alike: results equal fp32's bit for bit. The precision is a
+// thread-local that OpenMP workers do not inherit; when the tiles read it, the calling thread's
+// tiles ran in bf16 and the workers' in fp32, and results varied run to run.
+TEST(FusedVsNaive, Bf16MatmulPrecisionLeavesAttentionTilesInFp32OnEveryThread) {
+  Tensor q = randn({2, 4, 150, 32}, 31), k = randn({2, 4, 150, 32}, 32), v = randn({2, 4, 150, 32}, 33);
+  Tensor gy = randn({2, 4, 150, 32}, 34);
+  AttentionMask m = make_mask(1, 150, 150, 35);
+  for (bool naive : {false, true}) {
+    const Result f32 = run(q, k, v, gy, m, naive);
+    const kernels::MatmulPrecisionScope bf16(kernels::MatmulPrecision::bf16);
+    EXPECT_TRUE(bit_equal(f32, run(q, k, v, gy, m, naive))) << (naive ? "naive" : "fused");
+  }
 }

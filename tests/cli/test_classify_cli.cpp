@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "qkv/io/bert_cls.h"
 #include "qkv/io/gpt2.h"
 #include "qkv/tasks/classifier.h"
 #include "qkv/text/char_word.h"
@@ -63,18 +64,32 @@ const char* kConfig = R"({
   "seed": 3
 })";
 
+// The same tasks for a small BERT from scratch (WordPiece learned from the training texts).
+// Dropout stays on: the resume test then also checks that the dropout stream resumes exactly.
+const char* kBertConfig = R"({
+  "model_type": "bert_classifier",
+  "model": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+            "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1},
+  "tokenizer": {"vocab_size": 100, "min_frequency": 1},
+  "data": {"max_len": 24, "batch_size": 16},
+  "optimizer": {"type": "adamw", "lr": 0.003, "weight_decay": 0.0},
+  "schedule": {"type": "constant", "lr": 0.003},
+  "train": {"max_steps": STEPS, "valid_every": 50, "save_every": 20, "log_every": 50},
+  "seed": 3
+})";
+
 struct ClsRun {
   fs::path dir, model;
 };
 
-ClsRun train(const std::string& name, bool pairs, int steps) {
+ClsRun train_run(const std::string& name, bool pairs, int steps, const char* config = kConfig) {
   ClsRun r;
   r.dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(r.dir);
   fs::create_directories(r.dir);
   write_file_atomic((r.dir / "train.tsv").string(), synthetic(pairs, 400, 1));
   write_file_atomic((r.dir / "valid.tsv").string(), synthetic(pairs, 60, 2));
-  std::string cfg = kConfig;
+  std::string cfg = config;
   cfg.replace(cfg.find("STEPS"), 5, std::to_string(steps));
   write_file_atomic((r.dir / "config.json").string(), cfg);
   const int code = run_qkv({"train", "--config", (r.dir / "config.json").string(), "--train",
@@ -107,7 +122,7 @@ std::vector<std::string> lines_of(const std::string& s) {
 }  // namespace
 
 TEST(ClassifyCli, FineTunesSingleTextsAndClassifiesBatchedAsOneAtATime) {
-  const ClsRun r = train("single", false, 150);
+  const ClsRun r = train_run("single", false, 150);
   ASSERT_TRUE(fs::exists(r.model / "model.safetensors"));
   ASSERT_TRUE(fs::exists(r.model / "tokenizer.json"));
   const std::string valid = (r.dir / "valid.tsv").string();
@@ -172,7 +187,7 @@ TEST(ClassifyCli, FineTunesSingleTextsAndClassifiesBatchedAsOneAtATime) {
 }
 
 TEST(ClassifyCli, FineTunesPairsAndRefusesLinesWithoutTwoFields) {
-  const ClsRun r = train("pairs", true, 200);
+  const ClsRun r = train_run("pairs", true, 200);
   EXPECT_GE(eval_accuracy(r, (r.dir / "valid.tsv").string()), 0.9);
   write_file_atomic((r.dir / "in.txt").string(), "apple plum\tcherry\ndog\tlemon mango\ntiger\tzebra goat\n");
   ASSERT_EQ(run_qkv({"classify", "--model", r.model.string(), "--input", (r.dir / "in.txt").string()},
@@ -207,7 +222,7 @@ TEST(ClassifyCli, FineTunesPairsAndRefusesLinesWithoutTwoFields) {
 }
 
 TEST(ClassifyCli, ResumedRunEndsWithTheSameBits) {
-  const ClsRun straight = train("straight", false, 40);
+  const ClsRun straight = train_run("straight", false, 40);
   // The same run stopped at step 20 and resumed to 40.
   ClsRun split;
   split.dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_split_" + std::to_string(::getpid()));
@@ -265,4 +280,140 @@ TEST(ClassifyCli, FineTunesFromAPretrainedDirectoryGrowingItsVocabulary) {
   EXPECT_EQ(b.labels, (std::vector<std::string>{"animal", "fruit"}));
   ClsRun r{dir, dir / "run" / "model"};
   EXPECT_GE(eval_accuracy(r, (dir / "valid.tsv").string()), 0.9);
+}
+
+// ---------------------------------------------------------------- BERT (model_type bert_classifier)
+
+TEST(ClassifyCli, BertFineTunesSingleTextsAndPairsAndClassifies) {
+  const ClsRun r = train_run("bert_single", false, 150, kBertConfig);
+  const nlohmann::json cfg = nlohmann::json::parse(read_file((r.model / "config.json").string()));
+  EXPECT_EQ(cfg.at("architectures"), nlohmann::json::array({"BertForSequenceClassification"}));
+  EXPECT_EQ(cfg.at("id2label"), (nlohmann::json{{"0", "animal"}, {"1", "fruit"}}));
+  ASSERT_TRUE(fs::exists(r.model / "vocab.txt"));
+  EXPECT_GE(eval_accuracy(r, (r.dir / "valid.tsv").string()), 0.95);
+  write_file_atomic((r.dir / "in.txt").string(), "apple banana cherry\n\ndog cat\nmango\nzebra tiger horse goat\n");
+  ASSERT_EQ(run_qkv({"classify", "--model", r.model.string(), "--input", (r.dir / "in.txt").string()},
+                    r.dir / "c.log", (r.dir / "c.out").string()), 0) << read_file((r.dir / "c.log").string());
+  auto out = lines_of(read_file((r.dir / "c.out").string()));
+  ASSERT_EQ(out.size(), 4u);
+  const std::vector<std::string> want = {"fruit", "animal", "fruit", "animal"};
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(out[i].substr(0, out[i].find('\t')), want[i]) << out[i];
+
+  // Batched (right-padded) equals one input at a time: padding reaches neither [CLS] nor the pooler.
+  tasks::Classifier clf(r.model.string());
+  EXPECT_EQ(clf.family(), tasks::ClassifierFamily::bert);
+  std::vector<tasks::ClsInput> inputs;
+  for (auto& l : lines_of(read_file((r.dir / "valid.tsv").string())))
+    inputs.push_back({l.substr(l.find('\t') + 1), "", false});
+  auto all = clf.classify(inputs, {64, false});
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto one = clf.classify({inputs[i]})[0];
+    EXPECT_EQ(one.label, all[i].label) << i;
+    EXPECT_NEAR(one.probability, all[i].probability, 1e-5) << i;
+  }
+
+  const ClsRun p = train_run("bert_pairs", true, 250, kBertConfig);
+  EXPECT_GE(eval_accuracy(p, (p.dir / "valid.tsv").string()), 0.9);
+  write_file_atomic((p.dir / "in.txt").string(), "apple plum\tcherry\ndog\tlemon mango\ntiger\tzebra goat\n");
+  ASSERT_EQ(run_qkv({"classify", "--model", p.model.string(), "--input", (p.dir / "in.txt").string()},
+                    p.dir / "c.log", (p.dir / "c.out").string()), 0) << read_file((p.dir / "c.log").string());
+  out = lines_of(read_file((p.dir / "c.out").string()));
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].substr(0, out[0].find('\t')), "same");
+  EXPECT_EQ(out[1].substr(0, out[1].find('\t')), "different");
+  EXPECT_EQ(out[2].substr(0, out[2].find('\t')), "same");
+  // A single text for the pair model: an error naming the line.
+  write_file_atomic((p.dir / "bad.txt").string(), "apple\tplum\ncherry only\n");
+  EXPECT_NE(run_qkv({"classify", "--model", p.model.string(), "--input", (p.dir / "bad.txt").string()},
+                    p.dir / "bad.log"), 0);
+  EXPECT_NE(read_file((p.dir / "bad.log").string()).find("bad.txt:2"), std::string::npos);
+}
+
+TEST(ClassifyCli, BertResumedRunEndsWithTheSameBits) {
+  const ClsRun straight = train_run("bert_straight", false, 40, kBertConfig);
+  ClsRun split;
+  split.dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_bert_split_" + std::to_string(::getpid()));
+  fs::remove_all(split.dir);
+  fs::create_directories(split.dir);
+  for (auto f : {"train.tsv", "valid.tsv", "config.json"}) fs::copy_file(straight.dir / f, split.dir / f);
+  ASSERT_EQ(run_qkv({"train", "--config", (split.dir / "config.json").string(), "--train",
+                     (split.dir / "train.tsv").string(), "--valid", (split.dir / "valid.tsv").string(), "--out",
+                     (split.dir / "run").string(), "--max-steps", "20"},
+                    split.dir / "a.log"), 0) << read_file((split.dir / "a.log").string());
+  ASSERT_EQ(run_qkv({"train", "--resume", (split.dir / "run").string(), "--max-steps", "40"}, split.dir / "b.log"), 0)
+      << read_file((split.dir / "b.log").string());
+  EXPECT_NE(read_file((split.dir / "b.log").string()).find("resumed"), std::string::npos);
+  const std::string ck = "checkpoints/step-000000040/model.safetensors";
+  ASSERT_TRUE(fs::exists(straight.dir / "run" / ck));
+  EXPECT_TRUE(read_file((straight.dir / "run" / ck).string()) == read_file((split.dir / "run" / ck).string()))
+      << "the resumed run's weights differ from the uninterrupted run's";
+}
+
+TEST(ClassifyCli, BertFineTunesFromAPretrainingDirectoryReportingTheNewHead) {
+  // A BertForPreTraining directory as `qkv train`'s BERT pretraining writes it: random weights,
+  // a WordPiece vocabulary of the synthetic words.
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_bert_init_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  for (auto& w : kFruit) vocab += w + "\n";
+  for (auto& w : kAnimal) vocab += w + "\n";
+  write_file_atomic((dir / "vocab.txt").string(), vocab);
+  models::BertConfig bc;
+  bc.vocab_size = 21;
+  bc.hidden_size = 32;
+  bc.num_hidden_layers = 2;
+  bc.num_attention_heads = 2;
+  bc.intermediate_size = 64;
+  bc.max_position_embeddings = 64;
+  io::BertBundle pre = io::make_bert(bc, {true, true});
+  pre.tokenizer = text::load_tokenizer((dir / "vocab.txt").string());
+  io::save_bert((dir / "init").string(), pre);
+  write_file_atomic((dir / "train.tsv").string(), synthetic(false, 300, 1));
+  write_file_atomic((dir / "valid.tsv").string(), synthetic(false, 40, 2));
+  write_file_atomic((dir / "config.json").string(),
+                    R"({"model_type": "bert_classifier", "init_from": ")" + (dir / "init").string() + R"(",
+                        "num_labels": 2, "classifier_dropout": 0.2,
+                        "data": {"max_len": 32, "batch_size": 16},
+                        "optimizer": {"type": "adamw", "lr": 0.001, "weight_decay": 0.0},
+                        "train": {"max_steps": 80, "valid_every": 40, "save_every": 40}})");
+  ASSERT_EQ(run_qkv({"train", "--config", (dir / "config.json").string(), "--train", (dir / "train.tsv").string(),
+                     "--valid", (dir / "valid.tsv").string(), "--out", (dir / "run").string()},
+                    dir / "train.log"), 0) << read_file((dir / "train.log").string());
+  const std::string log = read_file((dir / "train.log").string());
+  EXPECT_NE(log.find("newly initialised: classifier.weight"), std::string::npos) << log;
+  EXPECT_NE(log.find("ignored: cls.seq_relationship.weight"), std::string::npos) << log;
+  EXPECT_NE(log.find("ignored: cls.predictions.bias"), std::string::npos) << log;
+  const io::BertClassifierBundle b = io::load_bert_classifier((dir / "run" / "model").string());
+  EXPECT_EQ(b.model->bert->config().vocab_size, 21);
+  EXPECT_EQ(b.model->bert->config().max_position_embeddings, 64);
+  EXPECT_EQ(b.max_len, 32);
+  EXPECT_DOUBLE_EQ(b.model->dropout->p, 0.2);
+  EXPECT_EQ(b.labels, (std::vector<std::string>{"animal", "fruit"}));
+  ClsRun r{dir, dir / "run" / "model"};
+  EXPECT_GE(eval_accuracy(r, (dir / "valid.tsv").string()), 0.9);
+}
+
+TEST(ClassifyCli, BertConfigErrorsNameTheFileAndTheField) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_bert_err_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_file_atomic((dir / "train.tsv").string(), synthetic(false, 50, 1));
+  write_file_atomic((dir / "valid.tsv").string(), synthetic(false, 10, 2));
+  auto fails_with = [&](const std::string& name, const std::string& cfg, std::initializer_list<const char*> parts) {
+    const fs::path c = dir / (name + ".json");
+    write_file_atomic(c.string(), cfg);
+    EXPECT_NE(run_qkv({"train", "--config", c.string(), "--train", (dir / "train.tsv").string(), "--valid",
+                       (dir / "valid.tsv").string(), "--out", (dir / ("run_" + name)).string()},
+                      dir / (name + ".log")), 0) << name;
+    const std::string log = read_file((dir / (name + ".log")).string());
+    for (const char* p : parts) EXPECT_NE(log.find(p), std::string::npos) << "'" << p << "' not in: " << log;
+  };
+  fails_with("num_labels", R"({"model_type": "bert_classifier", "num_labels": 3, "model": {"hidden_size": 32,
+             "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}})",
+             {"num_labels.json", "num_labels", "2 distinct labels"});
+  fails_with("lm_weight", R"({"model_type": "bert_classifier", "lm_weight": 0.5})", {"lm_weight.json", "lm_weight"});
+  fails_with("pooling", R"({"model_type": "bert_classifier", "pooling": "max"})", {"pooling.json", "pooling", "max"});
+  fails_with("model_key", R"({"model_type": "bert_classifier", "model": {"hidden_sise": 32}})",
+             {"model_key.json", "hidden_sise"});
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "qkv/io/gpt2.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/tasks/generator.h"
 #include "qkv/text/char_word.h"
 #include "qkv/util/file.h"
@@ -76,6 +77,23 @@ TEST(GenerateCli, StreamsOnePromptAndAnswersAFileLineByLine) {
   ASSERT_EQ(run_qkv({"generate", "--model", model, "--prompt", "the cat", "-n", "12", "--stop", "zzzz", "--stop", stop},
                     dir / "stop.log", (dir / "stop.out").string()), 0) << read_file((dir / "stop.log").string());
   EXPECT_EQ(read_file((dir / "stop.out").string()), free_text.substr(0, free_text.find(stop)) + "\n");
+}
+
+// --precision bf16 reaches the library (GenerateOptions::precision): the command prints what the
+// library generates in bf16.
+TEST(GenerateCli, PrecisionBf16ReachesTheLibrary) {
+  if (!kernels::dnnl_cpu_info().bf16_native())
+    GTEST_SKIP() << "oneDNN has no bf16 kernel here (" << kernels::dnnl_cpu_info().isa << "); the refusal is tested "
+                 << "in test_info_cli";
+  const fs::path dir = make_model_dir();
+  const std::string model = (dir / "model").string();
+  tasks::Generator lib(model);
+  tasks::GenerateOptions o;
+  o.max_new_tokens = 12;
+  o.precision = kernels::MatmulPrecision::bf16;
+  ASSERT_EQ(run_qkv({"generate", "--model", model, "--prompt", "the cat", "-n", "12", "--precision", "bf16"},
+                    dir / "bf16.log", (dir / "bf16.out").string()), 0) << read_file((dir / "bf16.log").string());
+  EXPECT_EQ(read_file((dir / "bf16.out").string()), lib.generate({"the cat"}, o)[0].text + "\n");
 }
 
 TEST(GenerateCli, ClearErrors) {

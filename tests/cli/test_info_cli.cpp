@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <string>
+
+#include <unistd.h>
 
 #include "qkv/util/file.h"
 #include "run_qkv.h"
@@ -34,7 +37,9 @@ class ScopedEnv {
 
 std::string info(const std::map<std::string, std::optional<std::string>>& vars) {
   ScopedEnv env(vars);
-  fs::path dir = fs::path(::testing::TempDir()) / "info_cli";
+  // One directory per test process: ctest runs this binary's tests in parallel, and two of them
+  // writing one shared out file read each other's (or an empty) output.
+  fs::path dir = fs::path(::testing::TempDir()) / ("info_cli_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   EXPECT_EQ(run_qkv({"info"}, dir / "log", (dir / "out").string()), 0) << qkv::read_file((dir / "log").string());
   return qkv::read_file((dir / "out").string());
@@ -79,4 +84,21 @@ TEST(InfoCli, ReportsTheCpuAndTheBf16Kernel) {
   EXPECT_NE(capped.find("oneDNN ISA       avx2 (ONEDNN_MAX_CPU_ISA=AVX2); bf16 GEMM none (bf16 unavailable"),
             std::string::npos)
       << capped;
+}
+
+// --precision bf16 on a CPU without AMX or AVX512_BF16 (oneDNN capped to AVX2, as on such a CPU):
+// every inference command refuses before it loads anything, naming the command, the ISA and the
+// fix (the model directory does not even exist: the precision is checked first).
+TEST(InfoCli, Bf16OnACappedIsaIsAClearErrorInEveryInferenceCommand) {
+  ScopedEnv env(std::map<std::string, std::optional<std::string>>{{"ONEDNN_MAX_CPU_ISA", "AVX2"}});
+  fs::path dir = fs::path(::testing::TempDir()) / ("precision_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const std::string cmd : {"translate", "generate", "classify", "embed"}) {
+    const fs::path log = dir / (cmd + ".log");
+    EXPECT_NE(run_qkv({cmd, "--model", (dir / "no-such-model").string(), "--precision", "bf16"}, log), 0) << cmd;
+    const std::string err = qkv::read_file(log.string());
+    EXPECT_NE(err.find("qkv " + cmd + " --precision bf16: bf16 needs AMX or AVX512_BF16, but oneDNN runs 'avx2'"),
+              std::string::npos) << err;
+    EXPECT_NE(err.find("Use precision fp32"), std::string::npos) << err;
+  }
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "qkv/kernels/bf16.h"
 #include "qkv/util/file.h"
 #include "reversal_corpus.h"
 #include "run_qkv.h"
@@ -23,8 +24,8 @@ using qkv::testing::step_dir;
 using qkv::testing::wait_exit;
 using qkv::testing::wait_for;
 
-// The reversal task (300 training pairs) and a small Transformer config.
-void write_corpus(const fs::path& dir) {
+// The reversal task (300 training pairs) and a small Transformer config; precision: train.precision.
+void write_corpus(const fs::path& dir, const std::string& precision = "fp32") {
   qkv::testing::write_reversal_corpus(dir, 320, 300, 12345);
   qkv::write_file_atomic((dir / "config.json").string(), R"({
     "model_type": "transformer",
@@ -34,19 +35,22 @@ void write_corpus(const fs::path& dir) {
     "data": {"max_tokens": 64, "max_sentences": 16},
     "optimizer": {"type": "adam", "betas": [0.9, 0.98], "eps": 1e-9},
     "schedule": {"type": "noam", "warmup": 20, "factor": 1.0},
-    "train": {"max_steps": 400, "save_every": 10, "valid_every": 0, "keep_last": 100},
+    "train": {"max_steps": 400, "save_every": 10, "valid_every": 0, "keep_last": 100, "precision": "PRECISION"},
     "valid": {"max_sentences": 10},
     "seed": 5
   })");
+  std::string config = qkv::read_file((dir / "config.json").string());
+  config.replace(config.find("PRECISION"), 9, precision);
+  qkv::write_file_atomic((dir / "config.json").string(), config);
 }
 
 }  // namespace
 
-TEST(TrainResume, SigkillThenResumeIsBitIdentical) {
-  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_resume_" + std::to_string(getpid()));
+static void sigkill_then_resume_is_bit_identical(const std::string& precision) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_resume_" + precision + "_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  write_corpus(dir);
+  write_corpus(dir, precision);
   auto args = [&](const std::string& out) {
     return std::vector<std::string>{qkv_bin(), "train", "--config", (dir / "config.json").string(), "--train",
                                     (dir / "train.tsv").string(), "--valid", (dir / "valid.tsv").string(), "--out",
@@ -71,7 +75,19 @@ TEST(TrainResume, SigkillThenResumeIsBitIdentical) {
   std::string sa = qkv::read_file(step_dir(dir / "full", 400) + "/training_state.safetensors");
   std::string sb = qkv::read_file(step_dir(dir / "killed", 400) + "/training_state.safetensors");
   EXPECT_TRUE(sa == sb) << "optimizer/RNG/data state after resume differs";
+  EXPECT_NE(qkv::read_file((dir / "killed" / "run.json").string()).find("\"precision\": \"" + precision + "\""),
+            std::string::npos)
+      << "run.json does not record train.precision";
   fs::remove_all(dir);
+}
+
+TEST(TrainResume, SigkillThenResumeIsBitIdentical) { sigkill_then_resume_is_bit_identical("fp32"); }
+
+// Mixed precision (train.precision "bf16") resumes bit-exactly too.
+TEST(TrainResume, Bf16SigkillThenResumeIsBitIdentical) {
+  if (!qkv::kernels::dnnl_cpu_info().bf16_native())
+    GTEST_SKIP() << "oneDNN has no bf16 kernel here (" << qkv::kernels::dnnl_cpu_info().isa << ")";
+  sigkill_then_resume_is_bit_identical("bf16");
 }
 
 TEST(TrainResume, SigtermSavesACheckpointAndExitsCleanly) {

@@ -78,6 +78,25 @@ TEST(Span, ExactMatchAndF1) {
   EXPECT_DOUBLE_EQ(s.f1, 50.0);
 }
 
+// Worked cases of the SQuAD v1.1 evaluation script (evaluate-v1.1.py: lower, drop
+// string.punctuation, \b(a|an|the)\b -> ' ', split; F1 over the Counter intersection), each
+// value computed by hand from those definitions.
+TEST(Span, SquadScriptWorkedCases) {
+  EXPECT_EQ(normalize_answer("Saint-Denis"), "saintdenis");                // '-' removed inside a word
+  EXPECT_EQ(normalize_answer("\u201cquoted\u201d text"), "\u201cquoted\u201d text");  // only ASCII punctuation goes
+  EXPECT_EQ(normalize_answer("a theory of the mind"), "theory of mind");
+  EXPECT_EQ(normalize_answer("The Beatles' album"), "beatles album");
+  EXPECT_EQ(normalize_answer("theatrical   A.B.C."), "theatrical abc");
+  // pred {cat sat on mat}, gold {cat on mat}: same 3, P 3/4, R 1 -> 6/7
+  EXPECT_DOUBLE_EQ(span_f1("the cat sat on the mat", {"cat on mat"}), 6.0 / 7.0);
+  // pred {broncos x2}, gold {denver broncos}: the intersection counts broncos once -> P 1/2 R 1/2
+  EXPECT_DOUBLE_EQ(span_f1("Broncos Broncos", {"Denver Broncos"}), 0.5);
+  EXPECT_DOUBLE_EQ(span_f1("1.2.3", {"123"}), 1.0);  // punctuation removed before splitting
+  // pred {in 1985}, gold {1985 in paris}: same 2, P 1, R 2/3 -> 0.8
+  EXPECT_DOUBLE_EQ(span_f1("in 1985", {"1985, in Paris"}), 0.8);
+  EXPECT_EQ(span_exact_match("Saint Denis", {"Saint-Denis"}), 0.0);  // "saint denis" != "saintdenis"
+}
+
 TEST(Ner, EntitiesFollowSeqevalChunking) {
   // B-PER I-PER O B-LOC I-LOC I-ORG : PER[0,2) LOC[3,5) ORG[5,6) (type change starts an entity)
   auto e = bio_entities({"B-PER", "I-PER", "O", "B-LOC", "I-LOC", "I-ORG"});

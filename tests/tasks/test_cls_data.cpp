@@ -75,7 +75,7 @@ TEST(ClsInputs, TemplateAndTruncationKeepExtract) {
 }
 
 TEST(ClsInputs, RightPaddedBatch) {
-  train::ClsExample x{{27, 1, 2, 29}, 1}, y{{27, 5, 29}, 0};
+  train::ClsExample x{{27, 1, 2, 29}, 1, {}}, y{{27, 5, 29}, 0, {}};
   train::ClsBatch b = train::make_cls_batch({&x, &y});
   EXPECT_EQ(b.ids.to_vector<int64_t>(), (Ids{27, 1, 2, 29, 27, 5, 29, 0}));
   EXPECT_EQ(b.key_pad.to_vector<uint8_t>(), (std::vector<uint8_t>{0, 0, 0, 0, 0, 0, 0, 1}));

@@ -89,7 +89,7 @@ TEST(BertNspPairs, ShapeSegmentsAndHalfRandom) {
   const BertSpecials sp = specials(1000);
   std::vector<std::vector<std::vector<int64_t>>> docs;
   MaskRng g(7);
-  for (int d = 0; d < 400; ++d) {
+  for (int d = 0; d < 4000; ++d) {
     std::vector<std::vector<int64_t>> doc;
     for (int s = 0, n = 2 + int(g.below(6)); s < n; ++s) doc.push_back(std::vector<int64_t>(3 + g.below(8), 10 + d));
     docs.push_back(doc);
@@ -115,8 +115,40 @@ TEST(BertNspPairs, ShapeSegmentsAndHalfRandom) {
     ASSERT_EQ(p.ids[1] == p.ids[sep + 1], p.is_random == 0);
     random += p.is_random;
   }
-  // Single-segment chunks are always random, so slightly more than half; with 2+ segments per
-  // document most chunks have >= 2 segments.
-  EXPECT_GT(double(random) / double(pairs.size()), 0.45);
-  EXPECT_LT(double(random) / double(pairs.size()), 0.65);
+  // Each pair's B is random on a fair coin of its own.
+  expect_binomial(random, int64_t(pairs.size()), 0.5, "random B");
+}
+
+// Documents of one sentence each (as many package descriptions are): half the pairs still keep a
+// B that follows A, cut from the same sentence at a token boundary, A then B in order.
+TEST(BertNspPairs, SingleSegmentDocumentsStayBalanced) {
+  const BertSpecials sp = specials(100000);
+  std::vector<std::vector<std::vector<int64_t>>> docs;
+  MaskRng g(3);
+  for (int d = 0; d < 4000; ++d) {
+    std::vector<int64_t> seg;
+    for (int k = 0, n = 2 + int(g.below(12)); k < n; ++k) seg.push_back(10 + 20 * d + k);  // consecutive ids
+    docs.push_back({seg});
+  }
+  MaskRng rng(5);
+  const auto pairs = make_nsp_pairs(docs, 32, rng, sp);  // every segment fits: no trimming
+  ASSERT_GE(pairs.size(), 4000u);
+  int64_t random = 0;
+  for (const auto& p : pairs) {
+    size_t sep = 0;
+    for (size_t i = 1; i + 1 < p.ids.size(); ++i)
+      if (p.ids[i] == sp.sep) sep = i;
+    ASSERT_GT(sep, 1u);
+    const bool same_doc = (p.ids[1] - 10) / 20 == (p.ids[sep + 1] - 10) / 20;
+    ASSERT_EQ(same_doc, p.is_random == 0);
+    if (p.is_random == 0) {  // A B is the whole sentence, in order
+      std::vector<int64_t> ab(p.ids.begin() + 1, p.ids.begin() + std::ptrdiff_t(sep));
+      ab.insert(ab.end(), p.ids.begin() + std::ptrdiff_t(sep) + 1, p.ids.end() - 1);
+      ASSERT_EQ((ab.front() - 10) % 20, 0);
+      for (size_t i = 1; i < ab.size(); ++i) ASSERT_EQ(ab[i], ab[i - 1] + 1);
+      ASSERT_EQ(ab.size(), docs[size_t((ab.front() - 10) / 20)][0].size());
+    }
+    random += p.is_random;
+  }
+  expect_binomial(random, int64_t(pairs.size()), 0.5, "random B");
 }

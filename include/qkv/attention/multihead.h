@@ -95,6 +95,24 @@ struct AttentionPositions {
   int64_t max_distance = 16;  // relative: Shaw's clipping distance k
 };
 
+// What one MultiHeadAttention call attended with, kept for showing attention (tasks/attention_view.h).
+// The model runs as it always does (the fused kernel, no weights) and the record keeps the queries
+// and keys the kernel saw, after positions were applied, with the mask: attention_weights(q, k,
+// mask, {}, heads) then replays the exact weights of the heads wanted (sdpa.h). References for
+// tests: naive = Naive::beside also runs the naive path on the same q, k, v (its output dropped,
+// the model still continues with the kernel's) and keeps its weights; Naive::instead makes the
+// model take the naive path (weights materialised, its output used downstream). Relative
+// positions (Shaw) have no replay: their call always keeps its weights. The last call wins:
+// record one forward pass (the decoding steps would overwrite it).
+struct AttentionRecord {
+  enum class Naive { none, beside, instead };
+  Naive naive = Naive::none;
+  Tensor q, k;           // (B, H, Tq, Dh), (B, H, Tk, Dh): what the kernel saw (replay)
+  AttentionMask mask;
+  Tensor weights;        // (B, H, Tq, Tk): naive path or relative positions, else undefined
+  int64_t calls = 0;
+};
+
 struct MhaOutput {
   Tensor out;      // (B, Tq, d_model)
   Tensor weights;  // (B, H, Tq, Tk) softmax weights (before dropout) if requested, else undefined
@@ -131,6 +149,9 @@ class MultiHeadAttention : public nn::Module {
   const AttentionPositions& positions() const { return positions_; }
   Tensor relative_key, relative_value;  // (2 max_distance + 1, head_dim), relative positions only
 
+  // Records every forward() call into `r` (or stops recording: nullptr). r must outlive the calls.
+  void set_recorder(AttentionRecord* r) { recorder_ = r; }
+
   int64_t d_model() const { return d_model_; }
   int64_t heads() const { return heads_; }
   int64_t head_dim() const { return head_dim_; }
@@ -155,8 +176,13 @@ class MultiHeadAttention : public nn::Module {
   // projection, repacked whenever a source changed (PackedWeights, ops/packed.h). It stays here, not in
   // nn::Linear: the stacked matrix belongs to no single Linear (W_o is out_proj->packed()).
   PackedWeights packed_qkv_;
+  std::shared_ptr<const kernels::PackedLinear> packed_qkv() const;  // packed_qkv_ for the current precision
+  // x (B, T, D) @ [W_q; W_k; W_v]^T + b -> (B, T, 3D): one GEMM (recorded); in bf16 inference
+  // (use_cached_bf16) against packed_qkv(), converted once.
+  Tensor project_qkv(const Tensor& x) const;
   int64_t d_model_, heads_, head_dim_;
   AttentionPositions positions_;
+  AttentionRecord* recorder_ = nullptr;
 };
 
 }  // namespace qkv::attention

@@ -33,9 +33,16 @@
 namespace qkv::io {
 
 struct BertHeads {
-  bool mlm = true;  // cls.predictions
-  bool nsp = true;  // cls.seq_relationship
+  bool mlm = true;     // cls.predictions
+  bool nsp = true;     // cls.seq_relationship
+  bool pooler = true;  // bert.pooler (false: a file's pooler tensors are ignored, as the task heads
+                       // that read every position build none: BertForTokenClassification)
 };
+
+// Task heads built by the caller, by published prefix (e.g. {"classifier", a Linear}): their
+// parameters are "<prefix>.<name>", loaded when the file has them, else kept as given (newly
+// initialised); other tensors under the prefix are errors. Saved with the model.
+using BertTaskHeads = std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>>;
 
 // What load_bert did with each tensor, by published name (with the "bert." prefix).
 struct BertLoadReport {
@@ -53,10 +60,14 @@ struct BertBundle {
   std::shared_ptr<models::BertNspHead> nsp;  // null unless asked for
   std::shared_ptr<text::Tokenizer> tokenizer;  // null when the directory has none
   BertLoadReport report;
+  BertTaskHeads task_heads;
+  nlohmann::json config_extra = nlohmann::json::object();  // save_bert merges it into config.json last
+                                                           // (architectures, id2label, ...)
 };
 
 // A new bundle with random weights (Hugging Face's initialisation) and the heads asked for.
-BertBundle make_bert(const models::BertConfig& cfg, BertHeads heads = {}, Generator& gen = default_generator());
+BertBundle make_bert(const models::BertConfig& cfg, BertHeads heads = {}, Generator& gen = default_generator(),
+                     BertTaskHeads task = {});
 
 // The model's parameters under their published names ("bert."-prefixed, cls.* for the heads
 // present): the parameter tensors themselves, not copies (save_bert writes them; tests read
@@ -66,9 +77,11 @@ std::map<std::string, Tensor> bert_published_parameters(const BertBundle& b);
 // LayerNorm.gamma/beta -> weight/bias. Other names unchanged.
 std::string canonical_bert_name(const std::string& name);
 
-BertBundle load_bert(const std::string& dir, BertHeads heads = {});
+BertBundle load_bert(const std::string& dir, BertHeads heads = {}, BertTaskHeads task = {});
 // Writes config.json, model.safetensors and (if any) tokenizer.json (+ vocab.txt for WordPiece)
 // into dir, each atomically.
 void save_bert(const std::string& dir, const BertBundle& bundle);
+// The tokenizer files of a BERT directory: tokenizer.json, and vocab.txt for WordPiece (each atomically).
+void save_bert_tokenizer(const std::string& dir, const text::Tokenizer& tokenizer);
 
 }  // namespace qkv::io

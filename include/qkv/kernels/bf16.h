@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 
 namespace qkv::kernels {
@@ -17,8 +18,8 @@ namespace qkv::kernels {
 inline uint16_t to_bf16(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0xFFFF;
-  return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return uint16_t((u & 0x7FFFFFFFu) > 0x7F800000u ? 0xFFFFu : rounded);  // a select: loops vectorise
 }
 inline float from_bf16(uint16_t b) {
   uint32_t u = uint32_t(b) << 16;
@@ -35,7 +36,9 @@ void round_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, uint1
 //   fp32 - OpenBLAS sgemm (the default; results bit-identical to before bf16 existed);
 //   bf16 - operands rounded to bf16, f32 accumulation (oneDNN), f32 results.
 // A per-thread setting, read once by each front-end call on the calling thread (its worker
-// threads follow it). Set it with a MatmulPrecisionScope.
+// threads follow it). Set it with a MatmulPrecisionScope. OpenMP workers do not inherit it: a
+// kernel that calls gemm() inside its own parallel region must set it on every thread (the
+// attention kernels fix fp32 there), or results would depend on which thread ran what.
 enum class MatmulPrecision : uint8_t { fp32, bf16 };
 MatmulPrecision matmul_precision();
 const char* precision_name(MatmulPrecision p);     // "fp32" | "bf16"
@@ -60,6 +63,31 @@ void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float 
 // The same on f32 operands: A and B are rounded to bf16 first (into per-thread buffers).
 void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// A weight W (N, K) converted once to bf16 for many products x @ W^T (inference: a loaded model's
+// Linear layers, every call and every decoding step against the same weights). Opaque: the
+// layout is oneDNN's (defined in gemm_dnnl.cpp).
+//   blocked - the layout oneDNN's matmul prefers for this CPU (format_tag::any, reordered once);
+//   plain   - W as stored, row-major bf16 (the comparison bench_matmul measures; see BENCHMARKS.md).
+// blocked is what models use: on the decode shapes it was 1.1-1.7x faster at 32 rows and 1.5-2.9x
+// at 1-8 rows than plain (AMD EPYC, AVX512_BF16, one thread).
+struct Bf16Weight;
+enum class Bf16WeightLayout : uint8_t { blocked, plain };
+// w (N, K) f32, row stride ldw. Throws when the CPU has neither AMX nor AVX512_BF16.
+std::shared_ptr<const Bf16Weight> pack_bf16_weight(const float* w, int64_t N, int64_t K, int64_t ldw,
+                                                   Bf16WeightLayout layout = Bf16WeightLayout::blocked);
+// out (M, N), row stride ldo = x (M, K) @ W^T + bias: x f32 with row stride ldx is rounded to bf16
+// (per call, into a per-thread buffer), products accumulate in f32; bias (N) f32 or null.
+void gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& w, const float* bias, float* out,
+                      int64_t ldo);
+// Weights converted by pack_bf16_weight so far (tests count them: converted once, not per call).
+int64_t bf16_weights_packed();
+// Bytes the converted weight occupies (oneDNN's blocked layout pads N and K to its blocks).
+size_t bf16_weight_bytes(const Bf16Weight& w);
+
+// Throws, naming `who`, when `p` is bf16 and the CPU (or oneDNN's ISA cap) has neither AMX nor
+// AVX512_BF16: bf16 would be emulated, slower than fp32, so it is refused rather than run slowly.
+void check_precision_supported(MatmulPrecision p, const char* who);
 
 // What oneDNN runs on this CPU (after ONEDNN_MAX_CPU_ISA's cap, read once per process).
 struct DnnlCpuInfo {

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 
+#include "qkv/kernels/bf16.h"
 #include "qkv/tensor/tensor.h"
 
 namespace qkv::kernels {
@@ -51,17 +52,23 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 // this keeps W^T in panels of 32 output columns, (K, 32) each, zero-padded, read by an AVX-512
 // 8 x 32 micro-kernel. A copy of the weight's values at packing time: the layers above hold it in
 // a PackedWeights (ops/packed.h), which packs again whenever the weight changed.
+//
+// Packed for precision bf16, the weight is instead converted once to bf16 in oneDNN's preferred
+// layout (Bf16Weight, bf16.h) and x is rounded to bf16 per product (f32 accumulation, f32 out).
 struct PackedLinear {
   Tensor weight, bias;  // the originals, (N, K) and (N) or undefined (the f64 / fallback path)
-  Tensor panels;        // (ceil(N / 32), K, 32) f32, undefined for f64
+  Tensor panels;        // (ceil(N / 32), K, 32) f32, undefined for f64 and for bf16
+  std::shared_ptr<const Bf16Weight> bf16;  // precision bf16 (f32 weights only), else null
   Tensor dense_bias;    // bias, contiguous
   Tensor padded_bias;   // (ceil(N / 32) * 32) when N is not a multiple of 32
   int64_t N = 0, K = 0;
+  MatmulPrecision precision = MatmulPrecision::fp32;
   bool defined() const { return weight.defined(); }
 };
-PackedLinear pack_linear(const Tensor& w, const Tensor& bias);
+PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision precision = MatmulPrecision::fp32);
 // out (M, N) = x (M, K) @ w^T + bias; x rows unit-stride (row stride free), out contiguous.
-// Each output element is one k-ordered dot product: results do not depend on the thread count.
+// fp32: each output element is one k-ordered dot product, so results do not depend on the
+// thread count. bf16: oneDNN's matmul against the converted weight.
 void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out);
 
 // out (N) = sum over the rows of x (R, N) (a Linear's bias gradient); x, out contiguous. Sums in

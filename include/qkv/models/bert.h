@@ -72,16 +72,18 @@ class BertPooler : public nn::Module {
 
 struct BertOutput {
   Tensor hidden;  // (B, T, D) the last layer's states
-  Tensor pooled;  // (B, D) the pooler's output
+  Tensor pooled;  // (B, D) the pooler's output (undefined for a Bert without a pooler)
 };
 
 // BertModel: embeddings, post-LN encoder, pooler. init normal_002 is Hugging Face's
 // initialisation (normal(0, 0.02) matrices and embeddings, zero biases and padding row, LayerNorm
 // (1, 0)) drawn from gen; none leaves zeros for a model whose tensors are loaded next (no draws).
+// add_pooling_layer = false (Hugging Face's BertModel(add_pooling_layer=False), what
+// BertForTokenClassification builds) leaves pooler null: forward() then returns no pooled output.
 class Bert : public nn::Module {
  public:
   explicit Bert(const BertConfig& cfg, Generator& gen = default_generator(),
-                nn::init::Scheme init = nn::init::Scheme::normal_002);
+                nn::init::Scheme init = nn::init::Scheme::normal_002, bool add_pooling_layer = true);
   // ids (B, T) i64; token_type_ids (B, T) i64 (or undefined: all segment 0); key_pad (B, T) u8,
   // 1 = padding (or undefined). T > max_position_embeddings is an error naming that key.
   Tensor hidden(const Tensor& ids, const Tensor& token_type_ids = {}, const Tensor& key_pad = {}) const;
@@ -90,7 +92,7 @@ class Bert : public nn::Module {
 
   std::shared_ptr<BertEmbeddings> embeddings;
   std::shared_ptr<Encoder> encoder;  // num_hidden_layers post-LN EncoderBlocks
-  std::shared_ptr<BertPooler> pooler;
+  std::shared_ptr<BertPooler> pooler;  // null without a pooling layer
 
  private:
   BertConfig cfg_;

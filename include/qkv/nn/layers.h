@@ -10,13 +10,16 @@ namespace qkv::nn {
 class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias = true, init::Scheme scheme = init::Scheme::pytorch_default);
-  Tensor forward(const Tensor& x) const;  // (..., in) -> (..., out)
+  // (..., in) -> (..., out). Under matmul precision bf16 in inference (use_cached_bf16,
+  // ops/packed.h) the product runs against the weight converted once to bf16 (packed()).
+  Tensor forward(const Tensor& x) const;
   // The same product against the packed weight (incremental decoding's skinny products; the
   // result may differ from forward's BLAS product in the last bits). Recorded like forward when
   // grad mode is on and x or the weight requires grad.
   Tensor forward_packed(const Tensor& x) const;
-  // weight and bias packed (kernels::PackedLinear) on first use and again after they were
-  // replaced or written (PackedWeights, ops/packed.h): never older than the parameters.
+  // weight and bias packed (kernels::PackedLinear) for the calling thread's matmul precision on
+  // first use and again after they were replaced or written (PackedWeights, ops/packed.h): never
+  // older than the parameters.
   std::shared_ptr<const kernels::PackedLinear> packed() const;
   Tensor weight;  // (out, in)
   Tensor bias;    // (out) or undefined
@@ -31,6 +34,9 @@ class Embedding : public Module {
   Embedding(int64_t num, int64_t dim, int64_t padding_idx = -1, bool scale = false,
             init::Scheme scheme = init::Scheme::pytorch_default);
   Tensor forward(const Tensor& ids) const;  // i32/i64 (...) -> (..., dim)
+  // h (..., dim) @ weight^T -> (..., num): an output head tied to this table (linear(h, weight);
+  // under matmul precision bf16 in inference, against the table converted once to bf16).
+  Tensor tied_logits(const Tensor& h) const;
   // h (..., dim) @ weight^T -> (..., num): an output head tied to this table, against the packed
   // table (as Linear::forward_packed; never stale). For incremental decoding's logits.
   Tensor tied_logits_packed(const Tensor& h) const;

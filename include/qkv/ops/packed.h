@@ -22,6 +22,10 @@ Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w);
 // integer compares, so callers ask for it at every decoding step and never see old weights.
 // Thread-safe: get() returns a shared snapshot that stays valid while another thread repacks.
 // A copy starts empty (it packs again on first use).
+// One packed form per matmul precision: fp32 panels, or (bf16) the weight converted once to bf16
+// in oneDNN's layout. get() returns the form for `precision` (by default the calling thread's,
+// kernels::matmul_precision()); a stale source drops every form, so neither is ever older than
+// the weights.
 class PackedWeights {
  public:
   PackedWeights() = default;
@@ -30,7 +34,12 @@ class PackedWeights {
 
   // weights: (N_i, K) each; biases: one (N_i) per weight, or empty (no bias).
   std::shared_ptr<const kernels::PackedLinear> get(const std::vector<Tensor>& weights,
-                                                   const std::vector<Tensor>& biases = {}) const;
+                                                   const std::vector<Tensor>& biases = {}) const {
+    return get(weights, biases, kernels::matmul_precision());
+  }
+  std::shared_ptr<const kernels::PackedLinear> get(const std::vector<Tensor>& weights,
+                                                   const std::vector<Tensor>& biases,
+                                                   kernels::MatmulPrecision precision) const;
 
  private:
   struct Source {  // what a tensor was when it was packed (holding it: no address is reused)
@@ -44,7 +53,14 @@ class PackedWeights {
   static Source source_of(const Tensor& t);
   mutable std::mutex mutex_;
   mutable std::vector<Source> sources_;  // weights then biases
-  mutable std::shared_ptr<const kernels::PackedLinear> packed_;
+  mutable std::shared_ptr<const kernels::PackedLinear> packed_[2];  // by MatmulPrecision: fp32, bf16
 };
+
+// True when a product of x against the weight w should take the weight's cached bf16 form
+// (PackedWeights, linear_packed) rather than a GEMM that converts w on every call: the calling
+// thread's matmul precision is bf16, x is f32, and the product is not recorded for backward
+// (inference). Layers that own their weights (nn::Linear, nn::Embedding's tied head,
+// MultiHeadAttention's fused projections) ask this in their ordinary forward.
+bool use_cached_bf16(const Tensor& x, const Tensor& w);
 
 }  // namespace qkv

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "qkv/io/bert.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/tasks/cls_data.h"
 
 namespace qkv::tasks {
@@ -27,6 +28,11 @@ struct EmbedOptions {
   Pooling pooling = Pooling::cls;
   bool normalize = false;
   int64_t batch_size = 32;
+  // Matrix products in fp32, or in bf16 (kernels/bf16.h): every weight converted once to bf16 in
+  // oneDNN's layout and cached with the model (rebuilt only when a weight changes), activations
+  // rounded per product, f32 accumulation; softmax, layer norm and reductions stay fp32. bf16 needs
+  // AMX or AVX512_BF16 (a qkv::Error otherwise).
+  kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32;
 };
 
 struct SentenceEmbedding {

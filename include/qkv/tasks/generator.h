@@ -23,6 +23,7 @@
 
 #include "qkv/decode/logits_process.h"
 #include "qkv/io/gpt2.h"
+#include "qkv/kernels/bf16.h"
 
 namespace qkv::tasks {
 
@@ -49,6 +50,11 @@ struct GenerateOptions {
                                   // warn) instead of an error
   bool quiet = false;             // no warnings on stderr
   std::function<void(const TokenEvent&)> on_token;  // streaming: called for every generated token
+  // Matrix products in fp32, or in bf16 (kernels/bf16.h): every weight converted once to bf16 in
+  // oneDNN's layout and cached with the model (rebuilt only when a weight changes), activations
+  // rounded per product, f32 accumulation; softmax, layer norm and reductions stay fp32. bf16 needs
+  // AMX or AVX512_BF16 (a qkv::Error otherwise).
+  kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32;
 };
 
 struct Generation {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "qkv/decode/search.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/io/model_dir.h"
 #include "qkv/train/seq2seq_data.h"
 
@@ -27,6 +28,11 @@ struct TranslateOptions {
   // </s> is an ordinary target token: every hypothesis runs to the length limit (fixed-length
   // timing in benches; vLLM's ignore_eos).
   bool ignore_eos = false;
+  // Matrix products in fp32, or in bf16 (kernels/bf16.h): every weight converted once to bf16 in
+  // oneDNN's layout and cached with the model (rebuilt only when a weight changes), activations
+  // rounded per product, f32 accumulation; softmax, layer norm and reductions stay fp32. bf16 needs
+  // AMX or AVX512_BF16 (a qkv::Error otherwise).
+  kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32;
 };
 
 struct Translations {

@@ -32,6 +32,11 @@ class BatchOrder {
   int64_t epoch_ = 0, index_ = 0;
 };
 
+// Example indices sorted by length (stable: equal lengths keep their order) and cut into
+// consecutive batches of batch_size: the plan of the classification, tagging and QA streams
+// (batches of similar length pad little). batch_size must be positive.
+std::vector<std::vector<size_t>> length_sorted_batches(const std::vector<size_t>& lengths, int64_t batch_size);
+
 // FNV-1a, 63 bits (a non-negative i64), over the values fed to it: a batch plan's fingerprint.
 class PlanHash {
  public:

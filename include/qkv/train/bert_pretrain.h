@@ -4,10 +4,12 @@
 //
 // Pairs (make_nsp_pairs): each document is a list of segments (sentences, as token ids). Going
 // through a document, segments are gathered until they hold max_len - 3 tokens (or the document
-// ends); the gathered chunk is cut at a random segment boundary into A and the rest. With
-// probability 1/2 (always when the chunk has one segment) B is instead taken from a random other
-// document, from a random segment on, up to the remaining length (is_random = 1), and the unused
-// part of the chunk is put back. The pair is trimmed to max_len - 3 tokens by removing a token
+// ends); the gathered chunk is cut at a random segment boundary into A and the rest (B). With
+// probability 1/2 B is instead taken from a random other document, from a random segment on, up
+// to the remaining length (is_random = 1), and the unused part of the chunk is put back. A chunk
+// of one segment that is to keep its B is cut at a random token instead (create_pretraining_data.py
+// makes every such chunk random, which on corpora of one-sentence documents leaves far more than
+// half the pairs random; this keeps the paper's 50/50). Only a one-token chunk is always random. The pair is trimmed to max_len - 3 tokens by removing a token
 // from the front or back (coin flip) of the longer side. Sequence: [CLS] A [SEP] B [SEP],
 // segment ids 0 for [CLS] A [SEP], 1 for B [SEP].
 //

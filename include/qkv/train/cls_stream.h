@@ -1,11 +1,12 @@
-// qkv/train/cls_stream.h - classification examples for a fine-tuned GPT: the input
-// transformation of Radford et al. 2018 (3.3) and batches of it.
+// qkv/train/cls_stream.h - classification examples and batches of them, for a fine-tuned GPT
+// (the input transformation of Radford et al. 2018, 3.3) or BERT (Devlin et al. 2019, 3):
 //
-//   single:  [START] a [EXTRACT]              pair:  [START] a [DELIM] b [EXTRACT]
+//   GPT   single:  [START] a [EXTRACT]        pair:  [START] a [DELIM] b [EXTRACT]
+//   BERT  single:  [CLS] a [SEP]              pair:  [CLS] a [SEP] b [SEP]   (segment 1 from b on)
 //
 // Inputs longer than max_len are truncated in their text (longest first for pairs, as Hugging
 // Face's "longest_first": a token comes off the end of the longer part, of b on a tie, until the
-// whole fits), so [EXTRACT] always stays. Batches are right-padded: causal attention never lets a real
+// whole fits), so the special tokens always stay. Batches are right-padded: causal attention never lets a real
 // position see a later (padded) one, and key_pad hides the padding from everything else, so the
 // state at [EXTRACT] does not depend on the batch it is in.
 #pragma once
@@ -30,11 +31,17 @@ std::vector<int64_t> encode_cls_input(const text::Tokenizer& tok, const ClsToken
                                       const std::string_view* b, int64_t max_len, bool* truncated = nullptr);
 
 struct ClsExample {
-  std::vector<int64_t> ids;  // encode_cls_input's output: ends with [EXTRACT]
+  std::vector<int64_t> ids;  // encode_cls_input's output (ends with [EXTRACT]) or encode_bert_cls_input's
   int64_t label = 0;
+  std::vector<int64_t> types;  // BERT's token type (segment) per id; empty for GPT
 };
 
-// Right-padded batch of rows (labels may be empty: labels then stay undefined).
+// BERT's input of one example: [CLS] a [SEP] (b [SEP]), types 0 up to the first [SEP], 1 after
+// it; cut to max_len tokens as above. The tokenizer needs roles cls and sep.
+ClsExample encode_bert_cls_input(const text::Tokenizer& tok, std::string_view a, const std::string_view* b,
+                                 int64_t max_len, bool* truncated = nullptr);
+
+// Right-padded batch of rows (padding id 0, masked by key_pad); token_type_ids when the rows have types.
 ClsBatch make_cls_batch(const std::vector<const ClsExample*>& rows);
 
 // Examples sorted by length (stable) and cut into batches of batch_size, visited in a seeded

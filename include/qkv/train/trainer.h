@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "qkv/kernels/bf16.h"
 #include "qkv/nn/module.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/optim.h"
@@ -38,6 +39,11 @@ struct TrainOptions {
   int keep_last = 3;
   int average_last = 0;       // publish the mean of the last N checkpoints as the model (0 = the best)
   int patience = 0;           // validations without a better best_metric before stopping (0 = off)
+  // "fp32" | "bf16": the matrix products of each step's forward and backward passes. bf16 is
+  // mixed precision as torch's autocast: operands rounded to bf16, f32 accumulation and results;
+  // master weights, gradients, optimizer, clipping, softmax, norms and losses stay fp32, and so
+  // do validation and the saved checkpoints. Needs AMX or AVX512_BF16 (an error otherwise).
+  kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32;
 
   static TrainOptions from_config(ConfigReader& r);  // reads the keys above (snake_case)
 };

@@ -130,6 +130,7 @@ void backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   if (heads % threads == 0 || heads >= 4 * threads) {
 #pragma omp parallel if (d.parallel())
     {
+    const TilePrecision tile_precision;  // fp32 tiles on every thread (attention_common.h)
       typename Bwd<T>::Scratch w;
 #pragma omp for schedule(static)
       for (int64_t bh = 0; bh < heads; ++bh)
@@ -141,6 +142,7 @@ void backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   }
 #pragma omp parallel if (d.parallel())
   {
+    const TilePrecision tile_precision;  // fp32 tiles on every thread (attention_common.h)
     typename Bwd<T>::Scratch w;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < heads * nkb; ++task) {

@@ -8,11 +8,22 @@
 #include <limits>
 
 #include "qkv/kernels/attention.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/softmax.h"
 #include "qkv/tensor/rng.h"
 
 namespace qkv::kernels::attn {
+
+// The attention kernels' tile products (scores, P V and their gradients) run in fp32 under any
+// matmul precision, on every thread of their parallel regions. The precision is a thread-local
+// setting that OpenMP workers do not inherit: reading it inside a region ran the tiles on the
+// calling thread in bf16 and the others in fp32, so results changed with the dynamic schedule
+// (bf16 training was not reproducible). fp32 also suits these small tiles, where oneDNN's
+// per-call cost exceeds what bf16 saves; torch's autocast differs here (bf16 attention).
+struct TilePrecision {
+  MatmulPrecisionScope scope{MatmulPrecision::fp32};
+};
 
 template <typename T>
 constexpr T kNegInf = -std::numeric_limits<T>::infinity();

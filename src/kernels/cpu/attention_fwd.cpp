@@ -25,6 +25,7 @@ void forward_impl(const Tensor& q, const Tensor& k, const Tensor& v, double scal
 
 #pragma omp parallel if (d.parallel())
   {
+    const TilePrecision tile_precision;  // fp32 tiles on every thread (attention_common.h)
     // Per-thread scratch: S/P tile, dropout multipliers, accumulator, row statistics.
     std::vector<T> S(static_cast<size_t>(kAttnBlockQ * kAttnBlockK)), mult(static_cast<size_t>(kAttnBlockK));
     std::vector<T> acc(static_cast<size_t>(kAttnBlockQ * d.Dv)), m(static_cast<size_t>(kAttnBlockQ)),

@@ -51,6 +51,7 @@ void probs_impl(const Tensor& q, const Tensor& k, double scale, const AttnMask& 
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (d.parallel())
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t hi = 0; hi < nh; ++hi) {
+      const TilePrecision tile_precision;  // fp32 tiles on every thread (attention_common.h)
       const int64_t h = heads.empty() ? hi : heads[size_t(hi)];
       T* P = out + (b * nh + hi) * d.Tq * d.Tk;
       if (d.Tq == 0 || d.Tk == 0) continue;
@@ -67,6 +68,7 @@ void naive_forward_impl(const Tensor& probs, const Tensor& v, const AttnDropout&
   const T* P0 = probs.data<T>();
 #pragma omp parallel if (d.parallel())
   {
+    const TilePrecision tile_precision;  // fp32 tiles on every thread (attention_common.h)
     std::vector<T> buf;
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int64_t b = 0; b < d.B; ++b)
@@ -91,6 +93,7 @@ void naive_backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, cons
   const T scale = T(scale_d);
 #pragma omp parallel if (d.parallel())
   {
+    const TilePrecision tile_precision;  // fp32 tiles on every thread (attention_common.h)
     std::vector<T> buf, dP(size_t(d.Tq * d.Tk)), z(size_t(d.Tk));
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int64_t b = 0; b < d.B; ++b)

@@ -10,7 +10,7 @@ thread_local MatmulPrecision t_precision = MatmulPrecision::fp32;
 }
 
 void round_to_bf16(const float* x, uint16_t* y, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= (int64_t(1) << 18) && !omp_in_parallel())
+#pragma omp parallel for simd schedule(static) if (parallel : n >= (int64_t(1) << 18) && !omp_in_parallel())
   for (int64_t i = 0; i < n; ++i) y[i] = to_bf16(x[i]);
 }
 

@@ -111,7 +111,7 @@ void apply_keep_mask(const Tensor& x, const Tensor& keep, double scale, Tensor& 
     T* __restrict o = out.data<T>();
     const T s = T(scale);
     const int64_t n = x.numel();
-#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelGrain)
     for (int64_t i = 0; i < n; ++i) o[i] = kp[i] ? xp[i] * s : T(0);
   });
 }

@@ -209,7 +209,7 @@ inline T derivative(Unary op, T x, T y) {
 // Runs body(i) for i in [0, n), in parallel when n is large.
 template <typename Body>
 inline void parallel_for(int64_t n, Body&& body) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) body(i);
 }
 
@@ -217,13 +217,13 @@ inline void parallel_for(int64_t n, Body&& body) {
 // (restrict, not re-read through a closure), so the loop vectorises with f inlined.
 template <typename T, typename F>
 void map_unary(int64_t n, const T* __restrict x, T* __restrict y, F f) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 template <typename T, typename F>
 void map_backward(int64_t n, const T* __restrict x, const T* __restrict y, const T* __restrict gy,
                   T* __restrict gx, F f) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) gx[i] = f(x[i], y[i], gy[i]);
 }
 

@@ -6,6 +6,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <atomic>
 #include <fstream>
 #include <mutex>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "qkv/kernels/bf16.h"
+#include "qkv/kernels/parallel.h"
 #include "qkv/util/error.h"
 
 namespace qkv::kernels {
@@ -122,7 +126,172 @@ void check_native(const char* where) {
             "; ONEDNN_MAX_CPU_ISA caps it): bf16 would be emulated, slower than fp32. Use precision fp32");
 }
 
+std::atomic<int64_t> g_weights_packed{0};
+
+// The distinct weight layouts seen so far; a weight's index here is part of the primitive key.
+int layout_id(const dnnl::memory::desc& md) {
+  static std::mutex mu;
+  static std::vector<dnnl::memory::desc> layouts;
+  std::lock_guard<std::mutex> lock(mu);
+  for (size_t i = 0; i < layouts.size(); ++i)
+    if (layouts[i] == md) return int(i);
+  layouts.push_back(md);
+  return int(layouts.size() - 1);
+}
+
+// Products against a converted weight: one primitive per (M, N, K, weight layout, bias, ldo,
+// threads).
+struct PackedKey {
+  int64_t M, N, K, ldo;
+  int layout;
+  bool bias;
+  int threads;
+  bool operator==(const PackedKey& o) const {
+    return M == o.M && N == o.N && K == o.K && ldo == o.ldo && layout == o.layout && bias == o.bias &&
+           threads == o.threads;
+  }
+};
+struct PackedKeyHash {
+  size_t operator()(const PackedKey& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : {k.M, k.N, k.K, k.ldo, int64_t(k.layout), int64_t(k.bias), int64_t(k.threads)})
+      h = (h ^ uint64_t(v)) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+
+// Sets the calling thread's OpenMP team size for the scope (oneDNN reads it when a primitive is
+// made and runs that many threads), then restores it.
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope(int n) : saved_(omp_get_max_threads()) {
+    if (n != saved_) omp_set_num_threads(n);
+  }
+  ~OmpThreadsScope() {
+    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+  }
+
+ private:
+  int saved_;
+};
+struct PackedEntry {
+  dnnl::matmul prim;
+  dnnl::memory::desc x, bias, out, scratch;
+};
+
 }  // namespace
+
+struct Bf16Weight {
+  int64_t N = 0, K = 0;
+  dnnl::memory::desc md;  // (K, N): W^T as matmul's weights argument, in the chosen layout
+  int layout = 0;         // layout_id(md)
+  std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, std::free};
+};
+
+std::shared_ptr<const Bf16Weight> pack_bf16_weight(const float* w, int64_t N, int64_t K, int64_t ldw,
+                                                   Bf16WeightLayout layout) {
+  QKV_CHECK(N > 0 && K > 0 && ldw >= K, "pack_bf16_weight",
+            "expected a (N, K) weight with N, K > 0 and row stride >= K, got N = ", N, ", K = ", K, ", ldw = ", ldw);
+  check_native("pack_bf16_weight");
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  // W (N, K) row-major is W^T (K, N) with strides (1, K): the plain layout.
+  const dnnl::memory::desc plain({K, N}, dt::bf16, dims{1, K});
+  auto w16 = std::make_unique<uint16_t[]>(size_t(N * K));
+  round_to_bf16(w, N, K, ldw, w16.get());
+  auto out = std::make_shared<Bf16Weight>();
+  out->N = N, out->K = K;
+  if (layout == Bf16WeightLayout::plain) {
+    out->md = plain;
+  } else {
+    // The layout matmul picks for W^T given any layout (on AVX512_BF16 it does not depend on M;
+    // other M take it as given). 32 rows: a decoding batch.
+    const int64_t M = 32;
+    dnnl::memory::desc x({M, K}, dt::bf16, dims{K, 1});
+    dnnl::memory::desc any({K, N}, dt::bf16, dnnl::memory::format_tag::any);
+    dnnl::memory::desc b({1, N}, dt::f32, dims{N, 1});
+    dnnl::memory::desc y({M, N}, dt::f32, dims{N, 1});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x, any, b, y), engine());
+    out->md = pd.weights_desc();
+  }
+  const size_t bytes = out->md.get_size();
+  out->data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  QKV_CHECK(out->data != nullptr, "pack_bf16_weight", "out of memory for ", bytes, " bytes");
+  if (layout == Bf16WeightLayout::plain) {
+    std::memcpy(out->data.get(), w16.get(), bytes);
+  } else {
+    dnnl::memory src(plain, engine(), w16.get()), dst(out->md, engine(), out->data.get());
+    dnnl::stream s(engine());
+    dnnl::reorder(src, dst).execute(s, src, dst);
+    s.wait();
+  }
+  out->layout = layout_id(out->md);
+  g_weights_packed.fetch_add(1);
+  return out;
+}
+
+size_t bf16_weight_bytes(const Bf16Weight& w) { return w.md.get_size(); }
+
+int64_t bf16_weights_packed() { return g_weights_packed.load(); }
+
+void gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& w, const float* bias, float* out,
+                      int64_t ldo) {
+  const int64_t N = w.N, K = w.K;
+  QKV_CHECK(M >= 0 && ldx >= K && ldo >= N, "gemm_bf16_packed", "expected M >= 0, ldx >= K = ", K, ", ldo >= N = ", N,
+            ", got M = ", M, ", ldx = ", ldx, ", ldo = ", ldo);
+  if (M == 0) return;
+  check_native("gemm_bf16_packed");
+  // Small products (decoding at batch 1: a few hundred thousand multiply-adds) on one thread:
+  // oneDNN otherwise wakes the whole pool for each, which cost 3x the fp32 panels' CPU time for
+  // GPT generation at batch 1 (the same threshold as packed_linear's).
+  const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 20) : (int64_t(1) << 22);
+  const int threads = omp_in_parallel() || M * N * K < min_macs ? 1 : omp_get_max_threads();
+  OmpThreadsScope team(threads);
+  const PackedKey key{M, N, K, ldo, w.layout, bias != nullptr, threads};
+  static std::mutex mu;
+  static std::unordered_map<PackedKey, PackedEntry, PackedKeyHash> cache;  // node-based: references stay valid
+  const PackedEntry* e;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      using dt = dnnl::memory::data_type;
+      using dims = dnnl::memory::dims;
+      dnnl::memory::desc xd({M, K}, dt::bf16, dims{K, 1});
+      dnnl::memory::desc bd = bias ? dnnl::memory::desc({1, N}, dt::f32, dims{N, 1}) : dnnl::memory::desc();
+      dnnl::memory::desc yd({M, N}, dt::f32, dims{ldo, 1});
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::matmul::primitive_desc pd;
+      try {  // the layout was chosen for 32 rows; oneDNN takes it for every M on AVX512_BF16
+        pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(xd, w.md, bd, yd), attr, engine());
+      } catch (const dnnl::error& err) {
+        fail("gemm_bf16_packed", "oneDNN has no bf16 matmul for the converted weight's layout at M = ", M, ", N = ",
+             N, ", K = ", K, " on '", dnnl_cpu_info().isa, "' (", err.what(), "); use precision fp32");
+      }
+      g_created.fetch_add(1);
+      it = cache.emplace(key, PackedEntry{dnnl::matmul(pd), xd, bd, yd, pd.scratchpad_desc()}).first;
+    }
+    e = &it->second;
+  }
+  thread_local std::vector<uint16_t> xbuf;
+  thread_local std::vector<uint8_t> scratch_buf;
+  xbuf.resize(std::max(xbuf.size(), size_t(M * K)));
+  round_to_bf16(x, M, K, ldx, xbuf.data());
+  scratch_buf.resize(std::max<size_t>(scratch_buf.size(), e->scratch.get_size()));
+  dnnl::memory xm(e->x, engine(), xbuf.data()), wm(w.md, engine(), w.data.get()), ym(e->out, engine(), out);
+  dnnl::memory sm(e->scratch, engine(), scratch_buf.data());
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e->bias, engine(), const_cast<float*>(bias)));
+  thread_local dnnl::stream stream(engine());
+  e->prim.execute(stream, args);
+  stream.wait();
+}
+
+void check_precision_supported(MatmulPrecision p, const char* who) {
+  if (p == MatmulPrecision::bf16) check_native(who);
+}
 
 std::string DnnlCpuInfo::bf16_kernel() const {
   if (amx) return "AMX";

@@ -97,7 +97,7 @@ void tile_rows(int64_t mr, const float* x, int64_t ldx, const float* panel, int6
 
 }  // namespace
 
-PackedLinear pack_linear(const Tensor& w, const Tensor& bias) {
+PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision precision) {
   QKV_CHECK(w.defined() && w.ndim() == 2, "pack_linear", "weight must be (N, K), got ",
             w.defined() ? w.str() : std::string("undefined"));
   PackedLinear p;
@@ -110,6 +110,13 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias) {
     p.bias = bias;
   }
   if (w.dtype() != DType::f32) return p;  // f64 goes through BLAS with the original weight
+  if (precision == MatmulPrecision::bf16 && p.N > 0 && p.K > 0) {  // converted once to bf16 in oneDNN's layout
+    Tensor wc = w.detach().contiguous();
+    p.precision = precision;
+    p.bf16 = pack_bf16_weight(wc.data<float>(), p.N, p.K, p.K);
+    if (p.bias.defined()) p.dense_bias = bias.detach().contiguous();
+    return p;
+  }
   const int64_t np = (p.N + kPanel - 1) / kPanel;
   p.panels = Tensor::empty({np, p.K, kPanel});  // 64-byte aligned (the allocator's alignment)
   Tensor wc = w.contiguous();
@@ -140,6 +147,11 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias) {
 
 void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
   const int64_t M = x.size(0), K = p.K, N = p.N;
+  if (p.bf16 && x.dtype() == DType::f32 && x.strides()[1] == 1) {
+    gemm_bf16_packed(M, x.data<float>(), M == 1 ? K : x.strides()[0], *p.bf16,
+                     p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr, out.data<float>(), N);
+    return;
+  }
   if (!p.panels.defined() || x.dtype() != DType::f32 || x.strides()[1] != 1) {
     linear(x, p.weight, p.bias, out);
     return;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/softmax.h"
 #include "dispatch.h"
@@ -194,6 +195,9 @@ void forward_impl(const RnnLayerDims& d, const Tensor& x, const Tensor& h0, cons
   const bool lstm = d.kind == RnnKind::lstm;
   const int64_t B = d.B, Tn = d.T, I = d.I, H = d.H, G = rnn_gates(d.kind) * H, BT = B * Tn;
   DType dt = x.dtype();
+  // The recurrent products stay fp32 whatever the matmul precision: a bf16 GEMM here would round
+  // W_ih and W_hh again on every call (every decoding step); no cached bf16 form of them exists.
+  MatmulPrecisionScope fp32(MatmulPrecision::fp32);
   s.x_tm = Tensor::empty({Tn, B, I}, dt);
   swap01(x.data<T>(), B, Tn, I, s.x_tm.data<T>());
   s.gates = Tensor::empty({Tn, B, G}, dt);

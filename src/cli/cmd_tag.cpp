@@ -1,0 +1,75 @@
+// qkv tag --model DIR [--input FILE] [--conll | --json] [--probs]: one sentence per line, words
+// separated by spaces -> "word/TAG word/TAG ..." per line, or CoNLL columns (word<TAB>tag, a
+// blank line after each sentence), or JSON lines {"words", "tags"[, "probabilities"][, "windows"]}.
+// Empty lines are skipped. A sentence longer than the model's window is tagged in overlapping
+// windows (tasks/tagger.h): every word gets a tag; JSON says "windows": N and stderr names the line.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "qkv/tasks/tag_data.h"
+#include "qkv/tasks/tagger.h"
+
+namespace qkv::cli {
+namespace {
+
+int run(int argc, char** argv) {
+  CLI::App app{"Tag the words of sentences with a fine-tuned BERT token classifier", "qkv tag"};
+  std::string model_dir, input;
+  bool conll = false, json = false;
+  tasks::TagOptions opt;
+  app.add_option("--model,-m", model_dir, "token classifier directory (e.g. RUN/model)")->required();
+  app.add_option("--input,-i", input, "one sentence per line, words separated by spaces (default: stdin)");
+  auto* c = app.add_flag("--conll", conll, "print word<TAB>tag lines, a blank line after each sentence");
+  app.add_flag("--json", json, "print JSON lines {\"words\", \"tags\", ...}")->excludes(c);
+  app.add_flag("--probs", opt.probabilities, "with --json: each tag's probability");
+  app.add_option("--batch-size", opt.batch_size, "windows per batch")->check(CLI::PositiveNumber);
+  app.add_option("--stride", opt.stride, "pieces between the starts of overlapping windows (default: half a window)")
+      ->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  const tasks::Tagger tagger(model_dir);
+  std::vector<int64_t> lines;
+  std::vector<std::vector<std::string>> sentences;
+  if (input.empty()) {
+    sentences = tasks::read_word_lines(std::cin, "stdin", &lines);
+  } else {
+    std::ifstream f(input, std::ios::binary);
+    QKV_CHECK(f.good(), input, "cannot open for reading (one sentence per line, words separated by spaces)");
+    sentences = tasks::read_word_lines(f, input, &lines);
+  }
+  const auto res = tagger.tag(sentences, opt);
+  const std::string where = input.empty() ? "stdin" : input;
+  for (size_t i = 0; i < res.size(); ++i) {
+    const auto& r = res[i];
+    if (r.windows > 1)
+      std::fprintf(stderr, "qkv tag: %s:%lld: %zu words tagged in %lld overlapping windows\n", where.c_str(),
+                   (long long)lines[i], sentences[i].size(), (long long)r.windows);
+    if (json) {
+      nlohmann::json j{{"words", sentences[i]}, {"tags", r.tags}};
+      if (opt.probabilities) j["probabilities"] = r.probability;
+      if (r.windows > 1) j["windows"] = r.windows;
+      if (r.words_cut) j["words_cut"] = r.words_cut;
+      std::printf("%s\n", j.dump().c_str());
+    } else if (conll) {
+      for (size_t w = 0; w < r.tags.size(); ++w) std::printf("%s\t%s\n", sentences[i][w].c_str(), r.tags[w].c_str());
+      std::printf("\n");
+    } else {
+      std::string line;
+      for (size_t w = 0; w < r.tags.size(); ++w) line += (w ? " " : "") + sentences[i][w] + "/" + r.tags[w];
+      std::printf("%s\n", line.c_str());
+    }
+  }
+  return 0;
+}
+
+Register reg("tag", "tag the words of sentences with a fine-tuned BERT token classifier (word/TAG)", run);
+
+}  // namespace
+}  // namespace qkv::cli

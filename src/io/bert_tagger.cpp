@@ -1,0 +1,161 @@
+#include "qkv/io/bert_tagger.h"
+
+#include <filesystem>
+#include <set>
+
+#include "qkv/autograd/node.h"
+#include "qkv/io/format/safetensors.h"
+#include "qkv/util/file.h"
+
+namespace qkv::io {
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kClassifier[] = {"classifier.weight", "classifier.bias"};
+
+nlohmann::json read_config_json(const std::string& path) {
+  try {
+    return nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, "not valid JSON: ", e.what());
+  }
+}
+
+// The dropout before the classifier: classifier_dropout when set, else hidden_dropout_prob.
+double classifier_dropout(const nlohmann::json& config, const models::BertConfig& cfg, const std::string& where) {
+  auto it = config.find("classifier_dropout");
+  if (it == config.end() || it->is_null()) return cfg.hidden_dropout_prob;
+  QKV_CHECK(it->is_number(), where, "field 'classifier_dropout': expected a number or null, got ", it->dump());
+  return it->get<double>();
+}
+
+// The encoder of dir (no pooler, no heads) and a new classifier over it.
+BertTaggerBundle tagger_over(const std::string& dir, std::vector<std::string> labels, double dropout) {
+  BertBundle enc = load_bert(dir, BertHeads{false, false, false});
+  BertTaggerBundle t;
+  t.config = enc.config;
+  t.labels = std::move(labels);
+  t.tokenizer = enc.tokenizer;
+  t.report = enc.report;
+  t.model = std::make_shared<models::BertForTokenClassification>(enc.bert, int64_t(t.labels.size()), dropout);
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::string> read_id2label(const nlohmann::json& config, const std::string& where) {
+  auto it = config.find("id2label");
+  QKV_CHECK(it != config.end() && it->is_object() && !it->empty(), where,
+            "field 'id2label': a token classifier needs its labels ({\"0\": \"O\", \"1\": \"B-PKG\", ...})");
+  std::vector<std::string> labels(it->size());
+  std::vector<bool> seen(it->size(), false);
+  std::set<std::string> names;
+  for (auto& [key, value] : it->items()) {
+    size_t id = labels.size();
+    try {
+      size_t used = 0;
+      const long v = std::stol(key, &used);
+      if (used == key.size() && v >= 0) id = size_t(v);
+    } catch (const std::exception&) {
+    }
+    QKV_CHECK(id < labels.size() && !seen[id], where, "field 'id2label': key '", key, "' is not one of \"0\" .. \"",
+              labels.size() - 1, "\" (each once)");
+    QKV_CHECK(value.is_string() && !value.get<std::string>().empty(), where, "field 'id2label.", key,
+              "': expected a non-empty label name, got ", value.dump());
+    QKV_CHECK(names.insert(value.get<std::string>()).second, where, "field 'id2label': label '",
+              value.get<std::string>(), "' appears twice");
+    labels[id] = value.get<std::string>();
+    seen[id] = true;
+  }
+  return labels;
+}
+
+BertTaggerBundle make_bert_tagger(const models::BertConfig& cfg, std::vector<std::string> labels, Generator& gen) {
+  BertTaggerBundle t;
+  t.config = cfg;
+  t.labels = std::move(labels);
+  auto bert = std::make_shared<models::Bert>(cfg, gen, nn::init::Scheme::normal_002, /*add_pooling_layer=*/false);
+  t.model = std::make_shared<models::BertForTokenClassification>(bert, int64_t(t.labels.size()),
+                                                                 cfg.hidden_dropout_prob, gen);
+  return t;
+}
+
+BertTaggerBundle bert_tagger_from_pretrained(const std::string& dir, std::vector<std::string> labels) {
+  QKV_CHECK(!labels.empty(), dir, "a token classifier needs at least one label");
+  const std::string cfg_path = (fs::path(dir) / "config.json").string();
+  QKV_CHECK(fs::exists(cfg_path), cfg_path, "missing: a BERT model directory needs config.json");
+  const nlohmann::json raw = read_config_json(cfg_path);
+  BertTaggerBundle t = tagger_over(dir, std::move(labels), 0.0);
+  t.model->dropout->p = classifier_dropout(raw, t.config, cfg_path);
+  for (const char* n : kClassifier) t.report.initialised.push_back(n);
+  return t;
+}
+
+BertTaggerBundle load_bert_tagger(const std::string& dir) {
+  const std::string cfg_path = (fs::path(dir) / "config.json").string();
+  const std::string weights = (fs::path(dir) / "model.safetensors").string();
+  QKV_CHECK(fs::exists(cfg_path), cfg_path, "missing: a BERT token classifier directory needs config.json");
+  const nlohmann::json raw = read_config_json(cfg_path);
+  std::vector<std::string> labels = read_id2label(raw, cfg_path);
+  BertTaggerBundle t = tagger_over(dir, std::move(labels), 0.0);
+  t.model->dropout->p = classifier_dropout(raw, t.config, cfg_path);
+  // The classifier: reported "ignored" by load_bert (not a part it knows), loaded here.
+  auto file = safetensors::load(weights).tensors;
+  std::map<std::string, Tensor> sd;
+  for (const char* n : kClassifier) {
+    auto it = file.find(n);
+    QKV_CHECK(it != file.end(), weights, "tensor '", n, "' is missing: not a BertForTokenClassification checkpoint");
+    const std::string ours = std::string(n).substr(std::string("classifier.").size());
+    const Tensor& param = ours == "weight" ? t.model->classifier->weight : t.model->classifier->bias;
+    QKV_CHECK(it->second.shape() == param.shape(), weights, "tensor '", n, "': expected shape ", param.shape().str(),
+              " (", t.labels.size(), " labels in id2label, hidden_size ", t.config.hidden_size, "), got ",
+              it->second.shape().str());
+    QKV_CHECK(it->second.dtype() == DType::f32, weights, "tensor '", n, "': expected F32, got ",
+              dtype_name(it->second.dtype()));
+    sd[ours] = it->second;
+    std::erase(t.report.ignored, std::string(n));
+    t.report.loaded.push_back(n);
+  }
+  NoGradGuard ng;
+  t.model->classifier->load_state_dict(sd, /*strict=*/true, weights);
+  t.model->eval();
+  return t;
+}
+
+std::map<std::string, Tensor> bert_tagger_published_parameters(const BertTaggerBundle& t) {
+  QKV_CHECK(t.model != nullptr, "bert_tagger_published_parameters", "no model");
+  BertBundle enc;
+  enc.config = t.config;
+  enc.bert = t.model->bert;
+  std::map<std::string, Tensor> out = bert_published_parameters(enc);
+  out["classifier.weight"] = t.model->classifier->weight;
+  out["classifier.bias"] = t.model->classifier->bias;
+  return out;
+}
+
+void save_bert_tagger(const std::string& dir, const BertTaggerBundle& t) {
+  QKV_CHECK(t.model != nullptr, "save_bert_tagger", "no model to save");
+  QKV_CHECK(int64_t(t.labels.size()) == t.model->num_labels(), "save_bert_tagger", t.labels.size(),
+            " label names for a classifier of ", t.model->num_labels(), " labels");
+  fs::create_directories(dir);
+  const fs::path d(dir);
+  nlohmann::json config = t.model->bert->config();
+  config["architectures"] = {"BertForTokenClassification"};
+  nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+  for (size_t i = 0; i < t.labels.size(); ++i) {
+    id2label[std::to_string(i)] = t.labels[i];
+    label2id[t.labels[i]] = i;
+  }
+  config["id2label"] = id2label;
+  config["label2id"] = label2id;
+  if (t.model->dropout->p != t.config.hidden_dropout_prob) config["classifier_dropout"] = t.model->dropout->p;
+  write_file_atomic((d / "config.json").string(), config.dump(2) + "\n");
+  NoGradGuard ng;
+  std::map<std::string, Tensor> tensors;
+  for (auto& [name, p] : bert_tagger_published_parameters(t)) tensors[name] = p.detach().contiguous();
+  safetensors::save((d / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  if (t.tokenizer) save_bert_tokenizer(dir, *t.tokenizer);
+}
+
+}  // namespace qkv::io
