@@ -214,18 +214,9 @@ std::string ensure_cls_corpus(const std::string& name, const std::string& data_d
 
 ClassifierRunResult train_classifier(const ClassifierRun& run) {
   RunDir spec = open_run_dir(run.config_path, run.out_dir, run.resume);
-  if (!spec.resuming()) {
-    if (!run.corpus.empty()) {
-      const std::string dir = ensure_cls_corpus(run.corpus, run.data_dir);
-      spec.train = (fs::path(dir) / "train.tsv").string();
-      spec.valid = (fs::path(dir) / "valid.tsv").string();
-    }
-    if (!run.train_file.empty()) spec.train = run.train_file;
-    if (!run.valid_file.empty()) spec.valid = run.valid_file;
-    QKV_CHECK(!spec.train.empty() && !spec.valid.empty(), "train", "give --corpus NAME or both --train and --valid");
-    spec.train = fs::absolute(spec.train).string();
-    spec.valid = fs::absolute(spec.valid).string();
-  }
+  if (!spec.resuming())
+    resolve_data_files(run, spec, {ensure_cls_corpus, "train.tsv", "valid.tsv"},
+                       "give --corpus NAME or both --train and --valid");
   override_limits(spec.config, run.max_steps, run.max_minutes);
   const std::string& where = spec.where;
 

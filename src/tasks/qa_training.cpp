@@ -64,18 +64,9 @@ std::vector<train::QaFeature> training_features(const std::vector<data::QaExampl
 
 QaRunResult train_bert_qa(const TrainingRun& run) {
   RunDir spec = open_run_dir(run.config_path, run.out_dir, run.resume);
-  if (!spec.resuming()) {
-    if (!run.corpus.empty()) {
-      const std::string dir = ensure_qa_corpus(run.corpus, run.data_dir);
-      spec.train = (fs::path(dir) / "train.jsonl").string();
-      spec.valid = (fs::path(dir) / "valid.jsonl").string();
-    }
-    if (!run.train_file.empty()) spec.train = run.train_file;
-    if (!run.valid_file.empty()) spec.valid = run.valid_file;
-    QKV_CHECK(!spec.train.empty() && !spec.valid.empty(), "train", "give --corpus qa-debian or both --train and --valid");
-    spec.train = fs::absolute(spec.train).string();
-    spec.valid = fs::absolute(spec.valid).string();
-  }
+  if (!spec.resuming())
+    resolve_data_files(run, spec, {ensure_qa_corpus, "train.jsonl", "valid.jsonl"},
+                       "give --corpus qa-debian or both --train and --valid");
   override_limits(spec.config, run.max_steps, run.max_minutes);
   // init_from is this task's own top-level key; the shared reader sees the rest.
   std::string init_from;

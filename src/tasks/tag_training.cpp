@@ -64,19 +64,9 @@ std::vector<std::string> sentence_texts(const std::vector<TaggedSentence>& set) 
 
 TaggerRunResult train_bert_tagger(const TrainingRun& run) {
   RunDir spec = open_run_dir(run.config_path, run.out_dir, run.resume);
-  if (!spec.resuming()) {
-    if (!run.corpus.empty()) {
-      const std::string dir = ensure_tag_corpus(run.corpus, run.data_dir);
-      spec.train = (fs::path(dir) / "train.conll").string();
-      spec.valid = (fs::path(dir) / "valid.conll").string();
-    }
-    if (!run.train_file.empty()) spec.train = run.train_file;
-    if (!run.valid_file.empty()) spec.valid = run.valid_file;
-    QKV_CHECK(!spec.train.empty() && !spec.valid.empty(), "train",
-              "give --corpus pos-wsj|ner-debian or both --train and --valid (word<TAB>tag files)");
-    spec.train = fs::absolute(spec.train).string();
-    spec.valid = fs::absolute(spec.valid).string();
-  }
+  if (!spec.resuming())
+    resolve_data_files(run, spec, {ensure_tag_corpus, "train.conll", "valid.conll"},
+                       "give --corpus pos-wsj|ner-debian or both --train and --valid (word<TAB>tag files)");
   override_limits(spec.config, run.max_steps, run.max_minutes);
   ConfigReader top(spec.config, spec.where);
   const std::string model_type = top.string("model_type");

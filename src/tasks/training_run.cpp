@@ -141,22 +141,29 @@ std::string run_model_type(const std::string& config_path, const std::string& re
   return config["model_type"].get<std::string>();
 }
 
-void resolve_document_files(const TrainingRun& run, RunDir& spec) {
+void resolve_data_files(const TrainingRun& run, RunDir& spec, const CorpusFiles& corpus, const std::string& usage) {
   if (!run.corpus.empty()) {
-    QKV_CHECK(run.corpus == "lm-en", "train", "unknown document corpus '", run.corpus,
-              "' (expected lm-en, or --train FILE --valid FILE)");
-    data::ExtraBuildOptions o;
-    o.data_dir = run.data_dir;
-    o.verbose = true;
-    const std::string dir = data::build_lm_corpus(o).out_dir;
-    spec.train = (fs::path(dir) / "train.txt").string();
-    spec.valid = (fs::path(dir) / "valid.txt").string();
+    const std::string dir = corpus.build(run.corpus, run.data_dir);
+    spec.train = (fs::path(dir) / corpus.train).string();
+    spec.valid = (fs::path(dir) / corpus.valid).string();
   }
   if (!run.train_file.empty()) spec.train = run.train_file;
   if (!run.valid_file.empty()) spec.valid = run.valid_file;
-  QKV_CHECK(!spec.train.empty() && !spec.valid.empty(), "train", "give --corpus lm-en or both --train and --valid");
+  QKV_CHECK(!spec.train.empty() && !spec.valid.empty(), "train", usage);
   spec.train = fs::absolute(spec.train).string();
   spec.valid = fs::absolute(spec.valid).string();
+}
+
+void resolve_document_files(const TrainingRun& run, RunDir& spec) {
+  auto build_lm_en = [](const std::string& name, const std::string& data_dir) {
+    QKV_CHECK(name == "lm-en", "train", "unknown document corpus '", name,
+              "' (expected lm-en, or --train FILE --valid FILE)");
+    data::ExtraBuildOptions o;
+    o.data_dir = data_dir;
+    o.verbose = true;
+    return data::build_lm_corpus(o).out_dir;
+  };
+  resolve_data_files(run, spec, {build_lm_en, "train.txt", "valid.txt"}, "give --corpus lm-en or both --train and --valid");
 }
 
 }  // namespace qkv::tasks

@@ -7,6 +7,7 @@
 // best checkpoint by the task's validation metric, and model/ (a copy of the best model).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -66,9 +67,18 @@ struct RunSections {
 RunSections read_run_sections(nlohmann::json& config, const std::string& where,
                               const std::string& default_model_type);
 
-// A new run of a document-level model (gpt, bert): sets spec.train / spec.valid (absolute paths)
-// from --corpus lm-en (built into run.data_dir: documents split by source, held-out documents in
-// valid.txt) and/or --train / --valid. Errors name what is missing.
+// Where a family's named corpora live: build(name, data_dir) builds corpus `name` if needed (or
+// throws naming the corpora it knows) and returns its directory, which holds `train` and `valid`.
+struct CorpusFiles {
+  std::function<std::string(const std::string& name, const std::string& data_dir)> build;
+  std::string train, valid;
+};
+// A new run's data files: spec.train / spec.valid (absolute paths) from --corpus NAME and/or
+// --train / --valid (each overriding the corpus's file). `usage` completes the error when neither
+// gives both files.
+void resolve_data_files(const TrainingRun& run, RunDir& spec, const CorpusFiles& corpus, const std::string& usage);
+// The document-level models' (gpt, bert) corpus: lm-en, built into run.data_dir (documents split by
+// source, held-out documents in valid.txt).
 void resolve_document_files(const TrainingRun& run, RunDir& spec);
 
 // Writes <dir>/run.json atomically.
