@@ -63,7 +63,13 @@ Seq2SeqBundle load_seq2seq(const std::string& dir) {
   QKV_CHECK(fs::exists(weights), weights, "missing: a model directory needs model.safetensors");
   b.model->load(weights);
   b.model->eval();
-  bool shared = b.config.value("tokenizer", nlohmann::json::object()).value("shared", true);
+  const nlohmann::json tok = b.config.value("tokenizer", nlohmann::json::object());
+  QKV_CHECK(tok.is_object(), cfg_path, "field 'tokenizer': expected an object");
+  for (const char* key : {"shared", "protect"})
+    QKV_CHECK(!tok.contains(key) || tok[key].is_boolean(), cfg_path, "field 'tokenizer.", key,
+              "': expected true or false, got ", tok[key].dump());
+  const bool shared = tok.value("shared", true);
+  b.protect_spans = tok.value("protect", false);
   if (shared) {
     b.src_tok = text::load_tokenizer((fs::path(dir) / "tokenizer.json").string());
     b.tgt_tok = b.src_tok;
@@ -83,7 +89,7 @@ void save_seq2seq(const std::string& dir, const Seq2SeqBundle& b) {
   nlohmann::json cfg = b.config;
   cfg["format"] = "qkv-seq2seq-1";
   bool shared = b.src_tok == b.tgt_tok;
-  cfg["tokenizer"] = {{"shared", shared}};
+  cfg["tokenizer"] = {{"shared", shared}, {"protect", b.protect_spans}};
   write_file_atomic((fs::path(dir) / "config.json").string(), cfg.dump(2) + "\n");
   b.model->save((fs::path(dir) / "model.safetensors").string(), {{"format", "pt"}});
   if (shared) {

@@ -1,8 +1,10 @@
 #include "translation_setup.h"
 
 #include <filesystem>
+#include <tuple>
 
 #include "qkv/text/bpe_train.h"
+#include "qkv/text/placeholders.h"
 #include "qkv/data/corpus.h"
 #include "qkv/data/corpus_mt.h"
 #include "qkv/train/seq2seq_data.h"
@@ -37,6 +39,18 @@ std::string ensure_mt_corpus(const std::string& name, const std::string& data_di
   o.config.tgt_lang = o.tgt_lang;
   auto r = data::build_mt_corpus(o);
   return r.out_dir;
+}
+
+bool take_protect_flag(nlohmann::json& tokenizer_cfg) {
+  if (!tokenizer_cfg.is_object() || !tokenizer_cfg.contains("protect")) return false;
+  ConfigReader r(tokenizer_cfg, "config", "tokenizer");
+  const bool protect = r.boolean("protect", false);
+  tokenizer_cfg.erase("protect");
+  return protect;
+}
+
+void protect_pairs(ParallelText& t) {
+  for (size_t i = 0; i < t.src.size(); ++i) std::tie(t.src[i], t.tgt[i]) = text::protect_pair(t.src[i], t.tgt[i]);
 }
 
 void train_tokenizers(const nlohmann::json& cfg_json, const ParallelText& train, const std::string& work_dir,

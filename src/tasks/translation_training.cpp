@@ -31,17 +31,8 @@ TranslationRunResult train_translation(const TranslationRun& run) {
     bundle.config = spec.config;
     bundle.model->train();
   } else {
-    if (!run.corpus.empty()) {
-      std::string dir = ensure_mt_corpus(run.corpus, run.data_dir);
-      spec.train = (fs::path(dir) / "train.tsv").string();
-      spec.valid = (fs::path(dir) / "valid.tsv").string();
-    }
-    if (!run.train_file.empty()) spec.train = run.train_file;
-    if (!run.valid_file.empty()) spec.valid = run.valid_file;
-    QKV_CHECK(!spec.train.empty() && !spec.valid.empty(), "train",
-              "give --corpus NAME or both --train and --valid");
-    spec.train = fs::absolute(spec.train).string();
-    spec.valid = fs::absolute(spec.valid).string();
+    resolve_data_files(run, spec, {ensure_mt_corpus, "train.tsv", "valid.tsv"},
+                       "give --corpus NAME or both --train and --valid");
   }
   override_limits(spec.config, run.max_steps, run.max_minutes);
 
@@ -52,6 +43,15 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   const uint64_t seed = sec.seed;
 
   ParallelText train_text = read_parallel_tsv(spec.train), valid_text = read_parallel_tsv(spec.valid);
+  // tokenizer.protect: the pairs' shared spans behind placeholders, for BPE and training alike;
+  // validation BLEU translates the raw sources (the Translator protects and restores them).
+  const bool protect = take_protect_flag(tok_cfg);
+  bundle.protect_spans = protect;
+  const ParallelText valid_raw = valid_text;
+  if (protect) {
+    protect_pairs(train_text);
+    protect_pairs(valid_text);
+  }
   manual_seed(seed);  // initialisation and dropout draw from the default generator
   if (!spec.resuming()) {
     fs::create_directories(out_dir);
@@ -110,10 +110,10 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   vreq.quiet = true;
   int64_t valid_sentences = vr.integer("max_sentences", 500);
   vr.finish();
-  std::vector<std::string> vsrc(valid_text.src.begin(),
-                                valid_text.src.begin() + std::min<int64_t>(valid_sentences, int64_t(valid_text.src.size())));
-  std::vector<std::vector<std::string>> vref(1, std::vector<std::string>(valid_text.tgt.begin(),
-                                                                       valid_text.tgt.begin() + int64_t(vsrc.size())));
+  std::vector<std::string> vsrc(valid_raw.src.begin(),
+                                valid_raw.src.begin() + std::min<int64_t>(valid_sentences, int64_t(valid_raw.src.size())));
+  std::vector<std::vector<std::string>> vref(1, std::vector<std::string>(valid_raw.tgt.begin(),
+                                                                       valid_raw.tgt.begin() + int64_t(vsrc.size())));
   auto valid_batches = valid_stream.all_batches();
   const Translator validator(bundle);  // the model being trained: shared, not copied
 

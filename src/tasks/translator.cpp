@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <numeric>
 
+#include "qkv/text/placeholders.h"
+
 namespace qkv::tasks {
 
 train::SeqIds special_ids(const io::Seq2SeqBundle& b) {
@@ -40,9 +42,19 @@ Translations Translator::translate(const std::vector<std::string>& lines, const 
   r.src_ids.resize(size_t(n));
   r.text.resize(size_t(n));
   r.hyps.resize(size_t(n));
+  // A model trained with protected spans sees its input the same way: originals[i] goes back into
+  // line i's translation.
+  std::vector<std::vector<std::string>> originals(bundle_.protect_spans ? size_t(n) : 0);
   for (int64_t i = 0; i < n; ++i) {
     bool cut = false;
-    r.src_ids[size_t(i)] = train::encode_sentence(*bundle_.src_tok, lines[size_t(i)], ids_.eos, model.max_len(), &cut);
+    std::string_view line = lines[size_t(i)];
+    text::Protected p;
+    if (bundle_.protect_spans) {
+      p = text::protect(line);
+      line = p.text;
+      originals[size_t(i)] = std::move(p.originals);
+    }
+    r.src_ids[size_t(i)] = train::encode_sentence(*bundle_.src_tok, line, ids_.eos, model.max_len(), &cut);
     if (!cut) continue;
     QKV_CHECK(!opt.refuse_long, "translate", "line ", i + 1, " has more than ", model.max_len() - 1,
               " source tokens (the model's maximum); shorten it or allow truncation");
@@ -52,7 +64,10 @@ Translations Translator::translate(const std::vector<std::string>& lines, const 
                    (long long)(i + 1), (long long)(model.max_len() - 1));
   }
   r.hyps = translate_ids(r.src_ids, opt);
-  for (int64_t i = 0; i < n; ++i) r.text[size_t(i)] = detokenize(r.hyps[size_t(i)].front().tokens);
+  for (int64_t i = 0; i < n; ++i) {
+    r.text[size_t(i)] = detokenize(r.hyps[size_t(i)].front().tokens);
+    if (bundle_.protect_spans) r.text[size_t(i)] = text::restore(r.text[size_t(i)], originals[size_t(i)]);
+  }
   return r;
 }
 

@@ -1,7 +1,7 @@
 // qkv/io/model_dir.h - encoder-decoder model directories.
 //
-//   config.json        {"model_type": "transformer" | "rnn", "model": {...}, "tokenizer": {"shared": bool},
-//                       "format": "qkv-seq2seq-1"}
+//   config.json        {"model_type": "transformer" | "rnn", "model": {...},
+//                       "tokenizer": {"shared": bool, "protect": bool}, "format": "qkv-seq2seq-1"}
 //   model.safetensors  parameters by scoped name
 //   tokenizer.json     shared vocabulary, or source_tokenizer.json + target_tokenizer.json
 // Loading checks every file and names the one that is missing or wrong.
@@ -19,6 +19,9 @@ struct Seq2SeqBundle {
   nlohmann::json config;  // the whole config.json
   std::shared_ptr<models::Seq2Seq> model;
   std::shared_ptr<text::Tokenizer> src_tok, tgt_tok;  // the same object when shared
+  // Trained with printf conversions, options, URLs, addresses and paths behind placeholders
+  // (text/placeholders.h): translation protects its input the same way and restores the output.
+  bool protect_spans = false;
 };
 
 // Builds an untrained model from {"model_type": ..., "model": {...}}; `where` names the source.

@@ -7,7 +7,9 @@
 //   std::cout << r.text[0] << "\n";
 //
 // Lines are tokenized with the model's source tokenizer and </s> appended; a line longer than the
-// model allows is truncated (and counted) or refused. Sentences are decoded longest first in
+// model allows is truncated (and counted) or refused. A model trained with protected spans
+// (config "tokenizer": {"protect": true}) gets printf conversions, options, URLs, addresses and
+// paths as placeholders, and the translation gets them back verbatim (text/placeholders.h). Sentences are decoded longest first in
 // batches of similar length and returned in input order.
 #pragma once
 #include <string>
