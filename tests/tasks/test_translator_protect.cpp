@@ -84,8 +84,10 @@ int spans_kept(const fs::path& dir, bool protect, std::vector<std::string>* hyps
   for (auto& p : held_out) src.push_back(p.src);
   const auto r = t.translate(src);
   // The model saw the masked source: its ids decode to protect()'s text.
-  if (protect) EXPECT_EQ(t.bundle().src_tok->decode(std::vector<int32_t>(r.src_ids[0].begin(), r.src_ids[0].end() - 1)),
-                         text::protect(src[0]).text);
+  if (protect) {
+    EXPECT_EQ(t.bundle().src_tok->decode(std::vector<int32_t>(r.src_ids[0].begin(), r.src_ids[0].end() - 1)),
+              text::protect(src[0]).text);
+  }
   int kept = 0;
   for (size_t i = 0; i < held_out.size(); ++i) kept += r.text[i].find(held_out[i].span) != std::string::npos;
   if (hyps_out) *hyps_out = r.text;
