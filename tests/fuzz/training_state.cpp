@@ -42,7 +42,9 @@ class Task : public qkv::train::TrainingTask {
 QKV_FUZZ_TARGET(training_state) {
   const std::string file = qkv::fuzz::scratch_file("checkpoint/training_state.safetensors", data, size);
   Task task;
-  qkv::Adam opt(std::vector<qkv::ParamGroup>{qkv::ParamGroup{task.model_.parameters()}}, 1e-3);
+  qkv::ParamGroup group;
+  group.params = task.model_.parameters();
+  qkv::Adam opt({group}, 1e-3);
   qkv::ConstantLR schedule(1e-3);
   qkv::train::TrainOptions o;
   o.max_steps = 1;

@@ -59,10 +59,10 @@ class PoisonTask : public train::TrainingTask {
   int64_t i_ = 0;
 };
 
-struct Run {
+struct TrainRun {
   train::TrainOptions o;
   std::string dir;
-  Run(int64_t steps, train::NonFinitePolicy policy) {
+  TrainRun(int64_t steps, train::NonFinitePolicy policy) {
     o.max_steps = steps;
     o.save_every = 0;
     o.valid_every = 0;
@@ -73,7 +73,9 @@ struct Run {
   // Runs the task; returns the error message ("" if the run finished).
   std::string go(PoisonTask& task) {
     std::filesystem::remove_all(dir);
-    Adam opt(std::vector<ParamGroup>{ParamGroup{task.model_.parameters()}}, 0.05);
+    ParamGroup group;
+    group.params = task.model_.parameters();
+    Adam opt({group}, 0.05);
     ConstantLR sched(0.05);
     train::Trainer trainer(task, opt, sched, o, dir, {});
     try {
@@ -94,7 +96,7 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN(), kInf = std::numeri
 TEST(NonFinite, StopNamesStepLossAndFirstParameterBeforeUpdating) {
   for (double bad : {kNaN, kInf}) {
     SCOPED_TRACE(bad);
-    Run run(10, train::NonFinitePolicy::stop);
+    TrainRun run(10, train::NonFinitePolicy::stop);
     PoisonTask poisoned({4}, bad);  // the fifth batch: step 5
     const std::string m = run.go(poisoned);
     EXPECT_NE(m.find("step 5:"), std::string::npos) << m;
@@ -102,7 +104,7 @@ TEST(NonFinite, StopNamesStepLossAndFirstParameterBeforeUpdating) {
     EXPECT_NE(m.find("first parameter with a non-finite gradient: 'second'"), std::string::npos) << m;
     EXPECT_NE(m.find("on_nonfinite"), std::string::npos) << m;
     // The weights are the fourth step's: a clean run of 4 steps has the same bits.
-    Run four(4, train::NonFinitePolicy::stop);
+    TrainRun four(4, train::NonFinitePolicy::stop);
     PoisonTask clean({}, 0);
     ASSERT_EQ(four.go(clean), "");
     EXPECT_TRUE(qkv::testing::bit_equal(poisoned.model_.first, clean.model_.first));
@@ -112,17 +114,17 @@ TEST(NonFinite, StopNamesStepLossAndFirstParameterBeforeUpdating) {
 }
 
 TEST(NonFinite, SkipDropsTheStepAsIfTheBatchWereNeverDrawn) {
-  Run run(8, train::NonFinitePolicy::skip);
+  TrainRun run(8, train::NonFinitePolicy::skip);
   PoisonTask poisoned({3, 6}, kNaN);
   ASSERT_EQ(run.go(poisoned), "");
   EXPECT_EQ(run.steps, 8);
-  Run ref(8, train::NonFinitePolicy::stop);
+  TrainRun ref(8, train::NonFinitePolicy::stop);
   PoisonTask omitted({}, 0, {3, 6});
   ASSERT_EQ(ref.go(omitted), "");
   EXPECT_TRUE(qkv::testing::bit_equal(poisoned.model_.first, omitted.model_.first));
   EXPECT_TRUE(qkv::testing::bit_equal(poisoned.model_.second, omitted.model_.second));
   // The control: the omitted batches do matter (a run that uses them ends elsewhere).
-  Run all(8, train::NonFinitePolicy::stop);
+  TrainRun all(8, train::NonFinitePolicy::stop);
   PoisonTask clean({}, 0);
   ASSERT_EQ(all.go(clean), "");
   EXPECT_FALSE(qkv::testing::bit_equal(clean.model_.first, omitted.model_.first));
@@ -130,7 +132,7 @@ TEST(NonFinite, SkipDropsTheStepAsIfTheBatchWereNeverDrawn) {
 }
 
 TEST(NonFinite, TooManySkipsInARowStop) {
-  Run run(10, train::NonFinitePolicy::skip);
+  TrainRun run(10, train::NonFinitePolicy::skip);
   run.o.max_nonfinite_skips = 2;
   PoisonTask poisoned({2, 3, 4, 5}, kInf);
   const std::string m = run.go(poisoned);
@@ -154,7 +156,7 @@ TEST(NonFinite, ConfigKeys) {
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("run.json: train.on_nonfinite"), std::string::npos) << m;
+    EXPECT_NE(m.find("run.json: field 'train.on_nonfinite'"), std::string::npos) << m;
     EXPECT_NE(m.find("\"stop\" or \"skip\", got \"ignore\""), std::string::npos) << m;
   }
 }
