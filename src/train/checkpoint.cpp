@@ -1,5 +1,6 @@
 #include "qkv/train/checkpoint.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -43,6 +44,13 @@ void write_directory_atomic(const std::string& dir, const std::function<void(con
     fail(dir, "cannot publish checkpoint directory: ", ec.message());
   }
   if (had_old) fs::remove_all(old, ec);
+  // The rename itself is durable once the parent directory is synced (a SIGKILL needs no sync;
+  // a power cut does).
+  const int dfd = ::open(target.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 namespace {
