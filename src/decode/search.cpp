@@ -128,7 +128,11 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
                                             SpecialIds ids, const Options& opt) {
   Options o = opt;
   o.beam = o.nbest = 1;
-  auto [B, limit, max_steps] = setup(model, src, src_pad, o);
+  // Named copies, not a structured binding: clang 14 (the fuzzing build) cannot capture a
+  // binding in the OpenMP region below.
+  Setup setup_ = setup(model, src, src_pad, o);
+  const int64_t B = setup_.B, max_steps = setup_.max_steps;
+  std::vector<int64_t>& limit = setup_.limit;
   NoGradGuard no_grad;
   auto state = model.start(src, src_pad);
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(B));
@@ -181,7 +185,11 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
 std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
                                                  SpecialIds ids, const Options& opt) {
   QKV_CHECK(!opt.sample, "beam_search", "sampling is not a beam search (set beam 1)");
-  auto [B, limit, max_steps] = setup(model, src, src_pad, opt);
+  // Named copies, not a structured binding: clang 14 (the fuzzing build) cannot capture a
+  // binding in the OpenMP region below.
+  Setup setup_ = setup(model, src, src_pad, opt);
+  const int64_t B = setup_.B, max_steps = setup_.max_steps;
+  std::vector<int64_t>& limit = setup_.limit;
   const int64_t K = opt.beam;
   NoGradGuard no_grad;
   auto state = model.start(src, src_pad);

@@ -71,7 +71,9 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return std::memcmp(x.data<float>(), y.data<float>(), size_t(x.numel()) * sizeof(float)) == 0;
 }
 
-models::BertConfig read_config(const std::string& path) {
+}  // namespace
+
+models::BertConfig read_bert_config(const std::string& path) {
   try {
     return nlohmann::json::parse(read_file(path)).get<models::BertConfig>();
   } catch (const nlohmann::json::exception& e) {
@@ -80,8 +82,6 @@ models::BertConfig read_config(const std::string& path) {
     fail(path, e.what());
   }
 }
-
-}  // namespace
 
 std::string canonical_bert_name(const std::string& name) {
   std::string n = name;
@@ -129,7 +129,7 @@ BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task
   // The encoder is built as zeros (every tensor of it is loaded next); the pooler and the heads
   // are drawn below if the file lacks them.
   BertBundle b;
-  b.config = read_config(cfg_path);
+  b.config = read_bert_config(cfg_path);
   b.bert = std::make_shared<models::Bert>(b.config, default_generator(), nn::init::Scheme::none, heads.pooler);
   if (heads.mlm) b.mlm = std::make_shared<models::BertMlmHead>(b.config, b.bert->embeddings->word_embeddings->weight);
   if (heads.nsp) b.nsp = std::make_shared<models::BertNspHead>(b.config);

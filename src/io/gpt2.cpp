@@ -125,19 +125,23 @@ std::map<std::string, Tensor> qkv_to_gpt2(const models::Gpt& model) {
   return out;
 }
 
+models::GptConfig read_gpt2_config(const std::string& path) {
+  try {
+    return nlohmann::json::parse(read_file(path)).get<models::GptConfig>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, "not valid JSON: ", e.what());
+  } catch (const Error& e) {
+    fail(path, e.what());
+  }
+}
+
 GptBundle load_gpt2(const std::string& dir) {
   const fs::path d(dir);
   const std::string cfg_path = (d / "config.json").string(), weights = (d / "model.safetensors").string();
   QKV_CHECK(fs::exists(cfg_path), dir, "not a GPT model directory: config.json is missing");
   QKV_CHECK(fs::exists(weights), dir, "not a GPT model directory: model.safetensors is missing");
   GptBundle b;
-  try {
-    b.config = nlohmann::json::parse(read_file(cfg_path)).get<models::GptConfig>();
-  } catch (const nlohmann::json::exception& e) {
-    fail(cfg_path, "not valid JSON: ", e.what());
-  } catch (const Error& e) {
-    fail(cfg_path, e.what());
-  }
+  b.config = read_gpt2_config(cfg_path);
   // Hugging Face's save_pretrained prefixes every name with "transformer." (GPT2LMHeadModel);
   // the published files have no prefix. Either is accepted; a mixture is not.
   std::map<std::string, Tensor> published;

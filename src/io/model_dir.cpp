@@ -48,16 +48,23 @@ nlohmann::json resolved_model_config(const nlohmann::json& config, const std::st
   return models::RnnSeq2SeqConfig::parse(config["model"], where, "model");
 }
 
+nlohmann::json read_seq2seq_config(const std::string& path) {
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, "not valid JSON: ", e.what());
+  }
+  resolved_model_config(config, path);  // the model's checks, without building it
+  return config;
+}
+
 Seq2SeqBundle load_seq2seq(const std::string& dir) {
   QKV_CHECK(fs::is_directory(dir), dir, "not a model directory (expected config.json, model.safetensors, tokenizer.json)");
   std::string cfg_path = (fs::path(dir) / "config.json").string();
   QKV_CHECK(fs::exists(cfg_path), cfg_path, "missing: a model directory needs config.json");
   Seq2SeqBundle b;
-  try {
-    b.config = nlohmann::json::parse(read_file(cfg_path));
-  } catch (const nlohmann::json::exception& e) {
-    fail(cfg_path, "not valid JSON: ", e.what());
-  }
+  b.config = read_seq2seq_config(cfg_path);
   b.model = make_seq2seq(b.config, cfg_path);
   std::string weights = (fs::path(dir) / "model.safetensors").string();
   QKV_CHECK(fs::exists(weights), weights, "missing: a model directory needs model.safetensors");

@@ -50,6 +50,10 @@ RunDir open_run_dir(const std::string& config_path, const std::string& out_dir, 
 }
 
 void override_limits(nlohmann::json& config, int64_t max_steps, double max_minutes) {
+  // Only into an object with an object (or no) "train" section: a config of any other shape is left
+  // as it is, for read_run_sections to refuse naming the file and field (found by fuzzing: a
+  // number for "train" made nlohmann::json throw its own type_error here).
+  if (!config.is_object() || (config.contains("train") && !config["train"].is_object())) return;
   if (max_steps >= 0) config["train"]["max_steps"] = max_steps;
   if (max_minutes >= 0) config["train"]["max_minutes"] = max_minutes;
 }

@@ -5,6 +5,7 @@
 #include "qkv/text/pretokenize.h"
 #include "qkv/util/utf8.h"
 #include "qkv/util/error.h"
+#include "qkv/util/error_context.h"
 #include "qkv/util/file.h"
 
 namespace qkv::text {
@@ -225,9 +226,12 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::load_gpt2(const std::string& encoder
   }
   BpeOptions opt;
   opt.js_comma_key_quirk = js_comma_key_quirk;
-  auto tok = std::make_unique<BpeTokenizer>(std::move(vocab), std::move(merges), opt);
-  tok->set_special_tokens(SpecialTokens::gpt2());
-  return tok;
+  // The tokenizer's own checks (a merge whose parts or result are not in the vocabulary) name the files too.
+  return with_context("text gpt2 " + encoder_json + " + " + vocab_bpe, [&] {
+    auto tok = std::make_unique<BpeTokenizer>(std::move(vocab), std::move(merges), opt);
+    tok->set_special_tokens(SpecialTokens::gpt2());
+    return tok;
+  });
 }
 
 }  // namespace qkv::text

@@ -8,6 +8,7 @@
 #include "qkv/text/char_word.h"
 #include "qkv/text/wordpiece.h"
 #include "qkv/util/error.h"
+#include "qkv/util/error_context.h"
 #include "qkv/util/file.h"
 
 namespace qkv::text {
@@ -296,7 +297,7 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text, const s
 
 std::unique_ptr<Tokenizer> from_tokenizer_json(const std::string& text, const std::string& where) {
   try {
-    return parse_tokenizer_json(text, where);
+    return with_context(where, [&] { return parse_tokenizer_json(text, where); });
   } catch (const json::exception& e) {  // a field of the wrong JSON type deep inside
     fail("tokenizer.json " + where, "unexpected JSON content: ", e.what());
   }

@@ -6,6 +6,7 @@
 
 #include "qkv/util/utf8.h"
 #include "qkv/util/error.h"
+#include "qkv/util/error_context.h"
 #include "qkv/util/file.h"
 
 namespace qkv::text {
@@ -132,10 +133,12 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::load_vocab_txt(const std
     }
   }
   opt.normalize.lowercase = opt.normalize.strip_accents = lower;
-  auto tok = std::make_unique<WordPieceTokenizer>(std::move(vocab), opt);
-  tok->set_special_tokens(SpecialTokens::bert());
-  tok->set_template(PostTemplate::bert());
-  return tok;
+  return with_context("text wordpiece " + path, [&] {  // the tokenizer's own checks name the file too
+    auto tok = std::make_unique<WordPieceTokenizer>(std::move(vocab), opt);
+    tok->set_special_tokens(SpecialTokens::bert());
+    tok->set_template(PostTemplate::bert());
+    return tok;
+  });
 }
 
 }  // namespace qkv::text

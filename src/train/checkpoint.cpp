@@ -1,8 +1,11 @@
 #include "qkv/train/checkpoint.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 
@@ -41,12 +44,57 @@ void write_directory_atomic(const std::string& dir, const std::function<void(con
     fail(dir, "cannot publish checkpoint directory: ", ec.message());
   }
   if (had_old) fs::remove_all(old, ec);
+  // The rename itself is durable once the parent directory is synced (a SIGKILL needs no sync;
+  // a power cut does).
+  const int dfd = ::open(target.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+namespace {
+
+// The pid in a temporary's name "<name>.tmp.<pid>" / "<name>.old.<pid>" (0 if it has none).
+pid_t temporary_owner(const std::string& name, const std::string& tag, std::string& base) {
+  const size_t at = name.rfind(tag);
+  if (at == std::string::npos || at == 0 || at + tag.size() == name.size()) return 0;
+  const std::string digits = name.substr(at + tag.size());
+  if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+  base = name.substr(0, at);
+  return pid_t(std::stol(digits));
+}
+
+bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+}  // namespace
+
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  std::vector<fs::path> entries;
+  for (auto& e : fs::directory_iterator(dir, ec)) entries.push_back(e.path());
+  for (const fs::path& p : entries) {
+    const std::string name = p.filename().string();
+    std::string base;
+    const pid_t tmp = temporary_owner(name, ".tmp.", base), del = temporary_owner(name, ".del.", base);
+    if ((tmp > 0 && !process_alive(tmp)) || (del > 0 && !process_alive(del))) {
+      fs::remove_all(p, ec);  // a write that never finished (its target was never replaced), a deletion
+    } else if (pid_t old = temporary_owner(name, ".old.", base); old > 0 && !process_alive(old)) {
+      // Killed between moving the previous directory aside and renaming the new one in: the
+      // previous one is complete, so it goes back unless the new one made it.
+      if (!fs::exists(p.parent_path() / base, ec)) fs::rename(p, p.parent_path() / base, ec);
+      else fs::remove_all(p, ec);
+    }
+  }
 }
 
 CheckpointManager::CheckpointManager(std::string run_dir, int keep_last)
     : run_dir_(std::move(run_dir)), keep_last_(keep_last) {
   QKV_CHECK(keep_last_ >= 1, "checkpoints", "keep_last must be >= 1, got ", keep_last_);
   fs::create_directories(fs::path(run_dir_) / "checkpoints");
+  remove_stale_temporaries(run_dir_);
+  remove_stale_temporaries((fs::path(run_dir_) / "checkpoints").string());
 }
 
 std::vector<std::string> CheckpointManager::list(const std::string& run_dir) {
@@ -55,8 +103,10 @@ std::vector<std::string> CheckpointManager::list(const std::string& run_dir) {
   if (!fs::exists(root)) return out;
   for (auto& e : fs::directory_iterator(root)) {
     std::string name = e.path().filename().string();
-    if (e.is_directory() && name.rfind("step-", 0) == 0 && name.find(".tmp.") == std::string::npos &&
-        name.find(".old.") == std::string::npos)
+    // "step-" and digits only: not a temporary (.tmp.), a directory moved aside (.old.) or one
+    // being deleted (.del.)
+    if (e.is_directory() && name.size() > 5 && name.rfind("step-", 0) == 0 &&
+        name.find_first_not_of("0123456789", 5) == std::string::npos)
       out.push_back(e.path().string());
   }
   std::sort(out.begin(), out.end());  // zero-padded step numbers sort by step
@@ -83,13 +133,22 @@ std::string CheckpointManager::save(int64_t step, const std::function<void(const
   char name[32];
   std::snprintf(name, sizeof name, "step-%09lld", static_cast<long long>(step));
   std::string dir = (fs::path(run_dir_) / "checkpoints" / name).string();
-  write_directory_atomic(dir, fill);
+  try {
+    write_directory_atomic(dir, fill);
+  } catch (const Error& e) {  // e.g. a full disk: say what survived and what to do
+    fail(dir, "checkpoint not saved: ", e.what(), ". The checkpoints already in ", run_dir_,
+         "/checkpoints are untouched; free space and continue with qkv train --resume ", run_dir_);
+  }
   auto all = list(run_dir_);
   auto b = best(run_dir_);
   int64_t excess = int64_t(all.size()) - keep_last_;
   for (int64_t i = 0; i < int64_t(all.size()) && excess > 0; ++i) {
     if (b && fs::equivalent(all[size_t(i)], *b)) continue;
-    fs::remove_all(all[size_t(i)]);
+    // Renamed first, so that a kill during the deletion never leaves a partial checkpoint under
+    // a name list() returns; remove_stale_temporaries() finishes the job.
+    const std::string doomed = all[size_t(i)] + ".del." + std::to_string(::getpid());
+    fs::rename(all[size_t(i)], doomed);
+    fs::remove_all(doomed);
     --excess;
   }
   return dir;

@@ -27,8 +27,14 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, bool e
   double total = grad_norm(params);
   QKV_CHECK(!error_if_nonfinite || std::isfinite(total), "clip_grad_norm",
             "the total gradient norm is non-finite (", total, "), so it cannot be clipped");
+  scale_grads_to_norm(params, max_norm, total);
+  return total;
+}
+
+void scale_grads_to_norm(const std::vector<Tensor>& params, double max_norm, double total) {
+  QKV_CHECK(max_norm > 0, "clip_grad_norm", "expected max_norm > 0, got ", max_norm);
   double coef = max_norm / (total + 1e-6);
-  if (coef >= 1.0) return total;  // torch multiplies by clamp(coef, max=1) = 1: a no-op
+  if (coef >= 1.0) return;  // torch multiplies by clamp(coef, max=1) = 1: a no-op
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -40,7 +46,6 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, bool e
       g.copy_from(c);
     }
   }
-  return total;
 }
 
 }  // namespace qkv

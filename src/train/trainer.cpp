@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "qkv/autograd/node.h"
@@ -10,6 +11,7 @@
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/clip.h"
 #include "qkv/train/progress.h"
+#include "qkv/util/error_context.h"
 
 namespace qkv::train {
 namespace fs = std::filesystem;
@@ -37,6 +39,10 @@ TrainOptions TrainOptions::from_config(ConfigReader& r) {
     QKV_CHECK(cpu.bf16_native(), r.where("precision"), "\"bf16\" needs a CPU with AMX or AVX512_BF16; this one (",
               cpu.cpu_model, ", oneDNN ISA ", cpu.isa, ") has neither: use \"fp32\"");
   }
+  o.on_nonfinite = parse_nonfinite_policy(r.string("on_nonfinite", nonfinite_policy_name(o.on_nonfinite)),
+                                          r.where("on_nonfinite"));
+  o.max_nonfinite_skips = int(r.integer("max_nonfinite_skips", o.max_nonfinite_skips));
+  QKV_CHECK(o.max_nonfinite_skips >= 0, r.where("max_nonfinite_skips"), "must be >= 0, got ", o.max_nonfinite_skips);
   QKV_CHECK(o.accum_steps >= 1, r.where("accum_steps"), "must be >= 1, got ", o.accum_steps);
   QKV_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, r.where("label_smoothing"), "must be in [0, 1), got ",
             o.label_smoothing);
@@ -87,12 +93,31 @@ double Trainer::train_step() {
       backward(loss, Tensor::full(loss.shape(), 1.0 / double(tokens)));
     }
   }
+  last_loss_ = loss_sum / double(tokens);
+  const double norm = grad_norm(opt_.params());  // clipping's norm, and the NaN/Inf detector
+  if (!step_is_finite(last_loss_, norm)) return last_loss_;
   ++step_;
-  if (o_.clip_norm > 0) clip_grad_norm(opt_.params(), o_.clip_norm);
+  if (o_.clip_norm > 0) scale_grads_to_norm(opt_.params(), o_.clip_norm, norm);
   opt_.set_lr(schedule_.lr_at(step_));
   opt_.step();
-  last_loss_ = loss_sum / double(tokens);
   return last_loss_;
+}
+
+bool Trainer::step_is_finite(double loss, double norm) {
+  last_step_skipped_ = !std::isfinite(loss) || !std::isfinite(norm);
+  if (!last_step_skipped_) {
+    skipped_in_a_row_ = 0;
+    return true;
+  }
+  const std::string what = describe_nonfinite_step(step_ + 1, loss, norm, task_.model().named_parameters());
+  QKV_CHECK(o_.on_nonfinite == NonFinitePolicy::skip, "train", what,
+            "; stopped before the update (train.on_nonfinite \"stop\"; \"skip\" would drop the step)");
+  QKV_CHECK(++skipped_in_a_row_ <= o_.max_nonfinite_skips, "train", what, "; ", skipped_in_a_row_,
+            " steps in a row were non-finite, more than train.max_nonfinite_skips (", o_.max_nonfinite_skips,
+            "): stopped");
+  opt_.zero_grad();
+  std::fprintf(stderr, "train: skipped %s\n", what.c_str());
+  return false;
 }
 
 std::map<std::string, Tensor> Trainer::training_state() const {
@@ -110,7 +135,12 @@ std::map<std::string, Tensor> Trainer::training_state() const {
 }
 
 void Trainer::restore_training_state(const std::string& dir) {
-  std::string file = (fs::path(dir) / "training_state.safetensors").string();
+  const std::string file = (fs::path(dir) / "training_state.safetensors").string();
+  // The optimizer's and the data stream's checks name themselves; the error names the file too.
+  with_context(file, [&] { restore_training_state_from(file); });
+}
+
+void Trainer::restore_training_state_from(const std::string& file) {
   auto st = safetensors::load(file).tensors;
   std::map<std::string, Tensor> optim;
   std::map<std::string, int64_t> pos;
@@ -183,6 +213,7 @@ Outcome Trainer::run() {
     if (o_.max_epochs > 0 && task_.epoch() >= o_.max_epochs) break;
     if (out_of_time()) break;
     train_step();
+    if (last_step_skipped_) continue;  // no update: nothing to log, save or validate
     auto now = std::chrono::steady_clock::now();
     double secs = std::chrono::duration<double>(now - window_start).count();
     tokens_per_s_ = secs > 0 ? double(last_step_tokens_) / secs : 0;

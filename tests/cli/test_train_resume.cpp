@@ -108,3 +108,53 @@ TEST(TrainResume, SigtermSavesACheckpointAndExitsCleanly) {
   EXPECT_TRUE(fs::exists(dir / "run" / "model" / "model.safetensors"));
   fs::remove_all(dir);
 }
+
+// A full disk (simulated: the file size limit RLIMIT_FSIZE, `ulimit -f`, makes write() fail with
+// EFBIG the way ENOSPC does, without privileges) while saving a checkpoint: the run stops with an
+// error naming the checkpoint and the cause, the checkpoints already on disk are untouched and
+// load (checksums verified), nothing half-written is left, and --resume after "freeing space"
+// ends bit-identical to a run that never failed.
+TEST(TrainResume, FailedCheckpointWriteKeepsThePreviousOneAndResumes) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_fulldisk_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_corpus(dir);
+  auto train = [&](const std::string& out, int steps) {
+    return std::vector<std::string>{qkv_bin(), "train", "--config", (dir / "config.json").string(), "--train",
+                                    (dir / "train.tsv").string(), "--valid", (dir / "valid.tsv").string(), "--out",
+                                    (dir / out).string(), "--max-steps", std::to_string(steps)};
+  };
+  ASSERT_EQ(wait_exit(spawn(train("full", 40), dir / "full.log")), 0) << qkv::read_file((dir / "full.log").string());
+  ASSERT_EQ(wait_exit(spawn(train("run", 20), dir / "run.log")), 0) << qkv::read_file((dir / "run.log").string());
+  const std::string saved = step_dir(dir / "run", 20);
+  const std::string model = qkv::read_file(saved + "/model.safetensors");
+  const std::string state = qkv::read_file(saved + "/training_state.safetensors");
+
+  // Resume towards step 40 with files limited to half the model's size: the step-30 save fails.
+  const std::string limit_kib = std::to_string(model.size() / 2048);
+  const std::string resume = qkv_bin() + " train --resume " + (dir / "run").string() + " --max-steps 40";
+  pid_t pid = spawn({"/bin/bash", "-c", "ulimit -f " + limit_kib + " && trap '' XFSZ && exec " + resume},
+                    dir / "fail.log");
+  const int code = wait_exit(pid);
+  const std::string log = qkv::read_file((dir / "fail.log").string());
+  EXPECT_EQ(code, 1) << log;
+  EXPECT_NE(log.find("step-000000030: checkpoint not saved"), std::string::npos) << log;
+  EXPECT_NE(log.find("File too large"), std::string::npos) << log;
+  EXPECT_NE(log.find("untouched; free space and continue with qkv train --resume"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(step_dir(dir / "run", 30)));
+  for (auto& e : fs::recursive_directory_iterator(dir / "run"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
+  EXPECT_EQ(qkv::read_file(saved + "/model.safetensors"), model);
+  EXPECT_EQ(qkv::read_file(saved + "/training_state.safetensors"), state);
+
+  // Space freed: the resumed run ends where the uninterrupted one did, to the bit.
+  ASSERT_EQ(wait_exit(spawn({qkv_bin(), "train", "--resume", (dir / "run").string(), "--max-steps", "40"},
+                            dir / "resume.log")),
+            0)
+      << qkv::read_file((dir / "resume.log").string());
+  EXPECT_TRUE(qkv::read_file(step_dir(dir / "full", 40) + "/model.safetensors") ==
+              qkv::read_file(step_dir(dir / "run", 40) + "/model.safetensors"));
+  EXPECT_TRUE(qkv::read_file(step_dir(dir / "full", 40) + "/training_state.safetensors") ==
+              qkv::read_file(step_dir(dir / "run", 40) + "/training_state.safetensors"));
+  fs::remove_all(dir);
+}

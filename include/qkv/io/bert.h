@@ -77,6 +77,8 @@ std::map<std::string, Tensor> bert_published_parameters(const BertBundle& b);
 // LayerNorm.gamma/beta -> weight/bias. Other names unchanged.
 std::string canonical_bert_name(const std::string& name);
 
+// config.json of a BERT directory, checked (BertConfig's keys and validate()); errors name `path`.
+models::BertConfig read_bert_config(const std::string& path);
 BertBundle load_bert(const std::string& dir, BertHeads heads = {}, BertTaskHeads task = {});
 // Writes config.json, model.safetensors and (if any) tokenizer.json (+ vocab.txt for WordPiece)
 // into dir, each atomically.

@@ -35,6 +35,8 @@ std::map<std::string, Tensor> gpt2_to_qkv(const std::map<std::string, Tensor>& p
 // qkv's Gpt -> the published tensors, without prefix (what save_gpt2 writes).
 std::map<std::string, Tensor> qkv_to_gpt2(const models::Gpt& model);
 
+// config.json of a GPT directory, checked (GPT2Config's keys and validate()); errors name `path`.
+models::GptConfig read_gpt2_config(const std::string& path);
 GptBundle load_gpt2(const std::string& dir);
 // Writes config.json, model.safetensors and (if any) tokenizer.json into dir, each atomically.
 void save_gpt2(const std::string& dir, const GptBundle& bundle);

@@ -29,6 +29,9 @@ std::shared_ptr<models::Seq2Seq> make_seq2seq(const nlohmann::json& config, cons
 // The "model" section with every default filled in, as the model reads it (same checks).
 nlohmann::json resolved_model_config(const nlohmann::json& config, const std::string& where);
 
+// config.json of a translation model directory (transformer or rnn), parsed and checked as
+// load_seq2seq does; errors name `path`.
+nlohmann::json read_seq2seq_config(const std::string& path);
 Seq2SeqBundle load_seq2seq(const std::string& dir);
 // Writes config.json, model.safetensors and the tokenizer file(s) into dir (each atomically).
 void save_seq2seq(const std::string& dir, const Seq2SeqBundle& bundle);

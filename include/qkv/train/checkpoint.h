@@ -25,10 +25,18 @@ namespace qkv::train {
 // `dir` (replacing an older `dir`).
 void write_directory_atomic(const std::string& dir, const std::function<void(const std::string& tmp_dir)>& fill);
 
+// Removes what writers killed mid-write left in `dir`: "<name>.tmp.<pid>" temporaries,
+// "<name>.del.<pid>" pruned checkpoints half deleted, and "<name>.old.<pid>" directories moved
+// aside (put back if "<name>" is missing), but only those whose process is gone, so a concurrent
+// writer's are never touched.
+void remove_stale_temporaries(const std::string& dir);
+
 class CheckpointManager {
  public:
+  // Creates run_dir/checkpoints and clears stale temporaries there and in run_dir.
   CheckpointManager(std::string run_dir, int keep_last);
-  // Saves step `step` via fill(dir); prunes to keep_last, never deleting the best.
+  // Saves step `step` via fill(dir); prunes to keep_last, never deleting the best. A failed write
+  // (full disk) throws naming the checkpoint; the ones already saved are untouched.
   std::string save(int64_t step, const std::function<void(const std::string& dir)>& fill);
   // Marks `dir` as best (updates run/best symlink).
   void mark_best(const std::string& dir);

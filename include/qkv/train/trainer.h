@@ -19,6 +19,7 @@
 #include "qkv/kernels/bf16.h"
 #include "qkv/nn/module.h"
 #include "qkv/train/checkpoint.h"
+#include "qkv/train/nonfinite.h"
 #include "qkv/train/optim.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/schedule.h"
@@ -44,6 +45,9 @@ struct TrainOptions {
   // master weights, gradients, optimizer, clipping, softmax, norms and losses stay fp32, and so
   // do validation and the saved checkpoints. Needs AMX or AVX512_BF16 (an error otherwise).
   kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32;
+  // A NaN or Inf in a step's loss or gradients (qkv/train/nonfinite.h): stop, or skip the step.
+  NonFinitePolicy on_nonfinite = NonFinitePolicy::stop;
+  int max_nonfinite_skips = 20;  // consecutive skipped steps before stopping anyway
 
   static TrainOptions from_config(ConfigReader& r);  // reads the keys above (snake_case)
 };
@@ -88,7 +92,7 @@ class Trainer {
   void restore_training_state(const std::string& checkpoint_dir);
   Outcome run();
 
-  double train_step();  // one update; returns the mean per-token loss
+  double train_step();  // one update; returns the mean per-token loss (see on_nonfinite)
   int64_t step() const { return step_; }
   std::string save_checkpoint();  // returns the checkpoint directory
   // The best value of callbacks.best_metric so far (-1 before any validation).
@@ -97,7 +101,10 @@ class Trainer {
 
  private:
   std::map<std::string, Tensor> training_state() const;
+  void restore_training_state_from(const std::string& file);
   bool validate_and_track();  // returns true if early stopping triggers
+  // False if the step's loss or gradient norm is non-finite: the policy throws or skips the update.
+  bool step_is_finite(double loss, double grad_norm);
 
   TrainingTask& task_;
   Optimizer& opt_;
@@ -112,6 +119,8 @@ class Trainer {
   int64_t best_step_ = 0, bad_validations_ = 0;
   double last_loss_ = 0, tokens_per_s_ = 0;
   int64_t last_step_tokens_ = 0;
+  bool last_step_skipped_ = false;  // the last train_step() dropped a non-finite update
+  int skipped_in_a_row_ = 0;
 };
 
 }  // namespace qkv::train

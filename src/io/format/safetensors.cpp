@@ -4,6 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "qkv/util/checksum.h"
 #include "qkv/util/file.h"
 
 namespace qkv::safetensors {
@@ -33,6 +34,50 @@ bool parse_dtype(const std::string& s, DType& out) {
   return false;
 }
 
+bool is_checksum_key(const std::string& key) { return key.rfind(kChecksumPrefix, 0) == 0; }
+
+uint32_t parse_hex32(const std::string& s, bool& ok) {
+  ok = s.size() == 8;
+  uint32_t v = 0;
+  for (char c : s) {
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) ok = false;
+    v = (v << 4) | uint32_t(d & 0xf);
+  }
+  return v;
+}
+
+// Checks each tensor's bytes against the CRC-32C that qkv recorded in __metadata__ when it wrote
+// the file, and removes those entries from the metadata callers see. Files written elsewhere have
+// none and are accepted as they are; a file with some has one for every tensor.
+void verify_checksums(Contents& out, const std::map<std::string, std::pair<const char*, uint64_t>>& bytes,
+                      const std::string& src) {
+  std::map<std::string, std::string> recorded;  // tensor name -> hex
+  for (auto it = out.metadata.begin(); it != out.metadata.end();) {
+    if (!is_checksum_key(it->first)) { ++it; continue; }
+    recorded[it->first.substr(std::strlen(kChecksumPrefix))] = it->second;
+    it = out.metadata.erase(it);
+  }
+  if (recorded.empty()) return;
+  for (const auto& [name, hex] : recorded)
+    QKV_CHECK(bytes.count(name), src, "__metadata__ records a checksum (", kChecksumPrefix, name,
+              ") for a tensor the file does not hold (header corrupted?)");
+  for (const auto& [name, span] : bytes) {
+    const std::string where = src + ": tensor '" + name + "'";
+    auto it = recorded.find(name);
+    QKV_CHECK(it != recorded.end(), where, "has no checksum in __metadata__ although the file records them (expected ",
+              kChecksumPrefix, name, "; header corrupted?)");
+    bool ok = false;
+    const uint32_t expected = parse_hex32(it->second, ok);
+    QKV_CHECK(ok, where, "__metadata__.", kChecksumPrefix, name, " must be 8 lowercase hex digits, got '", it->second,
+              "'");
+    const uint32_t found = crc32c(span.first, span.second);
+    QKV_CHECK(found == expected, where, "corrupted data: CRC-32C of its ", span.second, " bytes is ", crc32c_hex(found),
+              ", the file recorded ", it->second);
+  }
+  out.checksummed = true;
+}
+
 }  // namespace
 
 Contents parse(const std::string& bytes, const std::string& src) {
@@ -53,6 +98,7 @@ Contents parse(const std::string& bytes, const std::string& src) {
   Contents out;
   struct Span { uint64_t begin, end; std::string name; };
   std::vector<Span> spans;
+  std::map<std::string, std::pair<const char*, uint64_t>> tensor_bytes;  // name -> (data, size)
   for (auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       QKV_CHECK(entry.is_object(), src, "__metadata__ must be an object of strings");
@@ -90,6 +136,7 @@ Contents parse(const std::string& bytes, const std::string& src) {
     QKV_CHECK(e - b == numel * dtype_size(dt), where, "data_offsets span ", e - b, " bytes but ", dts, " shape ",
               Shape(dims).str(), " needs ", numel * dtype_size(dt));
     spans.push_back({b, e, name});
+    tensor_bytes[name] = {buf + b, e - b};
     out.tensors[name] = Tensor::from_data(buf + b, Shape(dims), dt);
   }
   std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.begin < y.begin; });
@@ -100,6 +147,7 @@ Contents parse(const std::string& bytes, const std::string& src) {
     pos = s.end;
   }
   QKV_CHECK(pos == buf_size, src, "data buffer has ", buf_size - pos, " trailing bytes that no tensor covers");
+  verify_checksums(out, tensor_bytes, src);
   return out;
 }
 
@@ -107,14 +155,20 @@ Contents load(const std::string& path) { return parse(read_file(path), path); }
 
 std::string serialize(const std::map<std::string, Tensor>& tensors, const std::map<std::string, std::string>& metadata) {
   json header = json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::map<std::string, std::string> meta;  // the caller's, minus checksums copied from another file
+  for (const auto& [k, v] : metadata)
+    if (!is_checksum_key(k)) meta[k] = v;
+  std::vector<Tensor> contiguous;  // in name order, as written
   uint64_t pos = 0;
   for (auto& [name, t] : tensors) {
     QKV_CHECK(t.defined(), "safetensors::save", "tensor '", name, "' is undefined");
+    contiguous.push_back(t.contiguous());
     uint64_t nb = uint64_t(t.numel()) * dtype_size(t.dtype());
     header[name] = {{"dtype", st_dtype(t.dtype())}, {"shape", t.shape().vec()}, {"data_offsets", {pos, pos + nb}}};
+    meta[kChecksumPrefix + name] = crc32c_hex(crc32c(contiguous.back().raw_data(), size_t(nb)));
     pos += nb;
   }
+  if (!meta.empty()) header["__metadata__"] = meta;
   std::string h = header.dump();
   while ((8 + h.size()) % 8) h.push_back(' ');  // the spec allows trailing spaces; aligns the buffer
   std::string out;
@@ -122,10 +176,8 @@ std::string serialize(const std::map<std::string, Tensor>& tensors, const std::m
   uint64_t n = h.size();
   for (int i = 0; i < 8; ++i) out.push_back(char((n >> (8 * i)) & 0xff));
   out += h;
-  for (auto& [name, t] : tensors) {
-    Tensor c = t.contiguous();
+  for (const Tensor& c : contiguous)
     out.append(static_cast<const char*>(c.raw_data()), size_t(c.numel()) * dtype_size(c.dtype()));
-  }
   return out;
 }
 

@@ -4,6 +4,13 @@
 //            "__metadata__": {"key": "value"}}; offsets are relative to the byte buffer.
 // The loader checks every size, offset, dtype and shape, that tensors do not overlap and that
 // the buffer has no holes; errors name the file and the tensor.
+//
+// Integrity: save() records the CRC-32C of every tensor's bytes in __metadata__, under
+// "qkv.crc32c.<tensor name>" (8 hex digits), and load()/parse() verify them when present, so a
+// truncated or bit-flipped checkpoint is refused at load, naming the tensor and both checksums.
+// Files written by other tools carry no such entries and load as before. The entries are
+// consumed by the loader (Contents::metadata does not show them) and never copied from the
+// metadata a caller passes to save(): they always describe the bytes being written.
 #pragma once
 #include <map>
 #include <string>
@@ -12,9 +19,12 @@
 
 namespace qkv::safetensors {
 
+inline constexpr const char* kChecksumPrefix = "qkv.crc32c.";
+
 struct Contents {
   std::map<std::string, Tensor> tensors;
   std::map<std::string, std::string> metadata;
+  bool checksummed = false;  // the file recorded checksums and every one matched
 };
 
 Contents load(const std::string& path);

@@ -1,0 +1,77 @@
+// What a writer killed mid-write leaves in a run directory (qkv/train/checkpoint.h) is cleared
+// when the next CheckpointManager opens it: temporaries and half-deleted checkpoints of dead
+// processes go, a checkpoint moved aside comes back if its replacement never arrived, and a live
+// process's temporaries are left alone; list() never returns any of them.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "qkv/train/checkpoint.h"
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The pid of a process that has exited (and been reaped).
+pid_t dead_pid() {
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return pid;
+}
+
+void make_checkpoint(const fs::path& dir) {
+  fs::create_directories(dir);
+  qkv::write_file_atomic((dir / "model.safetensors").string(), "weights of " + dir.filename().string());
+}
+
+}  // namespace
+
+TEST(StaleTemporaries, ClearedForDeadWritersOnly) {
+  const fs::path run = fs::path(::testing::TempDir()) / ("qkv_stale_" + std::to_string(getpid()));
+  fs::remove_all(run);
+  const fs::path ck = run / "checkpoints";
+  const std::string dead = std::to_string(dead_pid()), alive = std::to_string(getpid());
+  make_checkpoint(ck / "step-000000010");
+  make_checkpoint(ck / ("step-000000020.tmp." + dead));  // killed while writing step 20
+  make_checkpoint(ck / ("step-000000030.old." + dead));  // killed between the two renames
+  make_checkpoint(ck / ("step-000000005.del." + dead));  // killed while pruning step 5
+  make_checkpoint(ck / ("step-000000040.tmp." + alive)); // a live writer's
+  qkv::write_file_atomic((run / ("run.json.tmp." + dead)).string(), "{");
+  EXPECT_EQ(qkv::train::CheckpointManager::list(run.string()).size(), 1u);  // only step 10 is published
+
+  qkv::train::CheckpointManager manager(run.string(), 3);
+  EXPECT_TRUE(fs::exists(ck / "step-000000010"));
+  EXPECT_FALSE(fs::exists(ck / ("step-000000020.tmp." + dead)));
+  EXPECT_FALSE(fs::exists(ck / ("step-000000005.del." + dead)));
+  EXPECT_FALSE(fs::exists(ck / ("step-000000030.old." + dead)));
+  ASSERT_TRUE(fs::exists(ck / "step-000000030" / "model.safetensors"));  // put back, intact
+  EXPECT_EQ(qkv::read_file((ck / "step-000000030" / "model.safetensors").string()),
+            "weights of step-000000030.old." + dead);
+  EXPECT_TRUE(fs::exists(ck / ("step-000000040.tmp." + alive)));
+  EXPECT_FALSE(fs::exists(run / ("run.json.tmp." + dead)));
+  auto listed = qkv::train::CheckpointManager::list(run.string());
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(fs::path(listed.back()).filename(), "step-000000030");
+  fs::remove_all(run);
+}
+
+TEST(StaleTemporaries, PruningNeverShowsAPartialCheckpoint) {
+  const fs::path run = fs::path(::testing::TempDir()) / ("qkv_prune_" + std::to_string(getpid()));
+  fs::remove_all(run);
+  qkv::train::CheckpointManager manager(run.string(), 2);
+  for (int step : {1, 2, 3})
+    manager.save(step, [](const std::string& dir) {
+      qkv::write_file_atomic((fs::path(dir) / "model.safetensors").string(), "w");
+    });
+  auto listed = qkv::train::CheckpointManager::list(run.string());
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(fs::path(listed.front()).filename(), "step-000000002");
+  for (auto& e : fs::directory_iterator(run / "checkpoints"))  // the pruned one is gone entirely
+    EXPECT_EQ(e.path().filename().string().find(".del."), std::string::npos) << e.path();
+  fs::remove_all(run);
+}
