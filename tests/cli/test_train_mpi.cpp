@@ -52,6 +52,8 @@ std::string find_mpirun() {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);                                                                 \
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);                                                         \
     setenv("OMP_NUM_THREADS", "1", 1);                                                                        \
+    /* containers often forbid the cross-process reads (CMA) of shared-memory transfers */                    \
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);                                            \
     set_leak_checking_for_mpi();                                                                              \
   } while (0)
 
