@@ -10,8 +10,11 @@
 // "bert" pretrains BERT (tasks/bert_pretraining.h); "bert_qa" fine-tunes BERT for extractive
 // question answering (tasks::train_bert_qa, qkv/tasks/qa_training.h; --corpus qa-debian, or
 // SQuAD-style JSON lines).
+//
+// mpirun -np N qkv train ... trains data-parallel on N ranks (docs/mpi.md).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli.h"
 #include "qkv/tasks/bert_pretraining.h"
@@ -21,14 +24,25 @@
 #include "qkv/tasks/tag_training.h"
 #include "qkv/tasks/training_run.h"
 #include "qkv/tasks/translation_training.h"
+#include "qkv/train/distributed.h"
+#include "qkv/util/error.h"
 
 namespace qkv::cli {
 namespace {
+namespace fs = std::filesystem;
 
 const char* outcome_name(train::Outcome o) {
   return o == train::Outcome::interrupted     ? "interrupted (checkpoint saved)"
          : o == train::Outcome::early_stopped ? "early-stopped"
                                               : "finished";
+}
+
+int dispatch(tasks::TrainingRun& r);
+
+// The run's last line, printed once (by rank 0 under mpirun).
+template <typename... Args>
+void report(const char* format, Args... args) {
+  if (train::Communicator::world().is_main()) std::fprintf(stderr, format, args...);
 }
 
 int run(int argc, char** argv) {
@@ -51,39 +65,74 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Under mpirun: data-parallel training (qkv/train/distributed.h, docs/mpi.md). Rank 0 prepares
+  // the run alone; the others then repeat its setup, a new run's files (run.json, the tokenizer
+  // they learn) going to a scratch directory of their own, RUN/.rank<R> (removed at the end),
+  // since only rank 0 writes the run.
+  train::Communicator& comm = train::Communicator::world();
+  comm.init_from_environment();
+  std::string scratch;
+  if (comm.distributed() && !comm.is_main()) {
+    if (r.resume.empty()) {
+      QKV_CHECK(!r.out_dir.empty(), "train", "give --out RUN_DIR");
+      scratch = (fs::path(r.out_dir) / (".rank" + std::to_string(comm.rank()))).string();
+      r.out_dir = scratch;
+    }
+    comm.wait_for_main();
+  }
+  auto remove_scratch = [&] {
+    std::error_code ec;
+    if (!scratch.empty()) fs::remove_all(scratch, ec);
+  };
+  if (!comm.distributed()) return dispatch(r);
+  int code = 0;
+  try {
+    code = dispatch(r);
+  } catch (const std::exception& e) {  // end every rank now, not when their collectives time out
+    std::fprintf(stderr, "qkv train: error (rank %d of %d): %s\n", comm.rank(), comm.size(), e.what());
+    std::fflush(stderr);
+    remove_scratch();
+    comm.abort(1);
+  }
+  remove_scratch();
+  comm.finalize();
+  return code;
+}
+
+int dispatch(tasks::TrainingRun& r) {
   const std::string model_type = tasks::run_model_type(r.config_path, r.resume);
   if (model_type == "gpt_classifier" || model_type == "bert_classifier") {
     const tasks::ClassifierRunResult res = tasks::train_classifier(r);
-    std::fprintf(stderr, "qkv train: %s at step %lld; best validation accuracy %.4f; model in %s\n",
+    report("qkv train: %s at step %lld; best validation accuracy %.4f; model in %s\n",
                  outcome_name(res.outcome), (long long)res.steps, res.best_accuracy, res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "bert_qa") {
     const tasks::QaRunResult res = tasks::train_bert_qa(r);
-    std::fprintf(stderr, "qkv train: %s at step %lld; best validation F1 %.2f; model in %s\n",
+    report("qkv train: %s at step %lld; best validation F1 %.2f; model in %s\n",
                  outcome_name(res.outcome), (long long)res.steps, res.best_f1, res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "bert") {
     const tasks::BertRunResult res = tasks::train_bert(r);
-    std::fprintf(stderr, "qkv train: %s at step %lld; best validation MLM loss %.4f; model in %s\n",
+    report("qkv train: %s at step %lld; best validation MLM loss %.4f; model in %s\n",
                  outcome_name(res.outcome), (long long)res.steps, res.best_mlm_loss, res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "bert_tagger") {
     const tasks::TaggerRunResult res = tasks::train_bert_tagger(r);
-    std::fprintf(stderr, "qkv train: %s at step %lld; best %s %.4f; model in %s\n", outcome_name(res.outcome),
+    report("qkv train: %s at step %lld; best %s %.4f; model in %s\n", outcome_name(res.outcome),
                  (long long)res.steps, res.best_metric.c_str(), res.best_score, res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "gpt") {
     const tasks::LmRunResult res = tasks::train_lm(r);
-    std::fprintf(stderr, "qkv train: %s at step %lld; best validation perplexity %.2f; model in %s\n",
+    report("qkv train: %s at step %lld; best validation perplexity %.2f; model in %s\n",
                  outcome_name(res.outcome), (long long)res.steps, res.best_perplexity, res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   const tasks::TranslationRunResult res = tasks::train_translation(r);
-  std::fprintf(stderr, "qkv train: %s at step %lld; best validation BLEU %.2f; model in %s\n",
+  report("qkv train: %s at step %lld; best validation BLEU %.2f; model in %s\n",
                outcome_name(res.outcome), (long long)res.steps, res.best_bleu, res.model_dir.c_str());
   return res.outcome == train::Outcome::interrupted ? 130 : 0;
 }

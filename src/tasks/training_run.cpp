@@ -7,6 +7,7 @@
 
 #include "qkv/data/corpus_mono.h"
 #include "qkv/train/checkpoint.h"
+#include "qkv/train/distributed.h"
 #include "qkv/util/config.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
@@ -107,6 +108,8 @@ train::Outcome resume_and_run(train::Trainer& trainer, const RunDir& spec) {
 }
 
 std::string publish_model(const std::string& run_dir, int average_last) {
+  // Data-parallel: rank 0 alone writes the run directory (the other ranks' run_dir is scratch).
+  if (!train::Communicator::world().is_main()) return (fs::path(run_dir) / "model").string();
   if (average_last > 0) {
     // A run stopped early (SIGTERM, max_minutes) may have fewer: average what there is.
     const int have = int(train::CheckpointManager::list(run_dir).size());

@@ -6,6 +6,7 @@
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/loss.h"
 #include "qkv/ops/reduce.h"
+#include "qkv/ops/shape.h"
 
 namespace qkv::train {
 
@@ -210,6 +211,17 @@ TrainingTask::MicroBatch BertPretrainTask::next() {
   m.summed_loss = [this, b](double) {
     BertLosses l = bert_pretrain_losses(model_, b);
     return (l.mlm + l.nsp) * double(b.sequences);
+  };
+  // Rows [begin, end) alone: their shares of the batch's two means, times the batch's B (units
+  // are sequences; the MLM mean divides by the whole batch's predicted tokens).
+  m.row_units.assign(size_t(b.sequences), 1);
+  m.rows_loss = [this, b](double, int64_t begin, int64_t end) {
+    auto rows = [&](const Tensor& x) { return x.defined() ? slice(x, 0, begin, end).contiguous() : x; };
+    models::BertForPreTraining::Logits lg = model_.forward(rows(b.ids), rows(b.token_type_ids), rows(b.key_pad));
+    Tensor mlm = cross_entropy(lg.mlm, rows(b.mlm_labels), -100, 0.0, Reduction::sum);
+    Tensor nsp = cross_entropy(lg.nsp, rows(b.nsp_labels), -100, 0.0, Reduction::sum);
+    const double B = double(b.sequences);
+    return mlm * (b.predicted > 0 ? B / double(b.predicted) : 0.0) + nsp;  // nsp: B * (sum / B)
   };
   return m;
 }

@@ -29,7 +29,36 @@ TrainingTask::MicroBatch ClassificationTask::next() {
   MicroBatch m;
   m.units = b.ids.size(0);
   m.summed_loss = [this, b](double ls) { return batch_loss(b, ls); };
+  m.row_units.assign(size_t(m.units), 1);
+  m.rows_loss = [this, b](double ls, int64_t begin, int64_t end) { return rows_loss(b, ls, begin, end); };
   return m;
+}
+
+ClsBatch cls_batch_rows(const ClsBatch& b, int64_t begin, int64_t end) {
+  auto rows = [&](const Tensor& x) { return x.defined() ? slice(x, 0, begin, end).contiguous() : x; };
+  return {rows(b.ids), rows(b.key_pad), rows(b.extract_pos), rows(b.labels), rows(b.lm_targets),
+          rows(b.token_type_ids)};
+}
+
+Tensor ClassificationTask::rows_loss(const ClsBatch& b, double ls, int64_t begin, int64_t end) const {
+  return batch_loss(cls_batch_rows(b, begin, end), ls);  // a plain sum over rows
+}
+
+// The auxiliary LM term is a mean over the whole batch's counted tokens times its B: rows
+// [begin, end) contribute their summed token losses times B / (the batch's counted tokens).
+Tensor GptClassificationTask::rows_loss(const ClsBatch& b, double ls, int64_t begin, int64_t end) const {
+  if (lm_weight_ <= 0) return ClassificationTask::rows_loss(b, ls, begin, end);
+  const ClsBatch part = cls_batch_rows(b, begin, end);
+  Tensor lm_logits;
+  Tensor cls = model_.forward(part.ids, part.key_pad, part.extract_pos, &lm_logits);  // (rows, C)
+  Tensor loss = cross_entropy(cls, part.labels, -100, ls, Reduction::sum);
+  int64_t counted = 0;
+  const int64_t* t = b.lm_targets.data<int64_t>();
+  for (int64_t i = 0; i < b.lm_targets.numel(); ++i) counted += t[i] != -100;
+  Tensor head = slice(lm_logits, 1, 0, lm_logits.size(1) - 1);  // (rows, T-1, V)
+  Tensor lm = cross_entropy(head, part.lm_targets, -100, 0.0, Reduction::sum);
+  const double scale = counted > 0 ? lm_weight_ * double(b.ids.size(0)) / double(counted) : 0.0;
+  return add(loss, mul(lm, scale));
 }
 
 }  // namespace qkv::train

@@ -2,6 +2,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/ops/loss.h"
+#include "qkv/ops/shape.h"
 
 namespace qkv::train {
 
@@ -56,6 +57,19 @@ TrainingTask::MicroBatch LmTask::next() {
   MicroBatch m;
   m.units = b.tokens;
   m.summed_loss = [this, b](double ls) { return summed_loss(model_, b, ls); };
+  const int64_t B = b.targets.size(0), T = b.targets.size(1);
+  const int64_t* y = b.targets.data<int64_t>();
+  m.row_units.assign(size_t(B), 0);  // the targets that count, per row
+  for (int64_t r = 0; r < B; ++r)
+    for (int64_t t = 0; t < T; ++t) m.row_units[size_t(r)] += y[r * T + t] != -100;
+  m.rows_loss = [this, b](double ls, int64_t begin, int64_t end) {
+    auto rows = [&](const Tensor& x) { return x.defined() ? slice(x, 0, begin, end).contiguous() : x; };
+    LmBatch part;
+    part.ids = rows(b.ids);          // (end - begin, T)
+    part.targets = rows(b.targets);  // (end - begin, T)
+    part.key_pad = rows(b.key_pad);  // (end - begin, T) or undefined
+    return summed_loss(model_, part, ls);
+  };
   return m;
 }
 

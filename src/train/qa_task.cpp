@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "qkv/ops/shape.h"
+
 namespace qkv::train {
 
 QaFeature qa_feature(const text::QaWindow& w) { return {w.ids, w.type_ids, w.start, w.end}; }
@@ -70,6 +72,12 @@ TrainingTask::MicroBatch BertQaTask::next() {
   m.summed_loss = [this, b](double) {
     auto logits = model_.forward(b.ids, b.type_ids, b.key_pad);
     return models::BertForQuestionAnswering::loss(logits, b.start, b.end, Reduction::sum);
+  };
+  m.row_units.assign(size_t(m.units), 1);  // the loss sums one term per window
+  m.rows_loss = [this, b](double, int64_t begin, int64_t end) {
+    auto rows = [&](const Tensor& x) { return x.defined() ? slice(x, 0, begin, end).contiguous() : x; };
+    auto logits = model_.forward(rows(b.ids), rows(b.type_ids), rows(b.key_pad));
+    return models::BertForQuestionAnswering::loss(logits, rows(b.start), rows(b.end), Reduction::sum);
   };
   return m;
 }

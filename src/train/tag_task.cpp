@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "qkv/ops/loss.h"
+#include "qkv/ops/shape.h"
 
 namespace qkv::train {
 
@@ -107,6 +108,16 @@ TrainingTask::MicroBatch TaggingTask::next() {
   m.summed_loss = [this, b](double ls) {
     Tensor logits = model_.forward(b.ids, b.key_pad);  // (B, T, C)
     return cross_entropy(logits, b.labels, -100, ls, Reduction::sum);  // train.label_smoothing (default 0)
+  };
+  const int64_t B = b.labels.size(0), T = b.labels.size(1);
+  const int64_t* y = b.labels.data<int64_t>();
+  m.row_units.assign(size_t(B), 0);  // labelled positions per row
+  for (int64_t r = 0; r < B; ++r)
+    for (int64_t t = 0; t < T; ++t) m.row_units[size_t(r)] += y[r * T + t] != -100;
+  m.rows_loss = [this, b](double ls, int64_t begin, int64_t end) {
+    auto rows = [&](const Tensor& x) { return x.defined() ? slice(x, 0, begin, end).contiguous() : x; };
+    Tensor logits = model_.forward(rows(b.ids), rows(b.key_pad));  // (end - begin, T, C)
+    return cross_entropy(logits, rows(b.labels), -100, ls, Reduction::sum);
   };
   return m;
 }

@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/train/checkpoint.h"
+#include "qkv/train/batch_order.h"
 #include "qkv/train/clip.h"
 #include "qkv/train/progress.h"
 #include "qkv/util/error_context.h"
@@ -73,6 +75,7 @@ int64_t read_i64(const std::map<std::string, Tensor>& st, const std::string& key
 }  // namespace
 
 double Trainer::train_step() {
+  const auto t0 = std::chrono::steady_clock::now();
   task_.model().train();
   std::vector<TrainingTask::MicroBatch> micro;
   int64_t tokens = 0;
@@ -87,12 +90,14 @@ double Trainer::train_step() {
   {
     const kernels::MatmulPrecisionScope precision(o_.precision);  // the forward and backward products
     for (const TrainingTask::MicroBatch& b : micro) {
-      Tensor loss = b.summed_loss(o_.label_smoothing);
+      Tensor loss = comm_.distributed() ? shard_loss(b) : b.summed_loss(o_.label_smoothing);
+      if (!loss.defined()) continue;  // data-parallel: this rank has no rows of b
       loss_sum += loss.item();
       // d(total / tokens): each micro-batch contributes its share of the step's mean.
       backward(loss, Tensor::full(loss.shape(), 1.0 / double(tokens)));
     }
   }
+  if (comm_.distributed()) loss_sum = sum_over_ranks(loss_sum);  // every rank: the same sums
   last_loss_ = loss_sum / double(tokens);
   const double norm = grad_norm(opt_.params());  // clipping's norm, and the NaN/Inf detector
   if (!step_is_finite(last_loss_, norm)) return last_loss_;
@@ -100,6 +105,7 @@ double Trainer::train_step() {
   if (o_.clip_norm > 0) scale_grads_to_norm(opt_.params(), o_.clip_norm, norm);
   opt_.set_lr(schedule_.lr_at(step_));
   opt_.step();
+  step_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return last_loss_;
 }
 
@@ -120,6 +126,40 @@ bool Trainer::step_is_finite(double loss, double norm) {
   return false;
 }
 
+int64_t Trainer::all_reduce_bytes() const {
+  if (allreduce_) return allreduce_->bytes_per_step();
+  int64_t floats = 0;
+  for (const Tensor& p : opt_.params()) floats += p.numel() + 1;
+  return 4 * floats;
+}
+
+Tensor Trainer::shard_loss(const TrainingTask::MicroBatch& b) {
+  QKV_CHECK(b.rows_loss && int64_t(b.row_units.size()) > 0, "distributed training",
+            "this task's batches cannot be split by rows, so it trains on one process only (run it without mpirun)");
+  const auto [begin, end] = shard_rows(b.row_units, comm_.rank(), comm_.size());
+  if (begin == end) return Tensor();
+  return b.rows_loss(o_.label_smoothing, begin, end);
+}
+
+double Trainer::sum_over_ranks(double loss_sum) {
+  if (!allreduce_) allreduce_ = std::make_unique<GradientAllReduce>(comm_, opt_.params());
+  allreduce_->run(step_ + 1);
+  // The losses, a stop signal on any rank, and the wall-clock budget as any rank sees it.
+  const bool late = max_seconds_ > 0 &&
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count() >= max_seconds_;
+  const std::vector<double> all = comm_.all_gather(std::vector<double>{loss_sum, stop_requested() ? 1.0 : 0.0,
+                                                                       late ? 1.0 : 0.0},
+                                                   "the loss sum of step " + std::to_string(step_ + 1));
+  double total = 0;
+  agreed_stop_ = agreed_out_of_time_ = false;
+  for (int r = 0; r < comm_.size(); ++r) {  // in rank order: the same sum everywhere
+    total += all[size_t(3 * r)];
+    agreed_stop_ = agreed_stop_ || all[size_t(3 * r + 1)] != 0;
+    agreed_out_of_time_ = agreed_out_of_time_ || all[size_t(3 * r + 2)] != 0;
+  }
+  return total;
+}
+
 std::map<std::string, Tensor> Trainer::training_state() const {
   std::map<std::string, Tensor> st;
   for (auto& [k, v] : opt_.state_dict()) st["optim." + k] = v;
@@ -131,6 +171,15 @@ std::map<std::string, Tensor> Trainer::training_state() const {
   st["rng.seed"] = i64_scalar(int64_t(g.seed()));
   st["rng.offset"] = i64_scalar(int64_t(g.offset()));
   for (auto& [k, v] : task_.position()) st["data." + k] = i64_scalar(v);
+  if (comm_.distributed()) {  // the world size, and every rank's generator (its own dropout stream)
+    st["dist.ranks"] = i64_scalar(comm_.size());
+    const std::vector<int64_t> rng = comm_.all_gather(std::vector<int64_t>{int64_t(g.seed()), int64_t(g.offset())},
+                                                      "the generator states of step " + std::to_string(step_));
+    for (int r = 0; r < comm_.size(); ++r) {
+      st["dist.rng.seed." + std::to_string(r)] = i64_scalar(rng[size_t(2 * r)]);
+      st["dist.rng.offset." + std::to_string(r)] = i64_scalar(rng[size_t(2 * r + 1)]);
+    }
+  }
   return st;
 }
 
@@ -142,6 +191,10 @@ void Trainer::restore_training_state(const std::string& dir) {
 
 void Trainer::restore_training_state_from(const std::string& file) {
   auto st = safetensors::load(file).tensors;
+  const int64_t ranks = st.count("dist.ranks") ? read_i64(st, "dist.ranks", file) : 1;
+  QKV_CHECK(ranks == comm_.size(), file, "this run was trained on ", ranks, ranks == 1 ? " process" : " MPI ranks",
+            " and is being resumed on ", comm_.size(), ": a data-parallel run resumes only with the same number of ranks (",
+            ranks == 1 ? std::string("run qkv train without mpirun") : "mpirun -np " + std::to_string(ranks), ")");
   std::map<std::string, Tensor> optim;
   std::map<std::string, int64_t> pos;
   for (auto& [k, v] : st) {
@@ -156,11 +209,18 @@ void Trainer::restore_training_state_from(const std::string& file) {
   QKV_CHECK(bb != st.end() && bb->second.dtype() == DType::f64, file, "training state needs f64 'best_bleu'");
   best_bleu_ = *bb->second.data<double>();
   default_generator().set_state(uint64_t(read_i64(st, "rng.seed", file)), uint64_t(read_i64(st, "rng.offset", file)));
+  if (comm_.distributed()) {
+    const std::string r = std::to_string(comm_.rank());
+    default_generator().set_state(uint64_t(read_i64(st, "dist.rng.seed." + r, file)),
+                                  uint64_t(read_i64(st, "dist.rng.offset." + r, file)));
+  }
   task_.restore(pos);
+  restored_ = true;
 }
 
 std::string Trainer::save_checkpoint() {
-  auto state = training_state();
+  auto state = training_state();  // data-parallel: every rank takes part (the generator states)
+  if (!comm_.is_main()) return "";
   return checkpoints_.save(step_, [&](const std::string& dir) {
     if (cb_.write_model) cb_.write_model(dir);
     else task_.model().save((fs::path(dir) / "model.safetensors").string());
@@ -173,7 +233,7 @@ bool Trainer::validate_and_track() {
   if (!cb_.validate) return false;
   auto metrics = cb_.validate();
   metrics["step"] = double(step_);
-  metrics_->write(metrics, "valid");
+  if (metrics_) metrics_->write(metrics, "valid");  // rank 0's (every rank validates: they agree)
   // The best and the patience count are updated before the checkpoint is written, so its training
   // state includes this validation: a run resumed from it goes on as an uninterrupted one would.
   auto it = metrics.find(cb_.best_metric);
@@ -190,25 +250,56 @@ bool Trainer::validate_and_track() {
     }
   }
   std::string dir = save_checkpoint();
-  if (better) checkpoints_.mark_best(dir);
+  if (better && !dir.empty()) checkpoints_.mark_best(dir);
   return it != metrics.end() && !better && o_.patience > 0 && bad_validations_ >= o_.patience;
+}
+
+void Trainer::start_data_parallel() {
+  comm_.release_followers();  // rank 0 has prepared the run: the others may now repeat its setup
+  // Every rank must start from the same weights, step and data position.
+  std::vector<int64_t> mine{parameters_fingerprint(opt_.params()), step_};
+  PlanHash pos;
+  for (auto& [k, v] : task_.position()) {
+    for (char ch : k) pos.mix(uint64_t(uint8_t(ch)));
+    pos.mix(uint64_t(v));
+  }
+  mine.push_back(pos.value());
+  const std::vector<int64_t> all =
+      comm_.all_gather(mine, "the start-up check of the ranks (after their setup)", comm_.setup_timeout_seconds());
+  for (int r = 1; r < comm_.size(); ++r) {
+    QKV_CHECK(all[size_t(3 * r)] == all[0], "distributed training", "rank ", r,
+              "'s initial weights differ from rank 0's (the same config, seed and data on every rank are needed)");
+    QKV_CHECK(all[size_t(3 * r + 1)] == all[1] && all[size_t(3 * r + 2)] == all[2], "distributed training", "rank ",
+              r, " starts at another step or data position than rank 0 (step ", all[size_t(3 * r + 1)], " vs ", all[1],
+              "): every rank must open the same run");
+  }
+  // A new run: rank r > 0 draws dropout from its own stream (rank 0 keeps the single-process one).
+  if (!restored_ && comm_.rank() > 0) {
+    Generator& g = default_generator();
+    g.set_state(g.seed() + 0x9E3779B97F4A7C15ull * uint64_t(comm_.rank()), g.offset());
+  }
 }
 
 Outcome Trainer::run() {
   fs::create_directories(run_dir_);
   install_stop_signal_handlers();
-  if (!metrics_) metrics_.emplace(run_dir_ + "/metrics.jsonl");
-  ProgressBar bar(stderr, o_.log_every);
+  if (!metrics_ && comm_.is_main()) metrics_.emplace(run_dir_ + "/metrics.jsonl");
+  if (comm_.distributed()) start_data_parallel();
+  std::optional<ProgressBar> bar;  // rank 0's
+  if (comm_.is_main()) bar.emplace(stderr, o_.log_every);
   int64_t total = o_.max_steps;
   auto window_start = std::chrono::steady_clock::now();
   const auto run_start = window_start;
+  run_start_ = run_start;
+  max_seconds_ = o_.max_minutes * 60;
   auto out_of_time = [&] {
+    if (comm_.distributed()) return agreed_out_of_time_;  // as any rank saw it after the last step
     return o_.max_minutes > 0 &&
            std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count() >= o_.max_minutes * 60;
   };
   Outcome outcome = Outcome::finished;
   while (true) {
-    if (stop_requested()) { outcome = Outcome::interrupted; break; }
+    if (comm_.distributed() ? agreed_stop_ : stop_requested()) { outcome = Outcome::interrupted; break; }
     if (o_.max_steps > 0 && step_ >= o_.max_steps) break;
     if (o_.max_epochs > 0 && task_.epoch() >= o_.max_epochs) break;
     if (out_of_time()) break;
@@ -218,19 +309,23 @@ Outcome Trainer::run() {
     double secs = std::chrono::duration<double>(now - window_start).count();
     tokens_per_s_ = secs > 0 ? double(last_step_tokens_) / secs : 0;
     window_start = now;
-    metrics_->write({{"step", double(step_)}, {"train_loss", last_loss_}, {"lr", opt_.lr()},
-                     {"tokens_per_s", tokens_per_s_}, {"epoch", double(task_.epoch())}},
-                    "train");
-    bar.update({step_, total, task_.epoch(), last_loss_, opt_.lr(), tokens_per_s_, task_.unit_name()});
+    if (metrics_)
+      metrics_->write({{"step", double(step_)}, {"train_loss", last_loss_}, {"lr", opt_.lr()},
+                       {"tokens_per_s", tokens_per_s_}, {"epoch", double(task_.epoch())}},
+                      "train");
+    if (bar) bar->update({step_, total, task_.epoch(), last_loss_, opt_.lr(), tokens_per_s_, task_.unit_name()});
     bool last = o_.max_steps > 0 && step_ >= o_.max_steps;
     if (o_.valid_every > 0 && step_ % o_.valid_every == 0 && !last) {
-      bar.message("validating at step " + std::to_string(step_) + " ...");
+      if (bar) bar->message("validating at step " + std::to_string(step_) + " ...");
       if (validate_and_track()) { outcome = Outcome::early_stopped; break; }
     } else if (o_.save_every > 0 && step_ % o_.save_every == 0 && !last) {
       save_checkpoint();
     }
   }
-  bar.finish();
+  if (bar) bar->finish();
+  if (allreduce_ && comm_.is_main() && step_seconds_ > 0)
+    std::fprintf(stderr, "qkv train: %d ranks; gradient all-reduce of %.3g MB per step: %.1f%% of the steps' time\n",
+                 comm_.size(), double(allreduce_->bytes_per_step()) / 1e6, 100 * allreduce_->seconds() / step_seconds_);
   if (outcome == Outcome::finished) {
     if (cb_.validate) validate_and_track();  // validates, saves, tracks the best
     else save_checkpoint();

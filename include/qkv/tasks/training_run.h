@@ -86,7 +86,8 @@ void write_run_json(const RunDir& run);
 
 // Copies run/best (or the latest checkpoint) to run/model without its training state, or with
 // average_last > 0 writes the mean of the run's last average_last checkpoints there
-// (train::average_checkpoints); returns the model directory.
+// (train::average_checkpoints); returns the model directory. Data-parallel ranks other than 0
+// write nothing.
 std::string publish_model(const std::string& run_dir, int average_last = 0);
 
 // The model_type of a new run's config file or of the run being resumed ("transformer" if the

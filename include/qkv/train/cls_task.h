@@ -51,6 +51,8 @@ class ClassificationTask : public TrainingTask {
 
   // B * (the loss above) for one batch: recorded scalar.
   virtual Tensor batch_loss(const ClsBatch& b, double label_smoothing) const = 0;
+  // Rows [begin, end)'s share of batch_loss(b) (data-parallel shards).
+  virtual Tensor rows_loss(const ClsBatch& b, double label_smoothing, int64_t begin, int64_t end) const;
 
  private:
   nn::Module& module_;
@@ -62,6 +64,7 @@ class GptClassificationTask : public ClassificationTask {
   GptClassificationTask(models::GptClassifier& model, ClsBatchStream& data, double lm_weight)
       : ClassificationTask(model, data), model_(model), lm_weight_(lm_weight) {}
   Tensor batch_loss(const ClsBatch& b, double ls) const override { return summed_loss(model_, b, lm_weight_, ls); }
+  Tensor rows_loss(const ClsBatch& b, double ls, int64_t begin, int64_t end) const override;
   static Tensor summed_loss(const models::GptClassifier& model, const ClsBatch& b, double lm_weight, double ls = 0.0);
 
  private:

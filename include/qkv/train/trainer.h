@@ -9,17 +9,26 @@
 //
 // Resuming restores the weights (by the caller), optimizer moments, step, epoch, the default
 // generator's (seed, offset) and the data position, so an interrupted run continues bit-exactly.
+//
+// Under mpirun (train/distributed.h) every rank runs this loop in step: each computes the loss of
+// its rows of every micro-batch, the gradients are summed over the ranks before clipping, every
+// rank validates (so early stopping agrees), and rank 0 alone writes checkpoints, metrics and
+// the progress line. The training state then also holds the number of ranks (a resume with
+// another number is refused) and every rank's generator state (dropout differs per rank).
 #pragma once
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "qkv/kernels/bf16.h"
 #include "qkv/nn/module.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/nonfinite.h"
+#include "qkv/train/distributed.h"
 #include "qkv/train/optim.h"
 #include "qkv/train/progress.h"
 #include "qkv/train/schedule.h"
@@ -72,6 +81,12 @@ class TrainingTask {
   struct MicroBatch {
     int64_t units = 0;  // how many terms its loss sums (target tokens, sequences, ...)
     std::function<Tensor(double label_smoothing)> summed_loss;  // recorded scalar, training mode
+    // Data-parallel training (train/distributed.h) splits a micro-batch by rows (sentences,
+    // sequences): the units of each row (summing to `units`), and the summed loss of rows
+    // [begin, end) alone, so that the shards' losses add up to summed_loss's. Tasks that leave
+    // rows_loss empty train on one process only.
+    std::vector<int64_t> row_units;
+    std::function<Tensor(double label_smoothing, int64_t begin, int64_t end)> rows_loss;
   };
   virtual ~TrainingTask() = default;
   virtual nn::Module& model() = 0;
@@ -98,6 +113,10 @@ class Trainer {
   // The best value of callbacks.best_metric so far (-1 before any validation).
   double best_score() const { return best_bleu_; }
   double best_bleu() const { return best_bleu_; }
+  // Data-parallel: seconds spent in the gradient all-reduce so far (0 on one process), and the
+  // bytes it sums per step (every gradient, f32, and one word per parameter tensor).
+  double communication_seconds() const { return allreduce_ ? allreduce_->seconds() : 0.0; }
+  int64_t all_reduce_bytes() const;
 
  private:
   std::map<std::string, Tensor> training_state() const;
@@ -105,6 +124,9 @@ class Trainer {
   bool validate_and_track();  // returns true if early stopping triggers
   // False if the step's loss or gradient norm is non-finite: the policy throws or skips the update.
   bool step_is_finite(double loss, double grad_norm);
+  void start_data_parallel();  // checks that the ranks agree, gives each its own dropout stream
+  Tensor shard_loss(const TrainingTask::MicroBatch& b);  // this rank's rows' summed loss (undefined: none)
+  double sum_over_ranks(double loss_sum);  // sums gradients and losses over ranks; agrees on stopping
 
   TrainingTask& task_;
   Optimizer& opt_;
@@ -121,6 +143,14 @@ class Trainer {
   int64_t last_step_tokens_ = 0;
   bool last_step_skipped_ = false;  // the last train_step() dropped a non-finite update
   int skipped_in_a_row_ = 0;
+  // Data parallelism (one rank: comm_.distributed() is false and none of this is used).
+  Communicator& comm_ = Communicator::world();
+  std::unique_ptr<GradientAllReduce> allreduce_;
+  bool restored_ = false;                    // restore_training_state ran (rank RNG states set)
+  bool agreed_stop_ = false, agreed_out_of_time_ = false;  // any rank's, after the last step
+  double max_seconds_ = 0;                   // max_minutes in seconds, checked in train_step
+  std::chrono::steady_clock::time_point run_start_{};
+  double step_seconds_ = 0;                  // cumulative train_step time (for the comm fraction)
 };
 
 }  // namespace qkv::train
