@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "qkv/util/utf8.h"
@@ -99,8 +100,9 @@ double JsonRequest::number(const std::string& name, double def, double lo, doubl
   if (!has(name)) return def;
   const auto& v = j_.at(name);
   auto fmt = [](double x) {
-    nlohmann::json t = x;
-    return t.dump();
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", x);
+    return std::string(b);
   };
   const std::string range = "a number in [" + fmt(lo) + ", " + fmt(hi) + "]";
   if (!v.is_number()) bad(name, range);
