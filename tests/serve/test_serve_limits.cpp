@@ -70,10 +70,10 @@ TEST(ServeLimits, ConcurrentRequestsAndQueueLengthAnswer429) {
   serve::ServerOptions opt;
   opt.limits.max_concurrent = 2;
   opt.limits.max_queue = 3;
-  opt.batch.max_wait = std::chrono::milliseconds(1500);  // a queued request waits for company
+  opt.batch.max_wait = std::chrono::milliseconds(5000);  // a queued request waits for company
   opt.batch.max_batch = 64;
   RunningServer s(m.all(), opt);
-  // Two texts wait in mt's queue (1.5 s for company); a third and fourth text would pass 3.
+  // Two texts wait in mt's queue (5 s for company); a third and fourth text would pass 3.
   Reply first;
   std::thread a([&] { first = post(s.port, "/v1/translate", {{"texts", nlohmann::json::array({"the file", "the user"})}}); });
   ASSERT_TRUE(wait_metric(s.port, "qkv_queue_length{model=\"mt\"}", 2));
@@ -180,7 +180,7 @@ TEST(ServeLimits, AClientLeavingAStreamFreesItsSlotAndStopsItsBatch) {
   Reply r;
   do {
     r = post(s.port, "/tokenize", {{"text", "the"}});
-  } while (r.status == 429 && std::chrono::steady_clock::now() - left < std::chrono::seconds(5));
+  } while (r.status == 429 && std::chrono::steady_clock::now() - left < std::chrono::seconds(20));
   EXPECT_EQ(r.status, 200) << r.body;
   // ... and the generation stopped: a one-token request queued behind it is answered, and the
   // model's token count is that one token (a call that ran to its end would have added 1000).
