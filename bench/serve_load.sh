@@ -8,7 +8,8 @@
 #      qkv_errors_total) and the server's peak RSS (VmHWM) after each run, then stops it (SIGTERM).
 # Each request translates one source sentence (SOURCES: one per line, or the first column of a TSV;
 # default: the demo corpus's test set) with the demo's decoding settings (beam 4, alpha 2, no
-# repeated 3-grams), cycling through the sentences. Environment: DURATION, CONNECTIONS, QKV (the
+# repeated 3-grams; a sentence longer than the model takes is cut, as `qkv translate` cuts it),
+# cycling through the sentences. Environment: DURATION, CONNECTIONS, QKV (the
 # program), SERVE_FLAGS (more flags for qkv serve), WRK_THREADS (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,7 @@ print('wrk.method = "POST"')
 print('wrk.headers["Content-Type"] = "application/json"')
 print("bodies = {")
 for l in lines:
-    body = json.dumps({"text": l, "beam": 4, "alpha": 2.0, "no_repeat_ngram_size": 3})
+    body = json.dumps({"text": l, "beam": 4, "alpha": 2.0, "no_repeat_ngram_size": 3, "truncate": True})
     print("  " + json.dumps(body) + ",")
 print("}")
 print("i = 0")

@@ -84,7 +84,7 @@ void Server::Impl::wait(Job& job) {
 
 void Server::Impl::translate(const httplib::Request& req, httplib::Response& res) {
   const std::string ep = "/v1/translate";
-  JsonRequest body(req.body, ep, {"model", "text", "texts", "beam", "alpha", "max_length", "no_repeat_ngram_size"});
+  JsonRequest body(req.body, ep, {"model", "text", "texts", "beam", "alpha", "max_length", "no_repeat_ngram_size", "truncate"});
   const Kind kind = Kind::translation;
   ServedModel& m = pick(body, ep, &kind);
   auto job = std::make_shared<TranslateJob>();
@@ -96,13 +96,16 @@ void Server::Impl::translate(const httplib::Request& req, httplib::Response& res
   check_inputs(job->lines.size(), opt.limits, ep, field);
   const auto& b = m.translator()->bundle();
   const int64_t eos = m.translator()->special_ids().eos;
+  const bool truncate = body.boolean("truncate", false);  // a text longer than the model takes: cut it, or 400
+  int64_t truncated = 0;
   for (size_t i = 0; i < job->lines.size(); ++i) {
     check_tokens(int64_t(b.src_tok->encode(job->lines[i]).size()), i, opt.limits, ep, field);
     bool cut = false;  // as Translator encodes it: with </s>, cut to the model's maximum
     train::encode_sentence(*b.src_tok, job->lines[i], eos, b.model->max_len(), &cut);
-    if (cut)
+    truncated += cut;
+    if (cut && !truncate)
       throw HttpError(400, ep + ": input " + std::to_string(i) + " of \"" + field + "\" has more than " +
-                               std::to_string(b.model->max_len() - 1) + " tokens, the model's maximum",
+                               std::to_string(b.model->max_len() - 1) + " tokens, the model's maximum (\"truncate\": true cuts it)",
                       "invalid_request_error", field);
   }
   auto& s = job->opt.search;
@@ -118,15 +121,16 @@ void Server::Impl::translate(const httplib::Request& req, httplib::Response& res
                         "max_length");
     s.max_len_ratio = 0, s.max_len_extra = ml;
   }
-  job->opt.refuse_long = true;
+  job->opt.refuse_long = !truncate;
   job->items = job->lines.size();
-  job->key = "b" + std::to_string(s.beam) + " a" + num(s.alpha) + " r" + num(s.max_len_ratio) + " e" +
+  job->key = std::string(truncate ? "cut " : "") + "b" + std::to_string(s.beam) + " a" + num(s.alpha) + " r" + num(s.max_len_ratio) + " e" +
              std::to_string(s.max_len_extra) + " n" + std::to_string(s.no_repeat_ngram_size);
   submit(m, job);
   wait(*job);
   current_request().tokens = job->tokens;
-  res.set_content(dump({{"model", m.name()}, {"translations", job->out}, {"usage", {{"completion_tokens", job->tokens}}}}),
-                  "application/json");
+  nlohmann::json out{{"model", m.name()}, {"translations", job->out}, {"usage", {{"completion_tokens", job->tokens}}}};
+  if (truncated) out["truncated"] = truncated;  // texts cut to the model's maximum
+  res.set_content(dump(out), "application/json");
 }
 
 void Server::Impl::completions(const httplib::Request& req, httplib::Response& res, Slot slot) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 
+#include "qkv/tasks/translator.h"
 #include "serve_fixture.h"
 
 using namespace qkv;
@@ -131,8 +132,16 @@ TEST(ServeLimits, BadInputAnswers400WithAMessage) {
                "model 'gpt' is a generation model; this endpoint needs a translation model");
   expect_error(request(s.port, "GET", "/v1/translate"), 404, "no such endpoint: GET /v1/translate");
   // Beyond a model's own context (the limit allows it, the model does not): a 400 naming it.
-  expect_error(post(s.port, "/v1/translate", {{"text", "the the the the the the the the the the the the the the the the"}}),
-               400, "input 0 of \"text\" has more than 15 tokens, the model's maximum");
+  const std::string long_text = "the the the the the the the the the the the the the the the the";
+  expect_error(post(s.port, "/v1/translate", {{"text", long_text}}), 400,
+               "input 0 of \"text\" has more than 15 tokens, the model's maximum (\"truncate\": true cuts it)");
+  Reply cut = post(s.port, "/v1/translate", {{"texts", {"the file", long_text, "save"}}, {"truncate", true}});
+  ASSERT_EQ(cut.status, 200) << cut.body;
+  EXPECT_EQ(cut.json["truncated"], 1);
+  tasks::TranslateOptions o;
+  o.quiet = true;
+  EXPECT_EQ(cut.json["translations"].get<std::vector<std::string>>(),
+            tasks::Translator(m.translation).translate({"the file", long_text, "save"}, o).text);
   std::string long_prompt;
   for (int i = 0; i < 32; ++i) long_prompt += "the ";
   expect_error(post(s.port, "/v1/completions", {{"prompt", long_prompt}}), 400,
