@@ -19,8 +19,8 @@ done
 
 # What building and running qkv needs.
 PKGS=(build-essential cmake ninja-build pkg-config git
-      libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libcli11-dev libpng-dev libfreetype-dev fonts-dejavu-core
-      libopenmpi-dev openmpi-bin)
+      libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpng-dev libfreetype-dev
+      fonts-dejavu-core libopenmpi-dev openmpi-bin)
 if ((tests)); then
   # What the tests need on top: GoogleTest; PyTorch + NumPy (reference values, tools/refs); Pillow
   # (reads the heatmap PNGs back); gettext (msgfmt-compiled catalogs); Node.js and npm (the

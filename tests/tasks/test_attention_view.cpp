@@ -28,68 +28,17 @@
 #include "qkv/util/file.h"
 #include "run_qkv.h"
 #include "scratch_util.h"
+#include "tiny_models.h"
 
 namespace fs = std::filesystem;
 using namespace qkv;
 
 namespace {
 
-const char* kWords = "cannot open the file directory not found save print error read write user name";
-
-std::shared_ptr<text::Tokenizer> word_tokenizer(std::vector<std::string> specials) {
-  std::vector<std::string> vocab = specials;
-  std::string w;
-  for (const char* p = kWords;; ++p) {
-    if (*p == ' ' || *p == 0) {
-      vocab.push_back(w), w.clear();
-      if (!*p) break;
-    } else {
-      w += *p;
-    }
-  }
-  auto t = std::make_shared<text::VocabTokenizer>(text::VocabTokenizer::Level::Word, vocab, "<unk>");
-  return t;
-}
-
-// A small random Transformer (2 + 2 layers, 4 heads, sinusoidal positions) with a word tokenizer.
-io::Seq2SeqBundle tiny_translation_model(uint64_t seed, int64_t max_len = 16, const std::string& positional = "sinusoidal") {
-  io::Seq2SeqBundle b;
-  b.src_tok = b.tgt_tok = word_tokenizer({"<pad>", "<unk>", "<s>", "</s>"});
-  const int64_t V = b.src_tok->vocab_size();
-  b.config = {{"model_type", "transformer"},
-              {"model", {{"src_vocab", V}, {"tgt_vocab", V}, {"d_model", 32}, {"heads", 4}, {"enc_layers", 2},
-                         {"dec_layers", 2}, {"d_ff", 64}, {"max_len", max_len}, {"pad_id", 0}, {"bos_id", 2},
-                         {"eos_id", 3}, {"shared_embeddings", true}, {"positional", positional}}}};
-  default_generator().manual_seed(seed);
-  b.model = io::make_seq2seq(b.config, "test config");
-  b.model->eval();
-  return b;
-}
-
-// A small random GPT (2 layers, 4 heads, 12 positions) and BERT (2 layers, 4 heads, 16 positions).
-io::GptBundle tiny_gpt() {
-  io::GptBundle b;
-  b.tokenizer = word_tokenizer({"<|endoftext|>", "<unk>"});
-  b.config.vocab_size = b.tokenizer->vocab_size();
-  b.config.n_positions = 12, b.config.n_embd = 32, b.config.n_layer = 2, b.config.n_head = 4;
-  default_generator().manual_seed(5);
-  b.model = std::make_shared<models::Gpt>(b.config);
-  return b;
-}
-
-io::BertBundle tiny_bert() {
-  models::BertConfig cfg;
-  auto tok = word_tokenizer({"[PAD]", "<unk>", "[CLS]", "[SEP]", "[MASK]"});
-  tok->set_special(text::Role::Cls, "[CLS]");
-  tok->set_special(text::Role::Sep, "[SEP]");
-  cfg.vocab_size = tok->vocab_size();
-  cfg.hidden_size = 32, cfg.num_hidden_layers = 2, cfg.num_attention_heads = 4, cfg.intermediate_size = 64;
-  cfg.max_position_embeddings = 16;
-  default_generator().manual_seed(6);
-  io::BertBundle b = io::make_bert(cfg);
-  b.tokenizer = tok;
-  return b;
-}
+using qkv_test::tiny_bert;
+using qkv_test::tiny_gpt;
+using qkv_test::tiny_translation_model;
+using qkv_test::word_tokenizer;
 
 std::string scratch(const std::string& name) { return qkv_test::scratch_dir("attention_view_" + name); }
 

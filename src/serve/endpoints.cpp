@@ -1,0 +1,374 @@
+// Each endpoint: its request read strictly (json_request.h), checked against the limits, queued
+// on its model as a job, and answered in its JSON shape (OpenAI's for completions and embeddings).
+#include <cstdio>
+#include <ctime>
+#include <random>
+
+#include "qkv/train/seq2seq_data.h"
+#include "server_impl.h"
+
+namespace qkv::serve {
+
+namespace {
+
+std::string num(double x) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.17g", x);
+  return b;
+}
+
+// Texts in one request: at most --max-inputs.
+void check_inputs(size_t n, const Limits& lim, const std::string& endpoint, const std::string& field) {
+  if (int64_t(n) > lim.max_inputs)
+    throw limit_error(400, "max_inputs",
+                      endpoint + ": " + std::to_string(n) + " inputs in \"" + field + "\", more than " +
+                          std::to_string(lim.max_inputs) + " (--max-inputs)",
+                      field);
+}
+
+// One text's tokens: at most --max-input-tokens.
+void check_tokens(int64_t n, size_t i, const Limits& lim, const std::string& endpoint, const std::string& field) {
+  if (n > lim.max_input_tokens)
+    throw limit_error(400, "max_input_tokens",
+                      endpoint + ": input " + std::to_string(i) + " of \"" + field + "\" has " + std::to_string(n) +
+                          " tokens, more than " + std::to_string(lim.max_input_tokens) + " (--max-input-tokens)",
+                      field);
+}
+
+nlohmann::json usage(int64_t prompt, int64_t completion) {
+  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+}
+
+}  // namespace
+
+ServedModel& Server::Impl::pick(const JsonRequest& body, const std::string& endpoint, const Kind* kind) {
+  auto list = [&] {
+    std::string s;
+    for (auto& m : models) s += (s.empty() ? "" : ", ") + m->name() + " (" + kind_name(m->kind()) + ")";
+    return s;
+  };
+  if (auto name = body.string("model")) {
+    for (auto& m : models)
+      if (m->name() == *name) {
+        if (kind && m->kind() != *kind)
+          throw HttpError(400, endpoint + ": model '" + *name + "' is a " + kind_name(m->kind()) + " model; this endpoint needs a " +
+                                   kind_name(*kind) + " model (served: " + list() + ")",
+                          "invalid_request_error", "model");
+        return *m;
+      }
+    throw HttpError(404, endpoint + ": no model named '" + *name + "' (served: " + list() + ")", "not_found", "model");
+  }
+  std::vector<ServedModel*> fit;
+  for (auto& m : models)
+    if (!kind || m->kind() == *kind) fit.push_back(m.get());
+  if (fit.empty())
+    throw HttpError(404, endpoint + ": no " + std::string(kind_name(*kind)) + " model is served (served: " + list() + ")",
+                    "not_found");
+  if (fit.size() > 1)
+    throw HttpError(400, endpoint + ": several models could answer; name one in \"model\" (served: " + list() + ")",
+                    "invalid_request_error", "model");
+  return *fit[0];
+}
+
+void Server::Impl::submit(ServedModel& m, const std::shared_ptr<Job>& job) {
+  if (!m.queue().push(job))
+    throw limit_error(429, "max_queue",
+                      "the queue of model '" + m.name() + "' is full (" + std::to_string(opt.limits.max_queue) +
+                          " inputs, --max-queue); retry later");
+}
+
+void Server::Impl::wait(Job& job) {
+  job.wait();
+  if (job.error_status()) throw HttpError(job.error_status(), job.error(), job.error_status() >= 500 ? "server_error" : "invalid_request_error");
+}
+
+void Server::Impl::translate(const httplib::Request& req, httplib::Response& res) {
+  const std::string ep = "/v1/translate";
+  JsonRequest body(req.body, ep, {"model", "text", "texts", "beam", "alpha", "max_length", "no_repeat_ngram_size", "truncate"});
+  const Kind kind = Kind::translation;
+  ServedModel& m = pick(body, ep, &kind);
+  auto job = std::make_shared<TranslateJob>();
+  if (body.has("text") == body.has("texts"))
+    throw HttpError(400, ep + ": give exactly one of \"text\" (a string) and \"texts\" (an array of strings)");
+  job->lines = body.has("text") ? std::vector<std::string>{*body.string("text")} : body.strings("texts");
+  const std::string field = body.has("text") ? "text" : "texts";
+  if (job->lines.empty()) throw HttpError(400, ep + ": \"texts\" is empty", "invalid_request_error", "texts");
+  check_inputs(job->lines.size(), opt.limits, ep, field);
+  const auto& b = m.translator()->bundle();
+  const int64_t eos = m.translator()->special_ids().eos;
+  const bool truncate = body.boolean("truncate", false);  // a text longer than the model takes: cut it, or 400
+  int64_t truncated = 0;
+  for (size_t i = 0; i < job->lines.size(); ++i) {
+    check_tokens(int64_t(b.src_tok->encode(job->lines[i]).size()), i, opt.limits, ep, field);
+    bool cut = false;  // as Translator encodes it: with </s>, cut to the model's maximum
+    train::encode_sentence(*b.src_tok, job->lines[i], eos, b.model->max_len(), &cut);
+    truncated += cut;
+    if (cut && !truncate)
+      throw HttpError(400, ep + ": input " + std::to_string(i) + " of \"" + field + "\" has more than " +
+                               std::to_string(b.model->max_len() - 1) + " tokens, the model's maximum (\"truncate\": true cuts it)",
+                      "invalid_request_error", field);
+  }
+  auto& s = job->opt.search;
+  s.beam = int(body.integer("beam", 1, 1, opt.limits.max_beam));
+  s.alpha = body.number("alpha", s.alpha, 0, 10);
+  s.no_repeat_ngram_size = int(body.integer("no_repeat_ngram_size", 0, 0, 16));
+  if (body.has("max_length")) {
+    const int64_t ml = body.integer("max_length", 0, 1, INT64_MAX);
+    if (ml > opt.limits.max_tokens)
+      throw limit_error(400, "max_tokens",
+                        ep + ": max_length " + std::to_string(ml) + " is more than " + std::to_string(opt.limits.max_tokens) +
+                            " (--max-tokens)",
+                        "max_length");
+    s.max_len_ratio = 0, s.max_len_extra = ml;
+  }
+  job->opt.refuse_long = !truncate;
+  job->items = job->lines.size();
+  job->key = std::string(truncate ? "cut " : "") + "b" + std::to_string(s.beam) + " a" + num(s.alpha) + " r" + num(s.max_len_ratio) + " e" +
+             std::to_string(s.max_len_extra) + " n" + std::to_string(s.no_repeat_ngram_size);
+  submit(m, job);
+  wait(*job);
+  current_request().tokens = job->tokens;
+  nlohmann::json out{{"model", m.name()}, {"translations", job->out}, {"usage", {{"completion_tokens", job->tokens}}}};
+  if (truncated) out["truncated"] = truncated;  // texts cut to the model's maximum
+  res.set_content(dump(out), "application/json");
+}
+
+void Server::Impl::completions(const httplib::Request& req, httplib::Response& res, Slot slot) {
+  const std::string ep = "/v1/completions";
+  JsonRequest body(req.body, ep,
+                   {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "stream", "n",
+                    "repetition_penalty", "user"});
+  const Kind kind = Kind::generation;
+  ServedModel& m = pick(body, ep, &kind);
+  const tasks::Generator& gen = *m.generator();
+  if (!gen.bundle().tokenizer) throw HttpError(400, ep + ": model '" + m.name() + "' has no tokenizer: text prompts need one");
+  auto job = std::make_shared<CompletionJob>();
+  job->prompts = body.string_or_strings("prompt");
+  check_inputs(job->prompts.size(), opt.limits, ep, "prompt");
+  int64_t prompt_tokens = 0;
+  const int64_t n_positions = gen.bundle().config.n_positions;
+  for (size_t i = 0; i < job->prompts.size(); ++i) {
+    const int64_t n = int64_t(gen.bundle().tokenizer->encode(job->prompts[i]).size());
+    check_tokens(n, i, opt.limits, ep, "prompt");
+    if (n > n_positions - 1)
+      throw HttpError(400, ep + ": prompt " + std::to_string(i) + " has " + std::to_string(n) +
+                               " tokens; the model's context holds " + std::to_string(n_positions) +
+                               " (prompt + at least one new token)",
+                      "invalid_request_error", "prompt");
+    prompt_tokens += n;
+  }
+  body.integer("n", 1, 1, 1);  // one completion per prompt
+  auto& o = job->opt;
+  const int64_t max_tokens = body.integer("max_tokens", 16, 1, INT64_MAX);
+  if (max_tokens > opt.limits.max_tokens)
+    throw limit_error(400, "max_tokens",
+                      ep + ": max_tokens " + std::to_string(max_tokens) + " is more than " +
+                          std::to_string(opt.limits.max_tokens) + " (--max-tokens)",
+                      "max_tokens");
+  o.max_new_tokens = max_tokens;
+  const double temperature = body.number("temperature", 1.0, 0, 100);
+  o.sample = temperature > 0;
+  if (o.sample) o.logits.temperature = temperature;
+  o.logits.top_p = body.number("top_p", 1.0, 0, 1);
+  if (o.logits.top_p <= 0) throw HttpError(400, ep + ": field \"top_p\": expected a number in (0, 1], got 0", "invalid_request_error", "top_p");
+  o.logits.top_k = body.integer("top_k", 0, 0, 1 << 30);
+  o.logits.repetition_penalty = body.number("repetition_penalty", 1.0, 1e-6, 100);
+  if (body.has("stop")) {
+    o.stop = body.json().at("stop").is_string() ? std::vector<std::string>{*body.string("stop")} : body.strings("stop");
+    if (o.stop.size() > 4) throw HttpError(400, ep + ": field \"stop\": at most 4 strings, got " + std::to_string(o.stop.size()), "invalid_request_error", "stop");
+    for (auto& s : o.stop)
+      if (s.empty()) throw HttpError(400, ep + ": field \"stop\": an empty stop string", "invalid_request_error", "stop");
+  }
+  o.seed = body.has("seed") ? body.unsigned_integer("seed", 0) : std::random_device{}();
+  (void)body.string("user");
+  job->stream = body.boolean("stream", false);
+  job->items = job->prompts.size();
+  // Greedy requests with the same options share batches (a row's answer does not depend on its
+  // batch); a sampled one runs alone: its prompts' random streams are numbered within the call.
+  if (o.sample) {
+    job->key = "sample " + std::to_string(++next_sample_key);
+  } else {
+    job->key = "greedy n" + std::to_string(o.max_new_tokens) + " r" + num(o.logits.repetition_penalty);
+    for (auto& s : o.stop) job->key += " s" + std::to_string(s.size()) + ":" + s;
+  }
+  const uint64_t id = current_request().id;
+  const int64_t created = int64_t(std::time(nullptr));
+  submit(m, job);
+
+  if (!job->stream) {
+    wait(*job);
+    current_request().tokens = job->tokens;
+    nlohmann::json choices = nlohmann::json::array();
+    for (size_t i = 0; i < job->out.size(); ++i)
+      choices.push_back({{"text", job->out[i].text}, {"index", i}, {"logprobs", nullptr},
+                         {"finish_reason", finish_reason(job->out[i].finish)}});
+    res.set_content(dump({{"id", "cmpl-" + std::to_string(id)}, {"object", "text_completion"}, {"created", created},
+                          {"model", m.name()}, {"choices", choices}, {"usage", usage(prompt_tokens, job->tokens)}}),
+                    "application/json");
+    return;
+  }
+  // Server-sent events: one per piece of text, one with each prompt's finish_reason, then [DONE].
+  // The provider writes the whole stream in one call (cpp-httplib stops calling providers once
+  // the server stops; a stream in flight when draining starts still ends normally).
+  res.set_header("Cache-Control", "no-cache");
+  const std::string name = m.name();
+  res.set_chunked_content_provider(
+      "text/event-stream", [job, slot, name, id, created, prompt_tokens](size_t, httplib::DataSink& sink) {
+        auto event = [&](const nlohmann::json& j) {
+          const std::string s = "data: " + dump(j) + "\n\n";
+          return sink.write(s.data(), s.size());
+        };
+        for (;;) {
+          const bool was_done = job->done();  // before taking: then nothing is left behind
+          for (auto& p : job->take(std::chrono::milliseconds(was_done ? 0 : 100))) {
+            nlohmann::json choice{{"text", p.text}, {"index", p.index}, {"logprobs", nullptr}};
+            choice["finish_reason"] = p.finish.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.finish);
+            nlohmann::json chunk{{"id", "cmpl-" + std::to_string(id)}, {"object", "text_completion"}, {"created", created},
+                                 {"model", name}, {"choices", {choice}}};
+            if (!event(chunk)) {
+              job->cancelled = true;  // the client went away: the batch may stop early
+              return false;
+            }
+          }
+          if (was_done) {
+            if (job->error_status()) {
+              event({{"error", {{"message", job->error()}, {"type", "server_error"}, {"code", job->error_status()}}}});
+            } else {
+              current_request().tokens = job->tokens;
+            }
+            const std::string done = "data: [DONE]\n\n";
+            if (!sink.write(done.data(), done.size())) return false;
+            sink.done();
+            return true;
+          }
+          if (!sink.is_writable()) {
+            job->cancelled = true;
+            return false;
+          }
+        }
+      });
+}
+
+void Server::Impl::embeddings(const httplib::Request& req, httplib::Response& res) {
+  const std::string ep = "/v1/embeddings";
+  JsonRequest body(req.body, ep, {"model", "input", "encoding_format", "pooling", "normalize", "user"});
+  const Kind kind = Kind::embedding;
+  ServedModel& m = pick(body, ep, &kind);
+  const auto& tok = *m.embedder()->bundle().tokenizer;
+  auto job = std::make_shared<EmbedJob>();
+  const std::vector<std::string> texts = body.string_or_strings("input");
+  check_inputs(texts.size(), opt.limits, ep, "input");
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const int64_t n = int64_t(tok.encode(texts[i]).size());
+    check_tokens(n, i, opt.limits, ep, "input");
+    job->tokens += std::min<int64_t>(n + 2, m.embedder()->bundle().config.max_position_embeddings);  // [CLS] .. [SEP]
+    job->inputs.push_back({texts[i], "", false});
+  }
+  if (auto f = body.string("encoding_format"); f && *f != "float")
+    throw HttpError(400, ep + ": field \"encoding_format\": only \"float\" is supported, got \"" + *f + "\"",
+                    "invalid_request_error", "encoding_format");
+  const std::string pooling = body.string("pooling").value_or("cls");
+  if (pooling != "cls" && pooling != "mean")
+    throw HttpError(400, ep + ": field \"pooling\": expected \"cls\" or \"mean\", got \"" + pooling + "\"",
+                    "invalid_request_error", "pooling");
+  job->opt.pooling = tasks::parse_pooling(pooling);
+  job->opt.normalize = body.boolean("normalize", false);
+  (void)body.string("user");
+  job->items = job->inputs.size();
+  job->key = pooling + (job->opt.normalize ? " normalized" : "");
+  submit(m, job);
+  wait(*job);
+  current_request().tokens = job->tokens;
+  nlohmann::json data = nlohmann::json::array();
+  for (size_t i = 0; i < job->out.size(); ++i)
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", job->out[i].vector}});
+  res.set_content(dump({{"object", "list"}, {"data", data}, {"model", m.name()},
+                        {"usage", {{"prompt_tokens", job->tokens}, {"total_tokens", job->tokens}}}}),
+                  "application/json");
+}
+
+void Server::Impl::classify(const httplib::Request& req, httplib::Response& res) {
+  const std::string ep = "/v1/classify";
+  JsonRequest body(req.body, ep, {"model", "text", "text_pair", "texts", "text_pairs"});
+  const Kind kind = Kind::classification;
+  ServedModel& m = pick(body, ep, &kind);
+  const tasks::Classifier& clf = *m.classifier();
+  auto job = std::make_shared<ClassifyJob>();
+  if (body.has("text") == body.has("texts"))
+    throw HttpError(400, ep + ": give exactly one of \"text\" (a string) and \"texts\" (an array of strings)");
+  const bool one = body.has("text");
+  if (one ? body.has("text_pairs") : body.has("text_pair"))
+    throw HttpError(400, ep + ": \"text\" goes with \"text_pair\", \"texts\" with \"text_pairs\"");
+  const std::vector<std::string> a = one ? std::vector<std::string>{*body.string("text")} : body.strings("texts");
+  const bool pair = body.has(one ? "text_pair" : "text_pairs");
+  std::vector<std::string> b;
+  if (pair) b = one ? std::vector<std::string>{*body.string("text_pair")} : body.strings("text_pairs");
+  if (a.empty()) throw HttpError(400, ep + ": \"texts\" is empty", "invalid_request_error", "texts");
+  if (pair && b.size() != a.size())
+    throw HttpError(400, ep + ": \"text_pairs\" has " + std::to_string(b.size()) + " texts, \"texts\" " + std::to_string(a.size()),
+                    "invalid_request_error", "text_pairs");
+  if (!clf.accepts(pair))
+    throw HttpError(400, ep + ": model '" + m.name() + "' classifies " + (clf.pairs() ? "pairs of texts: give \"text_pair\"" : "single texts: no \"text_pair\""),
+                    "invalid_request_error", pair ? "text_pair" : "text");
+  check_inputs(a.size(), opt.limits, ep, one ? "text" : "texts");
+  const text::Tokenizer& tok = *m.tokenizer();
+  for (size_t i = 0; i < a.size(); ++i) {
+    check_tokens(int64_t(tok.encode(a[i]).size()), i, opt.limits, ep, one ? "text" : "texts");
+    if (pair) check_tokens(int64_t(tok.encode(b[i]).size()), i, opt.limits, ep, one ? "text_pair" : "text_pairs");
+    job->inputs.push_back({a[i], pair ? b[i] : "", pair});
+  }
+  job->items = job->inputs.size();
+  job->key = "";
+  submit(m, job);
+  wait(*job);
+  nlohmann::json results = nlohmann::json::array();
+  for (auto& r : job->out) {
+    nlohmann::json probs = nlohmann::json::object();
+    for (size_t c = 0; c < r.probabilities.size(); ++c) probs[clf.labels()[c]] = r.probabilities[c];
+    nlohmann::json x{{"label", r.label}, {"probability", r.probability}, {"probabilities", probs}};
+    if (r.truncated) x["truncated"] = true;
+    results.push_back(x);
+  }
+  res.set_content(dump({{"model", m.name()}, {"results", results}}), "application/json");
+}
+
+void Server::Impl::tokenize(const httplib::Request& req, httplib::Response& res) {
+  const std::string ep = "/tokenize";
+  JsonRequest body(req.body, ep, {"model", "text", "add_special_tokens", "target"});
+  ServedModel& m = pick(body, ep, nullptr);
+  const bool target = body.boolean("target", false);
+  if (target && m.kind() != Kind::translation)
+    throw HttpError(400, ep + ": \"target\" is for translation models", "invalid_request_error", "target");
+  const text::Tokenizer* tok = m.tokenizer(target);
+  if (!tok) throw HttpError(400, ep + ": model '" + m.name() + "' has no tokenizer");
+  const auto text = body.string("text");
+  if (!text) throw HttpError(400, ep + ": field \"text\" is required", "invalid_request_error", "text");
+  const text::Encoding e = tok->encode_single(*text, body.boolean("add_special_tokens", false));
+  std::vector<std::string> pieces;
+  for (int32_t id : e.ids) pieces.push_back(tok->id_to_token(id));
+  res.set_content(dump({{"model", m.name()}, {"tokens", e.ids}, {"pieces", pieces}}), "application/json");
+}
+
+void Server::Impl::detokenize(const httplib::Request& req, httplib::Response& res) {
+  const std::string ep = "/detokenize";
+  JsonRequest body(req.body, ep, {"model", "tokens", "skip_special_tokens", "target"});
+  ServedModel& m = pick(body, ep, nullptr);
+  const bool target = body.boolean("target", false);
+  if (target && m.kind() != Kind::translation)
+    throw HttpError(400, ep + ": \"target\" is for translation models", "invalid_request_error", "target");
+  const text::Tokenizer* tok = m.tokenizer(target);
+  if (!tok) throw HttpError(400, ep + ": model '" + m.name() + "' has no tokenizer");
+  const std::vector<int64_t> ids = body.integers("tokens");
+  std::vector<int32_t> ids32;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= tok->vocab_size())
+      throw HttpError(400, ep + ": field \"tokens\" element " + std::to_string(i) + ": expected an id in [0, " +
+                               std::to_string(tok->vocab_size()) + "), got " + std::to_string(ids[i]),
+                      "invalid_request_error", "tokens");
+    ids32.push_back(int32_t(ids[i]));
+  }
+  res.set_content(dump({{"model", m.name()}, {"text", tok->decode(ids32, body.boolean("skip_special_tokens", true))}}),
+                  "application/json");
+}
+
+}  // namespace qkv::serve

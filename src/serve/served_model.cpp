@@ -1,0 +1,241 @@
+#include "served_model.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "qkv/util/error.h"
+#include "qkv/util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace qkv::serve {
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::translation: return "translation";
+    case Kind::generation: return "generation";
+    case Kind::embedding: return "embedding";
+    case Kind::classification: return "classification";
+  }
+  return "?";
+}
+
+Kind model_kind(const std::string& dir) {
+  QKV_CHECK(fs::is_directory(dir), "serve", "--model ", dir, ": no such directory");
+  const std::string cfg = (fs::path(dir) / "config.json").string();
+  QKV_CHECK(fs::is_regular_file(cfg), cfg, "missing (a model directory holds config.json and model.safetensors)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(cfg));
+  } catch (const nlohmann::json::exception& e) {
+    fail(cfg, "not valid JSON: ", e.what());
+  }
+  QKV_CHECK(j.is_object(), cfg, "expected a JSON object");
+  bool classifier = j.contains("qkv_classifier");
+  if (j.contains("architectures") && j["architectures"].is_array())
+    for (auto& a : j["architectures"]) {
+      const std::string n = a.is_string() ? a.get<std::string>() : "";
+      const std::string suffix = "ForSequenceClassification";
+      if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) classifier = true;
+    }
+  if (classifier) return Kind::classification;
+  QKV_CHECK(j.contains("model_type") && j["model_type"].is_string(), cfg,
+            "field 'model_type': expected a string (transformer, rnn, gpt2 or bert)");
+  const std::string t = j["model_type"];
+  if (t == "transformer" || t == "rnn") return Kind::translation;
+  if (t == "gpt2") return Kind::generation;
+  if (t == "bert") return Kind::embedding;
+  fail(cfg, "field 'model_type': expected transformer, rnn, gpt2 or bert (or a classifier), got \"", t, "\"");
+}
+
+std::string finish_reason(const std::string& finish) { return finish == "length" ? "length" : "stop"; }
+
+void CompletionJob::push(Piece p) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    pieces_.push_back(std::move(p));
+  }
+  cv_.notify_all();
+}
+
+std::vector<CompletionJob::Piece> CompletionJob::take(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, timeout, [&] { return !pieces_.empty() || done_; });
+  std::vector<Piece> out;
+  out.swap(pieces_);
+  return out;
+}
+
+ServedModel::ServedModel(std::string name, const std::string& dir, kernels::MatmulPrecision precision,
+                         const BatchOptions& batch, Metrics* metrics)
+    : name_(std::move(name)), kind_(model_kind(dir)), precision_(precision), metrics_(metrics) {
+  switch (kind_) {
+    case Kind::translation: translator_ = std::make_unique<tasks::Translator>(dir); break;
+    case Kind::generation: generator_ = std::make_unique<tasks::Generator>(dir); break;
+    case Kind::embedding: embedder_ = std::make_unique<tasks::Embedder>(dir); break;
+    case Kind::classification: classifier_ = std::make_unique<tasks::Classifier>(dir); break;
+  }
+  queue_ = std::make_unique<BatchQueue>(batch, [this](const std::vector<std::shared_ptr<Job>>& b) { run(b); });
+}
+
+ServedModel::~ServedModel() { queue_->stop(); }
+
+const text::Tokenizer* ServedModel::tokenizer(bool target) const {
+  if (translator_) return (target ? translator_->bundle().tgt_tok : translator_->bundle().src_tok).get();
+  if (generator_) return generator_->bundle().tokenizer.get();
+  if (embedder_) return embedder_->bundle().tokenizer.get();
+  if (classifier_->gpt()) return classifier_->gpt()->tokenizer.get();
+  return classifier_->bert()->tokenizer.get();
+}
+
+namespace {
+
+// Thrown from the streaming callback when every job of a batch has been cancelled.
+struct AllCancelled {};
+
+// An error from the library on a request's inputs is the request's fault (400); anything else 500.
+int status_of(const std::exception& e) { return dynamic_cast<const Error*>(&e) ? 400 : 500; }
+
+}  // namespace
+
+void ServedModel::run(const std::vector<std::shared_ptr<Job>>& batch) {
+  std::vector<Job*> jobs;
+  for (auto& j : batch) {
+    if (j->cancelled) j->fail(499, "the client closed the connection");
+    else jobs.push_back(j.get());
+  }
+  if (jobs.empty()) return;
+  auto call = [&](const std::vector<Job*>& js) {
+    size_t inputs = 0;
+    for (auto* j : js) inputs += j->items;
+    metrics_->batch(name_, inputs);
+    switch (kind_) {
+      case Kind::translation: translate(js); break;
+      case Kind::generation: complete(js); break;
+      case Kind::embedding: embed(js); break;
+      case Kind::classification: classify(js); break;
+    }
+  };
+  try {
+    call(jobs);
+  } catch (const AllCancelled&) {
+    for (auto* j : jobs) j->fail(499, "the client closed the connection");
+  } catch (const std::exception& e) {
+    if (jobs.size() == 1) {
+      jobs[0]->fail(status_of(e), e.what());
+      return;
+    }
+    for (auto* j : jobs) {  // find the request at fault: each alone
+      try {
+        call({j});
+      } catch (const AllCancelled&) {
+        j->fail(499, "the client closed the connection");
+      } catch (const std::exception& e1) {
+        j->fail(status_of(e1), e1.what());
+      }
+    }
+  }
+}
+
+void ServedModel::translate(const std::vector<Job*>& jobs) {
+  std::vector<std::string> lines;
+  for (auto* j : jobs) {
+    auto& t = static_cast<TranslateJob&>(*j);
+    lines.insert(lines.end(), t.lines.begin(), t.lines.end());
+  }
+  tasks::TranslateOptions opt = static_cast<TranslateJob&>(*jobs[0]).opt;
+  opt.precision = precision_;
+  opt.batch_size = std::max<int64_t>(1, int64_t(lines.size()));
+  opt.quiet = true;
+  tasks::Translations r = translator_->translate(lines, opt);
+  size_t at = 0;
+  int64_t total = 0;
+  for (auto* j : jobs) {
+    auto& t = static_cast<TranslateJob&>(*j);
+    t.out.assign(r.text.begin() + int64_t(at), r.text.begin() + int64_t(at + t.lines.size()));
+    t.tokens = 0;
+    for (size_t i = at; i < at + t.lines.size(); ++i) t.tokens += int64_t(r.hyps[i].front().tokens.size());
+    total += t.tokens;
+    at += t.lines.size();
+  }
+  metrics_->tokens(name_, total);
+  for (auto* j : jobs) j->finish();
+}
+
+void ServedModel::complete(const std::vector<Job*>& jobs) {
+  std::vector<std::string> prompts;
+  std::vector<size_t> start;  // first prompt of each job in the call
+  for (auto* j : jobs) {
+    auto& c = static_cast<CompletionJob&>(*j);
+    start.push_back(prompts.size());
+    prompts.insert(prompts.end(), c.prompts.begin(), c.prompts.end());
+  }
+  tasks::GenerateOptions opt = static_cast<CompletionJob&>(*jobs[0]).opt;
+  opt.precision = precision_;
+  opt.batch_size = std::max<int64_t>(1, int64_t(prompts.size()));
+  opt.quiet = true;
+  opt.on_token = [&](const tasks::TokenEvent& e) {
+    const size_t k = size_t(std::upper_bound(start.begin(), start.end(), e.prompt) - start.begin()) - 1;
+    auto& c = static_cast<CompletionJob&>(*jobs[k]);
+    if (c.stream && !e.text.empty()) c.push({e.prompt - start[k], std::string(e.text), ""});
+    if (std::all_of(jobs.begin(), jobs.end(), [](Job* j) { return j->cancelled.load(); })) throw AllCancelled{};
+  };
+  std::vector<tasks::Generation> r = generator_->generate(prompts, opt);
+  int64_t total = 0;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    auto& c = static_cast<CompletionJob&>(*jobs[k]);
+    c.out.assign(r.begin() + int64_t(start[k]), r.begin() + int64_t(start[k] + c.prompts.size()));
+    c.tokens = 0;
+    for (size_t i = 0; i < c.out.size(); ++i) {
+      c.tokens += int64_t(c.out[i].tokens.size());
+      if (c.stream) c.push({i, "", finish_reason(c.out[i].finish)});
+    }
+    total += c.tokens;
+  }
+  metrics_->tokens(name_, total);
+  for (auto* j : jobs) j->finish();
+}
+
+void ServedModel::embed(const std::vector<Job*>& jobs) {
+  std::vector<tasks::ClsInput> inputs;
+  for (auto* j : jobs) {
+    auto& e = static_cast<EmbedJob&>(*j);
+    inputs.insert(inputs.end(), e.inputs.begin(), e.inputs.end());
+  }
+  tasks::EmbedOptions opt = static_cast<EmbedJob&>(*jobs[0]).opt;
+  opt.precision = precision_;
+  opt.batch_size = std::max<int64_t>(1, int64_t(inputs.size()));
+  std::vector<tasks::SentenceEmbedding> r = embedder_->embed(inputs, opt);
+  size_t at = 0;
+  int64_t total = 0;
+  for (auto* j : jobs) {
+    auto& e = static_cast<EmbedJob&>(*j);
+    e.out.assign(r.begin() + int64_t(at), r.begin() + int64_t(at + e.inputs.size()));
+    at += e.inputs.size();
+    total += e.tokens;
+  }
+  metrics_->tokens(name_, total);
+  for (auto* j : jobs) j->finish();
+}
+
+void ServedModel::classify(const std::vector<Job*>& jobs) {
+  std::vector<tasks::ClsInput> inputs;
+  for (auto* j : jobs) {
+    auto& c = static_cast<ClassifyJob&>(*j);
+    inputs.insert(inputs.end(), c.inputs.begin(), c.inputs.end());
+  }
+  tasks::ClassifyOptions opt = static_cast<ClassifyJob&>(*jobs[0]).opt;
+  opt.precision = precision_;
+  opt.batch_size = std::max<int64_t>(1, int64_t(inputs.size()));
+  opt.all_probabilities = true;
+  std::vector<tasks::Classification> r = classifier_->classify(inputs, opt);
+  size_t at = 0;
+  for (auto* j : jobs) {
+    auto& c = static_cast<ClassifyJob&>(*j);
+    c.out.assign(r.begin() + int64_t(at), r.begin() + int64_t(at + c.inputs.size()));
+    at += c.inputs.size();
+  }
+  for (auto* j : jobs) j->finish();
+}
+
+}  // namespace qkv::serve

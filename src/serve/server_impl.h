@@ -1,0 +1,66 @@
+// src/serve/server_impl.h - what server.cpp (HTTP wiring, limits, logs, shutdown) and
+// endpoints.cpp (each endpoint's request and answer) share.
+#pragma once
+#include <httplib.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "json_request.h"
+#include "metrics.h"
+#include "qkv/serve/server.h"
+#include "served_model.h"
+
+namespace qkv::serve {
+
+// What the request log and the metrics need to know of the request this thread is answering
+// (cpp-httplib runs a request's routing, handler, streaming and logger on one thread).
+struct RequestInfo {
+  uint64_t id = 0;
+  std::chrono::steady_clock::time_point start{};
+  int64_t tokens = 0;
+};
+RequestInfo& current_request();
+
+// A --max-concurrent slot, held while a request is answered (by a stream until it ends).
+using Slot = std::shared_ptr<void>;
+
+struct Server::Impl {
+  ServerOptions opt;
+  Metrics metrics;
+  std::vector<std::unique_ptr<ServedModel>> models;
+  httplib::Server http;
+  std::atomic<int64_t> in_flight{0};
+  std::atomic<uint64_t> next_id{0}, next_sample_key{0};
+  std::atomic<bool> draining{false}, listening{false}, finished{false};
+  bool bound = false;
+
+  Impl(const std::vector<ModelSpec>& specs, ServerOptions o);
+  void routes();
+  Slot acquire_slot();  // throws the max_concurrent 429
+
+  // Endpoints (endpoints.cpp). Each throws HttpError for an answer other than 200.
+  void translate(const httplib::Request& req, httplib::Response& res);
+  void completions(const httplib::Request& req, httplib::Response& res, Slot slot);
+  void embeddings(const httplib::Request& req, httplib::Response& res);
+  void classify(const httplib::Request& req, httplib::Response& res);
+  void tokenize(const httplib::Request& req, httplib::Response& res);
+  void detokenize(const httplib::Request& req, httplib::Response& res);
+  void health(httplib::Response& res);
+
+  // The model that answers `endpoint`: the one named in "model", else the only one of `kind`
+  // (any kind when kind is null).
+  ServedModel& pick(const JsonRequest& body, const std::string& endpoint, const Kind* kind);
+  // Queues the job on the model (the max_queue 429 when full) and waits for it (non-streaming).
+  void submit(ServedModel& m, const std::shared_ptr<Job>& job);
+  void wait(Job& job);
+};
+
+// {"error": {...}} with the error's status.
+void send_error(httplib::Response& res, const HttpError& e);
+// JSON out: strings that are not valid UTF-8 are replaced, never a throw.
+std::string dump(const nlohmann::json& j);
+
+}  // namespace qkv::serve

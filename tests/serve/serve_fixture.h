@@ -1,0 +1,104 @@
+// tests/serve/serve_fixture.h - a server running in this process on a free loopback port, the
+// small model directories it serves (tests/common/tiny_models.h, written once per process), and
+// a client (cpp-httplib's) that posts JSON and reads the answer.
+#pragma once
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "qkv/serve/server.h"
+#include "qkv/util/file.h"
+#include "scratch_util.h"
+#include "tiny_models.h"
+
+namespace qkv_test {
+
+// Model directories: translation (max_len 16), gpt (32 positions), bert (an encoder), cls (a BERT
+// classifier of single texts, labels neg/pos), pair (a BERT classifier of pairs).
+struct ServeModels {
+  std::string root, translation, gpt, bert, cls, pair;
+  static const ServeModels& get() {
+    static const ServeModels m = [] {
+      ServeModels s;
+      s.root = scratch_dir("serve_models");
+      s.translation = s.root + "/translation", s.gpt = s.root + "/gpt", s.bert = s.root + "/bert";
+      s.cls = s.root + "/cls", s.pair = s.root + "/pair";
+      qkv::io::save_seq2seq(s.translation, tiny_translation_model(31, 16));
+      qkv::io::save_gpt2(s.gpt, tiny_gpt(32, 32));
+      qkv::io::save_bert(s.bert, tiny_bert(33));
+      qkv::io::save_bert_classifier(s.cls, tiny_bert_classifier({"neg", "pos"}, false, 34));
+      qkv::io::save_bert_classifier(s.pair, tiny_bert_classifier({"same", "different", "unrelated"}, true, 35));
+      return s;
+    }();
+    return m;
+  }
+  std::vector<qkv::serve::ModelSpec> all() const {
+    return {{"mt", translation}, {"gpt", gpt}, {"bert", bert}, {"cls", cls}, {"pair", pair}};
+  }
+};
+
+struct RunningServer {
+  std::unique_ptr<qkv::serve::Server> server;
+  std::thread thread;
+  int port = 0;
+
+  explicit RunningServer(std::vector<qkv::serve::ModelSpec> models, qkv::serve::ServerOptions opt = {}) {
+    opt.host = "127.0.0.1";
+    opt.port = 0;
+    opt.log = false;
+    server = std::make_unique<qkv::serve::Server>(models, opt);
+    port = server->bind();
+    thread = std::thread([this] { server->run(); });
+  }
+  ~RunningServer() {
+    server->shutdown();
+    thread.join();
+  }
+};
+
+struct Reply {
+  int status = 0;  // 0: no answer (connection error)
+  std::string body;
+  nlohmann::json json;  // null unless the body is JSON
+};
+
+inline Reply request(int port, const std::string& method, const std::string& path, const std::string& body = "") {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  c.set_connection_timeout(10, 0);
+  httplib::Result r = method == "GET" ? c.Get(path.c_str()) : c.Post(path.c_str(), body, "application/json");
+  Reply out;
+  if (!r) return out;
+  out.status = r->status;
+  out.body = r->body;
+  try {
+    out.json = nlohmann::json::parse(r->body);
+  } catch (const nlohmann::json::exception&) {
+  }
+  return out;
+}
+
+inline Reply post(int port, const std::string& path, const nlohmann::json& body) {
+  return request(port, "POST", path, body.dump());
+}
+
+// The message of an error answer ("" if it is not one).
+inline std::string error_message(const Reply& r) {
+  if (!r.json.is_object() || !r.json.contains("error")) return "";
+  return r.json["error"].value("message", "");
+}
+
+// The value of a metric line `name{labels} value` in Prometheus text (-1 when absent).
+inline double metric(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+}  // namespace qkv_test

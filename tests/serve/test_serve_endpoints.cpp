@@ -1,0 +1,297 @@
+// qkv serve's endpoints, through HTTP on a loopback port, against the library calls they stand
+// for (the oracle here is tasks/: the server must add nothing and lose nothing):
+//   /v1/translate = Translator::translate; /v1/completions = Generator::generate (greedy and
+//   seeded sampling, stop strings, OpenAI's shape); streaming gives the same text as not
+//   streaming, piece by piece, and ends with [DONE]; /v1/embeddings = Embedder::embed (the floats
+//   read back exactly); /v1/classify = Classifier::classify (texts and pairs); /tokenize and
+//   /detokenize = the tokenizer's; /health, /metrics (Prometheus text) and the request ids;
+//   requests that arrive together are answered by one batch, each as if alone.
+#include <atomic>
+#include <sstream>
+#include <vector>
+
+#include "qkv/tasks/classifier.h"
+#include "qkv/tasks/embedder.h"
+#include "qkv/tasks/generator.h"
+#include "qkv/tasks/translator.h"
+#include "serve_fixture.h"
+
+using namespace qkv;
+using namespace qkv_test;
+
+namespace {
+
+const std::vector<std::string> kTexts = {"cannot open the file", "directory not found", "save",
+                                         "print error read write user name", "the user"};
+
+// The events of a server-sent event stream: the JSON of each "data: " line, and whether it ended
+// with "data: [DONE]" (and nothing after it).
+std::vector<nlohmann::json> sse_events(const std::string& body, bool* done) {
+  std::vector<nlohmann::json> ev;
+  *done = false;
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    EXPECT_EQ(line.rfind("data: ", 0), 0u) << line;
+    EXPECT_FALSE(*done) << "an event after [DONE]: " << line;
+    const std::string data = line.substr(6);
+    if (data == "[DONE]") *done = true;
+    else ev.push_back(nlohmann::json::parse(data));
+  }
+  return ev;
+}
+
+}  // namespace
+
+TEST(Serve, TranslateEqualsTheTranslator) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  tasks::Translator lib(m.translation);
+  tasks::TranslateOptions o;
+  Reply r = post(s.port, "/v1/translate", {{"texts", kTexts}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["translations"].get<std::vector<std::string>>(), lib.translate(kTexts, o).text);
+  EXPECT_EQ(r.json["model"], "mt");
+  // One text, beam search with a length penalty and a length cap.
+  o.search.beam = 3, o.search.alpha = 1.5, o.search.max_len_ratio = 0, o.search.max_len_extra = 4;
+  r = post(s.port, "/v1/translate", {{"text", kTexts[0]}, {"beam", 3}, {"alpha", 1.5}, {"max_length", 4}, {"model", "mt"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json["translations"].size(), 1u);
+  EXPECT_EQ(r.json["translations"][0], lib.translate({kTexts[0]}, o).text[0]);
+  int64_t tokens = 0;
+  for (auto& h : lib.translate({kTexts[0]}, o).hyps) tokens += int64_t(h.front().tokens.size());
+  EXPECT_EQ(r.json["usage"]["completion_tokens"], tokens);
+}
+
+TEST(Serve, CompletionsEqualTheGenerator) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  tasks::Generator lib(m.gpt);
+  const std::vector<std::string> prompts = {"the file", "user name error", "cannot"};
+  // Greedy (temperature 0).
+  tasks::GenerateOptions o;
+  o.max_new_tokens = 9;
+  auto want = lib.generate(prompts, o);
+  Reply r = post(s.port, "/v1/completions", {{"prompt", prompts}, {"max_tokens", 9}, {"temperature", 0}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["object"], "text_completion");
+  EXPECT_EQ(r.json["model"], "gpt");
+  ASSERT_EQ(r.json["choices"].size(), prompts.size());
+  int64_t completion = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(r.json["choices"][i]["index"], i);
+    EXPECT_EQ(r.json["choices"][i]["text"], want[i].text) << i;
+    EXPECT_EQ(r.json["choices"][i]["finish_reason"], want[i].finish == "length" ? "length" : "stop") << i;
+    completion += int64_t(want[i].tokens.size());
+  }
+  EXPECT_EQ(r.json["usage"]["completion_tokens"], completion);
+  EXPECT_EQ(r.json["usage"]["prompt_tokens"], 2 + 3 + 1);  // word tokens
+  // Sampled with a seed: top-k, top-p, temperature, repetition penalty, one prompt as a string.
+  o.sample = true, o.seed = 11, o.logits = {0.7, 5, 0.9, 1.3};
+  r = post(s.port, "/v1/completions", {{"prompt", prompts[1]}, {"max_tokens", 9}, {"temperature", 0.7}, {"top_k", 5},
+                                        {"top_p", 0.9}, {"repetition_penalty", 1.3}, {"seed", 11}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["choices"][0]["text"], lib.generate({prompts[1]}, o)[0].text);
+  // A stop string taken from the greedy text: cut there, finish_reason "stop".
+  const std::string free_text = want[0].text;
+  ASSERT_GE(free_text.size(), 6u) << free_text;
+  const std::string stop = free_text.substr(free_text.size() / 2, 3);
+  o = {};
+  o.max_new_tokens = 9, o.stop = {stop};
+  r = post(s.port, "/v1/completions", {{"prompt", prompts[0]}, {"max_tokens", 9}, {"temperature", 0}, {"stop", stop}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["choices"][0]["text"], lib.generate({prompts[0]}, o)[0].text);
+  EXPECT_EQ(r.json["choices"][0]["finish_reason"], "stop");
+  EXPECT_LT(r.json["choices"][0]["text"].get<std::string>().size(), free_text.size());
+}
+
+TEST(Serve, StreamingGivesTheSameTextPieceByPieceAndEndsWithDone) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  const std::vector<std::string> prompts = {"the file", "user"};
+  for (const bool sample : {false, true}) {
+    nlohmann::json req{{"prompt", prompts}, {"max_tokens", 12}, {"temperature", sample ? 0.9 : 0.0}, {"seed", 5}};
+    Reply plain = post(s.port, "/v1/completions", req);
+    ASSERT_EQ(plain.status, 200) << plain.body;
+    req["stream"] = true;
+    httplib::Client c("127.0.0.1", s.port);
+    auto res = c.Post("/v1/completions", req.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+    bool done = false;
+    auto events = sse_events(res->body, &done);
+    EXPECT_TRUE(done) << res->body;
+    std::vector<std::string> text(prompts.size());
+    std::vector<std::string> finish(prompts.size());
+    std::vector<int> pieces(prompts.size());
+    for (auto& e : events) {
+      ASSERT_EQ(e["object"], "text_completion") << e;
+      const size_t i = e["choices"][0]["index"];
+      ASSERT_LT(i, prompts.size());
+      EXPECT_TRUE(finish[i].empty()) << "text after prompt " << i << "'s finish_reason";
+      text[i] += e["choices"][0]["text"].get<std::string>();
+      if (!e["choices"][0]["finish_reason"].is_null()) finish[i] = e["choices"][0]["finish_reason"];
+      ++pieces[i];
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(text[i], plain.json["choices"][i]["text"]) << "sample " << sample << " prompt " << i;
+      EXPECT_EQ(finish[i], plain.json["choices"][i]["finish_reason"]) << i;
+      EXPECT_GT(pieces[i], 2) << "token by token, not one piece";
+    }
+  }
+}
+
+TEST(Serve, EmbeddingsEqualTheEmbedder) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  tasks::Embedder lib(m.bert);
+  std::vector<tasks::ClsInput> in;
+  for (auto& t : kTexts) in.push_back({t, "", false});
+  for (const std::string pooling : {"cls", "mean"}) {
+    tasks::EmbedOptions o;
+    o.pooling = tasks::parse_pooling(pooling);
+    o.normalize = pooling == "mean";
+    auto want = lib.embed(in, o);
+    Reply r = post(s.port, "/v1/embeddings", {{"input", kTexts}, {"pooling", pooling}, {"normalize", o.normalize}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.json["object"], "list");
+    ASSERT_EQ(r.json["data"].size(), kTexts.size());
+    for (size_t i = 0; i < kTexts.size(); ++i) {
+      EXPECT_EQ(r.json["data"][i]["object"], "embedding");
+      EXPECT_EQ(r.json["data"][i]["index"], i);
+      // Exactly: the JSON number is the float's shortest round-trip form.
+      EXPECT_EQ(r.json["data"][i]["embedding"].get<std::vector<float>>(), want[i].vector) << pooling << " " << i;
+    }
+  }
+  Reply r = post(s.port, "/v1/embeddings", {{"input", "the user"}, {"encoding_format", "float"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["data"][0]["embedding"].get<std::vector<float>>(), lib.embed({{"the user", "", false}})[0].vector);
+  EXPECT_EQ(r.json["usage"]["prompt_tokens"], 4);  // [CLS] the user [SEP]
+}
+
+TEST(Serve, ClassifyEqualsTheClassifierForTextsAndPairs) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  tasks::Classifier single(m.cls), pairs(m.pair);
+  tasks::ClassifyOptions o;
+  o.all_probabilities = true;
+  std::vector<tasks::ClsInput> in;
+  for (auto& t : kTexts) in.push_back({t, "", false});
+  auto want = single.classify(in, o);
+  Reply r = post(s.port, "/v1/classify", {{"model", "cls"}, {"texts", kTexts}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json["results"].size(), kTexts.size());
+  for (size_t i = 0; i < kTexts.size(); ++i) {
+    EXPECT_EQ(r.json["results"][i]["label"], want[i].label);
+    EXPECT_EQ(r.json["results"][i]["probability"].get<double>(), want[i].probability);
+    EXPECT_EQ(r.json["results"][i]["probabilities"]["neg"].get<double>(), want[i].probabilities[0]);
+    EXPECT_EQ(r.json["results"][i]["probabilities"]["pos"].get<double>(), want[i].probabilities[1]);
+  }
+  auto pw = pairs.classify({{"the file", "not found", true}}, o);
+  r = post(s.port, "/v1/classify", {{"model", "pair"}, {"text", "the file"}, {"text_pair", "not found"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["results"][0]["label"], pw[0].label);
+  EXPECT_EQ(r.json["results"][0]["probabilities"]["unrelated"].get<double>(), pw[0].probabilities[2]);
+  // The wrong kind of input for the model, and no model named where two classifiers could answer.
+  r = post(s.port, "/v1/classify", {{"model", "pair"}, {"text", "the file"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(error_message(r).find("pairs of texts"), std::string::npos) << r.body;
+  r = post(s.port, "/v1/classify", {{"text", "the file"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(error_message(r).find("several models could answer; name one in \"model\""), std::string::npos) << r.body;
+}
+
+TEST(Serve, TokenizeAndDetokenizeUseTheModelsTokenizer) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  auto tok = word_tokenizer({"<pad>", "<unk>", "<s>", "</s>"});  // the translation model's
+  Reply r = post(s.port, "/tokenize", {{"model", "mt"}, {"text", "open the zebra file"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto ids = tok->encode("open the zebra file");
+  EXPECT_EQ(r.json["tokens"].get<std::vector<int32_t>>(), ids);
+  EXPECT_EQ(r.json["pieces"].get<std::vector<std::string>>(), (std::vector<std::string>{"open", "the", "<unk>", "file"}));
+  r = post(s.port, "/detokenize", {{"model", "mt"}, {"tokens", ids}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["text"], tok->decode(ids));
+  r = post(s.port, "/detokenize", {{"model", "mt"}, {"tokens", {4, 999}}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(error_message(r).find("element 1: expected an id in [0, " + std::to_string(tok->vocab_size()) + "), got 999"),
+            std::string::npos)
+      << r.body;
+  r = post(s.port, "/tokenize", {{"text", "x"}});  // five models: which one?
+  EXPECT_EQ(r.status, 400);
+  r = post(s.port, "/tokenize", {{"model", "nope"}, {"text", "x"}});
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(error_message(r).find("no model named 'nope' (served: mt (translation), gpt (generation)"), std::string::npos)
+      << r.body;
+}
+
+TEST(Serve, HealthMetricsAndRequestIds) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  Reply h = request(s.port, "GET", "/health");
+  ASSERT_EQ(h.status, 200);
+  EXPECT_EQ(h.json["status"], "ok");
+  ASSERT_EQ(h.json["models"].size(), 5u);
+  EXPECT_EQ(h.json["models"][1]["kind"], "generation");
+  ASSERT_EQ(post(s.port, "/v1/translate", {{"text", "the file"}}).status, 200);
+  ASSERT_EQ(post(s.port, "/v1/translate", {{"text", 3}}).status, 400);
+  ASSERT_EQ(request(s.port, "POST", "/v2/none", "{}").status, 404);
+  Reply mt = request(s.port, "GET", "/metrics");
+  ASSERT_EQ(mt.status, 200);
+  const std::string& t = mt.body;
+  EXPECT_EQ(metric(t, "qkv_requests_total{endpoint=\"/v1/translate\",status=\"200\"}"), 1) << t;
+  EXPECT_EQ(metric(t, "qkv_requests_total{endpoint=\"/v1/translate\",status=\"400\"}"), 1) << t;
+  EXPECT_EQ(metric(t, "qkv_requests_total{endpoint=\"other\",status=\"404\"}"), 1) << t;
+  EXPECT_EQ(metric(t, "qkv_errors_total{endpoint=\"/v1/translate\"}"), 1) << t;
+  EXPECT_EQ(metric(t, "qkv_request_duration_seconds_count{endpoint=\"/v1/translate\"}"), 2) << t;
+  EXPECT_EQ(metric(t, "qkv_request_duration_seconds_bucket{endpoint=\"/v1/translate\",le=\"+Inf\"}"), 2) << t;
+  EXPECT_EQ(metric(t, "qkv_queue_length{model=\"mt\"}"), 0) << t;
+  EXPECT_EQ(metric(t, "qkv_requests_in_flight"), 0) << t;
+  EXPECT_GT(metric(t, "qkv_tokens_total{model=\"mt\"}"), 0) << t;
+  EXPECT_GT(metric(t, "qkv_tokens_per_second{model=\"mt\"}"), 0) << t;
+  EXPECT_NE(t.find("# TYPE qkv_request_duration_seconds histogram"), std::string::npos);
+  // Every answer carries its request id, counting up.
+  httplib::Client c("127.0.0.1", s.port);
+  auto a = c.Get("/health"), b = c.Get("/health");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(std::stoll(b->get_header_value("X-Request-Id")), std::stoll(a->get_header_value("X-Request-Id")) + 1);
+}
+
+TEST(Serve, ConcurrentRequestsShareABatchAndEachEqualsItsOwnCall) {
+  const auto& m = ServeModels::get();
+  serve::ServerOptions opt;
+  opt.batch.max_wait = std::chrono::milliseconds(2000);  // time for every request to arrive, even under load
+  opt.batch.max_batch = 64;
+  RunningServer s(m.all(), opt);
+  tasks::Translator mt(m.translation);
+  tasks::Generator gpt(m.gpt);
+  tasks::GenerateOptions go;
+  go.max_new_tokens = 7;
+  const int n = 6;
+  std::vector<Reply> tr(n), cr(n);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] { tr[size_t(i)] = post(s.port, "/v1/translate", {{"text", kTexts[size_t(i) % kTexts.size()]}}); });
+    threads.emplace_back([&, i] {
+      cr[size_t(i)] = post(s.port, "/v1/completions",
+                           {{"prompt", kTexts[size_t(i) % kTexts.size()]}, {"max_tokens", 7}, {"temperature", 0}});
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < n; ++i) {
+    const std::string& text = kTexts[size_t(i) % kTexts.size()];
+    ASSERT_EQ(tr[size_t(i)].status, 200) << tr[size_t(i)].body;
+    EXPECT_EQ(tr[size_t(i)].json["translations"][0], mt.translate({text}).text[0]) << i;
+    ASSERT_EQ(cr[size_t(i)].status, 200) << cr[size_t(i)].body;
+    EXPECT_EQ(cr[size_t(i)].json["choices"][0]["text"], gpt.generate({text}, go)[0].text) << i;
+  }
+  // Fewer library calls than requests: they were batched (all of them arrive well within 2 s).
+  const std::string t = request(s.port, "GET", "/metrics").body;
+  EXPECT_EQ(metric(t, "qkv_batch_inputs_total{model=\"mt\"}"), n) << t;
+  EXPECT_LE(metric(t, "qkv_batches_total{model=\"mt\"}"), 2) << t;
+  EXPECT_EQ(metric(t, "qkv_batch_inputs_total{model=\"gpt\"}"), n) << t;
+  EXPECT_LE(metric(t, "qkv_batches_total{model=\"gpt\"}"), 2) << t;
+}
