@@ -69,7 +69,7 @@ int run(int argc, char** argv) {
   CLI::App app{"Build a corpus from Debian/npm packages into the data directory"};
   std::string corpus, dir = "data", set = "small", cache, list;
   bool force = false, stats = false, verbose = false;
-  app.add_option("corpus", corpus, "mt-en-de | mt-en-fr | lm-en | cls-debian | pairs-debian | qa-debian | sentiment | pang-lee-reviews | pang-lee-sentences | pos-wsj | ner-debian")
+  app.add_option("corpus", corpus, "mt-en-de | mt-en-fr | lm-en | cls-debian | pairs-debian | qa-debian | sentiment | pang-lee-reviews | pang-lee-sentences | conll2010 | pos-wsj | ner-debian")
       ->required();
   app.add_option("--dir", dir, "data directory (default: ./data)");
   app.add_option("--set", set, "package set for mt corpora: small | large (corpora/en-<lang>.<set>.txt)");
@@ -109,10 +109,11 @@ int run(int argc, char** argv) {
     else if (corpus == "sentiment") r = qkv::data::build_sentiment_corpus(o);
     else if (corpus == "pang-lee-reviews") r = qkv::data::build_pang_lee_corpus(o, qkv::data::PangLee::reviews);
     else if (corpus == "pang-lee-sentences") r = qkv::data::build_pang_lee_corpus(o, qkv::data::PangLee::sentences);
+    else if (corpus == "conll2010") r = qkv::data::build_conll2010_corpus(o);
     else if (corpus == "pos-wsj") r = qkv::data::build_pos_wsj_corpus(o);
     else if (corpus == "ner-debian") r = qkv::data::build_ner_debian_corpus(o);
     else qkv::fail("qkv data", "unknown corpus '", corpus, "' (expected mt-en-de, mt-en-fr, lm-en, cls-debian, pairs-debian, "
-                   "qa-debian, sentiment, pang-lee-reviews, pang-lee-sentences, pos-wsj or ner-debian)");
+                   "qa-debian, sentiment, pang-lee-reviews, pang-lee-sentences, conll2010, pos-wsj or ner-debian)");
   }
   if (!r.built && !stats) return 0;  // up to date: nothing to do, nothing to say
   if (mt) print_mt(r.out_dir, r.stats);
@@ -120,6 +121,6 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-qkv::cli::Register reg("data", "build a corpus (mt-en-de, mt-en-fr, lm-en, cls-debian, pairs-debian, qa-debian, sentiment, pang-lee-reviews, pang-lee-sentences, pos-wsj, ner-debian) and print its statistics", run);
+qkv::cli::Register reg("data", "build a corpus (mt-en-de, mt-en-fr, lm-en, cls-debian, pairs-debian, qa-debian, sentiment, pang-lee-reviews, pang-lee-sentences, conll2010, pos-wsj, ner-debian) and print its statistics", run);
 
 }  // namespace

@@ -1,10 +1,14 @@
-// pang-lee-reviews / pang-lee-sentences: Pang & Lee's movie-review polarity data as Debian's
-// python3-pattern ships samples of it (usr/share/doc/python3-pattern/test/corpora/):
-//   polarity-en-pang&lee1.csv   whole reviews (polarity dataset v2.0 sample)
-//   polarity-en-pang&lee2.csv   sentences (sentence polarity dataset v1.0 sample)
-// CSV records "label","text" (label 1 positive, -1 negative; text may span lines, "" escapes a
-// quote; the file starts with a byte-order mark). Labelled here 1 / 0, whitespace-normalised,
-// duplicates once, contradicting texts dropped, stratified seeded 80/10/10 splits.
+// Labelled sets that Debian's python3-pattern ships as samples under its test corpora
+// (usr/share/doc/python3-pattern/test/corpora/), built into classification corpora:
+//   pang-lee-reviews    polarity-en-pang&lee1.csv  Pang & Lee's whole movie reviews (polarity
+//                       dataset v2.0 sample): 1 positive, -1 negative
+//   pang-lee-sentences  polarity-en-pang&lee2.csv  review sentences (sentence polarity dataset
+//                       v1.0 sample): 1 positive, -1 negative
+//   conll2010           uncertainty-conll2010.csv  CoNLL-2010 shared task 1 Wikipedia sentences:
+//                       1 certain, -1 uncertain (the package's test_en.py reads "certain" > 0)
+// CSV records "label","text" (text may span lines, "" escapes a quote; the file starts with a
+// byte-order mark). Labelled here 1 / 0, whitespace-normalised, duplicates once, contradicting
+// texts dropped, stratified seeded 80/10/10 splits.
 #include <chrono>
 #include <filesystem>
 
@@ -77,12 +81,20 @@ std::vector<std::vector<std::string>> parse_csv(std::string_view text, const std
   return rows;
 }
 
-BuildResult build_pang_lee_corpus(const ExtraBuildOptions& opt, PangLee which) {
+namespace {
+
+// One labelled CSV file of python3-pattern's test corpora and what its labels mean.
+struct PatternCsv {
+  std::string name;     // the corpus: <data>/cls/<name>
+  std::string file;     // under usr/share/doc/python3-pattern/test/corpora/
+  std::string builder;  // the stamp key's builder (a change rebuilds)
+  std::string positive, negative;  // label 1 / 0 (the file's 1 / -1)
+};
+
+BuildResult build_pattern_csv_corpus(const ExtraBuildOptions& opt, const PatternCsv& spec) {
   const auto t0 = std::chrono::steady_clock::now();
-  const bool reviews = which == PangLee::reviews;
-  const std::string name = reviews ? "pang-lee-reviews" : "pang-lee-sentences";
-  const std::string member = std::string("usr/share/doc/python3-pattern/test/corpora/polarity-en-pang&lee") +
-                             (reviews ? "1" : "2") + ".csv";
+  const std::string& name = spec.name;
+  const std::string member = "usr/share/doc/python3-pattern/test/corpora/" + spec.file;
   BuildResult res;
   res.out_dir = opt.data_dir + "/cls/" + name;
   const std::string cache = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
@@ -90,7 +102,7 @@ BuildResult build_pang_lee_corpus(const ExtraBuildOptions& opt, PangLee which) {
   fs::create_directories(deb_dir);
   const double valid_frac = 0.1, test_frac = 0.1;
   auto key_for = [&](const std::string& deb) {
-    return nlohmann::json{{"builder", "qkv pang-lee corpus v1"}, {"name", name}, {"deb", fs::path(deb).filename()},
+    return nlohmann::json{{"builder", spec.builder}, {"name", name}, {"deb", fs::path(deb).filename()},
                           {"valid_frac", valid_frac}, {"test_frac", test_frac}, {"seed", opt.seed}};
   };
   const std::vector<std::string> outputs = {"train.tsv", "valid.tsv", "test.tsv", "stats.json"};
@@ -127,13 +139,28 @@ BuildResult build_pang_lee_corpus(const ExtraBuildOptions& opt, PangLee which) {
   nlohmann::json stats = {{"name", name}, {"source", where}, {"deb_version", deb_version(deb)},
                           {"records", records}, {"empty_items", empty}, {"duplicates", items.duplicates()},
                           {"dropped_conflicting", items.conflicting()},
-                          {"labels", {{"0", "negative"}, {"1", "positive"}}}};
+                          {"labels", {{"0", spec.negative}, {"1", spec.positive}}}};
   stats["examples"] = write_splits(res.out_dir, "tsv", splits, stats,
                                    [&](Split s, nlohmann::json& entry) { entry["classes"] = classes[int(s)]; });
   finish_build(res.out_dir, stats, key_for(deb), t0);
   res.stats = stats;
   res.built = true;
   return res;
+}
+
+}  // namespace
+
+BuildResult build_pang_lee_corpus(const ExtraBuildOptions& opt, PangLee which) {
+  const bool reviews = which == PangLee::reviews;
+  return build_pattern_csv_corpus(
+      opt, {reviews ? "pang-lee-reviews" : "pang-lee-sentences",
+            std::string("polarity-en-pang&lee") + (reviews ? "1" : "2") + ".csv", "qkv pang-lee corpus v1", "positive",
+            "negative"});
+}
+
+BuildResult build_conll2010_corpus(const ExtraBuildOptions& opt) {
+  return build_pattern_csv_corpus(
+      opt, {"conll2010", "uncertainty-conll2010.csv", "qkv conll2010 corpus v1", "certain", "uncertain"});
 }
 
 }  // namespace qkv::data

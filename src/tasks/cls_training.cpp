@@ -208,8 +208,9 @@ std::string ensure_cls_corpus(const std::string& name, const std::string& data_d
   if (name == "sentiment") return data::build_sentiment_corpus(o).out_dir;
   if (name == "pang-lee-reviews") return data::build_pang_lee_corpus(o, data::PangLee::reviews).out_dir;
   if (name == "pang-lee-sentences") return data::build_pang_lee_corpus(o, data::PangLee::sentences).out_dir;
+  if (name == "conll2010") return data::build_conll2010_corpus(o).out_dir;
   fail("corpus", "unknown classification corpus '", name,
-       "' (expected cls-debian, pairs-debian, sentiment, pang-lee-reviews or pang-lee-sentences)");
+       "' (expected cls-debian, pairs-debian, sentiment, pang-lee-reviews, pang-lee-sentences or conll2010)");
 }
 
 ClassifierRunResult train_classifier(const ClassifierRun& run) {

@@ -1,5 +1,6 @@
-// The CSV reader, and the Pang & Lee polarity corpora built from Debian's python3-pattern,
-// checked by an independent reading with Python's csv module (tools/text/check_cls_corpus.py).
+// The CSV reader, and the corpora built from Debian's python3-pattern's labelled CSV files (Pang &
+// Lee's polarity sets, CoNLL-2010's uncertainty sentences), checked by an independent reading with
+// Python's csv module (tools/text/check_cls_corpus.py).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -49,4 +50,29 @@ TEST(Corpus, PangLeeFromPythonPatternMatchesAnIndependentRead) {
               0);
     EXPECT_FALSE(build_pang_lee_corpus(o, which).built);  // a second build is a no-op
   }
+}
+
+TEST(Corpus, Conll2010FromPythonPatternMatchesAnIndependentRead) {
+  const std::string data = qkv_test::scratch_dir("conll2010");
+  ExtraBuildOptions o;
+  o.data_dir = data;
+  const std::string cache = std::getenv("QKV_CACHE") ? std::getenv("QKV_CACHE") : default_cache_dir();
+  o.cache_dir = cache;
+  BuildResult r = build_conll2010_corpus(o);
+  // 3,000 records (the package's README: 1,500 certain, 1,500 uncertain), of which 43 repeat an
+  // earlier text with the same label (Wikipedia titles such as "Pope Pius IX"): 2,957 distinct.
+  EXPECT_EQ(r.stats["examples"].get<int>(), 2957);
+  EXPECT_EQ(r.stats["records"].get<int>(), 3000);
+  EXPECT_EQ(r.stats["labels"]["0"], "uncertain");
+  EXPECT_EQ(r.stats["labels"]["1"], "certain");
+  const std::string deb = find_cached_deb(cache + "/debs", "python3-pattern");
+  ASSERT_FALSE(deb.empty());
+  const std::string x = data + "/x";
+  ASSERT_EQ(qkv_test::run_shell("mkdir -p '" + x + "' && dpkg-deb -x '" + deb + "' '" + x + "'"), 0);
+  const std::string csv = x + "/usr/share/doc/python3-pattern/test/corpora/uncertainty-conll2010.csv";
+  // Every distinct text with its label (1 certain -> "1", -1 uncertain -> "0"), each class 80/10/10.
+  EXPECT_EQ(qkv_test::run_shell(qkv_test::python() + " " + qkv_test::tool("check_cls_corpus.py") + " '" + r.out_dir +
+                                "' --polarity-csv '" + csv + "'"),
+            0);
+  EXPECT_FALSE(build_conll2010_corpus(o).built);  // a second build is a no-op
 }

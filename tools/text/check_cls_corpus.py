@@ -7,7 +7,8 @@ stats.json): examples, class counts, whitespace tokens and types per split.
 With --sentiment, also checks that the splits hold exactly the fixture sentences
 (whitespace-normalised, duplicates once, sentences with contradicting labels dropped) with their
 labels, and that each class is split 80/10/10 (to rounding). --polarity-csv does the same for a
-"label","text" CSV file (label 1 -> "1", -1 -> "0"), read with Python's csv module.
+"label","text" CSV file (label 1 -> "1", -1 -> "0"), read with Python's csv module: python3-pattern's
+Pang & Lee files (1 positive) and its CoNLL-2010 uncertainty file (1 certain, -1 uncertain).
 """
 import csv
 import collections

@@ -11,6 +11,9 @@
 //               Pang & Lee's movie-review polarity data (whole reviews; sentences) as Debian's
 //               python3-pattern ships samples of it, stratified seeded splits
 //               -> <data>/cls/pang-lee-{reviews,sentences}/{train,valid,test}.tsv
+//   conll2010   CoNLL-2010 shared task 1's Wikipedia sentences, certain (1) or uncertain (0: hedged,
+//               speculative), as python3-pattern ships a balanced sample, stratified seeded splits
+//               -> <data>/cls/conll2010/{train,valid,test}.tsv
 // Each build writes stats.json and a stamp; a second run does nothing (and needs no network).
 #pragma once
 #include <cstdint>
@@ -36,6 +39,7 @@ BuildResult build_cls_corpus(const ExtraBuildOptions& opt);
 BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt);
 enum class PangLee { reviews, sentences };
 BuildResult build_pang_lee_corpus(const ExtraBuildOptions& opt, PangLee which);
+BuildResult build_conll2010_corpus(const ExtraBuildOptions& opt);
 
 // ---- parsers used by the builders (exposed for tests) ----
 
