@@ -26,7 +26,10 @@ class Task : public qkv::train::TrainingTask {
     if (i >= 4) qkv::fuzz::bug("BatchOrder::next returned batch " + std::to_string(i) + " of 4");
     const float s = 1.0f + float(i);
     qkv::Tensor x = qkv::Tensor::from_vector<float>({s, -s, 0.5f}, {3});
-    return {1, [this, x](double) { return qkv::sum(model_.w * x) + qkv::sum(model_.b); }};
+    MicroBatch b;
+    b.units = 1;
+    b.summed_loss = [this, x](double) { return qkv::sum(model_.w * x) + qkv::sum(model_.b); };
+    return b;
   }
   int64_t epoch() const override { return order_.epoch(); }
   std::map<std::string, int64_t> position() const override { return order_.position(); }

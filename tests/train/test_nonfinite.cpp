@@ -46,7 +46,10 @@ class PoisonTask : public train::TrainingTask {
     if (poisoned_.count(i_)) x2[1] = bad_;
     Tensor x1 = Tensor::from_vector<float>({s, -0.5f * s, 0.25f}, {3}), x2t = Tensor::from_vector<float>(x2, {3});
     ++i_;
-    return {1, [this, x1, x2t](double) { return qkv::sum(model_.first * x1) + qkv::sum(model_.second * x2t); }};
+    MicroBatch b;
+    b.units = 1;
+    b.summed_loss = [this, x1, x2t](double) { return qkv::sum(model_.first * x1) + qkv::sum(model_.second * x2t); };
+    return b;
   }
   int64_t epoch() const override { return 0; }
   std::map<std::string, int64_t> position() const override { return {{"batch", i_}}; }
