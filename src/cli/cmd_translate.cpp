@@ -22,6 +22,8 @@ int run(int argc, char** argv) {
   app.add_option("--output,-o", output, "write translations here (default: stdout)");
   app.add_option("--beam,-b", req.search.beam, "beam size (1 = greedy)")->check(CLI::PositiveNumber);
   app.add_option("--alpha", req.search.alpha, "GNMT length-penalty exponent for beam search");
+  app.add_option("--patience", req.search.patience,
+                 "beam search ends a sentence after patience x beam hypotheses have ended (1 = fairseq's rule)");
   app.add_option("--max-len-ratio", req.search.max_len_ratio, "maximum output length as a multiple of the source");
   app.add_option("--max-len-extra", req.search.max_len_extra, "tokens added to that maximum");
   app.add_option("--no-repeat-ngram", req.search.no_repeat_ngram_size,

@@ -35,6 +35,7 @@ void check_inputs(const Tensor& src, const Tensor& src_pad, const Options& opt) 
             src_pad.str(), " must both be (B, S)");
   QKV_CHECK(opt.beam >= 1, "decode", "beam must be >= 1, got ", opt.beam);
   QKV_CHECK(opt.nbest >= 1 && opt.nbest <= opt.beam, "decode", "nbest must be in [1, beam], got ", opt.nbest);
+  QKV_CHECK(opt.patience > 0 && opt.patience <= 64, "decode", "patience must be in (0, 64], got ", opt.patience);
   QKV_CHECK(!opt.sample || opt.beam == 1, "decode", "sampling needs beam 1, got beam ", opt.beam);
   QKV_CHECK(opt.temperature > 0, "decode", "temperature must be > 0, got ", opt.temperature);
   QKV_CHECK(opt.top_p > 0 && opt.top_p <= 1, "decode", "top_p must be in (0, 1], got ", opt.top_p);
@@ -123,7 +124,9 @@ std::vector<std::vector<Hypothesis>> translate(models::Seq2Seq& model, const Ten
   return opt.beam == 1 ? greedy(model, src, src_pad, ids, opt) : beam_search(model, src, src_pad, ids, opt);
 }
 
-// Greedy (argmax) or, with opt.sample, ancestral sampling: one row per sentence.
+// Greedy (argmax) or, with opt.sample, ancestral sampling: one row per sentence still being
+// decoded. A sentence that ends leaves the batch (its row is dropped from the decoder state), so
+// a batch costs what its live sentences cost, not what its longest one does times B.
 std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
                                             SpecialIds ids, const Options& opt) {
   Options o = opt;
@@ -136,48 +139,55 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
   NoGradGuard no_grad;
   auto state = model.start(src, src_pad);
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(B));
-  std::vector<bool> done(static_cast<size_t>(B), false);
 
-  {
-    Generator gen(opt.seed);
-    std::vector<Hypothesis> hyp(static_cast<size_t>(B));
-    std::vector<int64_t> last(size_t(B), ids.bos), step_tok(size_t(B), 0);
-    std::vector<double> step_lp(size_t(B), 0.0);
-    for (int64_t t = 0; t < max_steps; ++t) {
-      Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (B, V)
-      const int64_t V = logits.size(1);
-      float* X = logits.data<float>();
-      const int ngram = opt.no_repeat_ngram_size;
-      if (!opt.sample) {  // rows are independent
-#pragma omp parallel for schedule(static) if (rows_on_pool(B * V))
-        for (int64_t b = 0; b < B; ++b) {
-          if (done[size_t(b)]) continue;
-          const std::vector<int64_t> bans = ngram ? repeated_ngram_bans(hyp[size_t(b)].tokens, ngram) : std::vector<int64_t>();
-          kernels::best_token(X + b * V, V, step_tok[size_t(b)], step_lp[size_t(b)], &bans);
-        }
+  Generator gen(opt.seed);
+  std::vector<Hypothesis> hyp(static_cast<size_t>(B));
+  std::vector<int64_t> live(static_cast<size_t>(B));  // row r decodes sentence live[r]
+  std::iota(live.begin(), live.end(), int64_t(0));
+  std::vector<int64_t> last(size_t(B), ids.bos), step_tok(size_t(B), 0);  // per row
+  std::vector<double> step_lp(size_t(B), 0.0);
+  const int ngram = opt.no_repeat_ngram_size;
+  for (int64_t t = 0; t < max_steps && !live.empty(); ++t) {
+    Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (R, V)
+    const int64_t R = int64_t(live.size()), V = logits.size(1);
+    float* X = logits.data<float>();
+    if (!opt.sample) {  // rows are independent
+#pragma omp parallel for schedule(static) if (rows_on_pool(R * V))
+      for (int64_t r = 0; r < R; ++r) {
+        const Hypothesis& h = hyp[size_t(live[size_t(r)])];
+        const std::vector<int64_t> bans = ngram ? repeated_ngram_bans(h.tokens, ngram) : std::vector<int64_t>();
+        kernels::best_token(X + r * V, V, step_tok[size_t(r)], step_lp[size_t(r)], &bans);
       }
-      for (int64_t b = 0; b < B; ++b) {
-        if (done[size_t(b)]) { last[size_t(b)] = ids.eos; continue; }
-        int64_t tok = step_tok[size_t(b)];
-        double lp = step_lp[size_t(b)];
-        if (opt.sample) {
-          const std::vector<int64_t> bans = ngram ? repeated_ngram_bans(hyp[size_t(b)].tokens, ngram) : std::vector<int64_t>();
-          if (int64_t(bans.size()) < V)  // banned tokens get no probability mass (unless all are)
-            for (int64_t v : bans) X[b * V + v] = -INFINITY;
-          tok = sample_row(X + b * V, V, opt, gen, lp);
-        }
-        Hypothesis& h = hyp[size_t(b)];
-        h.tokens.push_back(tok);
-        h.logprob += lp;
-        last[size_t(b)] = tok;
-        if (tok == ids.eos || int64_t(h.tokens.size()) >= limit[size_t(b)]) done[size_t(b)] = true;
+    }
+    std::vector<int64_t> keep;  // rows whose sentence goes on
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t b = live[size_t(r)];
+      Hypothesis& h = hyp[size_t(b)];
+      int64_t tok = step_tok[size_t(r)];
+      double lp = step_lp[size_t(r)];
+      if (opt.sample) {  // one draw per live sentence, in sentence order
+        const std::vector<int64_t> bans = ngram ? repeated_ngram_bans(h.tokens, ngram) : std::vector<int64_t>();
+        if (int64_t(bans.size()) < V)  // banned tokens get no probability mass (unless all are)
+          for (int64_t v : bans) X[r * V + v] = -INFINITY;
+        tok = sample_row(X + r * V, V, opt, gen, lp);
       }
-      if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+      h.tokens.push_back(tok);
+      h.logprob += lp;
+      last[size_t(r)] = tok;
+      if (tok != ids.eos && int64_t(h.tokens.size()) < limit[size_t(b)]) keep.push_back(r);
     }
-    for (int64_t b = 0; b < B; ++b) {
-      hyp[size_t(b)].score = hyp[size_t(b)].logprob;
-      finished[size_t(b)] = {hyp[size_t(b)]};
+    if (int64_t(keep.size()) == R) continue;
+    for (size_t i = 0; i < keep.size(); ++i) {  // compact: the rows that go on, in order
+      live[i] = live[size_t(keep[i])];
+      last[i] = last[size_t(keep[i])];
     }
+    live.resize(keep.size());
+    last.resize(keep.size());
+    if (!keep.empty()) state->select_rows(keep);
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    hyp[size_t(b)].score = hyp[size_t(b)].logprob;
+    finished[size_t(b)] = {hyp[size_t(b)]};
   }
   return finished;
 }
@@ -191,13 +201,19 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
   const int64_t B = setup_.B, max_steps = setup_.max_steps;
   std::vector<int64_t>& limit = setup_.limit;
   const int64_t K = opt.beam;
+  const int64_t n_finish = std::max<int64_t>(1, std::llround(opt.patience * double(K)));  // endings kept
+  // Candidates ranked per step: the walk below takes at most K live ones and K endings (one per
+  // row) before the limit, and n_finish endings at the limit, where every candidate ends.
+  const size_t n_cand = size_t(std::max<int64_t>(2 * K, n_finish));
   NoGradGuard no_grad;
   auto state = model.start(src, src_pad);
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(B));
-  std::vector<bool> done(static_cast<size_t>(B), false);
 
-  // Beam search: rows b*K .. b*K+K-1 belong to sentence b. Only beam 0 starts alive, so the
-  // first step does not pick the same token K times.
+  // Beam search over the sentences still searching: slot j decodes sentence live[j] in rows
+  // j*K .. j*K+K-1. A sentence whose search ends leaves the batch (its K rows are dropped from the
+  // decoder state). Only beam 0 starts alive, so the first step does not pick the same token K times.
+  std::vector<int64_t> live(static_cast<size_t>(B));
+  std::iota(live.begin(), live.end(), int64_t(0));
   std::vector<int64_t> rows(static_cast<size_t>(B * K));
   for (int64_t i = 0; i < B * K; ++i) rows[size_t(i)] = i / K;
   state->select_rows(rows);
@@ -209,49 +225,49 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
   std::vector<Cand> cands;
   std::vector<std::vector<std::pair<float, int64_t>>> top(static_cast<size_t>(B * K));  // per row: (log-prob, token)
 
-  for (int64_t t = 0; t < max_steps; ++t) {
-    Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (B*K, V)
+  for (int64_t t = 0; t < max_steps && !live.empty(); ++t) {
+    Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (R, V), R = live * K
     const float* X = logits.data<float>();
-    const int64_t V = logits.size(1);
-    std::vector<int64_t> next_rows(static_cast<size_t>(B * K));
-    std::vector<double> next_score(size_t(B * K), -INFINITY);
-    std::vector<std::vector<int64_t>> next_toks(static_cast<size_t>(B * K));
-    std::vector<int64_t> next_last(size_t(B * K), ids.eos);
+    const int64_t V = logits.size(1), R = int64_t(live.size()) * K;
+    std::vector<int64_t> next_rows(static_cast<size_t>(R));
+    std::vector<double> next_score(size_t(R), -INFINITY);
+    std::vector<std::vector<int64_t>> next_toks(static_cast<size_t>(R));
+    std::vector<int64_t> next_last(size_t(R), ids.eos);
     // The 2K best tokens of every live row; rows are independent: on the pool when it is cheap.
-#pragma omp parallel for schedule(static) if (rows_on_pool(B * K * V))
-    for (int64_t r = 0; r < B * K; ++r) {
-      if (done[size_t(r / K)] || score[size_t(r)] == -INFINITY) continue;
+#pragma omp parallel for schedule(static) if (rows_on_pool(R * V))
+    for (int64_t r = 0; r < R; ++r) {
+      if (score[size_t(r)] == -INFINITY) continue;
       const std::vector<int64_t> bans =
           opt.no_repeat_ngram_size ? repeated_ngram_bans(toks[size_t(r)], opt.no_repeat_ngram_size) : std::vector<int64_t>();
-      kernels::top_tokens(X + r * V, V, size_t(2 * K), top[size_t(r)], &bans);
+      kernels::top_tokens(X + r * V, V, n_cand, top[size_t(r)], &bans);
     }
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t base = b * K;
-      for (int64_t k = 0; k < K; ++k) next_rows[size_t(base + k)] = base;  // harmless filler
-      if (done[size_t(b)]) continue;
-      // The 2K best (row, token) extensions: K of them can end in </s> and K still remain. They
-      // are among the 2K best tokens of each row (the row's score is a constant offset).
+    std::vector<int64_t> keep;  // slots whose search goes on
+    for (int64_t j = 0; j < int64_t(live.size()); ++j) {
+      const int64_t b = live[size_t(j)], base = j * K;
+      // The n_cand best (row, token) extensions: K of them can end in </s> and K still remain
+      // (n_finish all end at the limit). They are among the n_cand best tokens of each row (the
+      // row's score is a constant offset).
       cands.clear();
       for (int64_t k = 0; k < K; ++k) {
         double s0 = score[size_t(base + k)];
         if (s0 == -INFINITY) continue;
         for (const auto& [lp, tok] : top[size_t(base + k)]) cands.push_back({s0 + double(lp), base + k, tok});
       }
-      size_t keep = std::min(cands.size(), size_t(2 * K));
+      const size_t n_ranked = std::min(cands.size(), n_cand);
       // Ties break towards the lower row, then the lower token id (deterministic).
-      std::partial_sort(cands.begin(), cands.begin() + int64_t(keep), cands.end(), [](const Cand& x, const Cand& y) {
+      std::partial_sort(cands.begin(), cands.begin() + int64_t(n_ranked), cands.end(), [](const Cand& x, const Cand& y) {
         if (x.s != y.s) return x.s > y.s;
         if (x.row != y.row) return x.row < y.row;
         return x.tok < y.tok;
       });
       int64_t alive = 0;
       const bool at_limit = t + 1 >= limit[size_t(b)];
-      for (size_t c = 0; c < keep && alive < K; ++c) {
+      for (size_t c = 0; c < n_ranked && alive < K; ++c) {
         const Cand& cd = cands[c];
         std::vector<int64_t> seq = toks[size_t(cd.row)];
         seq.push_back(cd.tok);
         if (cd.tok == ids.eos || at_limit) {
-          if (int64_t(finished[size_t(b)].size()) < K) {
+          if (int64_t(finished[size_t(b)].size()) < n_finish) {
             Hypothesis h{seq, cd.s, cd.s / length_penalty(int64_t(seq.size()), opt.alpha)};
             finished[size_t(b)].push_back(std::move(h));
           }
@@ -263,9 +279,27 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
         next_last[size_t(base + alive)] = cd.tok;
         ++alive;
       }
-      if (int64_t(finished[size_t(b)].size()) >= K || alive == 0 || at_limit) done[size_t(b)] = true;
+      for (int64_t k = alive; k < K; ++k) next_rows[size_t(base + k)] = base;  // dead rows: any row will do
+      if (!(int64_t(finished[size_t(b)].size()) >= n_finish || alive == 0 || at_limit)) keep.push_back(j);
     }
-    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+    if (keep.size() < live.size()) {  // compact: the slots that go on, in order
+      size_t row = 0;
+      for (size_t i = 0; i < keep.size(); ++i) {
+        live[i] = live[size_t(keep[i])];
+        for (int64_t k = 0; k < K; ++k, ++row) {
+          const size_t from = size_t(keep[i] * K + k);
+          next_rows[row] = next_rows[from];
+          next_score[row] = next_score[from];
+          if (row != from) next_toks[row] = std::move(next_toks[from]);  // a self-move would empty it
+          next_last[row] = next_last[from];
+        }
+      }
+      live.resize(keep.size());
+      for (auto* v : {&next_rows, &next_last}) v->resize(row);
+      next_score.resize(row);
+      next_toks.resize(row);
+    }
+    if (live.empty()) break;
     state->select_rows(next_rows);
     score = std::move(next_score);
     toks = std::move(next_toks);

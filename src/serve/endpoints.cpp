@@ -84,7 +84,7 @@ void Server::Impl::wait(Job& job) {
 
 void Server::Impl::translate(const httplib::Request& req, httplib::Response& res) {
   const std::string ep = "/v1/translate";
-  JsonRequest body(req.body, ep, {"model", "text", "texts", "beam", "alpha", "max_length", "no_repeat_ngram_size", "truncate"});
+  JsonRequest body(req.body, ep, {"model", "text", "texts", "beam", "alpha", "patience", "max_length", "no_repeat_ngram_size", "truncate"});
   const Kind kind = Kind::translation;
   ServedModel& m = pick(body, ep, &kind);
   auto job = std::make_shared<TranslateJob>();
@@ -111,6 +111,7 @@ void Server::Impl::translate(const httplib::Request& req, httplib::Response& res
   auto& s = job->opt.search;
   s.beam = int(body.integer("beam", 1, 1, opt.limits.max_beam));
   s.alpha = body.number("alpha", s.alpha, 0, 10);
+  s.patience = body.number("patience", s.patience, 0.125, 64);
   s.no_repeat_ngram_size = int(body.integer("no_repeat_ngram_size", 0, 0, 16));
   if (body.has("max_length")) {
     const int64_t ml = body.integer("max_length", 0, 1, INT64_MAX);
@@ -123,7 +124,7 @@ void Server::Impl::translate(const httplib::Request& req, httplib::Response& res
   }
   job->opt.refuse_long = !truncate;
   job->items = job->lines.size();
-  job->key = std::string(truncate ? "cut " : "") + "b" + std::to_string(s.beam) + " a" + num(s.alpha) + " r" + num(s.max_len_ratio) + " e" +
+  job->key = std::string(truncate ? "cut " : "") + "b" + std::to_string(s.beam) + " a" + num(s.alpha) + " p" + num(s.patience) + " r" + num(s.max_len_ratio) + " e" +
              std::to_string(s.max_len_extra) + " n" + std::to_string(s.no_repeat_ngram_size);
   submit(m, job);
   wait(*job);

@@ -34,14 +34,15 @@ decode::Options options(const nlohmann::json& p) {
   o.beam = p["beam"];
   o.alpha = p["alpha"];
   o.nbest = p["nbest"];
+  o.patience = p["patience"];
   o.max_len_ratio = p["max_len_ratio"];
   o.max_len_extra = p["max_len_extra"];
   return o;
 }
 }  // namespace
 
-// tools/refs/decode_beam.py writes one case per (beam, alpha, nbest) it lists: five.
-constexpr size_t kBeamCases = 5;
+// tools/refs/decode_beam.py writes one case per (beam, alpha, nbest, patience) it lists: nine.
+constexpr size_t kBeamCases = 9;
 
 TEST(BeamSearch, MatchesReferenceBeamSearch) {
   RefFile ref("decode_beam");

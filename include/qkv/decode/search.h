@@ -20,6 +20,11 @@ struct Options {
   double max_len_ratio = 1.5;   // of the source length
   int64_t max_len_extra = 10;
   int nbest = 1;                // hypotheses returned per sentence (<= beam)
+  // Beam search stops a sentence once round(patience * beam) hypotheses have ended in </s>
+  // (Kasai et al. 2022, "A Call for Clarity in Beam Search"; 1 = fairseq's rule). Above 1 the
+  // search goes on past the first short endings, which a length penalty then ranks against
+  // longer ones; the live beam stays `beam` wide.
+  double patience = 1.0;
   // Sampling (beam must be 1): temperature, top-k (0 = off), nucleus top-p (1 = off).
   bool sample = false;
   double temperature = 1.0;
