@@ -101,4 +101,15 @@ inline double metric(const std::string& text, const std::string& series) {
   return std::stod(text.substr(at + series.size() + 2));
 }
 
+// Waits (up to 4 s) until /metrics shows `series` at `value`. The request counters and the
+// latency histogram count an answer once it is written (cpp-httplib's logger runs after the
+// write), so a client can read its answer before the server has counted it.
+inline bool wait_metric(int port, const std::string& series, double value) {
+  for (int i = 0; i < 2000; ++i) {
+    if (metric(request(port, "GET", "/metrics").body, series) == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
 }  // namespace qkv_test

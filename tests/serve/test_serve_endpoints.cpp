@@ -239,6 +239,9 @@ TEST(Serve, HealthMetricsAndRequestIds) {
   ASSERT_EQ(post(s.port, "/v1/translate", {{"text", "the file"}}).status, 200);
   ASSERT_EQ(post(s.port, "/v1/translate", {{"text", 3}}).status, 400);
   ASSERT_EQ(request(s.port, "POST", "/v2/none", "{}").status, 404);
+  // The three answers are counted once written (possibly after the client read them): wait.
+  ASSERT_TRUE(wait_metric(s.port, "qkv_request_duration_seconds_count{endpoint=\"/v1/translate\"}", 2));
+  ASSERT_TRUE(wait_metric(s.port, "qkv_requests_total{endpoint=\"other\",status=\"404\"}", 1));
   Reply mt = request(s.port, "GET", "/metrics");
   ASSERT_EQ(mt.status, 200);
   const std::string& t = mt.body;

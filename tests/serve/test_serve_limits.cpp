@@ -29,14 +29,6 @@ void expect_error(const Reply& r, int status, const std::string& what, const std
   }
 }
 
-// Waits until /metrics shows `series` at `value` (the server's own view of its queue).
-bool wait_metric(int port, const std::string& series, double value) {
-  for (int i = 0; i < 2000; ++i) {
-    if (metric(request(port, "GET", "/metrics").body, series) == value) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return false;
-}
 
 }  // namespace
 
