@@ -7,7 +7,9 @@
 //   /detokenize = the tokenizer's; /health, /metrics (Prometheus text) and the request ids;
 //   requests that arrive together are answered by one batch, each as if alone.
 #include <atomic>
+#include <chrono>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "qkv/tasks/classifier.h"
@@ -239,7 +241,18 @@ TEST(Serve, HealthMetricsAndRequestIds) {
   ASSERT_EQ(post(s.port, "/v1/translate", {{"text", "the file"}}).status, 200);
   ASSERT_EQ(post(s.port, "/v1/translate", {{"text", 3}}).status, 400);
   ASSERT_EQ(request(s.port, "POST", "/v2/none", "{}").status, 404);
-  Reply mt = request(s.port, "GET", "/metrics");
+  // The server counts a request in cpp-httplib's logger, which runs after the answer has been
+  // written: a client can read the answer and ask for /metrics (a new connection, maybe another
+  // worker) before the request is counted. Seen under ThreadSanitizer, whose slowdown widens that
+  // window; wait (up to 5 s) for the three requests above to be counted.
+  Reply mt;
+  for (int i = 0; i < 250; ++i) {
+    mt = request(s.port, "GET", "/metrics");
+    if (mt.status != 200 || (metric(mt.body, "qkv_requests_total{endpoint=\"other\",status=\"404\"}") >= 1 &&
+                             metric(mt.body, "qkv_request_duration_seconds_count{endpoint=\"/v1/translate\"}") >= 2))
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   ASSERT_EQ(mt.status, 200);
   const std::string& t = mt.body;
   EXPECT_EQ(metric(t, "qkv_requests_total{endpoint=\"/v1/translate\",status=\"200\"}"), 1) << t;
