@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ThreadSanitizer over the tests that run code on several threads (issue 19, docs/robustness.md):
 # OpenMP kernels and the GEMM front-end's batched workers, oneDNN and OpenBLAS called from them,
-# attention, decoding, the optimizers, the server's batching loop and HTTP threads.
+# attention, decoding, the optimizers, the server's batching loop and HTTP threads, the corpus
+# builder's extraction threads (data: downloads Debian and npm packages).
 #   scripts/tsan.sh [CTEST_REGEX]     (default: every test of the binaries in LAYERS below)
 # Builds with clang-14 + -fsanitize=thread in build-tsan/ (Debug -O1). Not part of scripts/test.sh:
 # the tests take minutes under TSan, but the build takes 40 on a loaded 2-core machine.
@@ -15,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LLVM=/usr/lib/llvm-14
-LAYERS=(kernels ops attention decode train models tasks serve)  # test_<layer>, whole (ctest label)
+LAYERS=(kernels ops attention decode train models tasks serve data)  # test_<layer>, whole (ctest label)
 regex=${1:-}
 
 PKGS=(clang-14 libclang-rt-14-dev libomp-14-dev)
