@@ -5,15 +5,18 @@
 #   scripts/install.sh --tests   also the test dependencies (PyTorch for the references, Node.js for
 #                                the reference tokenizers, gettext, ...) and every target
 #   scripts/install.sh --asan    as --tests, plus the Debug+ASan+UBSan tree in build-asan/
+#   --no-build                   with any of the above: the packages only (scripts/tsan.sh, which
+#                                builds its own tree)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-tests=0 asan=0
+tests=0 asan=0 no_build=0
 for a in "$@"; do
   case "$a" in
     --tests) tests=1 ;;
     --asan) tests=1 asan=1 ;;
-    *) echo "usage: scripts/install.sh [--tests] [--asan]" >&2; exit 2 ;;
+    --no-build) no_build=1 ;;
+    *) echo "usage: scripts/install.sh [--tests] [--asan] [--no-build]" >&2; exit 2 ;;
   esac
 done
 
@@ -41,6 +44,8 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+((no_build)) && exit 0
 
 build() {  # build <dir> <target or ""> <cmake args...>
   local dir=$1 target=$2; shift 2

@@ -1,5 +1,8 @@
 #include "qkv/util/config.h"
 
+#include <cmath>
+#include <limits>
+
 #include "qkv/util/error.h"
 
 namespace qkv {
@@ -27,11 +30,27 @@ double ConfigReader::number(const std::string& key) {
 }
 double ConfigReader::number(const std::string& key, double dflt) { return has(key) ? number(key) : dflt; }
 
+// An integer written as 5 or 5.0, within int64_t. Converting a double outside that range (1e30)
+// to int64_t is undefined behaviour (the config_bert fuzzer's crash-3910ed11...: UBSan's
+// float-cast-overflow), and an unsigned above 2^63-1 used to wrap to a negative count.
 int64_t ConfigReader::integer(const std::string& key) {
   const auto& v = get(key, "an integer");
-  QKV_CHECK(v.is_number_integer() || (v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>()))),
-            where(key), "expected an integer, got ", v.dump());
-  return v.is_number_integer() ? v.get<int64_t>() : int64_t(v.get<double>());
+  constexpr double kTwo63 = 9223372036854775808.0;  // 2^63, exact in a double
+  bool ok = false;
+  int64_t out = 0;
+  if (v.is_number_unsigned()) {
+    ok = v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max());
+    if (ok) out = int64_t(v.get<uint64_t>());
+  } else if (v.is_number_integer()) {
+    ok = true;
+    out = v.get<int64_t>();
+  } else if (v.is_number_float()) {
+    const double d = v.get<double>();
+    ok = d >= -kTwo63 && d < kTwo63 && d == std::trunc(d);
+    if (ok) out = int64_t(d);
+  }
+  QKV_CHECK(ok, where(key), "expected an integer between -2^63 and 2^63-1, got ", v.dump());
+  return out;
 }
 int64_t ConfigReader::integer(const std::string& key, int64_t dflt) { return has(key) ? integer(key) : dflt; }
 

@@ -97,7 +97,9 @@ TEST(NetworkCorpus, RealCatalogsMatchPythonGettextAndDpkgExtraction) {
   }
   std::vector<std::string> paths;
   size_t mine = 0;
-  for (const auto& [pkg, deb] : debs) {
+  for (const auto& entry : debs) {
+    // A named copy, not a structured binding: clang 14 cannot capture one in the lambda below.
+    const std::string pkg = entry.first, deb = entry.second;
     // dpkg-deb -x is the independent extractor; our tar reader must give the same bytes.
     const std::string root = dir + "/" + pkg;
     ASSERT_EQ(qkv_test::run_shell("dpkg-deb -x '" + deb + "' '" + root + "'"), 0) << deb;

@@ -7,7 +7,9 @@
 //   /detokenize = the tokenizer's; /health, /metrics (Prometheus text) and the request ids;
 //   requests that arrive together are answered by one batch, each as if alone.
 #include <atomic>
+#include <chrono>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "qkv/tasks/classifier.h"

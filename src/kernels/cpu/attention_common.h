@@ -12,6 +12,7 @@
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/softmax.h"
 #include "qkv/tensor/rng.h"
+#include "row_max.h"
 
 namespace qkv::kernels::attn {
 
@@ -67,13 +68,7 @@ inline T exp_sub_sum(T* x, int64_t n, T m) {
   return s;
 }
 
-template <typename T>
-inline T row_max(const T* x, int64_t n) {
-  T m = kNegInf<T>;
-#pragma omp simd reduction(max : m)
-  for (int64_t c = 0; c < n; ++c) m = x[c] > m ? x[c] : m;
-  return m;
-}
+using kernels::row_max;  // -inf for a fully masked row under any compiler (row_max.h)
 
 // The masks of AttnMask as raw pointers, with the dense mask broadcast to (B, H, Tq, Tk) strides.
 template <typename T>

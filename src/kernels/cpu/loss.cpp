@@ -7,6 +7,7 @@
 #include "qkv/kernels/softmax.h"
 
 #include "dispatch.h"
+#include "row_max.h"
 
 namespace qkv::kernels {
 
@@ -23,9 +24,7 @@ void cross_entropy_forward(const Tensor& logits, const int64_t* targets, int64_t
 #pragma omp parallel for schedule(static) if (N * C >= kParallelGrain && N > 1)
     for (int64_t i = 0; i < N; ++i) {
       const T* x = xp + i * C;
-      T mx = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : mx)
-      for (int64_t j = 0; j < C; ++j) mx = x[j] > mx ? x[j] : mx;
+      const T mx = row_max(x, C);
       T s = 0, sx = 0;
 #pragma omp simd reduction(+ : s, sx)
       for (int64_t j = 0; j < C; ++j) {

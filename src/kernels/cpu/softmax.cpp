@@ -13,6 +13,7 @@
 #include "qkv/tensor/strided.h"
 
 #include "dispatch.h"
+#include "row_max.h"
 
 namespace qkv::kernels {
 namespace {
@@ -62,9 +63,7 @@ void masked_row(const T* x, const RowMask& m, int64_t row, int64_t C, T* v) {
 template <typename T>
 void softmax_row(const T* v, int64_t C, bool log, T* y) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  T mx = kNegInf;
-#pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < C; ++j) mx = v[j] > mx ? v[j] : mx;
+  const T mx = row_max(v, C);
   if (mx == kNegInf) {  // fully masked: probabilities 0, log-probabilities -inf
     T fill = log ? kNegInf : T(0);
     for (int64_t j = 0; j < C; ++j) y[j] = fill;
@@ -100,9 +99,7 @@ constexpr int64_t kStreamBytes = int64_t(16) << 20;
 void softmax_row_stream(const float* v, int64_t C, bool log, float* scratch, float* y) {
 #if defined(__AVX512F__)
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  float mx = kNegInf;
-#pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < C; ++j) mx = v[j] > mx ? v[j] : mx;
+  const float mx = row_max(v, C);
   if (mx == kNegInf) {  // fully masked: probabilities 0, log-probabilities -inf
     const __m512 fill = _mm512_set1_ps(log ? kNegInf : 0.f);
     for (int64_t j = 0; j < C; j += 16) _mm512_stream_ps(y + j, fill);
@@ -186,13 +183,10 @@ void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& mask, boo
       const T* gr = gp + r * C;
       T* o = out + r * C;
       if (log) {
-        T s = 0, mx = kNegInf;
-#pragma omp simd reduction(+ : s) reduction(max : mx)
-        for (int64_t j = 0; j < C; ++j) {
-          s += gr[j];
-          mx = yr[j] > mx ? yr[j] : mx;
-        }
-        if (mx == kNegInf) {  // fully masked row
+        T s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < C; ++j) s += gr[j];
+        if (row_max(yr, C) == kNegInf) {  // fully masked row
           for (int64_t j = 0; j < C; ++j) o[j] = T(0);
           return;
         }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "qkv/kernels/softmax.h"
+#include "row_max.h"
 
 namespace qkv::kernels {
 namespace {
@@ -12,9 +13,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 }  // namespace
 
 float row_logsumexp(const float* row, int64_t V, float* max_out) {
-  float mx = kNegInf;
-#pragma omp simd reduction(max : mx)
-  for (int64_t v = 0; v < V; ++v) mx = row[v] > mx ? row[v] : mx;
+  const float mx = row_max(row, V);
   if (max_out) *max_out = mx;
   if (mx == kNegInf) return kNegInf;
   // f32 exps (vexp): blocks of 256 summed in f32 vector lanes (16 terms per lane),
@@ -78,9 +77,7 @@ void top_tokens(const float* row, int64_t V, size_t m, std::vector<std::pair<flo
   int64_t v = 0;
   for (; v + kChunk <= V; v += kChunk) {
     if (top.size() == m) {
-      float mx = kNegInf;
-#pragma omp simd reduction(max : mx)
-      for (int64_t i = 0; i < kChunk; ++i) mx = row[v + i] > mx ? row[v + i] : mx;
+      const float mx = row_max(row + v, kChunk);
       if (!(mx - lse > top.back().first)) continue;
     }
     for (int64_t i = 0; i < kChunk; ++i) offer(v + i);

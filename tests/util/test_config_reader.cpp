@@ -1,0 +1,54 @@
+// ConfigReader::integer at the edges of int64_t: every JSON number that is an integer within
+// [-2^63, 2^63-1] is read exactly; anything else is an error naming the file and the field.
+// The config_bert fuzzer found 1e30-sized integers converted with undefined behaviour
+// (tests/fuzz/crashes/config_bert/); an unsigned above 2^63-1 wrapped to a negative count.
+#include "qkv/util/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "qkv/util/error.h"
+
+namespace qkv {
+namespace {
+
+int64_t read_integer(const std::string& text) {
+  ConfigReader r(nlohmann::json::parse("{\"n\": " + text + "}"), "cfg.json");
+  return r.integer("n");
+}
+
+void expect_refused(const std::string& text) {
+  try {
+    int64_t v = read_integer(text);
+    ADD_FAILURE() << text << " was read as " << v;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cfg.json: field 'n'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected an integer"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfigReader, IntegersWithinInt64AreReadExactly) {
+  EXPECT_EQ(read_integer("5"), 5);
+  EXPECT_EQ(read_integer("-7"), -7);
+  EXPECT_EQ(read_integer("5.0"), 5);
+  EXPECT_EQ(read_integer("9223372036854775807"), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(read_integer("-9223372036854775808"), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(read_integer("-9.223372036854775808e18"), std::numeric_limits<int64_t>::min());  // -2^63 exactly
+  EXPECT_EQ(read_integer("4.5e15"), int64_t(4500000000000000));
+}
+
+TEST(ConfigReader, IntegersBeyondInt64AndFractionsAreRefusedNamingTheField) {
+  expect_refused("9223372036854775808");   // 2^63: an unsigned, above int64_t
+  expect_refused("18446744073709551615");  // 2^64-1: wrapped to -1 before
+  expect_refused("9.223372036854775808e18");
+  expect_refused("22222222222222222222222222");  // the fuzzer's: parsed as a double, far outside
+  expect_refused("-1e300");
+  expect_refused("2.5");
+  expect_refused("\"5\"");
+}
+
+}  // namespace
+}  // namespace qkv
