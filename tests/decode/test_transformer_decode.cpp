@@ -37,12 +37,8 @@ double forced_logprob(models::Transformer& m, const Tensor& src, const Tensor& p
   return sum;
 }
 
-// Greedy and beam 4 over B random sources (sentence 1 padded to 4 tokens) with vocabulary V.
-// positional: sinusoidal, or positions inside self-attention (relative / rope), whose cached steps
-// must see each query and key at its absolute position.
-void expect_search_equals_teacher_forcing(int64_t V, int64_t B,
-                                          models::PositionalKind positional = models::PositionalKind::sinusoidal) {
-  NoGradGuard ng;
+// The decoding tests' model: 2+2 layers, d 32, 4 heads, shared embeddings, vocabulary V.
+models::TransformerConfig small_config(int64_t V) {
   models::TransformerConfig cfg;
   cfg.src_vocab = cfg.tgt_vocab = V;
   cfg.d_model = 32;
@@ -51,6 +47,16 @@ void expect_search_equals_teacher_forcing(int64_t V, int64_t B,
   cfg.d_ff = 48;
   cfg.max_len = 40;
   cfg.shared_embeddings = true;
+  return cfg;
+}
+
+// Greedy and beam 4 over B random sources (sentence 1 padded to 4 tokens) with vocabulary V.
+// positional: sinusoidal, or positions inside self-attention (relative / rope), whose cached steps
+// must see each query and key at its absolute position.
+void expect_search_equals_teacher_forcing(int64_t V, int64_t B,
+                                          models::PositionalKind positional = models::PositionalKind::sinusoidal) {
+  NoGradGuard ng;
+  models::TransformerConfig cfg = small_config(V);
   cfg.positional = positional;
   cfg.relative_clip = 3;  // shorter than the outputs: clipped distances occur while decoding
   Generator gen(5);
@@ -116,14 +122,7 @@ TEST(TransformerDecode, LargeVocabularyBatchEqualsTeacherForcing) { expect_searc
 // source decoded alone, greedy, beam 4 and beam 3 with patience 2.
 TEST(TransformerDecode, SentencesLeavingTheBatchDoNotChangeTheOthers) {
   NoGradGuard ng;
-  models::TransformerConfig cfg;
-  cfg.src_vocab = cfg.tgt_vocab = 41;
-  cfg.d_model = 32;
-  cfg.heads = 4;
-  cfg.enc_layers = cfg.dec_layers = 2;
-  cfg.d_ff = 48;
-  cfg.max_len = 40;
-  cfg.shared_embeddings = true;
+  const models::TransformerConfig cfg = small_config(41);
   Generator gen(11);
   models::Transformer m(cfg, gen);
   m.eval();
