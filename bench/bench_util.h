@@ -4,6 +4,7 @@
 // collecting its output.
 #pragma once
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -39,12 +40,47 @@ inline double peak_rss_mib() {
   return double(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-// STREAM-style triad a = b + s * c over three 64 MiB f32 arrays first-touched by the OpenMP
-// threads that use them: the best of `reps` passes after one warm-up, in GB/s of wall time
-// (3 x 64 MiB moved per pass, as STREAM counts). The attainable memory bandwidth that a
-// bandwidth-bound kernel is compared with, measured in the same sitting.
-inline double triad_gbs(int reps = 10) {
-  constexpr int64_t kBytes = 64ll << 20, kN = kBytes / int64_t(sizeof(float));
+// Resets the kernel's peak-RSS mark (VmHWM) to the current RSS (Linux: "5" into
+// /proc/self/clear_refs), so that peak_since_reset_mib() measures one phase of a run (e.g. the
+// model and its generation, not a triad's arrays before it). False if the kernel refused.
+inline bool reset_peak_rss() {
+  FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (!f) return false;
+  const bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
+// VmHWM of /proc/self/status (the peak RSS since the process started or since reset_peak_rss),
+// MiB; -1 if it cannot be read.
+inline double peak_since_reset_mib() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  double kib = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmHWM: %lf kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib < 0 ? -1 : kib / 1024.0;
+}
+
+// The last-level cache of CPU 0 in bytes (sysconf), 0 if unknown.
+inline int64_t last_level_cache_bytes() {
+  for (int name : {_SC_LEVEL4_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+    const long v = sysconf(name);
+    if (v > 0) return int64_t(v);
+  }
+  return 0;
+}
+
+// STREAM-style triad a = b + s * c over three f32 arrays of `array_bytes` each (default 64 MiB),
+// first-touched by the OpenMP threads that use them: the best of `reps` passes after one
+// warm-up, in GB/s of wall time (3 arrays moved per pass, as STREAM counts). The attainable
+// memory bandwidth that a bandwidth-bound kernel is compared with, measured in the same sitting.
+// STREAM's own rule is arrays of at least 4x the last-level cache: with a large L3 (260 MiB on
+// the Emerald Rapids VM) 64 MiB arrays are served partly from the cache; pass
+// stream_array_bytes() for the rule's size.
+inline double triad_gbs(int reps = 10, int64_t array_bytes = 64ll << 20) {
+  const int64_t kN = array_bytes / int64_t(sizeof(float));
   // new float[] leaves the pages untouched until the threads' first writes place them.
   std::unique_ptr<float[]> a(new float[size_t(kN)]), b(new float[size_t(kN)]), c(new float[size_t(kN)]);
   float *pa = a.get(), *pb = b.get(), *pc = c.get();
@@ -59,8 +95,11 @@ inline double triad_gbs(int reps = 10) {
     if (r > 0) best = std::min(best, now_ms() - t0);  // pass 0 is the warm-up
   }
   if (pa[kN / 2] != 7.f) std::fprintf(stderr, "triad check failed\n");
-  return 3.0 * double(kBytes) / (best * 1e-3) / 1e9;
+  return 3.0 * double(kN * int64_t(sizeof(float))) / (best * 1e-3) / 1e9;
 }
+
+// STREAM's array size for this machine: 4x the last-level cache, at least 64 MiB.
+inline int64_t stream_array_bytes() { return std::max<int64_t>(64ll << 20, 4 * last_level_cache_bytes()); }
 
 inline double median(std::vector<double> v) {
   if (v.empty()) return -1;

@@ -154,7 +154,8 @@ GptBundle load_gpt2(const std::string& dir) {
     published[p ? name.substr(prefix.size()) : name] = t;
   }
   QKV_CHECK(!(any_prefixed && any_bare), weights, "some tensor names have the 'transformer.' prefix and some do not");
-  b.model = std::make_shared<models::Gpt>(b.config);
+  // Built as zeros (nothing drawn): load_state_dict overwrites every weight.
+  b.model = std::make_shared<models::Gpt>(b.config, default_generator(), nn::init::Scheme::none);
   b.model->load_state_dict(gpt2_to_qkv(published, b.config, weights), /*strict=*/true, weights);
   if (fs::exists(d / "tokenizer.json") || (fs::exists(d / "encoder.json") && fs::exists(d / "vocab.bpe")))
     b.tokenizer = text::load_tokenizer(dir);

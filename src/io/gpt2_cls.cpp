@@ -58,10 +58,12 @@ GptClassifierBundle load_gpt2_classifier(const std::string& dir) {
   QKV_CHECK(score.ndim() == 2 && score.size(0) == int64_t(b.labels.size()) && score.size(1) == cfg.n_embd, weights,
             "tensor 'score.weight': expected (", b.labels.size(), ", ", cfg.n_embd, ") for ", b.labels.size(),
             " labels in config.json, got ", score.shape().str());
-  auto gpt = std::make_shared<models::Gpt>(cfg);
+  // Built as zeros (nothing drawn): every weight comes from the file.
+  auto gpt = std::make_shared<models::Gpt>(cfg, default_generator(), nn::init::Scheme::none);
   gpt->load_state_dict(gpt2_to_qkv(body, cfg, weights), /*strict=*/true, weights);
   if (b.max_len <= 0 || b.max_len > cfg.n_positions) b.max_len = cfg.n_positions;
-  b.model = std::make_shared<models::GptClassifier>(gpt, int64_t(b.labels.size()));
+  b.model = std::make_shared<models::GptClassifier>(gpt, int64_t(b.labels.size()), default_generator(),
+                                                    nn::init::Scheme::none);
   b.model->score->weight.copy_from(score);
   b.tokenizer = text::load_tokenizer((d / "tokenizer.json").string());
   QKV_CHECK(b.tokenizer->vocab_size() <= cfg.vocab_size, dir, "tokenizer.json has ", b.tokenizer->vocab_size(),

@@ -6,13 +6,23 @@
 
 namespace qkv::models {
 
-Gpt::Gpt(const GptConfig& cfg, Generator& gen) : cfg_(cfg) {
+Gpt::Gpt(const GptConfig& cfg, Generator& gen, nn::init::Scheme init) : cfg_(cfg) {
   cfg_.validate();
-  embed_tokens = register_module("embed_tokens", std::make_shared<nn::Embedding>(cfg.vocab_size, cfg.n_embd));
-  embed_positions = register_module("embed_positions", std::make_shared<nn::Embedding>(cfg.n_positions, cfg.n_embd));
+  QKV_CHECK(init == nn::init::Scheme::normal_002 || init == nn::init::Scheme::none, "Gpt",
+            "initialisation is normal_002 (GPT-2's) or none (a loader fills every weight)");
+  // normal_002 keeps the pieces' own draws before the final one, as the models trained so far had
+  // them (the default generator's stream is part of their reproducibility); none draws nothing.
+  const bool draw = init != nn::init::Scheme::none;
+  const auto embed_init = draw ? nn::init::Scheme::pytorch_default : nn::init::Scheme::none;
+  BlockOptions blocks = cfg_.block_options();
+  if (!draw) blocks.init = nn::init::Scheme::none;
+  embed_tokens = register_module("embed_tokens",
+                                 std::make_shared<nn::Embedding>(cfg.vocab_size, cfg.n_embd, -1, false, embed_init));
+  embed_positions = register_module(
+      "embed_positions", std::make_shared<nn::Embedding>(cfg.n_positions, cfg.n_embd, -1, false, embed_init));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(cfg.embd_pdrop));
-  decoder = register_module("decoder", std::make_shared<Decoder>(cfg_.block_options(), cfg.n_layer, false));
-  nn::initialize(*this, nn::init::Scheme::normal_002, gen);
+  decoder = register_module("decoder", std::make_shared<Decoder>(blocks, cfg.n_layer, false));
+  nn::initialize(*this, init, gen);  // none: zeros stay zeros
 }
 
 Tensor Gpt::hidden(const Tensor& ids, const Tensor& key_pad, const Tensor& position_ids) const {
@@ -69,12 +79,18 @@ Tensor Gpt::step(const Tensor& ids_new, GptCache& cache, const Tensor& position_
   return embed_tokens->tied_logits_packed(h);  // (B, t|1, V), the head tied to E_tok
 }
 
-GptClassifier::GptClassifier(std::shared_ptr<Gpt> body, int64_t labels, Generator& gen) : num_labels(labels) {
+GptClassifier::GptClassifier(std::shared_ptr<Gpt> body, int64_t labels, Generator& gen, nn::init::Scheme init)
+    : num_labels(labels) {
   QKV_CHECK(body != nullptr, "GptClassifier", "needs a Gpt");
   QKV_CHECK(labels >= 2, "GptClassifier", "num_labels must be >= 2, got ", labels);
+  QKV_CHECK(init == nn::init::Scheme::normal_002 || init == nn::init::Scheme::none, "GptClassifier",
+            "initialisation is normal_002 or none (a loader fills the head)");
   transformer = register_module("transformer", std::move(body));
-  score = register_module("score", std::make_shared<nn::Linear>(transformer->config().n_embd, labels, false));
-  nn::initialize(*score, nn::init::Scheme::normal_002, gen);
+  // normal_002 keeps the Linear's own (default) draw first, as before: the default generator's
+  // stream is part of a fine-tuning run's reproducibility.
+  const auto own = init == nn::init::Scheme::none ? nn::init::Scheme::none : nn::init::Scheme::pytorch_default;
+  score = register_module("score", std::make_shared<nn::Linear>(transformer->config().n_embd, labels, false, own));
+  nn::initialize(*score, init, gen);
 }
 
 Tensor GptClassifier::forward(const Tensor& ids, const Tensor& key_pad, const Tensor& extract_pos,

@@ -138,6 +138,11 @@ void Module::train(bool on) {
   for (auto& [n, m] : children_) m->train(on);
 }
 
+void Module::set_pack_layout(kernels::PackLayout layout) {
+  on_pack_layout(layout);
+  for (auto& [n, m] : children_) m->set_pack_layout(layout);
+}
+
 void Module::zero_grad() {
   for (auto& [n, t] : named_parameters()) t.zero_grad();
 }

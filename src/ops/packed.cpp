@@ -8,10 +8,16 @@ namespace qkv {
 
 Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w) {
   QKV_CHECK(w.defined(), "linear_packed", "the packed weight is empty");
-  QKV_CHECK(x.defined() && x.ndim() >= 1 && x.size(-1) == w.K && x.dtype() == w.weight.dtype(), "linear_packed",
-            "expected x (..., ", w.K, ") ", dtype_name(w.weight.dtype()), ", got ",
+  const DType wdt = w.weight.defined() ? w.weight.dtype() : w.rows[0].dtype();  // a stacked rows pack has no `weight`
+  QKV_CHECK(x.defined() && x.ndim() >= 1 && x.size(-1) == w.K && x.dtype() == wdt, "linear_packed",
+            "expected x (..., ", w.K, ") ", dtype_name(wdt), ", got ",
             x.defined() ? x.str() : std::string("undefined"));
-  if (grad_enabled() && (x.requires_grad() || w.weight.requires_grad())) return linear(x, w.weight, w.bias);
+  if (grad_enabled()) {
+    bool weight_grad = w.weight.defined() && w.weight.requires_grad();
+    for (const Tensor& r : w.rows) weight_grad = weight_grad || r.requires_grad();
+    if (x.requires_grad() || weight_grad)  // recorded: a stacked rows pack's weights concatenated (differentiable)
+      return linear(x, w.weight.defined() ? w.weight : concat(w.rows, 0), w.bias);
+  }
   const int64_t R = x.numel() / w.K;
   Tensor x2 = reshape(x.detach(), {R, w.K});  // a view when x's rows are contiguous
   if (x2.strides()[1] != 1) x2 = x2.contiguous();
@@ -26,11 +32,25 @@ Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w) {
 
 PackedWeights& PackedWeights::operator=(const PackedWeights& other) {
   if (this != &other) {
+    const kernels::PackLayout layout = other.layout();
     std::lock_guard<std::mutex> lock(mutex_);
     sources_.clear();
     for (auto& p : packed_) p.reset();
+    layout_ = layout;
   }
   return *this;
+}
+
+void PackedWeights::set_layout(kernels::PackLayout layout) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (layout_ == layout) return;
+  layout_ = layout;
+  packed_[0].reset();  // the fp32 form was made in the other layout (a rows pack is only pointers)
+}
+
+kernels::PackLayout PackedWeights::layout() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return layout_;
 }
 
 PackedWeights::Source PackedWeights::source_of(const Tensor& t) {
@@ -65,9 +85,16 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
   const bool has_bias = !biases.empty() && biases[0].defined();
   for (const Tensor& b : biases)
     QKV_CHECK(b.defined() == has_bias, "PackedWeights", "either every weight has a bias or none does");
-  Tensor w = weights.size() == 1 ? weights[0] : concat(weights, 0);                        // (N, K)
   Tensor b = !has_bias ? Tensor() : biases.size() == 1 ? biases[0] : concat(biases, 0);  // (N)
-  packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear(w, b, precision));
+  bool in_place = layout_ == kernels::PackLayout::rows && precision == kernels::MatmulPrecision::fp32;
+  for (const Tensor& w : weights)
+    in_place = in_place && w.defined() && w.dtype() == DType::f32 && w.ndim() == 2 && w.is_contiguous();
+  if (in_place) {  // the weights read where they are: nothing copied but the bias
+    packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear_rows(weights, b));
+  } else {
+    Tensor w = weights.size() == 1 ? weights[0] : concat(weights, 0);  // (N, K)
+    packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear(w, b, precision));
+  }
   sources_ = std::move(src);
   return packed;
 }

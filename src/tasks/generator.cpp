@@ -82,6 +82,9 @@ Generator::Generator(io::GptBundle bundle, int64_t eos_id, int64_t bos_id)
     : bundle_(std::move(bundle)), eos_(eos_id), bos_(bos_id) {
   QKV_CHECK(bundle_.model != nullptr, "Generator", "needs a GPT model");
   bundle_.model->eval();
+  // The decoding products read the f32 weights in place (no packed copy: the model is held once,
+  // and at batch 1 every weight is streamed once per token; kernels/gemm.h, PackLayout).
+  bundle_.model->set_pack_layout(kernels::PackLayout::rows);
 }
 
 std::vector<Generation> Generator::generate(const std::vector<std::string>& prompts,

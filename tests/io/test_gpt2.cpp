@@ -13,6 +13,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
+#include "qkv/tensor/rng.h"
 #include "qkv/ops/loss.h"
 #include "qkv/ops/shape.h"
 #include "qkv/util/file.h"
@@ -116,7 +117,12 @@ TEST(Gpt2Checkpoint, SaveWritesThePublishedLayoutAndLoadsTheSameBits) {
       ++compared;
     }
     EXPECT_EQ(compared, mine.size());
+    // Loading draws nothing (the model is built as zeros, then filled): the default generator
+    // has not moved.
+    const uint64_t seed = default_generator().seed(), offset = default_generator().offset();
     io::GptBundle again = io::load_gpt2(out);
+    EXPECT_EQ(default_generator().seed(), seed);
+    EXPECT_EQ(default_generator().offset(), offset);
     EXPECT_EQ(nlohmann::json(again.config), nlohmann::json(b.config));
     for (auto& [name, t] : b.model->state_dict()) EXPECT_TRUE(bit_equal(again.model->state_dict().at(name), t)) << name;
   }

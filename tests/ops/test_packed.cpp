@@ -10,6 +10,7 @@
 #include "qkv/kernels/optim.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/matmul.h"
+#include "qkv/ops/reduce.h"
 #include "qkv/ops/shape.h"
 #include "ref.h"
 
@@ -120,4 +121,51 @@ TEST(PackedWeights, StackedWeightsEqualTheirConcatenation) {
   EXPECT_CLOSE(linear_packed(x, *p2), linear(x, concat({wq, wk, wv}, 0), concat({bq, bk, bv}, 0)), kF32);
   EXPECT_THROW(cache.get({wq, wk}, {bq}), Error);               // a bias per weight, or none
   EXPECT_THROW(cache.get({wq, wk}, {bq, Tensor()}), Error);     // all or none defined
+}
+
+// The rows layout (kernels::PackLayout::rows): the weights read in place, no copy; the same
+// staleness rules; stacked weights never concatenated; recorded products stay differentiable.
+TEST(PackedWeights, RowsLayoutReadsTheWeightsInPlace) {
+  NoGradGuard ng;
+  Tensor wq = randn({16, 24}, 41), wk = randn({16, 24}, 42), wv = randn({16, 24}, 43);
+  Tensor bq = randn({16}, 44), bk = randn({16}, 45), bv = randn({16}, 46), x = randn({5, 24}, 47);
+  PackedWeights cache;
+  auto panels = cache.get({wq, wk, wv}, {bq, bk, bv});
+  EXPECT_EQ(panels->layout, kernels::PackLayout::panels);
+  cache.set_layout(kernels::PackLayout::rows);
+  auto p = cache.get({wq, wk, wv}, {bq, bk, bv});
+  EXPECT_NE(p, panels);
+  EXPECT_EQ(p->layout, kernels::PackLayout::rows);
+  ASSERT_EQ(p->rows.size(), 3u);
+  EXPECT_EQ(p->rows[1].data<float>(), wk.data<float>());
+  EXPECT_FALSE(p->panels.defined());
+  EXPECT_EQ(cache.get({wq, wk, wv}, {bq, bk, bv}), p);  // unchanged: the same pack
+  EXPECT_CLOSE(linear_packed(x, *p), linear(x, concat({wq, wk, wv}, 0), concat({bq, bk, bv}, 0)), kF32);
+  bk.fill(0.5);  // a bias written: a new pack (the biases are concatenated)
+  auto p2 = cache.get({wq, wk, wv}, {bq, bk, bv});
+  EXPECT_NE(p2, p);
+  EXPECT_CLOSE(linear_packed(x, *p2), linear(x, concat({wq, wk, wv}, 0), concat({bq, bk, bv}, 0)), kF32);
+  // A weight that is not contiguous (a transposed view) is packed into panels instead.
+  Tensor wt = randn({24, 16}, 48);
+  PackedWeights other;
+  other.set_layout(kernels::PackLayout::rows);
+  auto pt = other.get({transpose(wt, 0, 1)});
+  EXPECT_EQ(pt->layout, kernels::PackLayout::panels);
+  EXPECT_CLOSE(linear_packed(x, *pt), linear(x, transpose(wt, 0, 1), Tensor()), kF32);
+}
+
+TEST(PackedWeights, RowsLayoutRecordsThroughTheConcatenation) {
+  Tensor wq = randn({8, 6}, 51), wk = randn({8, 6}, 52), x = randn({3, 6}, 53);
+  wq.set_requires_grad(true);
+  wk.set_requires_grad(true);
+  PackedWeights cache;
+  cache.set_layout(kernels::PackLayout::rows);
+  auto p = cache.get({wq, wk});
+  Tensor y = linear_packed(x, *p);  // grad mode on, weights require grad: recorded
+  ASSERT_TRUE(y.requires_grad());
+  backward(sum(y));
+  // d sum(x W^T) / dW = ones (N, M) @ x: every row of both gradients is the column sums of x.
+  Tensor expect = sum(x, {0}, true);  // (1, 6)
+  EXPECT_CLOSE(wq.grad(), expand(expect, {8, 6}).contiguous(), kF32);
+  EXPECT_CLOSE(wk.grad(), expand(expect, {8, 6}).contiguous(), kF32);
 }

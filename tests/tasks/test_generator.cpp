@@ -113,24 +113,30 @@ TEST(Generator, CachedLogitsEqualTheFullForward) {
       }
     for (int64_t r = 0; r < B; ++r)
       for (int64_t j = 0; j < T - lens[size_t(r)]; ++j) pad.data<uint8_t>()[r * T + j] = 1;
-    models::GptCache cache = m.start();
-    std::vector<Tensor> parts;
-    std::vector<std::pair<int64_t, int64_t>> steps = {{0, 8}, {8, 10}};
-    for (int64_t j = 10; j < T; ++j) steps.push_back({j, j + 1});
-    for (const auto& st : steps) {  // every step passes its columns of the padding (row 2's lasts to col 13)
-      const int64_t a = st.first, e = st.second;
-      auto cols = [&](const Tensor& x) { return contiguous(slice(x, 1, a, e)); };
-      parts.push_back(m.step(cols(ids), cache, cols(pos), cols(pad)));
-    }
-    EXPECT_EQ(cache.length(), T);
-    Tensor stepped = concat(parts, 1);  // (B, T, V)
-    for (int64_t r = 0; r < B; ++r) {
-      SCOPED_TRACE(r);
-      const int64_t off = T - lens[size_t(r)];
-      // The row alone, unpadded, through the full forward.
-      Tensor full = m.forward(contiguous(slice(slice(ids, 0, r, r + 1), 1, off, T)));  // (1, L, V)
-      Tensor mine = contiguous(slice(slice(stepped, 0, r, r + 1), 1, off, T));
-      EXPECT_CLOSE(mine, full, scaled_tol(full));
+    // Both layouts of the packed weights (kernels::PackLayout): panels (a copy, the default) and
+    // rows (the weights read in place, what tasks::Generator sets).
+    for (auto layout : {kernels::PackLayout::panels, kernels::PackLayout::rows}) {
+      SCOPED_TRACE(kernels::pack_layout_name(layout));
+      b.model->set_pack_layout(layout);
+      models::GptCache cache = m.start();
+      std::vector<Tensor> parts;
+      std::vector<std::pair<int64_t, int64_t>> steps = {{0, 8}, {8, 10}};
+      for (int64_t j = 10; j < T; ++j) steps.push_back({j, j + 1});
+      for (const auto& st : steps) {  // every step passes its columns of the padding (row 2's lasts to col 13)
+        const int64_t a = st.first, e = st.second;
+        auto cols = [&](const Tensor& x) { return contiguous(slice(x, 1, a, e)); };
+        parts.push_back(m.step(cols(ids), cache, cols(pos), cols(pad)));
+      }
+      EXPECT_EQ(cache.length(), T);
+      Tensor stepped = concat(parts, 1);  // (B, T, V)
+      for (int64_t r = 0; r < B; ++r) {
+        SCOPED_TRACE(r);
+        const int64_t off = T - lens[size_t(r)];
+        // The row alone, unpadded, through the full forward.
+        Tensor full = m.forward(contiguous(slice(slice(ids, 0, r, r + 1), 1, off, T)));  // (1, L, V)
+        Tensor mine = contiguous(slice(slice(stepped, 0, r, r + 1), 1, off, T));
+        EXPECT_CLOSE(mine, full, scaled_tol(full));
+      }
     }
   }
 }

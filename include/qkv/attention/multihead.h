@@ -159,6 +159,9 @@ class MultiHeadAttention : public nn::Module {
   std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, out_proj;
   double dropout;
 
+ protected:
+  void on_pack_layout(kernels::PackLayout layout) override { packed_qkv_.set_layout(layout); }
+
  private:
   Tensor split_heads(const Tensor& x) const;  // (B, T, d_model) -> (B, H, T, Dh) view
   // One query position, f32, no weights, no attention dropout: kernels::attention_decode applies.

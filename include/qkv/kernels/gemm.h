@@ -8,6 +8,8 @@
 // (oneDNN) instead: operands rounded to bf16, f32 accumulation; the checks here stay the same.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "qkv/kernels/bf16.h"
 #include "qkv/tensor/tensor.h"
@@ -49,26 +51,46 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 
 // A Linear's weight packed once for many skinny products against it (incremental decoding: a
 // few dozen rows per step, the same weights every step). BLAS re-packs the weight on every call;
-// this keeps W^T in panels of 32 output columns, (K, 32) each, zero-padded, read by an AVX-512
-// 8 x 32 micro-kernel. A copy of the weight's values at packing time: the layers above hold it in
-// a PackedWeights (ops/packed.h), which packs again whenever the weight changed.
+// the fp32 forms here do not. Two layouts (PackLayout), chosen by the owner of the weight:
+//   panels: W^T copied into panels of 32 output columns, (K, 32) each, zero-padded, read by an
+//           AVX-512 8 x 32 micro-kernel (compute-friendly for tens of rows; a second copy of the
+//           weight, kept with it).
+//   rows:   no copy: the weights' own (N_i, K) rows, read in place. Each output is a dot product
+//           of an x row with a weight row, weight rows streamed contiguously, each read once per
+//           product whatever M is (an 8-row block stays in L1 while every x row uses it). For
+//           batch-1 generation, which is memory-bound, and for inference-only models, which
+//           then hold every weight once.
+// The layers above hold a PackedLinear in a PackedWeights (ops/packed.h), which packs again
+// whenever a weight changed (a rows pack only re-reads its pointers and bias: no copy).
 //
 // Packed for precision bf16, the weight is instead converted once to bf16 in oneDNN's preferred
 // layout (Bf16Weight, bf16.h) and x is rounded to bf16 per product (f32 accumulation, f32 out).
+enum class PackLayout { panels, rows };
+const char* pack_layout_name(PackLayout l);  // "panels" | "rows"
+
 struct PackedLinear {
-  Tensor weight, bias;  // the originals, (N, K) and (N) or undefined (the f64 / fallback path)
-  Tensor panels;        // (ceil(N / 32), K, 32) f32, undefined for f64 and for bf16
+  // The originals, (N, K) and (N) or undefined (the f64 / recorded fallback path). A rows pack of
+  // several stacked weights leaves `weight` undefined (it would be a copy): see `rows`.
+  Tensor weight, bias;
+  Tensor panels;           // (ceil(N / 32), K, 32) f32; panels layout only
+  std::vector<Tensor> rows;  // rows layout: the weights (N_i, K), f32, contiguous, stacked on N
   std::shared_ptr<const Bf16Weight> bf16;  // precision bf16 (f32 weights only), else null
   Tensor dense_bias;    // bias, contiguous
-  Tensor padded_bias;   // (ceil(N / 32) * 32) when N is not a multiple of 32
+  Tensor padded_bias;   // (ceil(N / 32) * 32) when N is not a multiple of 32 (panels)
   int64_t N = 0, K = 0;
   MatmulPrecision precision = MatmulPrecision::fp32;
-  bool defined() const { return weight.defined(); }
+  PackLayout layout = PackLayout::panels;
+  bool defined() const { return weight.defined() || !rows.empty(); }
 };
 PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision precision = MatmulPrecision::fp32);
+// The rows layout over weights (N_i, K) stacked on axis 0 (e.g. [W_q; W_k; W_v]), each f32 and
+// contiguous, read in place; bias (sum N_i) or undefined. Nothing is copied but the bias.
+PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias);
 // out (M, N) = x (M, K) @ w^T + bias; x rows unit-stride (row stride free), out contiguous.
-// fp32: each output element is one k-ordered dot product, so results do not depend on the
-// thread count. bf16: oneDNN's matmul against the converted weight.
+// fp32: each output element is one dot product whose order of additions is fixed by K alone (the
+// panels: k-ordered; the rows: 16 k-ordered lane sums, then a fixed tree), so results depend
+// neither on the thread count nor on M (a row's output is the same alone or in a batch).
+// bf16: oneDNN's matmul against the converted weight.
 void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out);
 
 // out (N) = sum over the rows of x (R, N) (a Linear's bias gradient); x, out contiguous. Sums in

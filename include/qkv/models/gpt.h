@@ -50,7 +50,9 @@ struct GptCache {
 class Gpt : public nn::Module {
  public:
   // GPT-2's initialisation: normal(0, 0.02) matrices and embeddings, zero biases, LayerNorm (1, 0).
-  explicit Gpt(const GptConfig& cfg, Generator& gen = default_generator());
+  // init none: every weight zero and nothing drawn, for a loader that fills them all (io::load_gpt2).
+  explicit Gpt(const GptConfig& cfg, Generator& gen = default_generator(),
+               nn::init::Scheme init = nn::init::Scheme::normal_002);
 
   // ids (B, T) i64; key_pad (B, T) u8, 1 = padding (or undefined); position_ids (B, T) i64 (or
   // undefined: 0 .. T-1 in every row; left-padded rows need their own, counted from the first
@@ -86,8 +88,10 @@ class Gpt : public nn::Module {
 // GPT2ForSequenceClassification).
 class GptClassifier : public nn::Module {
  public:
-  // body: a Gpt (e.g. pretrained, loaded by io::load_gpt2); the head starts N(0, 0.02).
-  GptClassifier(std::shared_ptr<Gpt> body, int64_t num_labels, Generator& gen = default_generator());
+  // body: a Gpt (e.g. pretrained, loaded by io::load_gpt2); the head starts N(0, 0.02), or zero
+  // with init none (a loader fills it).
+  GptClassifier(std::shared_ptr<Gpt> body, int64_t num_labels, Generator& gen = default_generator(),
+                nn::init::Scheme init = nn::init::Scheme::normal_002);
   // ids, key_pad as Gpt::hidden; extract_pos (B) i64: where each row's [EXTRACT] stands.
   // Returns class logits (B, C); lm_logits (B, T, V) too when non-null.
   Tensor forward(const Tensor& ids, const Tensor& key_pad, const Tensor& extract_pos,

@@ -24,6 +24,9 @@ class Linear : public Module {
   Tensor weight;  // (out, in)
   Tensor bias;    // (out) or undefined
 
+ protected:
+  void on_pack_layout(kernels::PackLayout layout) override { packed_.set_layout(layout); }
+
  private:
   PackedWeights packed_;
 };
@@ -43,6 +46,9 @@ class Embedding : public Module {
   Tensor weight;  // (num, dim)
   int64_t padding_idx;
   bool scale;
+
+ protected:
+  void on_pack_layout(kernels::PackLayout layout) override { packed_.set_layout(layout); }
 
  private:
   PackedWeights packed_;

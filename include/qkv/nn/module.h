@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "qkv/kernels/gemm.h"
 #include "qkv/tensor/tensor.h"
 
 namespace qkv::nn {
@@ -47,7 +48,15 @@ class Module {
   bool is_training() const { return training_; }
   void zero_grad();
 
+  // How the packed products of incremental decoding hold this module's fp32 weights, here and in
+  // every module below: kernels::PackLayout::panels (a packed copy next to each weight, the
+  // default) or rows (the weights read in place: an inference-only model holds each weight once;
+  // tasks::Generator sets it). Only speed and memory differ; packs stay in step with the weights.
+  void set_pack_layout(kernels::PackLayout layout);
+
  protected:
+  // What a module that owns packed weights (a PackedWeights) does with set_pack_layout.
+  virtual void on_pack_layout(kernels::PackLayout) {}
   Tensor register_parameter(const std::string& name, Tensor t);
   Tensor register_buffer(const std::string& name, Tensor t, bool persistent = true);
   template <typename M>

@@ -11,8 +11,9 @@
 
 namespace qkv {
 
-// y (..., N) = x (..., K) @ w^T + b for w packed by kernels::pack_linear(w, b). Under grad
-// mode with x or the weight requiring grad it is linear(x, w.weight, w.bias) (recorded).
+// y (..., N) = x (..., K) @ w^T + b for w packed by kernels::pack_linear(w, b) (or
+// pack_linear_rows). Under grad mode with x or a weight requiring grad it is linear(x, w.weight,
+// w.bias) (recorded; the stacked weights of a rows pack concatenated for it).
 Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w);
 
 // The packed form of one or more weights stacked on axis 0 ([W_0; W_1; ...], (sum N_i, K)) and
@@ -26,11 +27,17 @@ Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w);
 // in oneDNN's layout. get() returns the form for `precision` (by default the calling thread's,
 // kernels::matmul_precision()); a stale source drops every form, so neither is ever older than
 // the weights.
+// The fp32 form's layout (kernels::PackLayout) is the owner's choice: panels (a copy, the
+// default) or rows (the f32 weights read in place: no copy; taken only when every weight is f32
+// and contiguous, else panels). set_layout drops an fp32 form of the other layout.
 class PackedWeights {
  public:
   PackedWeights() = default;
-  PackedWeights(const PackedWeights&) {}
+  PackedWeights(const PackedWeights& other) : layout_(other.layout()) {}
   PackedWeights& operator=(const PackedWeights&);
+
+  void set_layout(kernels::PackLayout layout);
+  kernels::PackLayout layout() const;
 
   // weights: (N_i, K) each; biases: one (N_i) per weight, or empty (no bias).
   std::shared_ptr<const kernels::PackedLinear> get(const std::vector<Tensor>& weights,
@@ -54,6 +61,7 @@ class PackedWeights {
   mutable std::mutex mutex_;
   mutable std::vector<Source> sources_;  // weights then biases
   mutable std::shared_ptr<const kernels::PackedLinear> packed_[2];  // by MatmulPrecision: fp32, bf16
+  kernels::PackLayout layout_ = kernels::PackLayout::panels;         // of the fp32 form
 };
 
 // True when a product of x against the weight w should take the weight's cached bf16 form

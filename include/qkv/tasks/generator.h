@@ -68,6 +68,9 @@ struct Generation {
 class Generator {
  public:
   explicit Generator(const std::string& model_dir);  // io::load_gpt2 + config.json's bos/eos ids
+  // Puts the model in eval mode, and makes its decoding products read the f32 weights in place
+  // (nn::Module::set_pack_layout(rows): no packed copy is made; the model is shared, so this
+  // holds for its other users too; their decoding results may differ in the last bits).
   explicit Generator(io::GptBundle bundle, int64_t eos_id = -1, int64_t bos_id = -1);
 
   // Text prompts (encoded with the model's tokenizer; an empty prompt starts from bos if known).

@@ -7,10 +7,19 @@
 // AVX-512 micro-kernel computes 8 x 32 tiles of the output in 16 registers: per k one 32-wide
 // panel row, 8 broadcasts, 16 FMAs. Panels are split among threads (disjoint output columns,
 // so results do not depend on the thread count: each element is one k-ordered dot product).
+//
+// The rows layout (PackLayout::rows) keeps no copy: the product reads the weights' own (N, K)
+// rows. At batch 1 a decoding step is memory-bound (GPT-2 124M reads 500 MB of weights per
+// token), so what matters is that every weight byte is read once, in long contiguous streams, by
+// both threads at once: threads own disjoint ranges of 8-row blocks (a block is 8 * K contiguous
+// floats), every x row is multiplied with a block while it is in L1, and the next block is
+// prefetched while this one is used.
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/parallel.h"
@@ -95,7 +104,168 @@ void tile_rows(int64_t mr, const float* x, int64_t ldx, const float* panel, int6
   }
 }
 
+// ---------------------------------------------------------------- rows layout
+
+constexpr int64_t kBlock = 8;  // weight rows per block (outputs per tile, at most)
+
+// Where global row n of a rows pack lives: the stacked weights (N_i, K), in order.
+struct RowSource {
+  const float* const* base;  // segment s starts at base[s], its global rows at start[s]
+  const int64_t* start;      // nseg + 1 entries, start[nseg] = N
+  int nseg;
+  int64_t K;
+  const float* row(int64_t n) const {
+    int s = 0;
+    while (n >= start[s + 1]) ++s;
+    return base[s] + (n - start[s]) * K;
+  }
+};
+
+#if defined(__AVX512F__)
+// The sum of v's 16 lanes by a fixed tree: lane l + lane l+8, then + 4, + 2, + 1 (what GCC's
+// _mm512_reduce_add_ps does, written with in-register shuffles; the masked forms with every lane
+// selected, because GCC 12 warns about the unmasked ones' undefined pass-through operand).
+inline float lane_sum(__m512 v) {
+  constexpr __mmask16 all = 0xFFFF;
+  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, 0x4E));  // 256-bit halves swapped
+  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, 0xB1));  // 128-bit quarters swapped in pairs
+  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, 0x4E));        // 64-bit pairs swapped
+  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, 0xB1));        // neighbours swapped
+  return _mm512_cvtss_f32(v);
+}
+
+// out[m * ldo + r] = bias[r] + dot(x[m * ldx ..], w[r][..]) for MR rows of x and NR weight rows.
+// Lane l of acc[m][r] sums the products at k = l, l + 16, ... in k order (the tail masked); the
+// 16 lanes are then added by lane_sum (a fixed tree). So an output depends only on
+// its x row, its weight row and K. `next`, if not null, holds the NR rows to prefetch (the next
+// block): line k of next row r is requested as line k of row r is used.
+template <int MR, int NR>
+void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, const float* bias, float* out,
+               int64_t ldo, const float* const* next) {
+  __m512 acc[MR][NR];
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    if (next)
+      for (int r = 0; r < NR; ++r) _mm_prefetch(reinterpret_cast<const char*>(next[r] + k), _MM_HINT_T0);
+    __m512 xv[MR];
+    for (int m = 0; m < MR; ++m) xv[m] = _mm512_loadu_ps(x + m * ldx + k);
+    for (int r = 0; r < NR; ++r) {
+      const __m512 wv = _mm512_loadu_ps(w[r] + k);
+      for (int m = 0; m < MR; ++m) acc[m][r] = _mm512_fmadd_ps(xv[m], wv, acc[m][r]);
+    }
+  }
+  if (k < K) {  // the last K % 16 columns: masked loads read zeros past K
+    const __mmask16 tail = __mmask16((1u << (K - k)) - 1);
+    __m512 xv[MR];
+    for (int m = 0; m < MR; ++m) xv[m] = _mm512_maskz_loadu_ps(tail, x + m * ldx + k);
+    for (int r = 0; r < NR; ++r) {
+      const __m512 wv = _mm512_maskz_loadu_ps(tail, w[r] + k);
+      for (int m = 0; m < MR; ++m) acc[m][r] = _mm512_fmadd_ps(xv[m], wv, acc[m][r]);
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) out[m * ldo + r] = lane_sum(acc[m][r]) + (bias ? bias[r] : 0.f);
+}
+#else
+template <int MR, int NR>
+void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, const float* bias, float* out,
+               int64_t ldo, const float* const*) {
+  // The same order of additions as the AVX-512 version: 16 k-ordered lane sums, then lane_sum's
+  // tree (lane l + lane l+8, then + 4, + 2, + 1).
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) {
+      float lane[16] = {};
+      for (int64_t k = 0; k < K; ++k) lane[k % 16] = std::fma(x[m * ldx + k], w[r][k], lane[k % 16]);
+      for (int half = 8; half >= 1; half /= 2)
+        for (int l = 0; l < half; ++l) lane[l] += lane[l + half];
+      out[m * ldo + r] = lane[0] + (bias ? bias[r] : 0.f);
+    }
+}
+#endif
+
+// One block of nrows <= kBlock weight rows (pointers w) against all M rows of x: the block is
+// read from memory once and from L1 by every later group of x rows. Up to 2 x rows take the
+// block 8 rows wide (16 accumulators), 3-4 x rows take it as two halves of 4 (16 accumulators).
+void rows_block(int64_t M, const float* x, int64_t ldx, const float* const* w, int64_t nrows, int64_t K,
+                const float* bias, float* out, int64_t ldo, const float* const* next) {
+  for (int64_t m0 = 0; m0 < M; m0 += 4) {
+    const int64_t mr = std::min<int64_t>(4, M - m0);
+    const float* xm = x + m0 * ldx;
+    float* om = out + m0 * ldo;
+    const float* const* pf = m0 == 0 ? next : nullptr;  // the first pass over the block prefetches
+    if (nrows == kBlock) {
+      switch (mr) {
+        case 1: rows_tile<1, 8>(xm, ldx, w, K, bias, om, ldo, pf); break;
+        case 2: rows_tile<2, 8>(xm, ldx, w, K, bias, om, ldo, pf); break;
+        case 3:
+          rows_tile<3, 4>(xm, ldx, w, K, bias, om, ldo, pf);
+          rows_tile<3, 4>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo, pf ? pf + 4 : nullptr);
+          break;
+        default:
+          rows_tile<4, 4>(xm, ldx, w, K, bias, om, ldo, pf);
+          rows_tile<4, 4>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo, pf ? pf + 4 : nullptr);
+      }
+    } else {  // the last, partial block: one weight row at a time
+      for (int64_t r = 0; r < nrows; ++r) {
+        const float* const* wr = w + r;
+        const float* br = bias ? bias + r : nullptr;
+        switch (mr) {
+          case 1: rows_tile<1, 1>(xm, ldx, wr, K, br, om + r, ldo, nullptr); break;
+          case 2: rows_tile<2, 1>(xm, ldx, wr, K, br, om + r, ldo, nullptr); break;
+          case 3: rows_tile<3, 1>(xm, ldx, wr, K, br, om + r, ldo, nullptr); break;
+          default: rows_tile<4, 1>(xm, ldx, wr, K, br, om + r, ldo, nullptr);
+        }
+      }
+    }
+  }
+}
+
+// out (M, N) = x (M, K) @ W^T + bias with W's rows read in place (RowSource). Blocks of 8 rows
+// are split among threads in contiguous ranges (schedule static): each thread streams its own
+// part of every weight, and each output is computed by one thread in a fixed order.
+void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource& src, int64_t N, const float* bias,
+                  float* out, int64_t min_macs) {
+  const int64_t K = src.K, nb = (N + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (M * N * K >= min_macs && nb > 1)
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t n0 = b * kBlock, nrows = std::min(kBlock, N - n0);
+    const float* w[kBlock];
+    for (int64_t r = 0; r < nrows; ++r) w[r] = src.row(n0 + r);
+    const float* next[kBlock];
+    const bool prefetch = nrows == kBlock && n0 + 2 * kBlock <= N;  // the next block is whole
+    if (prefetch)
+      for (int64_t r = 0; r < kBlock; ++r) next[r] = src.row(n0 + kBlock + r);
+    rows_block(M, x, ldx, w, nrows, K, bias ? bias + n0 : nullptr, out + n0, N, prefetch ? next : nullptr);
+  }
+}
+
 }  // namespace
+
+const char* pack_layout_name(PackLayout l) { return l == PackLayout::rows ? "rows" : "panels"; }
+
+PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias) {
+  QKV_CHECK(!weights.empty(), "pack_linear_rows", "needs at least one weight");
+  PackedLinear p;
+  p.layout = PackLayout::rows;
+  p.K = weights[0].defined() && weights[0].ndim() == 2 ? weights[0].size(1) : -1;
+  for (const Tensor& w : weights) {
+    QKV_CHECK(w.defined() && w.ndim() == 2 && w.size(1) == p.K && w.dtype() == DType::f32 && w.is_contiguous(),
+              "pack_linear_rows", "every weight must be (N_i, ", p.K, ") f32 and contiguous, got ",
+              w.defined() ? w.str() : std::string("undefined"));
+    p.N += w.size(0);
+    p.rows.push_back(w);  // the tensor itself (requires_grad too): read in place, never copied
+  }
+  if (weights.size() == 1) p.weight = weights[0];
+  if (bias.defined()) {
+    QKV_CHECK(bias.ndim() == 1 && bias.size(0) == p.N && bias.dtype() == DType::f32, "pack_linear_rows",
+              "bias must be (", p.N, ") f32, got ", bias.str());
+    p.bias = bias;
+    p.dense_bias = bias.detach().contiguous();
+  }
+  return p;
+}
 
 PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision precision) {
   QKV_CHECK(w.defined() && w.ndim() == 2, "pack_linear", "weight must be (N, K), got ",
@@ -152,6 +322,26 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
                      p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr, out.data<float>(), N);
     return;
   }
+  // Multiply-adds below which one thread is cheaper than the pool: with spinning idle threads the
+  // decoder's 32x256x256 projections (2M) gain from two threads (greedy bench -7% wall); with
+  // sleeping ones only the 6M+ products do.
+  const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 20) : (int64_t(1) << 22);
+  if (p.layout == PackLayout::rows) {
+    QKV_CHECK(x.dtype() == DType::f32 && x.strides()[1] == 1 && x.size(1) == K && out.is_contiguous() &&
+                  out.size(0) == M && out.size(1) == N,
+              "packed_linear", "a rows pack takes x (M, ", K, ") f32 with unit-stride rows and out (M, ", N,
+              ") contiguous, got x ", x.str(), ", out ", out.str());
+    std::vector<const float*> base;
+    std::vector<int64_t> start{0};
+    for (const Tensor& w : p.rows) {
+      base.push_back(w.data<float>());
+      start.push_back(start.back() + w.size(0));
+    }
+    const RowSource src{base.data(), start.data(), int(base.size()), K};
+    rows_product(M, x.data<float>(), M == 1 ? K : x.strides()[0], src, N,
+                 p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr, out.data<float>(), min_macs);
+    return;
+  }
   if (!p.panels.defined() || x.dtype() != DType::f32 || x.strides()[1] != 1) {
     linear(x, p.weight, p.bias, out);
     return;
@@ -163,10 +353,6 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
   const float* bias = p.padded_bias.defined() ? p.padded_bias.data<float>()
                                               : (p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr);
   const int64_t np = (N + kPanel - 1) / kPanel;
-  // Multiply-adds below which one thread is cheaper than the pool: with spinning idle threads the
-  // decoder's 32x256x256 projections (2M) gain from two threads (greedy bench -7% wall); with
-  // sleeping ones only the 6M+ products do.
-  const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 20) : (int64_t(1) << 22);
 #pragma omp parallel for schedule(static) if (M * N * K >= min_macs && np > 1)
   for (int64_t j = 0; j < np; ++j) {
     const int64_t n0 = j * kPanel, ncols = std::min(kPanel, N - n0);

@@ -1,0 +1,132 @@
+// The rows layout of kernels::PackedLinear (pack_linear_rows, packed_linear): products that read
+// the weights in place, against a plain reference loop in double, for every tile shape (M = 1..8
+// and larger, N around the 8-row blocks, K around the 16-wide vectors); stacked weights equal
+// their concatenation; the bits depend neither on the thread count nor on the other rows of x;
+// the panels layout agrees with the same reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "helpers.h"
+#include "qkv/kernels/gemm.h"
+#include "ref.h"
+
+namespace qkv {
+namespace {
+
+// out (M, N) = x (M, K) @ w^T + b in double; w given as stacked (N_i, K) pieces.
+std::vector<double> reference(const Tensor& x, const std::vector<Tensor>& ws, const Tensor& b) {
+  const int64_t M = x.size(0), K = x.size(1);
+  int64_t N = 0;
+  for (const Tensor& w : ws) N += w.size(0);
+  std::vector<double> out(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m) {
+    int64_t n = 0;
+    for (const Tensor& w : ws)
+      for (int64_t i = 0; i < w.size(0); ++i, ++n) {
+        double s = b.defined() ? double(b.data<float>()[n]) : 0.0;
+        for (int64_t k = 0; k < K; ++k) s += double(x.data<float>()[m * K + k]) * double(w.data<float>()[i * K + k]);
+        out[size_t(m * N + n)] = s;
+      }
+  }
+  return out;
+}
+
+// f32 tolerance (DEVELOPING.md) with the absolute part scaled by sqrt(K), as the other product
+// tests do for sums of K products of unit normals.
+void expect_close(const Tensor& got, const std::vector<double>& want, int64_t K) {
+  const double atol = testing::kF32.atol * std::sqrt(double(K)), rtol = testing::kF32.rtol;
+  const float* g = got.data<float>();
+  int bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double err = std::fabs(double(g[i]) - want[i]);
+    if (err > atol + rtol * std::fabs(want[i]) && bad++ < 5)
+      ADD_FAILURE() << "element " << i << ": got " << g[i] << ", expected " << want[i] << " (error " << err << ")";
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+Tensor product(const Tensor& x, const kernels::PackedLinear& p) {
+  Tensor out = Tensor::empty({x.size(0), p.N});
+  kernels::packed_linear(x, p, out);
+  return out;
+}
+
+TEST(PackedRows, MatchesADoubleReferenceForEveryTileShape) {
+  // M: one to four x rows per pass (1-2: 8 weight rows at once, 3-4: two halves of 4) and several
+  // passes; N: whole and partial 8-row blocks; K: whole and partial 16-wide vectors.
+  for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 13}) {
+    for (int64_t N : {1, 7, 8, 9, 17, 24, 50}) {
+      for (int64_t K : {1, 5, 15, 16, 17, 40, 129}) {
+        for (bool bias : {true, false}) {
+          SCOPED_TRACE(::testing::Message() << "M " << M << " N " << N << " K " << K << " bias " << bias);
+          Tensor x = testing::randn({M, K}, uint64_t(M * 1000 + N * 10 + K));
+          Tensor w = testing::randn({N, K}, uint64_t(N * 31 + K));
+          Tensor b = bias ? testing::randn({N}, uint64_t(N + 5)) : Tensor();
+          const auto want = reference(x, {w}, b);
+          auto rows = kernels::pack_linear_rows({w}, b);
+          EXPECT_EQ(rows.layout, kernels::PackLayout::rows);
+          expect_close(product(x, rows), want, K);
+          expect_close(product(x, kernels::pack_linear(w, b)), want, K);  // the panels, same reference
+        }
+      }
+    }
+  }
+}
+
+TEST(PackedRows, ReadsTheWeightsInPlace) {
+  Tensor w = testing::randn({40, 24}, 1), b = testing::randn({40}, 2), x = testing::randn({3, 24}, 3);
+  auto p = kernels::pack_linear_rows({w}, b);
+  ASSERT_EQ(p.rows.size(), 1u);
+  EXPECT_EQ(p.rows[0].data<float>(), w.data<float>());  // no copy
+  EXPECT_FALSE(p.panels.defined());
+  w.data<float>()[5 * 24 + 7] += 1.f;  // a write to the weight is seen by the next product
+  expect_close(product(x, p), reference(x, {w}, b), 24);
+  // Not contiguous, or not f32: refused, naming the function.
+  Tensor wide = testing::randn({40, 48}, 4);
+  EXPECT_THROW(kernels::pack_linear_rows({wide.as_strided({40, 24}, {48, 1}, 0)}, Tensor()), Error);
+  EXPECT_THROW(kernels::pack_linear_rows({testing::randn({4, 3}, 5, DType::f64)}, Tensor()), Error);
+  EXPECT_THROW(kernels::pack_linear_rows({w, testing::randn({4, 23}, 6)}, Tensor()), Error);  // K differs
+}
+
+TEST(PackedRows, StackedWeightsEqualTheirConcatenation) {
+  // [W_q; W_k; W_v] read from three places: an 8-row block straddles two of them (N_i = 13).
+  for (int64_t M : {1, 2, 4, 6}) {
+    SCOPED_TRACE(::testing::Message() << "M " << M);
+    Tensor wq = testing::randn({13, 37}, 11), wk = testing::randn({13, 37}, 12), wv = testing::randn({13, 37}, 13);
+    Tensor b = testing::randn({39}, 14), x = testing::randn({M, 37}, 15);
+    auto p = kernels::pack_linear_rows({wq, wk, wv}, b);
+    EXPECT_EQ(p.N, 39);
+    EXPECT_FALSE(p.weight.defined());  // nothing concatenated
+    expect_close(product(x, p), reference(x, {wq, wk, wv}, b), 37);
+  }
+}
+
+TEST(PackedRows, BitsDependNeitherOnThreadsNorOnTheOtherRows) {
+  // Large enough for the parallel path (M * N * K >= 2^22), N = 1001: a partial last block.
+  const int64_t M = 6, N = 1001, K = 771;
+  Tensor x = testing::randn({M, K}, 21), w = testing::randn({N, K}, 22), b = testing::randn({N}, 23);
+  auto p = kernels::pack_linear_rows({w}, b);
+  Tensor one, two;
+  {
+    testing::ThreadGuard t(1);
+    one = product(x, p);
+  }
+  {
+    testing::ThreadGuard t(2);
+    two = product(x, p);
+  }
+  EXPECT_EQ(std::memcmp(one.data<float>(), two.data<float>(), size_t(M * N) * sizeof(float)), 0);
+  expect_close(two, reference(x, {w}, b), K);
+  for (int64_t m = 0; m < M; ++m) {  // each row alone: the same bits as in the batch
+    Tensor row = Tensor::empty({1, K});
+    std::memcpy(row.data<float>(), x.data<float>() + m * K, size_t(K) * sizeof(float));
+    Tensor alone = product(row, p);
+    EXPECT_EQ(std::memcmp(alone.data<float>(), two.data<float>() + m * N, size_t(N) * sizeof(float)), 0) << "row " << m;
+  }
+}
+
+}  // namespace
+}  // namespace qkv
