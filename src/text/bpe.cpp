@@ -93,8 +93,9 @@ void BpeTokenizer::initial_symbols(std::string_view word, std::vector<int32_t>& 
     if (it != token_id_.end()) {
       syms.push_back(it->second);
     } else {
-      QKV_CHECK(unk_id_ >= 0, "text bpe encode", "character '", sym,
-                "' is not in the vocabulary and the tokenizer has no unk_token");
+      if (unk_id_ < 0)
+        fail(source().empty() ? std::string("text bpe encode") : "text bpe encode, tokenizer " + source(),
+             "character '", sym, "' is not in the vocabulary and the tokenizer has no unk_token");
       syms.push_back(unk_id_);
     }
   }
@@ -230,6 +231,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::load_gpt2(const std::string& encoder
   return with_context("text gpt2 " + encoder_json + " + " + vocab_bpe, [&] {
     auto tok = std::make_unique<BpeTokenizer>(std::move(vocab), std::move(merges), opt);
     tok->set_special_tokens(SpecialTokens::gpt2());
+    tok->set_source(encoder_json);
     return tok;
   });
 }

@@ -304,7 +304,9 @@ std::unique_ptr<Tokenizer> from_tokenizer_json(const std::string& text, const st
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
-  return from_tokenizer_json(read_file(path), path);
+  auto tok = from_tokenizer_json(read_file(path), path);
+  tok->set_source(path);
+  return tok;
 }
 
 void Tokenizer::save(const std::string& path) const { write_file_atomic(path, to_tokenizer_json(*this) + "\n"); }

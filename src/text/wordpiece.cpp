@@ -137,6 +137,7 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::load_vocab_txt(const std
     auto tok = std::make_unique<WordPieceTokenizer>(std::move(vocab), opt);
     tok->set_special_tokens(SpecialTokens::bert());
     tok->set_template(PostTemplate::bert());
+    tok->set_source(path);
     return tok;
   });
 }

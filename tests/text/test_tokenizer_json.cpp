@@ -141,3 +141,19 @@ TEST(TokenizerJson, ErrorsNameFileAndField) {
   ::mkdir(empty_dir.c_str(), 0755);
   EXPECT_NE(expect_error([&] { load_tokenizer(empty_dir); }).find("no tokenizer.json"), std::string::npos);
 }
+
+// A word-level BPE with no unk_token loads (Hugging Face accepts it), and a character outside its
+// vocabulary can only be found when encoding: the error then names the file the tokenizer came
+// from (found by the tokenizer_json fuzzer, whose crash input is in tests/fuzz/crashes/).
+TEST(TokenizerJson, EncodeErrorsNameTheTokenizersFile) {
+  std::string path = tmp("bpe_without_unk.json");
+  std::ofstream(path) << R"({"model": {"type": "BPE", "end_of_word_suffix": "</w>",
+    "vocab": {"h": 0, "i</w>": 1, "hi</w>": 2}, "merges": ["h i</w>"]},
+    "pre_tokenizer": {"type": "Whitespace"}})";
+  auto tok = load_tokenizer(path);
+  EXPECT_EQ(tok->source(), path);
+  EXPECT_EQ(tok->encode("hi hi"), (std::vector<int32_t>{2, 2}));
+  std::string e = expect_error([&] { tok->encode("hi ho"); });
+  EXPECT_NE(e.find(path), std::string::npos) << e;
+  EXPECT_NE(e.find("'o</w>' is not in the vocabulary"), std::string::npos) << e;
+}

@@ -62,6 +62,12 @@ class Tokenizer {
 
   void save(const std::string& path) const;  // Hugging Face tokenizer.json
 
+  // The file the tokenizer was read from, or empty (built in memory). Errors that only encoding
+  // can find (a word-level BPE without unk_token meeting a character outside its vocabulary) name
+  // it, so the user learns which tokenizer lacks the character.
+  const std::string& source() const { return source_; }
+  void set_source(std::string path) { source_ = std::move(path); }
+
   // Model-level interface implemented by each tokenizer (no special-token handling).
   virtual void encode_model(std::string_view text, std::vector<int32_t>& out) const = 0;
   virtual std::string decode_model(std::span<const int32_t> ids) const = 0;
@@ -72,6 +78,7 @@ class Tokenizer {
   virtual bool decode_joins_with_space() const { return false; }
 
  private:
+  std::string source_;
   SpecialTokens specials_;
   PostTemplate template_;
   std::unordered_map<std::string, int32_t> special_by_token_;
