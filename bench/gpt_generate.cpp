@@ -19,8 +19,11 @@
 //
 // Run (one line): OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
 //        build/bench/bench_gpt_generate [reps=5] [shapes=cfg1,gpt2] [precision=fp32|bf16|both]
+//        [layout=rows|panels|both]
 // (precision: GenerateOptions::precision; both alternates fp32 and bf16 generations and reports
-// the speed-up and how many tokens agree)
+// the speed-up and how many tokens agree. layout: the fp32 products' kernels::PackLayout, rows
+// being what tasks::Generator sets; both alternates a rows and a panels model, the same weights,
+// in one sitting, and the peak RSS is then of the two models together)
 // (GOMP_SPINCOUNT=5000 is what the qkv program sets for itself, util/blas_env.h; without it
 // libgomp's long default spin made cfg1 ~10x slower while another build shared the 2 cores.)
 // and in the same sitting:
@@ -28,6 +31,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,36 +46,48 @@ namespace {
 
 constexpr int64_t kPrompt = 16, kNew = 128;
 
+struct Variant {
+  kernels::MatmulPrecision precision;
+  kernels::PackLayout layout;
+};
+
 struct Timing {
   std::vector<double> wall, cpu;  // ms per generation
   std::vector<int64_t> tokens;    // the last generation's
   int64_t checksum = 0;
 };
 
-void run(const std::string& name, models::GptConfig cfg, int reps, const std::vector<kernels::MatmulPrecision>& precs) {
+void run(const std::string& name, models::GptConfig cfg, int reps, const std::vector<Variant>& variants) {
   cfg.activation_function = "gelu";
   // The triads first, then the peak-RSS mark reset: the peak below is the model's and its
   // generation's, not the triad arrays'.
   const int64_t stream_bytes = bench::stream_array_bytes();
   const double triad_before = bench::triad_gbs(), stream_before = bench::triad_gbs(10, stream_bytes);
   const bool hwm_reset = bench::reset_peak_rss();
-  Generator init(0);
+  // One model per layout, each from seed 0 (the same weights); the Generator sets rows.
+  std::vector<std::unique_ptr<tasks::Generator>> gens(2);
   io::GptBundle b;
   b.config = cfg;
-  b.model = std::make_shared<models::Gpt>(cfg, init);
-  tasks::Generator gen(b, /*eos_id=*/-1);
+  for (const Variant& v : variants) {
+    auto& g = gens[size_t(v.layout)];
+    if (g) continue;
+    Generator init(0);
+    b.model = std::make_shared<models::Gpt>(cfg, init);
+    g = std::make_unique<tasks::Generator>(b, /*eos_id=*/-1);
+    b.model->set_pack_layout(v.layout);
+  }
   Generator pick(1);
   std::vector<int64_t> prompt(kPrompt);
   for (auto& t : prompt) t = int64_t(pick.randint(uint64_t(cfg.vocab_size)));
   tasks::GenerateOptions o;
   o.max_new_tokens = kNew;
   o.eos_id = -1;
-  std::vector<Timing> timing(precs.size());
+  std::vector<Timing> timing(variants.size());
   for (int r = 0; r <= reps; ++r) {
-    for (size_t p = 0; p < precs.size(); ++p) {  // precisions alternate: both see the same machine load
-      o.precision = precs[p];
+    for (size_t p = 0; p < variants.size(); ++p) {  // variants alternate: all see the same machine load
+      o.precision = variants[p].precision;
       const double w0 = bench::now_ms(), c0 = bench::cpu_ms();
-      auto out = gen.generate_ids({prompt}, o);
+      auto out = gens[size_t(variants[p].layout)]->generate_ids({prompt}, o);
       const double w = bench::now_ms() - w0, c = bench::cpu_ms() - c0;
       if (out[0].tokens.size() != size_t(kNew))
         std::fprintf(stderr, "%s: generated %zu tokens\n", name.c_str(), out[0].tokens.size());
@@ -87,19 +103,21 @@ void run(const std::string& name, models::GptConfig cfg, int reps, const std::ve
   const double rss = hwm_reset ? bench::peak_since_reset_mib() : bench::peak_rss_mib();  // before the second triads
   const double triad = std::max(triad_before, bench::triad_gbs());
   const double stream = std::max(stream_before, bench::triad_gbs(10, stream_bytes));
-  for (size_t p = 0; p < precs.size(); ++p) {
+  for (size_t p = 0; p < variants.size(); ++p) {
     const double w = bench::median(timing[p].wall), c = bench::median(timing[p].cpu);
     // Bytes per new token: the weights (4 bytes each in fp32, 2 in bf16), plus K and V (f32) of
     // every layer at the mean cache length.
-    const double wbytes = precs[p] == kernels::MatmulPrecision::bf16 ? 2.0 : 4.0;
+    const bool bf16 = variants[p].precision == kernels::MatmulPrecision::bf16;
+    const double wbytes = bf16 ? 2.0 : 4.0;
     const double weights = wbytes * double(b.model->num_parameters());
     const double mean_len = double(kPrompt) + double(kNew - 1) / 2.0;
     const double cache = 4.0 * 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * mean_len;
     const double floor_ms = (weights + cache) / (triad * 1e9) * 1e3;
     const double stream_floor_ms = (weights + cache) / (stream * 1e9) * 1e3;
-    std::printf("%-5s %s d %lld, layers %lld, heads %lld, vocab %lld: %.3f ms/token (%.1f tokens/s) wall, "
+    std::printf("%-5s %s%s d %lld, layers %lld, heads %lld, vocab %lld: %.3f ms/token (%.1f tokens/s) wall, "
                 "%.3f ms/token CPU; checksum %lld\n",
-                name.c_str(), kernels::precision_name(precs[p]), (long long)cfg.n_embd, (long long)cfg.n_layer,
+                name.c_str(), kernels::precision_name(variants[p].precision),
+                bf16 ? "" : (std::string(" ") + kernels::pack_layout_name(variants[p].layout)).c_str(), (long long)cfg.n_embd, (long long)cfg.n_layer,
                 (long long)cfg.n_head, (long long)cfg.vocab_size, w / kNew, 1e3 * kNew / w, c / kNew,
                 (long long)timing[p].checksum);
     std::printf("      bandwidth floor: %.1f MB per token / triad (64 MiB arrays) %.1f GB/s = %.3f ms/token; "
@@ -112,14 +130,19 @@ void run(const std::string& name, models::GptConfig cfg, int reps, const std::ve
     std::printf("      peak RSS %.0f MiB (%s)\n", rss,
                 hwm_reset ? "model + generation: the mark reset after the first triads" : "whole process");
   }
-  if (precs.size() == 2) {
+  for (size_t p = 1; p < variants.size(); ++p) {  // each against the first
     size_t same = 0;
-    while (same < timing[0].tokens.size() && same < timing[1].tokens.size() &&
-           timing[0].tokens[same] == timing[1].tokens[same])
+    while (same < timing[0].tokens.size() && same < timing[p].tokens.size() &&
+           timing[0].tokens[same] == timing[p].tokens[same])
       ++same;
-    std::printf("      bf16 / fp32: %.2fx wall, %.2fx CPU; the first %zu of %lld tokens agree\n",
-                bench::median(timing[0].wall) / bench::median(timing[1].wall),
-                bench::median(timing[0].cpu) / bench::median(timing[1].cpu), same, (long long)kNew);
+    auto label = [&](const Variant& v) {
+      return std::string(kernels::precision_name(v.precision)) +
+             (v.precision == kernels::MatmulPrecision::bf16 ? "" : std::string(" ") + kernels::pack_layout_name(v.layout));
+    };
+    std::printf("      %s / %s: %.2fx wall, %.2fx CPU; the first %zu of %lld tokens agree\n",
+                label(variants[p]).c_str(), label(variants[0]).c_str(),
+                bench::median(timing[0].wall) / bench::median(timing[p].wall),
+                bench::median(timing[0].cpu) / bench::median(timing[p].cpu), same, (long long)kNew);
   }
 }
 
@@ -129,25 +152,33 @@ int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
   const std::string shapes = argc > 2 ? argv[2] : "cfg1,gpt2";
   const std::string prec = argc > 3 ? argv[3] : "fp32";
-  std::vector<kernels::MatmulPrecision> precs;
-  if (prec == "fp32" || prec == "both") precs.push_back(kernels::MatmulPrecision::fp32);
-  if (prec == "bf16" || prec == "both") precs.push_back(kernels::MatmulPrecision::bf16);
-  if (precs.empty()) {
-    std::fprintf(stderr, "precision must be fp32, bf16 or both, got '%s'\n", prec.c_str());
+  const std::string layout = argc > 4 ? argv[4] : "rows";
+  if ((prec != "fp32" && prec != "bf16" && prec != "both") ||
+      (layout != "rows" && layout != "panels" && layout != "both")) {
+    std::fprintf(stderr, "precision must be fp32, bf16 or both, got '%s'; layout rows, panels or both, got '%s'\n",
+                 prec.c_str(), layout.c_str());
     return 2;
   }
+  // fp32 in each layout asked for; bf16 once (its products use oneDNN's converted weights, not the layout).
+  std::vector<Variant> variants;
+  if (prec != "bf16") {
+    if (layout != "panels") variants.push_back({kernels::MatmulPrecision::fp32, kernels::PackLayout::rows});
+    if (layout != "rows") variants.push_back({kernels::MatmulPrecision::fp32, kernels::PackLayout::panels});
+  }
+  if (prec != "fp32")
+    variants.push_back({kernels::MatmulPrecision::bf16, layout == "panels" ? kernels::PackLayout::panels : kernels::PackLayout::rows});
   std::printf("bench_gpt_generate: batch 1, prompt %lld, %lld new tokens, greedy, %d reps (median), precision %s; "
               "CPU %s, oneDNN ISA %s\n", (long long)kPrompt, (long long)kNew, reps, prec.c_str(),
               kernels::dnnl_cpu_info().cpu_model.c_str(), kernels::dnnl_cpu_info().isa.c_str());
   if (shapes.find("cfg1") != std::string::npos) {
     models::GptConfig c;
     c.vocab_size = 8192, c.n_positions = 256, c.n_embd = 256, c.n_head = 4, c.n_layer = 4, c.n_inner = 1024;
-    run("cfg1", c, reps, precs);
+    run("cfg1", c, reps, variants);
   }
   if (shapes.find("gpt2") != std::string::npos) {
     models::GptConfig c;  // the defaults are GPT-2 124M
     c.n_inner = 3072;
-    run("gpt2", c, reps, precs);
+    run("gpt2", c, reps, variants);
   }
   return 0;
 }
