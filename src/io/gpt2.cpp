@@ -1,10 +1,12 @@
 #include "qkv/io/gpt2.h"
 
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
+#include "qkv/io/format/safetensors_reader.h"
 #include "qkv/ops/shape.h"
 #include "qkv/util/file.h"
 
@@ -58,47 +60,73 @@ bool is_mask_buffer(const std::string& name) {  // h.{i}.attn.bias / h.{i}.attn.
 
 }  // namespace
 
-std::map<std::string, Tensor> gpt2_to_qkv(const std::map<std::string, Tensor>& published, const models::GptConfig& cfg,
-                                          const std::string& where) {
-  NoGradGuard ng;
+namespace {
+
+// The published tensors' names, shapes and dtypes (info: published name -> (shape, dtype)) against
+// what a GPT-2 of this config has: unknown, misshapen and missing tensors are errors naming them.
+void check_published(const std::map<std::string, std::pair<Shape, DType>>& info, const models::GptConfig& cfg,
+                     const std::string& where) {
   const auto shapes = published_shapes(cfg);
-  for (auto& [name, t] : published) {
+  for (auto& [name, sd] : info) {
     if (is_mask_buffer(name) || name == "lm_head.weight") continue;
     auto it = shapes.find(name);
     QKV_CHECK(it != shapes.end(), where, "tensor '", name, "' is not part of a GPT-2 with this config.json (",
               cfg.n_layer, " layers", cfg.pre_norm ? "" : ", post-LN: no ln_f", ")");
-    QKV_CHECK(t.shape() == it->second, where, "tensor '", name, "': expected shape ", it->second.str(), ", got ",
-              t.shape().str());
-    QKV_CHECK(t.dtype() == DType::f32, where, "tensor '", name, "': expected F32, got ", dtype_name(t.dtype()));
+    QKV_CHECK(sd.first == it->second, where, "tensor '", name, "': expected shape ", it->second.str(), ", got ",
+              sd.first.str());
+    QKV_CHECK(sd.second == DType::f32, where, "tensor '", name, "': expected F32, got ", dtype_name(sd.second));
   }
   for (auto& [name, shape] : shapes)
-    QKV_CHECK(published.count(name), where, "tensor '", name, "' is missing (expected shape ", shape.str(), ")");
-  if (auto lm = published.find("lm_head.weight"); lm != published.end()) {
-    const Tensor& wte = published.at("wte.weight");
-    QKV_CHECK(lm->second.shape() == wte.shape() && lm->second.dtype() == wte.dtype() &&
-                  std::equal(lm->second.data<float>(), lm->second.data<float>() + lm->second.numel(), wte.data<float>()),
-              where, "tensor 'lm_head.weight' differs from 'wte.weight': qkv's GPT ties its head to the token embedding");
-  }
+    QKV_CHECK(info.count(name), where, "tensor '", name, "' is missing (expected shape ", shape.str(), ")");
+}
 
-  std::map<std::string, Tensor> sd;
-  for (auto& [pub, ours] : direct_names(cfg)) sd[ours] = published.at(pub);
+// A stored lm_head must be the token embedding itself: qkv's GPT ties the two.
+void check_tied_head(const Tensor& lm_head, const Tensor& wte, const std::string& where) {
+  QKV_CHECK(lm_head.shape() == wte.shape() && lm_head.dtype() == wte.dtype() &&
+                std::equal(lm_head.data<float>(), lm_head.data<float>() + lm_head.numel(), wte.data<float>()),
+            where, "tensor 'lm_head.weight' differs from 'wte.weight': qkv's GPT ties its head to the token embedding");
+}
+
+// Every qkv tensor from the published ones, one published tensor at a time: fetch(published name)
+// gives a tensor (checked by check_published), emit(qkv name, tensor) takes each result. Conv1D
+// weights (in, out) become Linear weights (out, in); c_attn's [q | k | v] columns are split.
+void map_gpt2_to_qkv(const std::function<Tensor(const std::string&)>& fetch, const models::GptConfig& cfg,
+                     const std::function<void(const std::string&, const Tensor&)>& emit) {
+  NoGradGuard ng;
+  for (auto& [pub, ours] : direct_names(cfg)) emit(ours, fetch(pub));
   const int64_t D = cfg.n_embd;
   for (int64_t i = 0; i < cfg.n_layer; ++i) {
     const std::string h = "h." + std::to_string(i) + ".", q = "decoder.layers." + std::to_string(i) + ".";
-    const Tensor& w = published.at(h + "attn.c_attn.weight");  // (D, 3D): columns [q | k | v]
-    const Tensor& b = published.at(h + "attn.c_attn.bias");    // (3D)
-    const char* proj[] = {"q_proj", "k_proj", "v_proj"};
-    for (int64_t p = 0; p < 3; ++p) {
-      sd[q + "self_attn." + proj[p] + ".weight"] = transposed(slice(w, 1, p * D, (p + 1) * D));  // (D, D) (out, in)
-      sd[q + "self_attn." + proj[p] + ".bias"] = contiguous(slice(b, 0, p * D, (p + 1) * D));
+    {
+      const Tensor w = fetch(h + "attn.c_attn.weight");  // (D, 3D): columns [q | k | v]
+      const Tensor b = fetch(h + "attn.c_attn.bias");    // (3D)
+      const char* proj[] = {"q_proj", "k_proj", "v_proj"};
+      for (int64_t p = 0; p < 3; ++p) {
+        emit(q + "self_attn." + proj[p] + ".weight", transposed(slice(w, 1, p * D, (p + 1) * D)));  // (D, D) (out, in)
+        emit(q + "self_attn." + proj[p] + ".bias", contiguous(slice(b, 0, p * D, (p + 1) * D)));
+      }
     }
-    sd[q + "self_attn.out_proj.weight"] = transposed(published.at(h + "attn.c_proj.weight"));
-    sd[q + "self_attn.out_proj.bias"] = published.at(h + "attn.c_proj.bias");
-    sd[q + "fc1.weight"] = transposed(published.at(h + "mlp.c_fc.weight"));  // (inner, D)
-    sd[q + "fc1.bias"] = published.at(h + "mlp.c_fc.bias");
-    sd[q + "fc2.weight"] = transposed(published.at(h + "mlp.c_proj.weight"));  // (D, inner)
-    sd[q + "fc2.bias"] = published.at(h + "mlp.c_proj.bias");
+    emit(q + "self_attn.out_proj.weight", transposed(fetch(h + "attn.c_proj.weight")));
+    emit(q + "self_attn.out_proj.bias", fetch(h + "attn.c_proj.bias"));
+    emit(q + "fc1.weight", transposed(fetch(h + "mlp.c_fc.weight")));  // (inner, D)
+    emit(q + "fc1.bias", fetch(h + "mlp.c_fc.bias"));
+    emit(q + "fc2.weight", transposed(fetch(h + "mlp.c_proj.weight")));  // (D, inner)
+    emit(q + "fc2.bias", fetch(h + "mlp.c_proj.bias"));
   }
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> gpt2_to_qkv(const std::map<std::string, Tensor>& published, const models::GptConfig& cfg,
+                                          const std::string& where) {
+  std::map<std::string, std::pair<Shape, DType>> info;
+  for (auto& [name, t] : published) info[name] = {t.shape(), t.dtype()};
+  check_published(info, cfg, where);
+  if (auto lm = published.find("lm_head.weight"); lm != published.end())
+    check_tied_head(lm->second, published.at("wte.weight"), where);
+  std::map<std::string, Tensor> sd;
+  map_gpt2_to_qkv([&](const std::string& name) { return published.at(name); }, cfg,
+                  [&](const std::string& name, const Tensor& t) { sd[name] = t; });
   return sd;
 }
 
@@ -144,19 +172,33 @@ GptBundle load_gpt2(const std::string& dir) {
   b.config = read_gpt2_config(cfg_path);
   // Hugging Face's save_pretrained prefixes every name with "transformer." (GPT2LMHeadModel);
   // the published files have no prefix. Either is accepted; a mixture is not.
-  std::map<std::string, Tensor> published;
+  // The file is read one tensor at a time into the model (safetensors::Reader), so it is never
+  // held whole beside the model: peak memory is the model plus its largest tensor.
+  const safetensors::Reader file(weights);
   const std::string prefix = "transformer.";
-  auto contents = safetensors::load(weights);
+  std::map<std::string, std::string> in_file;  // published name -> name in the file
+  std::map<std::string, std::pair<Shape, DType>> info;
   bool any_prefixed = false, any_bare = false;
-  for (auto& [name, t] : contents.tensors) {
+  for (const std::string& name : file.names()) {
     const bool p = name.rfind(prefix, 0) == 0;
     (p ? any_prefixed : any_bare) |= name != "lm_head.weight";
-    published[p ? name.substr(prefix.size()) : name] = t;
+    const std::string published = p ? name.substr(prefix.size()) : name;
+    in_file[published] = name;
+    info[published] = {file.shape(name), file.dtype(name)};
   }
   QKV_CHECK(!(any_prefixed && any_bare), weights, "some tensor names have the 'transformer.' prefix and some do not");
-  // Built as zeros (nothing drawn): load_state_dict overwrites every weight.
+  check_published(info, b.config, weights);  // from the header alone, before any tensor is read
+  auto fetch = [&](const std::string& published) { return file.read(in_file.at(published)); };
+  if (in_file.count("lm_head.weight")) check_tied_head(fetch("lm_head.weight"), fetch("wte.weight"), weights);
+  // Built as zeros (nothing drawn), then filled tensor by tensor; every parameter exactly once.
   b.model = std::make_shared<models::Gpt>(b.config, default_generator(), nn::init::Scheme::none);
-  b.model->load_state_dict(gpt2_to_qkv(published, b.config, weights), /*strict=*/true, weights);
+  std::set<std::string> unfilled;
+  for (const auto& [name, t] : b.model->state_dict()) unfilled.insert(name);
+  map_gpt2_to_qkv(fetch, b.config, [&](const std::string& name, const Tensor& t) {
+    QKV_CHECK(unfilled.erase(name) == 1, weights, "internal: the GPT-2 mapping gives '", name, "' twice or unknown");
+    b.model->load_state_dict({{name, t}}, /*strict=*/false, weights);  // checks the shape and dtype
+  });
+  QKV_CHECK(unfilled.empty(), weights, "internal: the GPT-2 mapping left '", *unfilled.begin(), "' unfilled");
   if (fs::exists(d / "tokenizer.json") || (fs::exists(d / "encoder.json") && fs::exists(d / "vocab.bpe")))
     b.tokenizer = text::load_tokenizer(dir);
   return b;

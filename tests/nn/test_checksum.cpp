@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/io/format/safetensors.h"
+#include "qkv/io/format/safetensors_reader.h"
 #include "qkv/util/checksum.h"
 #include "qkv/util/file.h"
 #include "ref.h"
@@ -183,4 +184,52 @@ TEST(Checksum, AcceptsChecksumsWrittenByAnIndependentImplementation) {
   EXPECT_TRUE(c.checksummed);
   EXPECT_EQ(c.tensors.size(), 2u);
   EXPECT_EQ(c.metadata, (std::map<std::string, std::string>{{"format", "pt"}}));
+}
+
+// safetensors::Reader, which load() is built on: the header checked at open, each tensor read on
+// demand. It must give what parse() gives from the same bytes in memory.
+TEST(Checksum, ReaderReadsTensorByTensorWhatParseReadsAtOnce) {
+  std::string path = tmp_path("reader.safetensors");
+  safetensors::save(path, sample(), {{"format", "pt"}});
+  const safetensors::Contents whole = safetensors::parse(read_file(path), path);
+  const safetensors::Reader file(path);
+  EXPECT_TRUE(file.has_checksums());
+  EXPECT_EQ(file.metadata(), whole.metadata);
+  EXPECT_EQ(file.names(), (std::vector<std::string>{"encoder.bias", "encoder.weight", "step"}));
+  for (auto& [name, t] : sample()) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(file.shape(name), t.shape());
+    EXPECT_EQ(file.dtype(name), t.dtype());
+    EXPECT_TRUE(qkv::testing::bit_equal(file.read(name), t));
+    EXPECT_TRUE(qkv::testing::bit_equal(whole.tensors.at(name), t));
+  }
+  const std::string m = error_of([&] { file.read("decoder.weight"); });
+  EXPECT_NE(m.find(path), std::string::npos) << m;
+  EXPECT_NE(m.find("no tensor 'decoder.weight'"), std::string::npos) << m;
+}
+
+TEST(Checksum, ReaderFindsABitFlipInTheTensorItReads) {
+  std::string path = tmp_path("reader_flipped.safetensors");
+  safetensors::save(path, sample());
+  std::string bad = read_file(path);
+  bad[data_start(bad, "encoder.bias") + 2] ^= char(0x10);
+  write_file_atomic(path, bad);
+  const safetensors::Reader file(path);  // the header is sound: opening succeeds
+  EXPECT_TRUE(qkv::testing::bit_equal(file.read("encoder.weight"), sample().at("encoder.weight")));
+  const std::string m = error_of([&] { file.read("encoder.bias"); });
+  EXPECT_NE(m.find(path), std::string::npos) << m;
+  EXPECT_NE(m.find("'encoder.bias'"), std::string::npos) << m;
+  EXPECT_NE(m.find("corrupted"), std::string::npos) << m;
+}
+
+TEST(Checksum, ReaderOfAFileTruncatedWhileOpenSaysSo) {
+  std::string path = tmp_path("reader_shrunk.safetensors");
+  safetensors::save(path, sample());
+  const std::string good = read_file(path);
+  const safetensors::Reader file(path);
+  ASSERT_EQ(::truncate(path.c_str(), off_t(data_start(good, "encoder.weight") + 4)), 0);
+  const std::string m = error_of([&] { file.read("encoder.weight"); });
+  EXPECT_EQ(m.rfind(path, 0), 0u) << m;
+  EXPECT_NE(m.find("unexpected end of file"), std::string::npos) << m;
+  EXPECT_NE(m.find("tensor 'encoder.weight'"), std::string::npos) << m;
 }

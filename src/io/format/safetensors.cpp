@@ -1,6 +1,12 @@
 #include "qkv/io/format/safetensors.h"
+#include "qkv/io/format/safetensors_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -47,58 +53,27 @@ uint32_t parse_hex32(const std::string& s, bool& ok) {
   return v;
 }
 
-// Checks each tensor's bytes against the CRC-32C that qkv recorded in __metadata__ when it wrote
-// the file, and removes those entries from the metadata callers see. Files written elsewhere have
-// none and are accepted as they are; a file with some has one for every tensor.
-void verify_checksums(Contents& out, const std::map<std::string, std::pair<const char*, uint64_t>>& bytes,
-                      const std::string& src) {
-  std::map<std::string, std::string> recorded;  // tensor name -> hex
-  for (auto it = out.metadata.begin(); it != out.metadata.end();) {
-    if (!is_checksum_key(it->first)) { ++it; continue; }
-    recorded[it->first.substr(std::strlen(kChecksumPrefix))] = it->second;
-    it = out.metadata.erase(it);
-  }
-  if (recorded.empty()) return;
-  for (const auto& [name, hex] : recorded)
-    QKV_CHECK(bytes.count(name), src, "__metadata__ records a checksum (", kChecksumPrefix, name,
-              ") for a tensor the file does not hold (header corrupted?)");
-  for (const auto& [name, span] : bytes) {
-    const std::string where = src + ": tensor '" + name + "'";
-    auto it = recorded.find(name);
-    QKV_CHECK(it != recorded.end(), where, "has no checksum in __metadata__ although the file records them (expected ",
-              kChecksumPrefix, name, "; header corrupted?)");
-    bool ok = false;
-    const uint32_t expected = parse_hex32(it->second, ok);
-    QKV_CHECK(ok, where, "__metadata__.", kChecksumPrefix, name, " must be 8 lowercase hex digits, got '", it->second,
-              "'");
-    const uint32_t found = crc32c(span.first, span.second);
-    QKV_CHECK(found == expected, where, "corrupted data: CRC-32C of its ", span.second, " bytes is ", crc32c_hex(found),
-              ", the file recorded ", it->second);
-  }
-  out.checksummed = true;
-}
+// The header's tensors and metadata, checked: every entry's dtype, shape and offsets, no overlap
+// and no hole in the data buffer, and qkv's checksum entries (one per tensor or none, each 8 hex
+// digits), which are moved out of the metadata callers see. h: the n header bytes; buf_size: the
+// bytes after them.
+struct Index {
+  std::map<std::string, Reader::Entry> entries;
+  std::map<std::string, std::string> metadata;
+  bool has_checksums = false;
+};
 
-}  // namespace
-
-Contents parse(const std::string& bytes, const std::string& src) {
-  QKV_CHECK(bytes.size() >= 8, src, "truncated safetensors file: ", bytes.size(), " bytes, need at least 8 for the header length");
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
-  QKV_CHECK(n <= bytes.size() - 8, src, "header length ", n, " runs past the end of the file (", bytes.size(), " bytes)");
+Index index_header(const char* h, uint64_t n, uint64_t buf_size, const std::string& src) {
   json header;
   try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + int64_t(n));
+    header = json::parse(h, h + n);
   } catch (const json::exception& e) {
     fail(src, "header is not valid JSON: ", e.what());
   }
   QKV_CHECK(header.is_object(), src, "header must be a JSON object");
-  const size_t buf_size = bytes.size() - 8 - size_t(n);
-  const char* buf = bytes.data() + 8 + n;
-
-  Contents out;
+  Index out;
   struct Span { uint64_t begin, end; std::string name; };
   std::vector<Span> spans;
-  std::map<std::string, std::pair<const char*, uint64_t>> tensor_bytes;  // name -> (data, size)
   for (auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       QKV_CHECK(entry.is_object(), src, "__metadata__ must be an object of strings");
@@ -112,12 +87,11 @@ Contents parse(const std::string& bytes, const std::string& src) {
     QKV_CHECK(entry.is_object() && entry.contains("dtype") && entry.contains("shape") && entry.contains("data_offsets"),
               where, "needs dtype, shape and data_offsets");
     QKV_CHECK(entry["dtype"].is_string(), where, "dtype must be a string");
-    DType dt;
+    Reader::Entry e;
     std::string dts = entry["dtype"].get<std::string>();
-    QKV_CHECK(parse_dtype(dts, dt), where, "unsupported dtype '", dts, "' (expected F32, F64, I32, I64, U8 or BOOL)");
+    QKV_CHECK(parse_dtype(dts, e.dtype), where, "unsupported dtype '", dts, "' (expected F32, F64, I32, I64, U8 or BOOL)");
     QKV_CHECK(entry["shape"].is_array() && entry["shape"].size() <= size_t(kMaxDims), where,
               "shape must be an array of at most ", kMaxDims, " extents");
-    std::vector<int64_t> dims;
     uint64_t numel = 1;
     for (auto& d : entry["shape"]) {
       QKV_CHECK(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0), where,
@@ -125,19 +99,18 @@ Contents parse(const std::string& bytes, const std::string& src) {
       uint64_t v = d.get<uint64_t>();
       QKV_CHECK(v < (uint64_t(1) << 40) && (v == 0 || numel <= (uint64_t(1) << 40) / v), where, "shape too large");
       numel *= v;
-      dims.push_back(int64_t(v));
+      e.dims.push_back(int64_t(v));
     }
     auto& off = entry["data_offsets"];
     QKV_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(), where,
               "data_offsets must be [begin, end]");
-    uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
-    QKV_CHECK(b <= e && e <= buf_size, where, "data_offsets [", b, ", ", e, "] outside the data buffer of ", buf_size,
-              " bytes (file truncated?)");
-    QKV_CHECK(e - b == numel * dtype_size(dt), where, "data_offsets span ", e - b, " bytes but ", dts, " shape ",
-              Shape(dims).str(), " needs ", numel * dtype_size(dt));
-    spans.push_back({b, e, name});
-    tensor_bytes[name] = {buf + b, e - b};
-    out.tensors[name] = Tensor::from_data(buf + b, Shape(dims), dt);
+    e.begin = off[0].get<uint64_t>(), e.end = off[1].get<uint64_t>();
+    QKV_CHECK(e.begin <= e.end && e.end <= buf_size, where, "data_offsets [", e.begin, ", ", e.end,
+              "] outside the data buffer of ", buf_size, " bytes (file truncated?)");
+    QKV_CHECK(e.end - e.begin == numel * dtype_size(e.dtype), where, "data_offsets span ", e.end - e.begin, " bytes but ",
+              dts, " shape ", Shape(e.dims).str(), " needs ", numel * dtype_size(e.dtype));
+    spans.push_back({e.begin, e.end, name});
+    out.entries[name] = std::move(e);
   }
   std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.begin < y.begin; });
   uint64_t pos = 0;
@@ -147,11 +120,144 @@ Contents parse(const std::string& bytes, const std::string& src) {
     pos = s.end;
   }
   QKV_CHECK(pos == buf_size, src, "data buffer has ", buf_size - pos, " trailing bytes that no tensor covers");
-  verify_checksums(out, tensor_bytes, src);
+
+  // qkv's checksums: files written elsewhere have none and are accepted as they are; a file with
+  // some has one for every tensor.
+  std::map<std::string, std::string> recorded;  // tensor name -> hex
+  for (auto it = out.metadata.begin(); it != out.metadata.end();) {
+    if (!is_checksum_key(it->first)) { ++it; continue; }
+    recorded[it->first.substr(std::strlen(kChecksumPrefix))] = it->second;
+    it = out.metadata.erase(it);
+  }
+  if (recorded.empty()) return out;
+  for (const auto& [name, hex] : recorded)
+    QKV_CHECK(out.entries.count(name), src, "__metadata__ records a checksum (", kChecksumPrefix, name,
+              ") for a tensor the file does not hold (header corrupted?)");
+  for (auto& [name, e] : out.entries) {
+    const std::string where = src + ": tensor '" + name + "'";
+    auto it = recorded.find(name);
+    QKV_CHECK(it != recorded.end(), where, "has no checksum in __metadata__ although the file records them (expected ",
+              kChecksumPrefix, name, "; header corrupted?)");
+    bool ok = false;
+    e.crc = parse_hex32(it->second, ok);
+    QKV_CHECK(ok, where, "__metadata__.", kChecksumPrefix, name, " must be 8 lowercase hex digits, got '", it->second,
+              "'");
+  }
+  out.has_checksums = true;
   return out;
 }
 
-Contents load(const std::string& path) { return parse(read_file(path), path); }
+// A tensor's bytes against the CRC-32C recorded for it (nothing to do if none was).
+void verify_crc(const std::string& src, const std::string& name, const Reader::Entry& e, const void* data) {
+  if (!e.crc) return;
+  const uint64_t size = e.end - e.begin;
+  const uint32_t found = crc32c(data, size);
+  QKV_CHECK(found == *e.crc, src + ": tensor '" + name + "'", "corrupted data: CRC-32C of its ", size, " bytes is ",
+            crc32c_hex(found), ", the file recorded ", crc32c_hex(*e.crc));
+}
+
+}  // namespace
+
+Contents parse(const std::string& bytes, const std::string& src) {
+  QKV_CHECK(bytes.size() >= 8, src, "truncated safetensors file: ", bytes.size(), " bytes, need at least 8 for the header length");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
+  QKV_CHECK(n <= bytes.size() - 8, src, "header length ", n, " runs past the end of the file (", bytes.size(), " bytes)");
+  Index index = index_header(bytes.data() + 8, n, bytes.size() - 8 - n, src);
+  const char* buf = bytes.data() + 8 + n;
+  Contents out;
+  out.metadata = std::move(index.metadata);
+  for (const auto& [name, e] : index.entries) {
+    verify_crc(src, name, e, buf + e.begin);
+    out.tensors[name] = Tensor::from_data(buf + e.begin, Shape(e.dims), e.dtype);
+  }
+  out.checksummed = index.has_checksums;
+  return out;
+}
+
+Contents load(const std::string& path) {  // tensor by tensor: the file is never held whole
+  Reader file(path);
+  Contents out;
+  for (const std::string& name : file.names()) out.tensors[name] = file.read(name);
+  out.metadata = file.metadata();
+  out.checksummed = file.has_checksums();
+  return out;
+}
+
+// ---------------------------------------------------------------- Reader
+
+namespace {
+
+// Reads exactly n bytes at `offset`; a short read means the file changed or was truncated.
+void read_exact(int fd, uint64_t offset, void* dst, uint64_t n, const std::string& src, const std::string& what) {
+  char* p = static_cast<char*>(dst);
+  uint64_t done = 0;
+  while (done < n) {
+    const size_t chunk = size_t(std::min<uint64_t>(n - done, uint64_t(1) << 30));
+    const ssize_t got = ::pread(fd, p + done, chunk, off_t(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    QKV_CHECK(got >= 0, src, "read of ", what, " failed at offset ", offset + done, ": ", std::strerror(errno));
+    QKV_CHECK(got > 0, src, "unexpected end of file at offset ", offset + done, " while reading ", what,
+              " (the file was truncated while open?)");
+    done += uint64_t(got);
+  }
+}
+
+}  // namespace
+
+Reader::Reader(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  QKV_CHECK(fd_ >= 0, path, "cannot open for reading: ", std::strerror(errno));
+  try {
+    struct stat st;
+    QKV_CHECK(::fstat(fd_, &st) == 0, path, "cannot stat: ", std::strerror(errno));
+    const uint64_t size = uint64_t(st.st_size);
+    QKV_CHECK(size >= 8, path, "truncated safetensors file: ", size, " bytes, need at least 8 for the header length");
+    unsigned char len[8];
+    read_exact(fd_, 0, len, 8, path, "the header length");
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+    QKV_CHECK(n <= size - 8, path, "header length ", n, " runs past the end of the file (", size, " bytes)");
+    std::string header(size_t(n), '\0');
+    read_exact(fd_, 8, header.data(), n, path, "the header");
+    Index index = index_header(header.data(), n, size - 8 - n, path);
+    entries_ = std::move(index.entries);
+    metadata_ = std::move(index.metadata);
+    has_checksums_ = index.has_checksums;
+    data_start_ = 8 + n;
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+Reader::~Reader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::vector<std::string> Reader::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : entries_) out.push_back(name);
+  return out;
+}
+
+const Reader::Entry& Reader::entry(const std::string& name) const {
+  auto it = entries_.find(name);
+  QKV_CHECK(it != entries_.end(), path_, "no tensor '", name, "' in the file");
+  return it->second;
+}
+
+Shape Reader::shape(const std::string& name) const { return Shape(entry(name).dims); }
+
+DType Reader::dtype(const std::string& name) const { return entry(name).dtype; }
+
+Tensor Reader::read(const std::string& name) const {
+  const Entry& e = entry(name);
+  Tensor t = Tensor::empty(Shape(e.dims), e.dtype);
+  read_exact(fd_, data_start_ + e.begin, t.raw_data(), e.end - e.begin, path_, "tensor '" + name + "'");
+  verify_crc(path_, name, e, t.raw_data());
+  return t;
+}
 
 std::string serialize(const std::map<std::string, Tensor>& tensors, const std::map<std::string, std::string>& metadata) {
   json header = json::object();
