@@ -58,10 +58,6 @@ bool is_mask_buffer(const std::string& name) {  // h.{i}.attn.bias / h.{i}.attn.
   return name.rfind("h.", 0) == 0 && (ends(".attn.bias") || ends(".attn.masked_bias"));
 }
 
-}  // namespace
-
-namespace {
-
 // The published tensors' names, shapes and dtypes (info: published name -> (shape, dtype)) against
 // what a GPT-2 of this config has: unknown, misshapen and missing tensors are errors naming them.
 void check_published(const std::map<std::string, std::pair<Shape, DType>>& info, const models::GptConfig& cfg,
