@@ -84,12 +84,14 @@ void check_tied_head(const Tensor& lm_head, const Tensor& wte, const std::string
 }
 
 // Every qkv tensor from the published ones, one published tensor at a time: fetch(published name)
-// gives a tensor (checked by check_published), emit(qkv name, tensor) takes each result. Conv1D
-// weights (in, out) become Linear weights (out, in); c_attn's [q | k | v] columns are split.
+// gives a tensor (checked by check_published), emit(qkv name, tensor) takes each result, and
+// direct(published name, qkv name) takes each tensor that maps unchanged (embeddings, LayerNorms).
+// Conv1D weights (in, out) become Linear weights (out, in); c_attn's [q | k | v] columns are split.
 void map_gpt2_to_qkv(const std::function<Tensor(const std::string&)>& fetch, const models::GptConfig& cfg,
-                     const std::function<void(const std::string&, const Tensor&)>& emit) {
+                     const std::function<void(const std::string&, const Tensor&)>& emit,
+                     const std::function<void(const std::string&, const std::string&)>& direct) {
   NoGradGuard ng;
-  for (auto& [pub, ours] : direct_names(cfg)) emit(ours, fetch(pub));
+  for (auto& [pub, ours] : direct_names(cfg)) direct(pub, ours);
   const int64_t D = cfg.n_embd;
   for (int64_t i = 0; i < cfg.n_layer; ++i) {
     const std::string h = "h." + std::to_string(i) + ".", q = "decoder.layers." + std::to_string(i) + ".";
@@ -122,7 +124,8 @@ std::map<std::string, Tensor> gpt2_to_qkv(const std::map<std::string, Tensor>& p
     check_tied_head(lm->second, published.at("wte.weight"), where);
   std::map<std::string, Tensor> sd;
   map_gpt2_to_qkv([&](const std::string& name) { return published.at(name); }, cfg,
-                  [&](const std::string& name, const Tensor& t) { sd[name] = t; });
+                  [&](const std::string& name, const Tensor& t) { sd[name] = t; },
+                  [&](const std::string& pub, const std::string& ours) { sd[ours] = published.at(pub); });
   return sd;
 }
 
@@ -188,12 +191,22 @@ GptBundle load_gpt2(const std::string& dir) {
   if (in_file.count("lm_head.weight")) check_tied_head(fetch("lm_head.weight"), fetch("wte.weight"), weights);
   // Built as zeros (nothing drawn), then filled tensor by tensor; every parameter exactly once.
   b.model = std::make_shared<models::Gpt>(b.config, default_generator(), nn::init::Scheme::none);
+  std::map<std::string, Tensor> params = b.model->state_dict();  // the model's own tensors
   std::set<std::string> unfilled;
-  for (const auto& [name, t] : b.model->state_dict()) unfilled.insert(name);
-  map_gpt2_to_qkv(fetch, b.config, [&](const std::string& name, const Tensor& t) {
+  for (const auto& [name, t] : params) unfilled.insert(name);
+  auto take = [&](const std::string& name) {
     QKV_CHECK(unfilled.erase(name) == 1, weights, "internal: the GPT-2 mapping gives '", name, "' twice or unknown");
-    b.model->load_state_dict({{name, t}}, /*strict=*/false, weights);  // checks the shape and dtype
-  });
+  };
+  map_gpt2_to_qkv(
+      fetch, b.config,
+      [&](const std::string& name, const Tensor& t) {
+        take(name);
+        b.model->load_state_dict({{name, t}}, /*strict=*/false, weights);  // checks the shape and dtype
+      },
+      [&](const std::string& pub, const std::string& ours) {  // read straight into the parameter
+        take(ours);
+        file.read_into(in_file.at(pub), params.at(ours));
+      });
   QKV_CHECK(unfilled.empty(), weights, "internal: the GPT-2 mapping left '", *unfilled.begin(), "' unfilled");
   if (fs::exists(d / "tokenizer.json") || (fs::exists(d / "encoder.json") && fs::exists(d / "vocab.bpe")))
     b.tokenizer = text::load_tokenizer(dir);

@@ -206,6 +206,16 @@ TEST(Checksum, ReaderReadsTensorByTensorWhatParseReadsAtOnce) {
   const std::string m = error_of([&] { file.read("decoder.weight"); });
   EXPECT_NE(m.find(path), std::string::npos) << m;
   EXPECT_NE(m.find("no tensor 'decoder.weight'"), std::string::npos) << m;
+  // read_into: into a tensor of the same shape and dtype (a parameter), nothing else.
+  Tensor dst = Tensor::empty({5, 7});
+  const uint64_t version = dst.storage()->version();
+  file.read_into("encoder.weight", dst);
+  EXPECT_TRUE(qkv::testing::bit_equal(dst, sample().at("encoder.weight")));
+  EXPECT_GT(dst.storage()->version(), version);  // announced: packed copies of it are rebuilt
+  Tensor wrong = Tensor::empty({7, 5});
+  const std::string w = error_of([&] { file.read_into("encoder.weight", wrong); });
+  EXPECT_NE(w.find(path), std::string::npos) << w;
+  EXPECT_NE(w.find("f32(7, 5)"), std::string::npos) << w;
 }
 
 TEST(Checksum, ReaderFindsABitFlipInTheTensorItReads) {

@@ -254,9 +254,19 @@ DType Reader::dtype(const std::string& name) const { return entry(name).dtype; }
 Tensor Reader::read(const std::string& name) const {
   const Entry& e = entry(name);
   Tensor t = Tensor::empty(Shape(e.dims), e.dtype);
-  read_exact(fd_, data_start_ + e.begin, t.raw_data(), e.end - e.begin, path_, "tensor '" + name + "'");
-  verify_crc(path_, name, e, t.raw_data());
+  read_into(name, t);
   return t;
+}
+
+void Reader::read_into(const std::string& name, Tensor& dst) const {
+  const Entry& e = entry(name);
+  QKV_CHECK(dst.defined() && dst.shape() == Shape(e.dims) && dst.dtype() == e.dtype && dst.is_contiguous(), path_,
+            "tensor '", name, "' is ", dtype_name(e.dtype), " ", Shape(e.dims).str(),
+            ", the destination is ", dst.defined() ? dst.str() : std::string("undefined"),
+            dst.defined() && !dst.is_contiguous() ? " (not contiguous)" : "");
+  read_exact(fd_, data_start_ + e.begin, dst.raw_data(), e.end - e.begin, path_, "tensor '" + name + "'");
+  dst.mark_modified();
+  verify_crc(path_, name, e, dst.raw_data());
 }
 
 std::string serialize(const std::map<std::string, Tensor>& tensors, const std::map<std::string, std::string>& metadata) {

@@ -6,7 +6,7 @@
 // tensor's bytes from the file only when asked, and verifies its CRC-32C then. So the file is
 // never held whole beside the model it fills (GPT-2 124M: 500 MB instead of 1 GB).
 //   safetensors::Reader f("model.safetensors");
-//   for (const auto& name : f.names()) use(name, f.read(name));
+//   for (const auto& name : f.names()) use(name, f.read(name));   // or f.read_into(name, param)
 #pragma once
 #include <cstdint>
 #include <map>
@@ -32,6 +32,10 @@ class Reader {
   DType dtype(const std::string& name) const;
   // A new contiguous tensor with the bytes of `name`, its checksum verified if the file has them.
   Tensor read(const std::string& name) const;
+  // The same bytes straight into dst (contiguous, of the tensor's shape and dtype: a model's
+  // parameter, so no second copy is made), then dst.mark_modified(). On a checksum mismatch dst
+  // holds the bad bytes and the error names the tensor.
+  void read_into(const std::string& name, Tensor& dst) const;
 
   const std::map<std::string, std::string>& metadata() const { return metadata_; }  // checksums left out
   bool has_checksums() const { return has_checksums_; }  // verified by each read()
