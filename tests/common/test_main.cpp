@@ -7,10 +7,13 @@
 // "false") every skip fails the run, with its reason: CI installs every test dependency, so a
 // skip there means something is missing that would otherwise go unnoticed.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "qkv/util/blas_env.h"
@@ -40,6 +43,29 @@ class SkipPolicy : public ::testing::EmptyTestEventListener {
   std::vector<std::string> bad_;
 };
 
+// This process's scratch files: TempDir()/qkv_<what>_<pid> (the tests' own temporary
+// directories) and <build>/test_scratch/<name>.<pid> (scratch_util.h). Removed after a run in
+// which every test passed, kept for a look after a failure. Every name ends in this process's id,
+// so nothing another test process uses is touched.
+void remove_own_scratch() {
+  namespace fs = std::filesystem;
+  const std::string pid = std::to_string(::getpid());
+  auto ends_with = [](const std::string& s, const std::string& suffix) {
+    return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  const fs::path tmp(::testing::TempDir()), scratch = fs::path(QKV_BINARY_DIR) / "test_scratch";
+  for (const fs::path& dir : {tmp, scratch}) {
+    std::error_code ec;
+    std::vector<fs::path> own;
+    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      const std::string n = it->path().filename().string();
+      if (dir == tmp ? n.rfind("qkv_", 0) == 0 && ends_with(n, "_" + pid) : ends_with(n, "." + pid))
+        own.push_back(it->path());
+    }
+    for (const fs::path& p : own) fs::remove_all(p, ec);  // best effort: a leftover is only untidy
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,5 +75,6 @@ int main(int argc, char** argv) {
   ::testing::UnitTest::GetInstance()->listeners().Append(policy);
   int rc = RUN_ALL_TESTS();
   for (const std::string& b : policy->bad()) std::fprintf(stderr, "qkv test policy: %s\n", b.c_str());
+  if (rc == 0 && policy->bad().empty()) remove_own_scratch();
   return policy->bad().empty() ? rc : 1;
 }
