@@ -243,3 +243,15 @@ TEST(Checksum, ReaderOfAFileTruncatedWhileOpenSaysSo) {
   EXPECT_NE(m.find("unexpected end of file"), std::string::npos) << m;
   EXPECT_NE(m.find("tensor 'encoder.weight'"), std::string::npos) << m;
 }
+
+// save() streams the file to disk tensor by tensor; serialize() builds it in memory. Same bytes,
+// including a non-contiguous tensor (written as its row-major copy).
+TEST(Checksum, SaveWritesExactlyWhatSerializeBuilds) {
+  auto tensors = sample();
+  tensors["transposed"] = qkv::testing::randn({3, 4}, 9).as_strided({4, 3}, {1, 4}, 0);
+  const std::map<std::string, std::string> meta{{"format", "pt"}};
+  std::string path = tmp_path("streamed.safetensors");
+  safetensors::save(path, tensors, meta);
+  EXPECT_EQ(read_file(path), safetensors::serialize(tensors, meta));
+  EXPECT_TRUE(qkv::testing::bit_equal(safetensors::load(path).tensors.at("transposed"), tensors.at("transposed").contiguous()));
+}

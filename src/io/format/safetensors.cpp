@@ -269,37 +269,61 @@ void Reader::read_into(const std::string& name, Tensor& dst) const {
   verify_crc(path_, name, e, dst.raw_data());
 }
 
-std::string serialize(const std::map<std::string, Tensor>& tensors, const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// What save() and serialize() write: `head` (the 8-byte header length and the header, with a
+// checksum per tensor) and then the bytes of `data`, the tensors in name order (contiguous: the
+// tensor itself when it already is, else a copy).
+struct FileParts {
+  std::string head;
+  std::vector<Tensor> data;
+  uint64_t data_bytes = 0;
+};
+
+FileParts file_parts(const std::map<std::string, Tensor>& tensors, const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   std::map<std::string, std::string> meta;  // the caller's, minus checksums copied from another file
   for (const auto& [k, v] : metadata)
     if (!is_checksum_key(k)) meta[k] = v;
-  std::vector<Tensor> contiguous;  // in name order, as written
-  uint64_t pos = 0;
+  FileParts out;
   for (auto& [name, t] : tensors) {
     QKV_CHECK(t.defined(), "safetensors::save", "tensor '", name, "' is undefined");
-    contiguous.push_back(t.contiguous());
-    uint64_t nb = uint64_t(t.numel()) * dtype_size(t.dtype());
+    out.data.push_back(t.contiguous());
+    const uint64_t pos = out.data_bytes, nb = uint64_t(t.numel()) * dtype_size(t.dtype());
     header[name] = {{"dtype", st_dtype(t.dtype())}, {"shape", t.shape().vec()}, {"data_offsets", {pos, pos + nb}}};
-    meta[kChecksumPrefix + name] = crc32c_hex(crc32c(contiguous.back().raw_data(), size_t(nb)));
-    pos += nb;
+    meta[kChecksumPrefix + name] = crc32c_hex(crc32c(out.data.back().raw_data(), size_t(nb)));
+    out.data_bytes += nb;
   }
   if (!meta.empty()) header["__metadata__"] = meta;
   std::string h = header.dump();
   while ((8 + h.size()) % 8) h.push_back(' ');  // the spec allows trailing spaces; aligns the buffer
-  std::string out;
-  out.reserve(8 + h.size() + pos);
-  uint64_t n = h.size();
-  for (int i = 0; i < 8; ++i) out.push_back(char((n >> (8 * i)) & 0xff));
-  out += h;
-  for (const Tensor& c : contiguous)
-    out.append(static_cast<const char*>(c.raw_data()), size_t(c.numel()) * dtype_size(c.dtype()));
+  const uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i) out.head.push_back(char((n >> (8 * i)) & 0xff));
+  out.head += h;
   return out;
 }
 
+size_t byte_size(const Tensor& t) { return size_t(t.numel()) * dtype_size(t.dtype()); }
+
+}  // namespace
+
+std::string serialize(const std::map<std::string, Tensor>& tensors, const std::map<std::string, std::string>& metadata) {
+  const FileParts parts = file_parts(tensors, metadata);
+  std::string out;
+  out.reserve(parts.head.size() + parts.data_bytes);
+  out += parts.head;
+  for (const Tensor& c : parts.data) out.append(static_cast<const char*>(c.raw_data()), byte_size(c));
+  return out;
+}
+
+// Streamed to the temporary file tensor by tensor: no second copy of the tensors in memory.
 void save(const std::string& path, const std::map<std::string, Tensor>& tensors,
           const std::map<std::string, std::string>& metadata) {
-  write_file_atomic(path, serialize(tensors, metadata));
+  const FileParts parts = file_parts(tensors, metadata);
+  AtomicWriter file(path);
+  file.write(parts.head);
+  for (const Tensor& c : parts.data) file.write(c.raw_data(), byte_size(c));
+  file.commit();
 }
 
 }  // namespace qkv::safetensors
