@@ -12,18 +12,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-600}
 shift || true
 
-PKGS=(clang-14 libfuzzer-14-dev libomp-14-dev)
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "fuzz: installing ${missing[*]}"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-scripts/install.sh --no-build  # the library's own packages (this script builds its own tree)
+# The library's own packages (this script builds its own tree), and clang, libFuzzer and libomp.
+scripts/install.sh --no-build --with clang-14 --with libfuzzer-14-dev --with libomp-14-dev
 
 if [ ! -f build-fuzz/build.ninja ]; then
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \

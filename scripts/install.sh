@@ -7,17 +7,23 @@
 #   scripts/install.sh --asan    as --tests, plus the Debug+ASan+UBSan tree in build-asan/
 #   --no-build                   with any of the above: the packages only (scripts/tsan.sh, which
 #                                builds its own tree)
+#   --with PKG                   with any of the above: one more Debian package (repeatable; the
+#                                compilers of scripts/fuzz.sh and scripts/tsan.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tests=0 asan=0 no_build=0
-for a in "$@"; do
-  case "$a" in
+extra=()
+while (($#)); do
+  case "$1" in
     --tests) tests=1 ;;
     --asan) tests=1 asan=1 ;;
     --no-build) no_build=1 ;;
-    *) echo "usage: scripts/install.sh [--tests] [--asan] [--no-build]" >&2; exit 2 ;;
+    --with) [ $# -ge 2 ] || { echo "scripts/install.sh: --with needs a package name" >&2; exit 2; }
+            extra+=("$2"); shift ;;
+    *) echo "usage: scripts/install.sh [--tests] [--asan] [--no-build] [--with PKG]..." >&2; exit 2 ;;
   esac
+  shift
 done
 
 # What building and running qkv needs.
@@ -33,6 +39,7 @@ if ((tests)); then
   command -v node >/dev/null || PKGS+=(nodejs)
   command -v npm >/dev/null || PKGS+=(npm)
 fi
+PKGS+=(${extra[@]+"${extra[@]}"})
 
 missing=()
 for p in "${PKGS[@]}"; do

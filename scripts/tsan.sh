@@ -19,18 +19,8 @@ LLVM=/usr/lib/llvm-14
 LAYERS=(kernels ops attention decode train models tasks serve data)  # test_<layer>, whole (ctest label)
 regex=${1:-}
 
-PKGS=(clang-14 libclang-rt-14-dev libomp-14-dev)
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "tsan: installing ${missing[*]}"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-scripts/install.sh --tests --no-build  # the library's and the tests' packages
+# The library's and the tests' packages, and clang with its TSan runtime and libomp.
+scripts/install.sh --tests --no-build --with clang-14 --with libclang-rt-14-dev --with libomp-14-dev
 
 if [ ! -f build-tsan/build.ninja ]; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
