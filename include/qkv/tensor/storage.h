@@ -1,6 +1,8 @@
 // qkv/tensor/storage.h - 64-byte aligned buffers from a caching allocator.
-// Freed blocks go back to a per-size-class free list and are reused, so a training step that
-// allocates the same activations every iteration stops calling malloc after the first one.
+// Freed blocks go back to a per-size-class free list and are reused (a request may take a block
+// up to twice its size), so a training step that allocates the same activations every iteration
+// stops calling malloc after the first one. The cache holds at most as many bytes as were ever
+// live at once; beyond that the oldest free blocks go back to the system (src/tensor/storage.cpp).
 #pragma once
 #include <cstddef>
 #include <atomic>
@@ -43,6 +45,6 @@ struct AllocatorStats {
 };
 AllocatorStats allocator_stats();
 void allocator_reset_peak();
-void allocator_empty_cache();  // returns every cached block to the system
+void allocator_empty_cache();  // returns every cached block to the system; the cache budget restarts
 
 }  // namespace qkv
