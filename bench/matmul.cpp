@@ -5,12 +5,14 @@
 // against OpenBLAS sgemm and against oneDNN's own bf16 matmul, timed in the same run.
 // `bench_matmul bf16packed`: decoding's skinny products against a weight converted once to bf16,
 // oneDNN's blocked layout against plain row-major bf16, beside the fp32 packed panels.
+// `bench_matmul int8`: the same products with the weight quantized once to int8 (kernels/int8.h).
 // Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_matmul
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <cstdio>
 #include <fstream>
@@ -24,6 +26,7 @@
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
+#include "qkv/kernels/int8.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/matmul.h"
 #include "qkv/ops/reduce.h"
@@ -271,6 +274,62 @@ void bench_bf16_packed() {
     }
 }
 
+// `bench_matmul int8`: the same decode products with the weight quantized once to int8
+// (kernels/int8.h: per-channel weight scales, per-row activation scales, int32 sums), beside fp32
+// panels and bf16 blocked; err = max |int8 - fp32| / max |fp32| on that product.
+void bench_int8_packed() {
+  const auto& info = kernels::dnnl_cpu_info();
+  std::printf("\nDecode products x (M, K) @ W^T, W (N, K) quantized / converted once. CPU: %s; oneDNN ISA %s.\n"
+              "Microseconds per product, wall (CPU).\n", info.cpu_model.c_str(), info.isa.c_str());
+  if (!kernels::int8_native()) {
+    std::printf("no int8 kernel (AVX512-VNNI or AMX) on this CPU: skipped\n");
+    return;
+  }
+  const bool bf16 = info.bf16_native();
+  std::printf("| %-34s | fp32 panels       | bf16 blocked      | int8              | fp32/int8 | bf16/int8 | err     |\n"
+              "|%s|-------------------|-------------------|-------------------|-----------|-----------|---------|\n",
+              "case (M x N x K)", std::string(36, '-').c_str());
+  struct Shape3 {
+    const char* name;
+    int64_t N, K;
+  };
+  const std::vector<Shape3> shapes = {{"mt d256 Wqkv", 768, 256},      {"mt d256 Wo", 256, 256},
+                                      {"mt d256 W1", 1024, 256},       {"mt d256 W2", 256, 1024},
+                                      {"mt d256 Wvocab", 8000, 256},   {"gpt2 Wqkv", 2304, 768},
+                                      {"gpt2 W1", 3072, 768},          {"gpt2 W2", 768, 3072},
+                                      {"gpt2 Wvocab", 50257, 768}};
+  for (const auto& sh : shapes)
+    for (int64_t M : {1, 8, 32, 128}) {
+      if (sh.N > 10000 && M > 8) continue;
+      Tensor w = rand_t({sh.N, sh.K}, 50), x = rand_t({M, sh.K}, 51), out = Tensor::empty({M, sh.N});
+      Tensor ref = Tensor::empty({M, sh.N});
+      const kernels::PackedLinear f32 = kernels::pack_linear(w, Tensor());
+      auto b16 = bf16 ? kernels::pack_bf16_weight(w.data<float>(), sh.N, sh.K, sh.K) : nullptr;
+      auto i8 = kernels::pack_int8_weight(w.data<float>(), sh.N, sh.K, sh.K);
+      const double macs = double(M) * double(sh.N) * double(sh.K);
+      const int reps = std::clamp(int(2e9 / macs), 10, 400);
+      float* y = out.data<float>();
+      kernels::packed_linear(x, f32, ref);
+      kernels::gemm_int8_packed(M, x.data<float>(), sh.K, *i8, nullptr, y, sh.N);
+      double err = 0, big = 0;
+      for (int64_t i = 0; i < M * sh.N; ++i) {
+        err = std::max(err, double(std::fabs(y[i] - ref.data<float>()[i])));
+        big = std::max(big, double(std::fabs(ref.data<float>()[i])));
+      }
+      std::vector<std::function<void()>> runs = {
+          [&] { kernels::packed_linear(x, f32, out); },
+          [&] { kernels::gemm_int8_packed(M, x.data<float>(), sh.K, *i8, nullptr, y, sh.N); }};
+      if (b16) runs.insert(runs.begin() + 1, [&] { kernels::gemm_bf16_packed(M, x.data<float>(), sh.K, *b16, nullptr, y, sh.N); });
+      auto t = timed_all(runs, reps);
+      if (!b16) t.insert(t.begin() + 1, Timed{0, 0});
+      char name[96];
+      std::snprintf(name, sizeof name, "%s %lldx%lldx%lld", sh.name, (long long)M, (long long)sh.N, (long long)sh.K);
+      std::printf("| %-34s |", name);
+      for (const Timed& x : t) std::printf(" %7.1f (%7.1f) |", x.wall * 1e6, x.cpu * 1e6);
+      std::printf(" %8.2fx | %8.2fx | %.1e |\n", t[0].wall / t[2].wall, b16 ? t[1].wall / t[2].wall : 0.0, err / big);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -391,6 +450,7 @@ int main(int argc, char** argv) {
 
   if (argc > 1 && want("bf16")) bench_bf16();
   if (argc > 1 && want("bf16packed")) bench_bf16_packed();
+  if (argc > 1 && want("int8")) bench_int8_packed();
 
   if (want("omp")) {
     const int n = 768;

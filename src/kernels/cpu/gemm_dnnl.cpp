@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dnnl_common.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/parallel.h"
 #include "qkv/util/error.h"
@@ -25,10 +26,8 @@ namespace {
 
 std::atomic<int64_t> g_created{0};
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
+using dnnl_detail::engine;
+using dnnl_detail::OmpThreadsScope;
 
 struct Key {
   bool ta, tb;
@@ -160,20 +159,6 @@ struct PackedKeyHash {
   }
 };
 
-// Sets the calling thread's OpenMP team size for the scope (oneDNN reads it when a primitive is
-// made and runs that many threads), then restores it.
-class OmpThreadsScope {
- public:
-  explicit OmpThreadsScope(int n) : saved_(omp_get_max_threads()) {
-    if (n != saved_) omp_set_num_threads(n);
-  }
-  ~OmpThreadsScope() {
-    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
-  }
-
- private:
-  int saved_;
-};
 struct PackedEntry {
   dnnl::matmul prim;
   dnnl::memory::desc x, bias, out, scratch;

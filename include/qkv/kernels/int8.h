@@ -1,0 +1,53 @@
+// qkv/kernels/int8.h - int8 products for inference: out = x @ W^T + bias with W quantized once and
+// x quantized per call, integer products accumulated exactly in int32 by oneDNN (AVX512-VNNI or
+// AMX), the result scaled back to f32.
+//
+// The scheme (what CTranslate2 and oneDNN's int8 inference use):
+//   weights, per output channel n (a row of W (N, K)), symmetric:
+//     sw[n] = max_k |W[n,k]| / 127,  qw[n,k] = nearbyint(W[n,k] * (127 / max_k |W[n,k]|))  (s8, |qw| <= 127;
+//     a row of zeros: scale 0, all zeros);
+//   activations, per row m of x (M, K), symmetric, stored as u8 with zero point 128 (VNNI's
+//   instruction multiplies u8 by s8):
+//     sx[m] = max_k |x[m,k]| / 127,  qx[m,k] = nearbyint(x[m,k] * (127 / max_k |x[m,k]|)) + 128;
+//   acc[m,n] = sum_k qx[m,k] qw[n,k] (int32, exact), and with c[n] = 128 sum_k qw[n,k]:
+//     out[m,n] = fma(float(acc[m,n] - c[n]), sx[m] * sw[n], bias[n]).
+// A row of zeros quantizes to zeros (scale 0); a row with a NaN or infinity gives NaN outputs.
+// nearbyint rounds half to even (the default rounding mode).
+//
+// Without VNNI (plain AVX-512 or AVX2) oneDNN's int8 kernels pair products in saturating 16-bit
+// sums, which is not exact for this scheme: pack_int8_weight refuses such a CPU (or an ISA capped
+// by ONEDNN_MAX_CPU_ISA) with an error that says to use fp32. Only src/kernels/cpu/gemm_int8.cpp
+// sees oneDNN.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace qkv::kernels {
+
+// True when oneDNN's effective ISA has AVX512-VNNI (avx512_core_vnni or above) or AMX.
+bool int8_native();
+
+// A weight W (N, K) quantized once for many products (opaque: oneDNN's layout for this CPU).
+struct Int8Weight;
+
+// w (N, K) f32 with row stride ldw >= K. Throws without int8_native(), or when w has a NaN or an
+// infinity (naming the row).
+std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, int64_t K, int64_t ldw);
+
+// out (M, N) with row stride ldo = x (M, K) (row stride ldx) @ W^T + bias, by the scheme above.
+// bias (N) f32 or null. Products of fewer than 2^20 (spinning idle threads) / 2^22 multiply-adds
+// run on one thread, as the f32 packed products do.
+void gemm_int8_packed(int64_t M, const float* x, int64_t ldx, const Int8Weight& w, const float* bias, float* out,
+                      int64_t ldo);
+
+// The activation rule alone: q (K) <- one row x (K); returns its scale sx.
+float quantize_row_u8(const float* x, int64_t K, uint8_t* q);
+
+// For tests: the quantized weight as plain (N, K) s8 rows and its per-row scales sw (N).
+void int8_weight_values(const Int8Weight& w, int8_t* q, float* scales);
+int64_t int8_weight_rows(const Int8Weight& w);
+int64_t int8_weight_cols(const Int8Weight& w);
+size_t int8_weight_bytes(const Int8Weight& w);  // the s8 weight in oneDNN's layout (padded)
+
+}  // namespace qkv::kernels

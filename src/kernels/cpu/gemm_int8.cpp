@@ -1,0 +1,227 @@
+// int8 products over oneDNN's matmul (u8 x s8 -> s32); the scheme is in kernels/int8.h.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "dnnl_common.h"
+#include "qkv/kernels/int8.h"
+#include "qkv/kernels/parallel.h"
+#include "qkv/util/error.h"
+
+namespace qkv::kernels {
+
+using dnnl_detail::engine;
+using dnnl_detail::OmpThreadsScope;
+
+bool int8_native() {
+  static const bool native = [] {
+    const auto isa = unsigned(dnnl::get_effective_cpu_isa());
+    auto has = [&](dnnl_cpu_isa_t want) { return (isa & unsigned(want)) == unsigned(want); };
+    return has(dnnl_cpu_isa_avx512_core_vnni) || has(dnnl_cpu_isa_avx512_core_amx);
+  }();
+  return native;
+}
+
+namespace {
+
+void check_native(const char* where) {
+  QKV_CHECK(int8_native(), where,
+            "int8 needs AVX512-VNNI or AMX (exact int32 sums), but oneDNN's ISA on this CPU has neither "
+            "(ONEDNN_MAX_CPU_ISA may cap it): its int8 kernels would saturate. Use precision fp32");
+}
+
+int8_t quantize_weight(float w, float inv) { return int8_t(std::nearbyint(w * inv)); }
+
+}  // namespace
+
+struct Int8Weight {
+  int64_t N = 0, K = 0;
+  dnnl::memory::desc md;                       // (K, N): W^T as matmul's weights, oneDNN's layout
+  std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, std::free};
+  std::vector<float> scale;                    // sw (N)
+  std::vector<int32_t> zero_point_sum;         // c[n] = 128 sum_k qw[n,k]
+};
+
+float quantize_row_u8(const float* x, int64_t K, uint8_t* q) {
+  if (K <= 0) return 0.f;
+  float amax = 0.f;
+  for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[k]));  // NaN: max keeps amax
+  for (int64_t k = 0; k < K; ++k)
+    if (!std::isfinite(x[k])) amax = NAN;
+  if (!(amax > 0.f)) {  // zeros (scale 0), or NaN / inf (the scale carries NaN to every output)
+    std::memset(q, 128, size_t(K));
+    return amax == 0.f ? 0.f : NAN;
+  }
+  const float inv = 127.f / amax;
+  int64_t k = 0;
+#if defined(__AVX512F__)
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512i v128 = _mm512_set1_epi32(128);
+  constexpr __mmask16 all = 0xFFFF;  // the masked forms: GCC 12 warns on the unmasked ones' undefined lanes
+  for (; k + 16 <= K; k += 16) {  // cvtps_epi32 rounds by the current mode: to nearest even
+    __m512i i = _mm512_add_epi32(_mm512_maskz_cvtps_epi32(all, _mm512_mul_ps(_mm512_loadu_ps(x + k), vinv)), v128);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + k), _mm512_maskz_cvtepi32_epi8(all, i));
+  }
+#endif
+  for (; k < K; ++k) q[k] = uint8_t(int32_t(std::nearbyint(x[k] * inv)) + 128);
+  return amax / 127.f;
+}
+
+std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, int64_t K, int64_t ldw) {
+  QKV_CHECK(N > 0 && K > 0 && ldw >= K, "pack_int8_weight",
+            "expected a (N, K) weight with N, K > 0 and row stride >= K, got N = ", N, ", K = ", K, ", ldw = ", ldw);
+  QKV_CHECK(K <= (int64_t(1) << 16), "pack_int8_weight", "K = ", K,
+            " is above 65536: int32 sums of K products of 255 x 127 could overflow");
+  check_native("pack_int8_weight");
+  auto out = std::make_shared<Int8Weight>();
+  out->N = N, out->K = K;
+  out->scale.resize(size_t(N));
+  out->zero_point_sum.resize(size_t(N));
+  std::vector<int8_t> qw(size_t(N * K));  // (N, K) row-major, reordered into md below
+  for (int64_t n = 0; n < N; ++n) {
+    const float* row = w + n * ldw;
+    float amax = 0.f;
+    for (int64_t k = 0; k < K; ++k) {
+      QKV_CHECK(std::isfinite(row[k]), "pack_int8_weight", "weight row ", n, " has a non-finite value at column ", k);
+      amax = std::max(amax, std::fabs(row[k]));
+    }
+    const float inv = amax > 0.f ? 127.f / amax : 0.f;
+    int32_t sum = 0;
+    int8_t* q = qw.data() + n * K;
+    for (int64_t k = 0; k < K; ++k) sum += (q[k] = quantize_weight(row[k], inv));
+    out->scale[size_t(n)] = amax / 127.f;
+    out->zero_point_sum[size_t(n)] = 128 * sum;
+  }
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  const dnnl::memory::desc plain({K, N}, dt::s8, dims{1, K});  // W (N, K) row-major is W^T (K, N)
+  {  // the layout oneDNN's u8 x s8 matmul picks for W^T (32 rows: a decoding batch)
+    dnnl::memory::desc x({32, K}, dt::u8, dims{K, 1});
+    dnnl::memory::desc any({K, N}, dt::s8, dnnl::memory::format_tag::any);
+    dnnl::memory::desc y({32, N}, dt::s32, dims{N, 1});
+    out->md = dnnl::matmul::primitive_desc(dnnl::matmul::desc(x, any, y), engine()).weights_desc();
+  }
+  const size_t bytes = out->md.get_size();
+  out->data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  QKV_CHECK(out->data != nullptr, "pack_int8_weight", "out of memory for ", bytes, " bytes");
+  dnnl::memory src(plain, engine(), qw.data()), dst(out->md, engine(), out->data.get());
+  dnnl::stream s(engine());
+  dnnl::reorder(src, dst).execute(s, src, dst);
+  s.wait();
+  return out;
+}
+
+namespace {
+
+struct Key {
+  int64_t M, N, K;
+  int threads;
+  bool operator==(const Key& o) const { return M == o.M && N == o.N && K == o.K && threads == o.threads; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : {k.M, k.N, k.K, int64_t(k.threads)}) h = (h ^ uint64_t(v)) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+struct Entry {
+  dnnl::matmul prim;
+  dnnl::memory::desc x, w, y, scratch;
+};
+
+// One primitive per (M, N, K, threads). The weight layout pack_int8_weight picks depends only on
+// N, K and the CPU, so every weight of a shape shares it (checked).
+const Entry& entry(const Key& key, const dnnl::memory::desc& md) {
+  static std::mutex mu;
+  static std::unordered_map<Key, Entry, KeyHash> cache;  // node-based: references stay valid
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    using dt = dnnl::memory::data_type;
+    using dims = dnnl::memory::dims;
+    dnnl::memory::desc xd({key.M, key.K}, dt::u8, dims{key.K, 1});
+    dnnl::memory::desc yd({key.M, key.N}, dt::s32, dims{key.N, 1});
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // per-thread buffers, as gemm_dnnl.cpp
+    dnnl::matmul::primitive_desc pd;
+    try {
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(xd, md, yd), attr, engine());
+    } catch (const dnnl::error& err) {
+      fail("gemm_int8_packed", "oneDNN has no u8 x s8 matmul for the packed weight's layout at M = ", key.M,
+           ", N = ", key.N, ", K = ", key.K, " (", err.what(), "); use precision fp32");
+    }
+    it = cache.emplace(key, Entry{dnnl::matmul(pd), xd, md, yd, pd.scratchpad_desc()}).first;
+  }
+  QKV_CHECK(it->second.w == md, "gemm_int8_packed", "a weight of shape (", key.N, ", ", key.K,
+            ") is in another layout than the first one packed: pack every weight with pack_int8_weight");
+  return it->second;
+}
+
+// out[n] = fma(float(acc[n] - c[n]), sx * sw[n], bias[n]) for one row.
+void dequantize_row(const int32_t* acc, const int32_t* c, float sx, const float* sw, const float* bias, int64_t N,
+                    float* out) {
+  int64_t n = 0;
+#if defined(__AVX512F__)
+  const __m512 vsx = _mm512_set1_ps(sx);
+  for (; n + 16 <= N; n += 16) {
+    const __m512 v = _mm512_maskz_cvtepi32_ps(
+        0xFFFF, _mm512_sub_epi32(_mm512_loadu_si512(acc + n), _mm512_loadu_si512(c + n)));
+    const __m512 s = _mm512_mul_ps(vsx, _mm512_loadu_ps(sw + n));
+    const __m512 b = bias ? _mm512_loadu_ps(bias + n) : _mm512_setzero_ps();
+    _mm512_storeu_ps(out + n, _mm512_fmadd_ps(v, s, b));
+  }
+#endif
+  for (; n < N; ++n) out[n] = std::fma(float(acc[n] - c[n]), sx * sw[n], bias ? bias[n] : 0.f);
+}
+
+}  // namespace
+
+void gemm_int8_packed(int64_t M, const float* x, int64_t ldx, const Int8Weight& w, const float* bias, float* out,
+                      int64_t ldo) {
+  const int64_t N = w.N, K = w.K;
+  QKV_CHECK(M >= 0 && ldx >= K && ldo >= N, "gemm_int8_packed", "expected M >= 0, ldx >= K = ", K,
+            ", ldo >= N = ", N, ", got M = ", M, ", ldx = ", ldx, ", ldo = ", ldo);
+  if (M == 0) return;
+  check_native("gemm_int8_packed");
+  const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 20) : (int64_t(1) << 22);
+  const int threads = omp_in_parallel() || M * N * K < min_macs ? 1 : omp_get_max_threads();
+  OmpThreadsScope team(threads);
+  const Entry& e = entry(Key{M, N, K, threads}, w.md);
+  thread_local std::vector<uint8_t> xq, scratch_buf;
+  thread_local std::vector<float> sx;
+  thread_local std::vector<int32_t> acc;
+  xq.resize(std::max(xq.size(), size_t(M * K)));
+  sx.resize(std::max(sx.size(), size_t(M)));
+  acc.resize(std::max(acc.size(), size_t(M * N)));
+  for (int64_t m = 0; m < M; ++m) sx[size_t(m)] = quantize_row_u8(x + m * ldx, K, xq.data() + m * K);
+  scratch_buf.resize(std::max<size_t>(scratch_buf.size(), e.scratch.get_size()));
+  dnnl::memory xm(e.x, engine(), xq.data()), wm(w.md, engine(), w.data.get()), ym(e.y, engine(), acc.data());
+  dnnl::memory sm(e.scratch, engine(), scratch_buf.data());
+  thread_local dnnl::stream stream(engine());
+  e.prim.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}});
+  stream.wait();
+  for (int64_t m = 0; m < M; ++m)
+    dequantize_row(acc.data() + m * N, w.zero_point_sum.data(), sx[size_t(m)], w.scale.data(), bias, N, out + m * ldo);
+}
+
+void int8_weight_values(const Int8Weight& w, int8_t* q, float* scales) {
+  const dnnl::memory::desc plain({w.K, w.N}, dnnl::memory::data_type::s8, dnnl::memory::dims{1, w.K});
+  dnnl::memory src(w.md, engine(), w.data.get()), dst(plain, engine(), q);
+  dnnl::stream s(engine());
+  dnnl::reorder(src, dst).execute(s, src, dst);
+  s.wait();
+  std::memcpy(scales, w.scale.data(), w.scale.size() * sizeof(float));
+}
+int64_t int8_weight_rows(const Int8Weight& w) { return w.N; }
+int64_t int8_weight_cols(const Int8Weight& w) { return w.K; }
+size_t int8_weight_bytes(const Int8Weight& w) { return w.md.get_size(); }
+
+}  // namespace qkv::kernels

@@ -1,0 +1,218 @@
+// The int8 product (kernels/int8.h) against its published scheme, computed here independently:
+// quantization of weights (per row) and activations (per row, u8 with zero point 128) by the
+// rules the header states, int64 sums of the integer products, then the same f32 scaling. The
+// int32 sums are exact on VNNI / AMX, so the product must equal that reference bit for bit.
+// Separately, the product must approximate the f32 product within the quantization bound, and a
+// CPU without VNNI (oneDNN's ISA capped in a child process) must be refused.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "helpers.h"
+#include "qkv/kernels/int8.h"
+#include "qkv/tensor/rng.h"
+#include "qkv/util/error.h"
+
+namespace qkv {
+namespace {
+
+#define SKIP_WITHOUT_INT8() \
+  if (!kernels::int8_native()) GTEST_SKIP() << "oneDNN has no AVX512-VNNI or AMX int8 kernel here";
+
+std::vector<float> random_values(int64_t n, uint64_t seed, float scale = 1.f) {
+  Tensor t = testing::randn(Shape{n}, seed);
+  std::vector<float> v = t.to_vector<float>();
+  for (float& x : v) x *= scale;
+  return v;
+}
+
+// The header's activation rule, scalar.
+float ref_quantize_row(const float* x, int64_t K, std::vector<int32_t>& q) {
+  float amax = 0.f;
+  for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[k]));
+  q.assign(size_t(K), 0);  // q - 128
+  if (amax == 0.f) return 0.f;
+  const float inv = 127.f / amax;
+  for (int64_t k = 0; k < K; ++k) q[size_t(k)] = int32_t(std::nearbyint(x[k] * inv));
+  return amax / 127.f;
+}
+
+TEST(Int8Quantize, RowRuleWorkedExample) {
+  // max |x| = 4, so x * 127/4 = 31.75, -63.5, 15.875, 127: nearest, ties to even -> 32, -64, 16,
+  // 127, plus the zero point 128.
+  const float x[4] = {1.f, -2.f, 0.5f, 4.f};
+  uint8_t q[4];
+  EXPECT_EQ(kernels::quantize_row_u8(x, 4, q), 4.f / 127.f);
+  EXPECT_EQ(q[0], 160);
+  EXPECT_EQ(q[1], 64);
+  EXPECT_EQ(q[2], 144);
+  EXPECT_EQ(q[3], 255);
+}
+
+TEST(Int8Quantize, VectorAndScalarPathsFollowTheRule) {
+  for (int64_t K : {1, 15, 16, 17, 100, 768}) {
+    std::vector<float> x = random_values(K, 600 + uint64_t(K), 3.f);
+    std::vector<uint8_t> q(static_cast<size_t>(K));
+    std::vector<int32_t> want;
+    const float s = kernels::quantize_row_u8(x.data(), K, q.data());
+    EXPECT_EQ(s, ref_quantize_row(x.data(), K, want)) << "K = " << K;
+    for (int64_t k = 0; k < K; ++k) ASSERT_EQ(int32_t(q[size_t(k)]) - 128, want[size_t(k)]) << "K = " << K << ", k = " << k;
+  }
+  std::vector<float> zeros(40, 0.f);
+  std::vector<uint8_t> q(40);
+  EXPECT_EQ(kernels::quantize_row_u8(zeros.data(), 40, q.data()), 0.f);
+  for (uint8_t v : q) EXPECT_EQ(v, 128);
+  zeros[7] = NAN;
+  EXPECT_TRUE(std::isnan(kernels::quantize_row_u8(zeros.data(), 40, q.data())));
+}
+
+struct Case {
+  int64_t M, N, K;
+  bool bias;
+};
+
+TEST(Int8Gemm, EqualsTheSchemeComputedExactly) {
+  SKIP_WITHOUT_INT8();
+  // Decode (M 1-32) and prefill shapes, K not a multiple of 4 or 16, N not of 16, a product large
+  // enough for two threads (64 x 1024 x 256 = 2^24 multiply-adds), padded row strides.
+  for (const Case& c : {Case{1, 1, 1, true}, Case{1, 768, 256, true}, Case{3, 17, 15, false}, Case{32, 1000, 256, true},
+                        Case{5, 64, 3072, false}, Case{64, 1024, 256, true}, Case{7, 50, 770, true}}) {
+    const int64_t ldx = c.K + 3, ldo = c.N + 5, ldw = c.K + 1;
+    std::vector<float> w = random_values(c.N * ldw, uint64_t(c.N * 7 + c.K), 0.05f);
+    for (int64_t k = 0; k < c.K; ++k) w[size_t(k)] = 0.f;  // a zero row: scale 0
+    std::vector<float> x = random_values(c.M * ldx, uint64_t(c.M * 13 + c.K), 2.f);
+    std::vector<float> bias = random_values(c.N, 99);
+    std::vector<float> out(size_t(c.M * ldo), -1.f);
+    auto packed = kernels::pack_int8_weight(w.data(), c.N, c.K, ldw);
+    ASSERT_EQ(kernels::int8_weight_rows(*packed), c.N);
+    ASSERT_EQ(kernels::int8_weight_cols(*packed), c.K);
+    kernels::gemm_int8_packed(c.M, x.data(), ldx, *packed, c.bias ? bias.data() : nullptr, out.data(), ldo);
+
+    // The weight rule: sw = max|w| / 127, qw = nearbyint(w * (127 / max|w|)).
+    std::vector<int8_t> qw(size_t(c.N * c.K));
+    std::vector<float> sw(size_t(c.N));
+    kernels::int8_weight_values(*packed, qw.data(), sw.data());
+    std::vector<int64_t> wsum(size_t(c.N), 0);
+    for (int64_t n = 0; n < c.N; ++n) {
+      float amax = 0.f;
+      for (int64_t k = 0; k < c.K; ++k) amax = std::max(amax, std::fabs(w[size_t(n * ldw + k)]));
+      ASSERT_EQ(sw[size_t(n)], amax / 127.f) << "row " << n;
+      const float inv = amax > 0.f ? 127.f / amax : 0.f;
+      for (int64_t k = 0; k < c.K; ++k) {
+        ASSERT_EQ(qw[size_t(n * c.K + k)], int8_t(std::nearbyint(w[size_t(n * ldw + k)] * inv))) << "row " << n;
+        wsum[size_t(n)] += qw[size_t(n * c.K + k)];
+      }
+    }
+    for (int64_t m = 0; m < c.M; ++m) {
+      std::vector<int32_t> qx;
+      const float sx = ref_quantize_row(x.data() + m * ldx, c.K, qx);
+      for (int64_t n = 0; n < c.N; ++n) {
+        // sum (qx + 128) qw - 128 sum qw = sum qx qw: the zero point cancels exactly.
+        int64_t acc = 0;
+        for (int64_t k = 0; k < c.K; ++k) acc += int64_t(qx[size_t(k)] + 128) * qw[size_t(n * c.K + k)];
+        acc -= 128 * wsum[size_t(n)];
+        const float want = std::fma(float(acc), sx * sw[size_t(n)], c.bias ? bias[size_t(n)] : 0.f);
+        ASSERT_EQ(out[size_t(m * ldo + n)], want)
+            << "M " << c.M << " N " << c.N << " K " << c.K << " at (" << m << ", " << n << ")";
+      }
+      for (int64_t n = c.N; n < ldo; ++n) ASSERT_EQ(out[size_t(m * ldo + n)], -1.f) << "wrote past N";
+    }
+  }
+}
+
+// Against the f32 product: with x^ = x + dx, |dx| <= sx / 2 and w^ = w + dw, |dw| <= sw / 2 (half a
+// quantization step, plus the rounding of the scales, covered by the 1e-5 slack),
+//   |x^ . w^ - x . w| <= sum_k (|x_k| sw/2 + |w_k| sx/2 + sx sw / 4),
+// and the f32 scaling adds at most a few units of roundoff of |x^ . w^|.
+TEST(Int8Gemm, WithinTheQuantizationBoundOfTheF32Product) {
+  SKIP_WITHOUT_INT8();
+  const int64_t M = 9, N = 300, K = 512;
+  std::vector<float> w = random_values(N * K, 71, 0.05f), x = random_values(M * K, 72, 1.5f);
+  std::vector<float> out(size_t(M * N));
+  auto packed = kernels::pack_int8_weight(w.data(), N, K, K);
+  kernels::gemm_int8_packed(M, x.data(), K, *packed, nullptr, out.data(), N);
+  double worst = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    float ax = 0.f;
+    for (int64_t k = 0; k < K; ++k) ax = std::max(ax, std::fabs(x[size_t(m * K + k)]));
+    const double sx = double(ax) / 127;
+    for (int64_t n = 0; n < N; ++n) {
+      float aw = 0.f;
+      for (int64_t k = 0; k < K; ++k) aw = std::max(aw, std::fabs(w[size_t(n * K + k)]));
+      const double sw = double(aw) / 127;
+      double exact = 0, bound = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double a = x[size_t(m * K + k)], b = w[size_t(n * K + k)];
+        exact += a * b;
+        bound += std::fabs(a) * sw / 2 + std::fabs(b) * sx / 2 + sx * sw / 4;
+        mag += std::fabs(a * b);
+      }
+      const double err = std::fabs(double(out[size_t(m * N + n)]) - exact);
+      const double allowed = bound * (1 + 1e-5) + 4.0 / (1 << 24) * (mag + bound);
+      ASSERT_LE(err, allowed) << "(" << m << ", " << n << ")";
+      worst = std::max(worst, err / bound);
+    }
+  }
+  EXPECT_GT(worst, 0.0);  // the product is quantized, not computed in f32
+}
+
+TEST(Int8Gemm, NonFiniteInputs) {
+  SKIP_WITHOUT_INT8();
+  std::vector<float> w = random_values(8 * 32, 81);
+  auto packed = kernels::pack_int8_weight(w.data(), 8, 32, 32);
+  std::vector<float> x = random_values(2 * 32, 82), out(16);
+  x[5] = INFINITY;  // row 0
+  kernels::gemm_int8_packed(2, x.data(), 32, *packed, nullptr, out.data(), 8);
+  for (int n = 0; n < 8; ++n) {
+    EXPECT_TRUE(std::isnan(out[size_t(n)])) << n;
+    EXPECT_TRUE(std::isfinite(out[size_t(8 + n)])) << n;
+  }
+  w[3 * 32 + 4] = NAN;
+  try {
+    kernels::pack_int8_weight(w.data(), 8, 32, 32);
+    FAIL() << "a NaN weight was quantized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("weight row 3 has a non-finite value at column 4"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Int8Gemm, BadShapesAreClearErrors) {
+  SKIP_WITHOUT_INT8();
+  std::vector<float> w(64, 1.f), out(64);
+  EXPECT_THROW(kernels::pack_int8_weight(w.data(), 0, 8, 8), Error);
+  EXPECT_THROW(kernels::pack_int8_weight(w.data(), 8, 8, 4), Error);
+  auto packed = kernels::pack_int8_weight(w.data(), 8, 8, 8);
+  EXPECT_THROW(kernels::gemm_int8_packed(1, w.data(), 4, *packed, nullptr, out.data(), 8), Error);
+  EXPECT_THROW(kernels::gemm_int8_packed(1, w.data(), 8, *packed, nullptr, out.data(), 7), Error);
+}
+
+// ONEDNN_MAX_CPU_ISA=AVX512_CORE (AVX-512 without VNNI) in a child process: int8 is refused with an
+// error that names what is missing and the fix. Exit 3: refused; 2: the cap did not take; 0: ran.
+[[noreturn]] void int8_with_avx512_core_cap() {
+  setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE", 1);
+  if (kernels::int8_native()) {
+    fprintf(stderr, "isa not capped\n");
+    _exit(2);
+  }
+  std::vector<float> w(64, 1.f);
+  try {
+    kernels::pack_int8_weight(w.data(), 8, 8, 8);
+  } catch (const Error& e) {
+    fprintf(stderr, "%s\n", e.what());
+    _exit(3);
+  }
+  _exit(0);
+}
+
+TEST(Int8IsaDeathTest, CpuWithoutVnniIsAClearError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(int8_with_avx512_core_cap(), ::testing::ExitedWithCode(3),
+              "int8 needs AVX512-VNNI or AMX.*Use precision fp32");
+}
+
+}  // namespace
+}  // namespace qkv
