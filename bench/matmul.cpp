@@ -6,6 +6,8 @@
 // `bench_matmul bf16packed`: decoding's skinny products against a weight converted once to bf16,
 // oneDNN's blocked layout against plain row-major bf16, beside the fp32 packed panels.
 // `bench_matmul int8`: the same products with the weight quantized once to int8 (kernels/int8.h).
+// `bench_matmul gpt2stream`: a GPT-2 124M decoding step's products, every weight streamed from
+// memory, per weight form (fp32 rows and panels, bf16, int8).
 // Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_matmul
 #include <cblas.h>
 #include <omp.h>
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -330,6 +333,68 @@ void bench_int8_packed() {
     }
 }
 
+// `bench_matmul gpt2stream`: one batch-1 decoding step's products for GPT-2 124M (12 layers of
+// Wqkv 2304x768, Wo 768x768, W1 3072x768, W2 768x3072, then the 50257x768 vocabulary), every
+// weight distinct, so each "token" streams all of them from memory as generation does: fp32 rows
+// (read in place, the Generator's default), fp32 panels, bf16 blocked and int8, alternating. The
+// weight bytes each form reads, divided by its time, is the bandwidth it reaches; attention,
+// layer norms and the rest of a real step are not included.
+void bench_gpt2_stream(int tokens) {
+  const auto& info = kernels::dnnl_cpu_info();
+  std::printf("\nGPT-2 124M batch-1 products, all weights streamed per token. CPU: %s; oneDNN ISA %s.\n",
+              info.cpu_model.c_str(), info.isa.c_str());
+  struct W {
+    int64_t N, K;
+  };
+  std::vector<W> shapes;
+  for (int l = 0; l < 12; ++l) shapes.insert(shapes.end(), {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}});
+  shapes.push_back({50257, 768});
+  std::vector<Tensor> w, x, y;
+  std::vector<kernels::PackedLinear> rows, panels;
+  std::vector<std::shared_ptr<const kernels::Bf16Weight>> b16;
+  std::vector<std::shared_ptr<const kernels::Int8Weight>> i8;
+  double f32_bytes = 0, b16_bytes = 0, i8_bytes = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const W& s = shapes[i];
+    w.push_back(rand_t({s.N, s.K}, 300 + i));
+    x.push_back(rand_t({1, s.K}, 700 + i));
+    y.push_back(Tensor::empty({1, s.N}));
+    rows.push_back(kernels::pack_linear_rows({w.back()}, Tensor()));
+    panels.push_back(kernels::pack_linear(w.back(), Tensor()));
+    if (info.bf16_native()) b16.push_back(kernels::pack_bf16_weight(w.back().data<float>(), s.N, s.K, s.K));
+    if (kernels::int8_native()) i8.push_back(kernels::pack_int8_weight(w.back().data<float>(), s.N, s.K, s.K));
+    f32_bytes += 4.0 * double(s.N * s.K);
+    if (!b16.empty()) b16_bytes += double(kernels::bf16_weight_bytes(*b16.back()));
+    if (!i8.empty()) i8_bytes += double(kernels::int8_weight_bytes(*i8.back()));
+  }
+  std::vector<std::function<void()>> runs = {
+      [&] { for (size_t i = 0; i < shapes.size(); ++i) kernels::packed_linear(x[i], rows[i], y[i]); },
+      [&] { for (size_t i = 0; i < shapes.size(); ++i) kernels::packed_linear(x[i], panels[i], y[i]); }};
+  std::vector<std::string> names = {"fp32 rows", "fp32 panels"};
+  std::vector<double> bytes = {f32_bytes, f32_bytes};
+  if (!b16.empty()) {
+    runs.push_back([&] {
+      for (size_t i = 0; i < shapes.size(); ++i)
+        kernels::gemm_bf16_packed(1, x[i].data<float>(), shapes[i].K, *b16[i], nullptr, y[i].data<float>(), shapes[i].N);
+    });
+    names.push_back("bf16 blocked");
+    bytes.push_back(b16_bytes);
+  }
+  if (!i8.empty()) {
+    runs.push_back([&] {
+      for (size_t i = 0; i < shapes.size(); ++i)
+        kernels::gemm_int8_packed(1, x[i].data<float>(), shapes[i].K, *i8[i], nullptr, y[i].data<float>(), shapes[i].N);
+    });
+    names.push_back("int8");
+    bytes.push_back(i8_bytes);
+  }
+  auto t = timed_all(runs, tokens);
+  std::printf("| form | weight MB read per token | ms per token, wall (CPU) | GB/s | fp32 rows / form |\n|---|---:|---:|---:|---:|\n");
+  for (size_t i = 0; i < t.size(); ++i)
+    std::printf("| %s | %.1f | %.2f (%.2f) | %.1f | %.2fx |\n", names[i].c_str(), bytes[i] / 1e6, t[i].wall * 1e3,
+                t[i].cpu * 1e3, bytes[i] / t[i].wall / 1e9, t[0].wall / t[i].wall);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -451,6 +516,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && want("bf16")) bench_bf16();
   if (argc > 1 && want("bf16packed")) bench_bf16_packed();
   if (argc > 1 && want("int8")) bench_int8_packed();
+  if (argc > 1 && want("gpt2stream")) bench_gpt2_stream(20);
 
   if (want("omp")) {
     const int n = 768;
