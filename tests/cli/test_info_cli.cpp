@@ -3,6 +3,7 @@
 // AVX-512 machines); a policy the user chose is left as it is.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -101,4 +102,23 @@ TEST(InfoCli, Bf16OnACappedIsaIsAClearErrorInEveryInferenceCommand) {
               std::string::npos) << err;
     EXPECT_NE(err.find("Use precision fp32"), std::string::npos) << err;
   }
+}
+
+// The measured product speeds: positive rates, and the advice to train in fp32 exactly when the
+// printed bf16 rate is below the fp32 one (bf16 is slower than fp32 on some AVX512_BF16 CPUs).
+TEST(InfoCli, MeasuresTheProductSpeedAndSaysWhenBf16IsSlower) {
+  const std::string out = info({});
+  const size_t at = out.find("matmul speed     fp32 ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  double f32 = 0, b16 = 0;
+  if (line.find("bf16 unavailable") != std::string::npos) {
+    ASSERT_EQ(std::sscanf(line.c_str(), "matmul speed     fp32 %lf GFLOP/s", &f32), 1) << line;
+    EXPECT_GT(f32, 0) << line;
+    return;
+  }
+  ASSERT_EQ(std::sscanf(line.c_str(), "matmul speed     fp32 %lf GFLOP/s, bf16 %lf GFLOP/s", &f32, &b16), 2) << line;
+  EXPECT_GT(f32, 0) << line;
+  EXPECT_GT(b16, 0) << line;
+  EXPECT_EQ(line.find("slower here: train in fp32") != std::string::npos, b16 < f32) << line;
 }
