@@ -6,42 +6,21 @@
 #include <CLI/CLI.hpp>
 #include <omp.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <vector>
 
 #include "cli.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/parallel.h"
+#include "qkv/kernels/precision_speed.h"
 
 namespace {
 
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v ? std::string(name) + "=" + v : std::string(fallback);
-}
-
-// GFLOP/s of one training-sized product at precision p: C (512, 1024) = A (512, 1024) @ B^T with
-// B (1024, 1024), a batch of 512 tokens through a 1024-wide linear layer; the best of 5 runs after
-// a warm-up. In bf16 both operands are rounded per call, as in mixed-precision training.
-double product_gflops(qkv::kernels::MatmulPrecision p) {
-  constexpr int64_t M = 512, N = 1024, K = 1024;
-  std::vector<float> a(size_t(M * K)), b(size_t(N * K)), c(size_t(M * N));
-  for (size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 17) - 8) / 8.f;
-  for (size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 13) - 6) / 6.f;
-  qkv::kernels::MatmulPrecisionScope scope(p);
-  double best = 1e30;
-  for (int rep = 0; rep < 6; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    qkv::kernels::gemm(false, true, M, N, K, 1.f, a.data(), K, b.data(), K, 0.f, c.data(), N);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (rep > 0) best = std::min(best, s);  // rep 0 warms up (and creates oneDNN's primitive)
-  }
-  return 2.0 * double(M) * double(N) * double(K) / best / 1e9;
 }
 
 int run(int argc, char** argv) {
@@ -63,16 +42,16 @@ int run(int argc, char** argv) {
   std::printf("OpenMP wait      %s, %s; idle threads %s\n", env_or("OMP_WAIT_POLICY", "no OMP_WAIT_POLICY").c_str(),
               env_or("GOMP_SPINCOUNT", "no GOMP_SPINCOUNT").c_str(),
               qkv::kernels::idle_threads_spin() ? "spin, then sleep" : "sleep at once");
-  const double f32 = product_gflops(qkv::kernels::MatmulPrecision::fp32);
-  if (!dnnl.bf16_native()) {
+  const qkv::kernels::PrecisionSpeed& speed = qkv::kernels::measured_precision_speed();
+  const double f32 = speed.fp32_gflops, b16 = speed.bf16_gflops;
+  if (b16 == 0) {
     std::printf("matmul speed     fp32 %.0f GFLOP/s (512x1024x1024); bf16 unavailable\n", f32);
     return 0;
   }
-  const double b16 = product_gflops(qkv::kernels::MatmulPrecision::bf16);
   std::printf("matmul speed     fp32 %.0f GFLOP/s, bf16 %.0f GFLOP/s (512x1024x1024, operands rounded per call as "
               "in training): bf16 %.2fx fp32%s\n",
               f32, b16, b16 / f32,
-              b16 < f32 ? "; slower here: train in fp32 (bf16 can still pay where reading weights dominates, "
+              speed.bf16_slower() ? "; slower here: train in fp32 (bf16 can still pay where reading weights dominates, "
                           "as in batch-1 generation)"
                         : "");
   return 0;

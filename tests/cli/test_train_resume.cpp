@@ -2,6 +2,8 @@
 // byte-identical to an uninterrupted run (same seed, same thread count); SIGTERM saves a
 // checkpoint and exits cleanly.
 #include <gtest/gtest.h>
+
+#include <cstdio>
 #include <signal.h>
 #include <unistd.h>
 
@@ -57,6 +59,21 @@ static void sigkill_then_resume_is_bit_identical(const std::string& precision) {
                                     (dir / out).string()};
   };
   ASSERT_EQ(wait_exit(spawn(args("full"), dir / "full.log")), 0) << qkv::read_file((dir / "full.log").string());
+  {  // bf16 never slows training silently: the run prints the product speeds it measured, and the
+     // warning exactly when bf16 was the slower (on an Intel Xeon without AMX it is).
+    const std::string log = qkv::read_file((dir / "full.log").string());
+    const size_t at = log.find("qkv train: precision bf16: a 512x1024x1024 product measured ");
+    ASSERT_EQ(at != std::string::npos, precision == "bf16") << log;
+    if (at != std::string::npos) {
+      const std::string line = log.substr(at, log.find('\n', at) - at);
+      double b16 = 0, f32 = 0;
+      ASSERT_EQ(std::sscanf(line.c_str(), "qkv train: precision bf16: a 512x1024x1024 product measured %lf GFLOP/s "
+                                          "against %lf in fp32", &b16, &f32), 2) << line;
+      EXPECT_GT(b16, 0) << line;
+      EXPECT_GT(f32, 0) << line;
+      EXPECT_EQ(line.find("warning: bf16 is slower than fp32") != std::string::npos, b16 < f32) << line;
+    }
+  }
 
   pid_t pid = spawn(args("killed"), dir / "killed.log");
   ASSERT_TRUE(wait_for(step_dir(dir / "killed", 50), pid, 600)) << qkv::read_file((dir / "killed.log").string());
