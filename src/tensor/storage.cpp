@@ -3,8 +3,8 @@
 //
 // Two rules keep the cache from growing without bound when shapes vary from step to step (token-
 // budget batches give every step another (B, T)):
-//  - a request takes a free block of its own class, else of the nearest larger class up to twice
-//    its size;
+//  - a request takes a free block of its own class, else of the nearest larger class up to eight
+//    classes above: at most twice its size from 4 KiB up (below, at most 512 bytes more);
 //  - the cache holds at most as many bytes as were ever in use at once (since the last
 //    allocator_empty_cache); past that, the blocks freed longest ago go back to the system.
 // So tensor memory stays under twice the largest live set. Measured on the demo's training (200
@@ -25,7 +25,7 @@ namespace qkv {
 namespace {
 
 constexpr size_t kAlign = 64;
-constexpr int kLargerClassesReused = 8;  // one power of two: a block at most twice the request
+constexpr int kLargerClassesReused = 8;  // from 4 KiB up, one power of two: at most twice the request
 
 size_t size_class(size_t n) {
   if (n <= 4096) return ((n + kAlign - 1) / kAlign) * kAlign;
