@@ -235,6 +235,19 @@ void bench_bf16() {
 // Decoding's skinny products against a weight converted once (kernels::pack_bf16_weight): bf16 in
 // oneDNN's preferred (blocked) layout against plain row-major bf16, beside the fp32 packed panels
 // (kernels::packed_linear) the fp32 decoder uses; x is f32 and rounded per call in both bf16 cases.
+// The weights of decoding's products: the translation bench model (d 256) and GPT-2 124M.
+struct DecodeShape {
+  const char* name;
+  int64_t N, K;
+};
+const std::vector<DecodeShape>& decode_shapes() {
+  static const std::vector<DecodeShape> shapes = {
+      {"mt d256 Wqkv", 768, 256}, {"mt d256 Wo", 256, 256},     {"mt d256 W1", 1024, 256},
+      {"mt d256 W2", 256, 1024},  {"mt d256 Wvocab", 8000, 256}, {"gpt2 Wqkv", 2304, 768},
+      {"gpt2 W1", 3072, 768},     {"gpt2 W2", 768, 3072},        {"gpt2 Wvocab", 50257, 768}};
+  return shapes;
+}
+
 void bench_bf16_packed() {
   const auto& info = kernels::dnnl_cpu_info();
   std::printf("\nDecode products x (M, K) @ W^T, W (N, K) converted once. CPU: %s; oneDNN ISA %s. Microseconds per\n"
@@ -246,16 +259,7 @@ void bench_bf16_packed() {
   std::printf("| %-34s | fp32 panels       | bf16 plain        | bf16 blocked      | blocked/plain | fp32/blocked |\n"
               "|%s|-------------------|-------------------|-------------------|---------------|--------------|\n",
               "case (M x N x K)", std::string(36, '-').c_str());
-  struct Shape3 {
-    const char* name;
-    int64_t N, K;
-  };
-  const std::vector<Shape3> shapes = {{"mt d256 Wqkv", 768, 256},      {"mt d256 Wo", 256, 256},
-                                      {"mt d256 W1", 1024, 256},       {"mt d256 W2", 256, 1024},
-                                      {"mt d256 Wvocab", 8000, 256},   {"gpt2 Wqkv", 2304, 768},
-                                      {"gpt2 W1", 3072, 768},          {"gpt2 W2", 768, 3072},
-                                      {"gpt2 Wvocab", 50257, 768}};
-  for (const auto& sh : shapes)
+  for (const DecodeShape& sh : decode_shapes())
     for (int64_t M : {1, 8, 32, 128}) {
       if (sh.N > 10000 && M > 8) continue;
       Tensor w = rand_t({sh.N, sh.K}, 50), x = rand_t({M, sh.K}, 51), out = Tensor::empty({M, sh.N});
@@ -292,16 +296,7 @@ void bench_int8_packed() {
   std::printf("| %-34s | fp32 panels       | bf16 blocked      | int8              | fp32/int8 | bf16/int8 | err     |\n"
               "|%s|-------------------|-------------------|-------------------|-----------|-----------|---------|\n",
               "case (M x N x K)", std::string(36, '-').c_str());
-  struct Shape3 {
-    const char* name;
-    int64_t N, K;
-  };
-  const std::vector<Shape3> shapes = {{"mt d256 Wqkv", 768, 256},      {"mt d256 Wo", 256, 256},
-                                      {"mt d256 W1", 1024, 256},       {"mt d256 W2", 256, 1024},
-                                      {"mt d256 Wvocab", 8000, 256},   {"gpt2 Wqkv", 2304, 768},
-                                      {"gpt2 W1", 3072, 768},          {"gpt2 W2", 768, 3072},
-                                      {"gpt2 Wvocab", 50257, 768}};
-  for (const auto& sh : shapes)
+  for (const DecodeShape& sh : decode_shapes())
     for (int64_t M : {1, 8, 32, 128}) {
       if (sh.N > 10000 && M > 8) continue;
       Tensor w = rand_t({sh.N, sh.K}, 50), x = rand_t({M, sh.K}, 51), out = Tensor::empty({M, sh.N});
