@@ -120,5 +120,7 @@ TEST(InfoCli, MeasuresTheProductSpeedAndSaysWhenBf16IsSlower) {
   ASSERT_EQ(std::sscanf(line.c_str(), "matmul speed     fp32 %lf GFLOP/s, bf16 %lf GFLOP/s", &f32, &b16), 2) << line;
   EXPECT_GT(f32, 0) << line;
   EXPECT_GT(b16, 0) << line;
-  EXPECT_EQ(line.find("slower here: train in fp32") != std::string::npos, b16 < f32) << line;
+  if (b16 != f32) {  // printed rounded: equal figures may hide either order
+    EXPECT_EQ(line.find("slower here: train in fp32") != std::string::npos, b16 < f32) << line;
+  }
 }

@@ -71,7 +71,9 @@ static void sigkill_then_resume_is_bit_identical(const std::string& precision) {
                                           "against %lf in fp32", &b16, &f32), 2) << line;
       EXPECT_GT(b16, 0) << line;
       EXPECT_GT(f32, 0) << line;
-      EXPECT_EQ(line.find("warning: bf16 is slower than fp32") != std::string::npos, b16 < f32) << line;
+      if (b16 != f32) {  // printed rounded: equal figures may hide either order
+        EXPECT_EQ(line.find("warning: bf16 is slower than fp32") != std::string::npos, b16 < f32) << line;
+      }
     }
   }
 
