@@ -50,18 +50,20 @@ struct Cache {
   // The newest free block of class cap, else of the nearest larger class up to kLargerClassesReused
   // classes above. Its capacity in *got. Caller holds mu.
   void* take(size_t cap, size_t* got) {
-    size_t limit = cap;
-    for (int i = 0; i < kLargerClassesReused; ++i) limit = size_class(limit + 1);
-    for (auto it = free_lists.lower_bound(cap); it != free_lists.end() && it->first <= limit; ++it) {
-      if (it->second.empty()) continue;
-      void* p = it->second.back().ptr;
-      it->second.pop_back();
-      *got = it->first;
-      stats.bytes_cached -= it->first;
-      stats.cache_hits++;
-      return p;
+    auto it = free_lists.lower_bound(cap);
+    if (it == free_lists.end()) return nullptr;
+    if (it->first != cap || it->second.empty()) {  // the larger classes: found only on a miss
+      size_t limit = cap;
+      for (int i = 0; i < kLargerClassesReused; ++i) limit = size_class(limit + 1);
+      while (it != free_lists.end() && it->first <= limit && it->second.empty()) ++it;
+      if (it == free_lists.end() || it->first > limit) return nullptr;
     }
-    return nullptr;
+    void* p = it->second.back().ptr;
+    it->second.pop_back();
+    *got = it->first;
+    stats.bytes_cached -= it->first;
+    stats.cache_hits++;
+    return p;
   }
 
   // Frees the oldest cached blocks until the cache fits its budget. Caller holds mu.

@@ -271,6 +271,8 @@ void Reader::read_into(const std::string& name, Tensor& dst) const {
 
 namespace {
 
+size_t byte_size(const Tensor& t) { return size_t(t.numel()) * dtype_size(t.dtype()); }
+
 // What save() and serialize() write: `head` (the 8-byte header length and the header, with a
 // checksum per tensor) and then the bytes of `data`, the tensors in name order (contiguous: the
 // tensor itself when it already is, else a copy).
@@ -289,7 +291,7 @@ FileParts file_parts(const std::map<std::string, Tensor>& tensors, const std::ma
   for (auto& [name, t] : tensors) {
     QKV_CHECK(t.defined(), "safetensors::save", "tensor '", name, "' is undefined");
     out.data.push_back(t.contiguous());
-    const uint64_t pos = out.data_bytes, nb = uint64_t(t.numel()) * dtype_size(t.dtype());
+    const uint64_t pos = out.data_bytes, nb = byte_size(t);
     header[name] = {{"dtype", st_dtype(t.dtype())}, {"shape", t.shape().vec()}, {"data_offsets", {pos, pos + nb}}};
     meta[kChecksumPrefix + name] = crc32c_hex(crc32c(out.data.back().raw_data(), size_t(nb)));
     out.data_bytes += nb;
@@ -302,8 +304,6 @@ FileParts file_parts(const std::map<std::string, Tensor>& tensors, const std::ma
   out.head += h;
   return out;
 }
-
-size_t byte_size(const Tensor& t) { return size_t(t.numel()) * dtype_size(t.dtype()); }
 
 }  // namespace
 

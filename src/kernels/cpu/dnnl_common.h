@@ -3,7 +3,11 @@
 #pragma once
 #include <omp.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "qkv/kernels/parallel.h"
 
 namespace qkv::kernels::dnnl_detail {
 
@@ -29,5 +33,21 @@ class OmpThreadsScope {
  private:
   int saved_;
 };
+
+// FNV-1a over the fields of a primitive-cache key.
+inline size_t hash_key(std::initializer_list<int64_t> fields) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t v : fields) h = (h ^ uint64_t(v)) * 1099511628211ull;
+  return size_t(h);
+}
+
+// Threads for a product against a packed weight: one for small products (decoding at batch 1: a
+// few hundred thousand multiply-adds), where oneDNN would otherwise wake the whole pool for each
+// (that cost 3x the fp32 panels' CPU time for GPT generation at batch 1); the same threshold as
+// packed_linear's. One inside a parallel region.
+inline int product_threads(int64_t M, int64_t N, int64_t K) {
+  const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 20) : (int64_t(1) << 22);
+  return omp_in_parallel() || M * N * K < min_macs ? 1 : omp_get_max_threads();
+}
 
 }  // namespace qkv::kernels::dnnl_detail

@@ -18,7 +18,6 @@
 
 #include "dnnl_common.h"
 #include "qkv/kernels/bf16.h"
-#include "qkv/kernels/parallel.h"
 #include "qkv/util/error.h"
 
 namespace qkv::kernels {
@@ -40,15 +39,11 @@ struct Key {
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
-    uint64_t h = 1469598103934665603ull;
-    auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-    mix(uint64_t(k.ta) | uint64_t(k.tb) << 1);
-    for (int64_t v : {k.M, k.N, k.K, k.lda, k.ldb, k.ldc}) mix(uint64_t(v));
     uint32_t a, b;
     std::memcpy(&a, &k.alpha, 4);
     std::memcpy(&b, &k.beta, 4);
-    mix(uint64_t(a) << 32 | b);
-    return size_t(h);
+    return dnnl_detail::hash_key(
+        {int64_t(k.ta) | int64_t(k.tb) << 1, k.M, k.N, k.K, k.lda, k.ldb, k.ldc, int64_t(uint64_t(a) << 32 | b)});
   }
 };
 
@@ -152,10 +147,7 @@ struct PackedKey {
 };
 struct PackedKeyHash {
   size_t operator()(const PackedKey& k) const {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t v : {k.M, k.N, k.K, k.ldo, int64_t(k.layout), int64_t(k.bias), int64_t(k.threads)})
-      h = (h ^ uint64_t(v)) * 1099511628211ull;
-    return size_t(h);
+    return dnnl_detail::hash_key({k.M, k.N, k.K, k.ldo, int64_t(k.layout), int64_t(k.bias), int64_t(k.threads)});
   }
 };
 
@@ -226,11 +218,7 @@ void gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& 
             ", got M = ", M, ", ldx = ", ldx, ", ldo = ", ldo);
   if (M == 0) return;
   check_native("gemm_bf16_packed");
-  // Small products (decoding at batch 1: a few hundred thousand multiply-adds) on one thread:
-  // oneDNN otherwise wakes the whole pool for each, which cost 3x the fp32 panels' CPU time for
-  // GPT generation at batch 1 (the same threshold as packed_linear's).
-  const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 20) : (int64_t(1) << 22);
-  const int threads = omp_in_parallel() || M * N * K < min_macs ? 1 : omp_get_max_threads();
+  const int threads = dnnl_detail::product_threads(M, N, K);
   OmpThreadsScope team(threads);
   const PackedKey key{M, N, K, ldo, w.layout, bias != nullptr, threads};
   static std::mutex mu;

@@ -2,7 +2,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -12,7 +11,6 @@
 
 #include "dnnl_common.h"
 #include "qkv/kernels/int8.h"
-#include "qkv/kernels/parallel.h"
 #include "qkv/util/error.h"
 
 namespace qkv::kernels {
@@ -52,9 +50,12 @@ struct Int8Weight {
 float quantize_row_u8(const float* x, int64_t K, uint8_t* q) {
   if (K <= 0) return 0.f;
   float amax = 0.f;
-  for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[k]));  // NaN: max keeps amax
-  for (int64_t k = 0; k < K; ++k)
-    if (!std::isfinite(x[k])) amax = NAN;
+  bool finite = true;
+  for (int64_t k = 0; k < K; ++k) {
+    amax = std::max(amax, std::fabs(x[k]));
+    finite = finite && std::isfinite(x[k]);
+  }
+  if (!finite) amax = NAN;
   if (!(amax > 0.f)) {  // zeros (scale 0), or NaN / inf (the scale carries NaN to every output)
     std::memset(q, 128, size_t(K));
     return amax == 0.f ? 0.f : NAN;
@@ -127,9 +128,7 @@ struct Key {
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t v : {k.M, k.N, k.K, int64_t(k.threads)}) h = (h ^ uint64_t(v)) * 1099511628211ull;
-    return size_t(h);
+    return dnnl_detail::hash_key({k.M, k.N, k.K, int64_t(k.threads)});
   }
 };
 struct Entry {
@@ -191,8 +190,7 @@ void gemm_int8_packed(int64_t M, const float* x, int64_t ldx, const Int8Weight& 
             ", ldo >= N = ", N, ", got M = ", M, ", ldx = ", ldx, ", ldo = ", ldo);
   if (M == 0) return;
   check_native("gemm_int8_packed");
-  const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 20) : (int64_t(1) << 22);
-  const int threads = omp_in_parallel() || M * N * K < min_macs ? 1 : omp_get_max_threads();
+  const int threads = dnnl_detail::product_threads(M, N, K);
   OmpThreadsScope team(threads);
   const Entry& e = entry(Key{M, N, K, threads}, w.md);
   thread_local std::vector<uint8_t> xq, scratch_buf;
