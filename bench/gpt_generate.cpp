@@ -18,10 +18,10 @@
 // generations (the process's earlier shapes are freed by then).
 //
 // Run (one line): OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
-//        build/bench/bench_gpt_generate [reps=5] [shapes=cfg1,gpt2] [precision=fp32|bf16|both]
+//        build/bench/bench_gpt_generate [reps=5] [shapes=cfg1,gpt2] [precision=fp32|bf16|int8|both|LIST]
 //        [layout=rows|panels|both]
-// (precision: GenerateOptions::precision; both alternates fp32 and bf16 generations and reports
-// the speed-up and how many tokens agree. layout: the fp32 products' kernels::PackLayout, rows
+// (precision: GenerateOptions::precision; a comma-separated list (both = fp32,bf16) alternates
+// the generations and reports each against the first: the speed-up and how many tokens agree. layout: the fp32 products' kernels::PackLayout, rows
 // being what tasks::Generator sets; both alternates a rows and a panels model, the same weights,
 // in one sitting, and the peak RSS is then of the two models together)
 // (GOMP_SPINCOUNT=5000 is what the qkv program sets for itself, util/blas_env.h; without it
@@ -107,8 +107,10 @@ void run(const std::string& name, models::GptConfig cfg, int reps, const std::ve
     const double w = bench::median(timing[p].wall), c = bench::median(timing[p].cpu);
     // Bytes per new token: the weights (4 bytes each in fp32, 2 in bf16), plus K and V (f32) of
     // every layer at the mean cache length.
+    // (int8: 1 byte for the quantized weights; the small ones that stay fp32 are ignored.)
     const bool bf16 = variants[p].precision == kernels::MatmulPrecision::bf16;
-    const double wbytes = bf16 ? 2.0 : 4.0;
+    const bool int8 = variants[p].precision == kernels::MatmulPrecision::int8;
+    const double wbytes = int8 ? 1.0 : bf16 ? 2.0 : 4.0;
     const double weights = wbytes * double(b.model->num_parameters());
     const double mean_len = double(kPrompt) + double(kNew - 1) / 2.0;
     const double cache = 4.0 * 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * mean_len;
@@ -117,7 +119,7 @@ void run(const std::string& name, models::GptConfig cfg, int reps, const std::ve
     std::printf("%-5s %s%s d %lld, layers %lld, heads %lld, vocab %lld: %.3f ms/token (%.1f tokens/s) wall, "
                 "%.3f ms/token CPU; checksum %lld\n",
                 name.c_str(), kernels::precision_name(variants[p].precision),
-                bf16 ? "" : (std::string(" ") + kernels::pack_layout_name(variants[p].layout)).c_str(), (long long)cfg.n_embd, (long long)cfg.n_layer,
+                bf16 || int8 ? "" : (std::string(" ") + kernels::pack_layout_name(variants[p].layout)).c_str(), (long long)cfg.n_embd, (long long)cfg.n_layer,
                 (long long)cfg.n_head, (long long)cfg.vocab_size, w / kNew, 1e3 * kNew / w, c / kNew,
                 (long long)timing[p].checksum);
     std::printf("      bandwidth floor: %.1f MB per token / triad (64 MiB arrays) %.1f GB/s = %.3f ms/token; "
@@ -137,7 +139,7 @@ void run(const std::string& name, models::GptConfig cfg, int reps, const std::ve
       ++same;
     auto label = [&](const Variant& v) {
       return std::string(kernels::precision_name(v.precision)) +
-             (v.precision == kernels::MatmulPrecision::bf16 ? "" : std::string(" ") + kernels::pack_layout_name(v.layout));
+             (v.precision != kernels::MatmulPrecision::fp32 ? "" : std::string(" ") + kernels::pack_layout_name(v.layout));
     };
     std::printf("      %s / %s: %.2fx wall, %.2fx CPU; the first %zu of %lld tokens agree\n",
                 label(variants[p]).c_str(), label(variants[0]).c_str(),
@@ -153,20 +155,33 @@ int main(int argc, char** argv) {
   const std::string shapes = argc > 2 ? argv[2] : "cfg1,gpt2";
   const std::string prec = argc > 3 ? argv[3] : "fp32";
   const std::string layout = argc > 4 ? argv[4] : "rows";
-  if ((prec != "fp32" && prec != "bf16" && prec != "both") ||
-      (layout != "rows" && layout != "panels" && layout != "both")) {
-    std::fprintf(stderr, "precision must be fp32, bf16 or both, got '%s'; layout rows, panels or both, got '%s'\n",
-                 prec.c_str(), layout.c_str());
+  std::vector<kernels::MatmulPrecision> precisions;  // a comma-separated list; "both" is fp32,bf16
+  try {
+    const std::string list = prec == "both" ? "fp32,bf16" : prec;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      precisions.push_back(kernels::parse_precision(list.substr(at, end - at)));
+      at = end + 1;
+    }
+  } catch (const std::exception&) {
+    precisions.clear();
+  }
+  if (precisions.empty() || (layout != "rows" && layout != "panels" && layout != "both")) {
+    std::fprintf(stderr, "precision must be a comma-separated list of fp32, bf16, int8 (or both), got '%s'; layout "
+                 "rows, panels or both, got '%s'\n", prec.c_str(), layout.c_str());
     return 2;
   }
-  // fp32 in each layout asked for; bf16 once (its products use oneDNN's converted weights, not the layout).
+  // fp32 in each layout asked for; bf16 and int8 once each (their products use oneDNN's converted
+  // weights; int8's small weights, if any, the layout asked for).
   std::vector<Variant> variants;
-  if (prec != "bf16") {
-    if (layout != "panels") variants.push_back({kernels::MatmulPrecision::fp32, kernels::PackLayout::rows});
-    if (layout != "rows") variants.push_back({kernels::MatmulPrecision::fp32, kernels::PackLayout::panels});
+  for (kernels::MatmulPrecision p : precisions) {
+    if (p != kernels::MatmulPrecision::fp32) {
+      variants.push_back({p, layout == "panels" ? kernels::PackLayout::panels : kernels::PackLayout::rows});
+      continue;
+    }
+    if (layout != "panels") variants.push_back({p, kernels::PackLayout::rows});
+    if (layout != "rows") variants.push_back({p, kernels::PackLayout::panels});
   }
-  if (prec != "fp32")
-    variants.push_back({kernels::MatmulPrecision::bf16, layout == "panels" ? kernels::PackLayout::panels : kernels::PackLayout::rows});
   std::printf("bench_gpt_generate: batch 1, prompt %lld, %lld new tokens, greedy, %d reps (median), precision %s; "
               "CPU %s, oneDNN ISA %s\n", (long long)kPrompt, (long long)kNew, reps, prec.c_str(),
               kernels::dnnl_cpu_info().cpu_model.c_str(), kernels::dnnl_cpu_info().isa.c_str());

@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
   const std::string name = argc > 1 ? argv[1] : "cfg1";
   const int warmup = argc > 2 ? std::atoi(argv[2]) : 3, steps = argc > 3 ? std::atoi(argv[3]) : 10;
   const kernels::MatmulPrecision precision = kernels::parse_precision(argc > 4 ? argv[4] : "fp32");
+  if (precision == kernels::MatmulPrecision::int8) {  // training products are recorded: int8 would run fp32
+    std::fprintf(stderr, "precision int8 is for inference only: train in fp32 or bf16\n");
+    return 2;
+  }
   const kernels::MatmulPrecisionScope precision_scope(precision);
   models::GptConfig cfg;
   int64_t batch = 0;

@@ -113,6 +113,10 @@ int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 10;
   const kernels::MatmulPrecision precision = kernels::parse_precision(argc > 3 ? argv[3] : "fp32");
+  if (precision == kernels::MatmulPrecision::int8) {  // training products are recorded: int8 would run fp32
+    std::fprintf(stderr, "precision int8 is for inference only: train in fp32 or bf16\n");
+    return 2;
+  }
   const int threads = bench::env_threads();
   if (kernels::blas_core_is_degraded())
     std::printf("WARNING: OpenBLAS runs its SSE3 kernels (core %s): export OPENBLAS_CORETYPE=SkylakeX\n",

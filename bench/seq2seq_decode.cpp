@@ -27,8 +27,10 @@
 // than OMP_WAIT_POLICY=PASSIVE here. OMP_WAIT_POLICY=PASSIVE instead runs both sides passive.
 // torch: 2 = greedy and beam (torch beam runs 1 repetition per round: without a cache it is
 // slow), 1 = greedy only, 0 = qkv only (for profiling); modes: both | greedy | beam;
-// precision: fp32 | bf16 | both (TranslateOptions::precision; both alternates fp32 and bf16 within
-// every round and reports the speed-up, ms per decoding step and how many tokens bf16 changed).
+// precision: a comma-separated list of fp32, bf16, int8, or both = fp32,bf16
+// (TranslateOptions::precision; several alternate within every round, and each is reported
+// against fp32: the speed-up, ms per decoding step and how many tokens it changed).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -119,10 +121,16 @@ int main(int argc, char** argv) {
   const bool run_greedy = modes != "beam", run_beam = modes != "greedy";
   const std::string prec = argc > 5 ? argv[5] : "fp32";
   std::vector<kernels::MatmulPrecision> precisions;  // timed in this order within every round
-  if (prec != "bf16") precisions.push_back(kernels::MatmulPrecision::fp32);
-  if (prec != "fp32") precisions.push_back(kernels::MatmulPrecision::bf16);
-  if (prec != "fp32" && prec != "bf16" && prec != "both") {
-    std::fprintf(stderr, "precision must be fp32, bf16 or both, got '%s'\n", prec.c_str());
+  try {  // a comma-separated list; "both" is fp32,bf16
+    std::string list = prec == "both" ? "fp32,bf16" : prec;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      precisions.push_back(kernels::parse_precision(list.substr(at, end - at)));
+      at = end + 1;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "precision must be a comma-separated list of fp32, bf16, int8 (or both), got '%s': %s\n",
+                 prec.c_str(), e.what());
     return 2;
   }
   const int threads = bench::env_threads();
@@ -144,11 +152,11 @@ int main(int argc, char** argv) {
               (long long)kBatch, (long long)kSrcLen, (long long)kSteps, threads, rounds, reps);
   std::printf("precision: %s; CPU %s; oneDNN ISA %s\n", prec.c_str(), kernels::dnnl_cpu_info().cpu_model.c_str(),
               kernels::dnnl_cpu_info().isa.c_str());
-  // Per precision (index 0 fp32, 1 bf16): timings, checksums and the tokens of the last repetition.
-  Measure qg[2], qb[2], tg, tb;
-  int64_t sum_g[2] = {0, 0}, sum_b[2] = {0, 0};
-  std::vector<int64_t> tok_g[2], tok_b[2];
-  auto idx = [](kernels::MatmulPrecision p) { return p == kernels::MatmulPrecision::bf16 ? 1 : 0; };
+  // Per precision (index: MatmulPrecision): timings, checksums and the tokens of the last repetition.
+  Measure qg[3], qb[3], tg, tb;
+  int64_t sum_g[3] = {0, 0, 0}, sum_b[3] = {0, 0, 0};
+  std::vector<int64_t> tok_g[3], tok_b[3];
+  auto idx = [](kernels::MatmulPrecision p) { return int(p); };
   for (int r = 0; r < rounds && run_greedy; ++r) {
     for (auto p : precisions) {
       const int i = idx(p);
@@ -191,7 +199,7 @@ int main(int argc, char** argv) {
   }
   for (auto p : precisions) {
     const int i = idx(p);
-    std::printf("token checksums%s: greedy %lld beam %lld\n", i ? " (bf16)" : "", (long long)sum_g[i],
+    std::printf("token checksums (%s): greedy %lld beam %lld\n", kernels::precision_name(p), (long long)sum_g[i],
                 (long long)sum_b[i]);
   }
   for (auto p : precisions) {
@@ -200,7 +208,12 @@ int main(int argc, char** argv) {
     report(("greedy " + name).c_str(), qg[i], tg, threads);
     report(("beam 4 " + name).c_str(), qb[i], tb, threads);
   }
-  if (precisions.size() == 2) {
+  for (auto p : precisions) {  // every other precision against fp32, when fp32 ran
+    if (p == kernels::MatmulPrecision::fp32 ||
+        std::find(precisions.begin(), precisions.end(), kernels::MatmulPrecision::fp32) == precisions.end())
+      continue;
+    const int i = idx(p);
+    const char* name = kernels::precision_name(p);
     auto same = [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {  // equal tokens, equal sentences
       int64_t tok = 0, sent = 0;
       for (size_t s0 = 0; s0 + kSteps <= a.size() && s0 + kSteps <= b.size(); s0 += size_t(kSteps)) {
@@ -212,15 +225,15 @@ int main(int argc, char** argv) {
     };
     auto ratio = [](const Measure& f, const Measure& b) { return bench::median(f.wall_s) / bench::median(b.wall_s); };
     auto cratio = [](const Measure& f, const Measure& b) { return bench::median(f.cpu_s) / bench::median(b.cpu_s); };
-    auto [gt, gs] = same(tok_g[0], tok_g[1]);
-    auto [bt, bs] = same(tok_b[0], tok_b[1]);
+    auto [gt, gs] = same(tok_g[0], tok_g[i]);
+    auto [bt, bs] = same(tok_b[0], tok_b[i]);
     if (run_greedy)
-      std::printf("bf16 / fp32 greedy: %.2fx wall, %.2fx cpu; tokens before the first difference %lld of %lld, "
-                  "sentences identical %lld of %lld\n", ratio(qg[0], qg[1]), cratio(qg[0], qg[1]), (long long)gt,
+      std::printf("%s / fp32 greedy: %.2fx wall, %.2fx cpu; tokens before the first difference %lld of %lld, "
+                  "sentences identical %lld of %lld\n", name, ratio(qg[0], qg[i]), cratio(qg[0], qg[i]), (long long)gt,
                   (long long)(kBatch * kSteps), (long long)gs, (long long)kBatch);
     if (run_beam)
-      std::printf("bf16 / fp32 beam 4: %.2fx wall, %.2fx cpu; tokens before the first difference %lld of %lld, "
-                  "sentences identical %lld of %lld\n", ratio(qb[0], qb[1]), cratio(qb[0], qb[1]), (long long)bt,
+      std::printf("%s / fp32 beam 4: %.2fx wall, %.2fx cpu; tokens before the first difference %lld of %lld, "
+                  "sentences identical %lld of %lld\n", name, ratio(qb[0], qb[i]), cratio(qb[0], qb[i]), (long long)bt,
                   (long long)(kBatch * kSteps), (long long)bs, (long long)kBatch);
   }
   return 0;

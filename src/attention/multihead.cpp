@@ -38,7 +38,7 @@ std::shared_ptr<const kernels::PackedLinear> MultiHeadAttention::packed_qkv() co
 }
 
 Tensor MultiHeadAttention::project_qkv(const Tensor& x) const {
-  if (use_cached_bf16(x, q_proj->weight)) return linear_packed(x, *packed_qkv());  // (B, T, 3D)
+  if (use_cached_low_precision(x, q_proj->weight)) return linear_packed(x, *packed_qkv());  // (B, T, 3D)
   Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);  // (3D, D)
   Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
   return linear(x, w, b);  // (B, T, 3D)
@@ -138,9 +138,9 @@ MhaOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
     return attend_heads(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), mask, need_weights);
   }
   Tensor q = split_heads(q_proj->forward(query));  // (B, H, Tq, Dh)
-  if (key.same(value) && k_proj->weight.size(1) == v_proj->weight.size(1) && !use_cached_bf16(key, k_proj->weight)) {
+  if (key.same(value) && k_proj->weight.size(1) == v_proj->weight.size(1) && !use_cached_low_precision(key, k_proj->weight)) {
     // Cross-attention over one memory: K and V projections as one GEMM against [W_k; W_v].
-    // (bf16 inference projects through k_proj and v_proj, whose bf16 forms are cached.)
+    // (bf16 / int8 inference projects through k_proj and v_proj, whose forms are cached.)
     Tensor w = concat({k_proj->weight, v_proj->weight}, 0);  // (2D, kdim)
     Tensor b = k_proj->bias.defined() ? concat({k_proj->bias, v_proj->bias}, 0) : Tensor();
     auto kv = split(linear(key, w, b), {d_model_, d_model_}, 2);  // 2 x (B, Tk, D)

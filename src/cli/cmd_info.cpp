@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
+#include "qkv/kernels/int8.h"
 #include "qkv/kernels/parallel.h"
 #include "qkv/kernels/precision_speed.h"
 
@@ -39,6 +40,11 @@ int run(int argc, char** argv) {
               qkv::kernels::blas_core_is_degraded() ? ": degraded, set OPENBLAS_CORETYPE=SkylakeX" : "");
   std::printf("oneDNN ISA       %s (%s); bf16 GEMM %s\n", dnnl.isa.c_str(),
               env_or("ONEDNN_MAX_CPU_ISA", "detected").c_str(), dnnl.bf16_kernel().c_str());
+  if (qkv::kernels::int8_native())
+    std::printf("int8 products    %s (exact int32 sums); --precision int8 quantizes weights of >= %lld values\n",
+                dnnl.amx ? "AMX" : "AVX512-VNNI", (long long)qkv::kernels::int8_min_weight_elements());
+  else
+    std::printf("int8 products    unavailable (no AVX512-VNNI or AMX in oneDNN's '%s')\n", dnnl.isa.c_str());
   std::printf("OpenMP wait      %s, %s; idle threads %s\n", env_or("OMP_WAIT_POLICY", "no OMP_WAIT_POLICY").c_str(),
               env_or("GOMP_SPINCOUNT", "no GOMP_SPINCOUNT").c_str(),
               qkv::kernels::idle_threads_spin() ? "spin, then sleep" : "sleep at once");

@@ -9,7 +9,7 @@ namespace qkv::cli {
 
 kernels::MatmulPrecision read_precision(const std::string& value, const char* command) {
   const kernels::MatmulPrecision p = kernels::parse_precision(value);
-  kernels::check_precision_supported(p, command);
+  kernels::check_precision_supported(p, (std::string(command) + " --precision " + value).c_str());
   return p;
 }
 

@@ -27,7 +27,7 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, init::Scheme scheme) {
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-  if (use_cached_bf16(x, weight)) return linear_packed(x, *packed());  // bf16 inference: the weight converted once
+  if (use_cached_low_precision(x, weight)) return linear_packed(x, *packed());  // bf16 / int8 inference: converted once
   return linear(x, weight, bias);
 }
 
@@ -64,7 +64,7 @@ Tensor Embedding::forward(const Tensor& ids) const {
 }
 
 Tensor Embedding::tied_logits(const Tensor& h) const {
-  if (use_cached_bf16(h, weight)) return linear_packed(h, *packed_.get({weight}));  // bf16: converted once
+  if (use_cached_low_precision(h, weight)) return linear_packed(h, *packed_.get({weight}));  // bf16 / int8: converted once
   return linear(h, weight);  // (..., num)
 }
 

@@ -1,6 +1,7 @@
 #include "qkv/ops/packed.h"
 
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/int8.h"
 #include "qkv/ops/matmul.h"
 #include "qkv/ops/shape.h"
 
@@ -71,7 +72,13 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
             "expected one or more weights and a bias per weight (or none), got ", weights.size(), " weights and ",
             biases.size(), " biases");
   std::lock_guard<std::mutex> lock(mutex_);
-  auto& packed = packed_[precision == kernels::MatmulPrecision::bf16 ? 1 : 0];
+  if (precision == kernels::MatmulPrecision::int8) {  // a weight too small to pay keeps the fp32 form
+    int64_t N = 0;
+    for (const Tensor& w : weights) N += w.defined() && w.ndim() == 2 ? w.size(0) : 0;
+    const int64_t K = weights[0].defined() && weights[0].ndim() == 2 ? weights[0].size(1) : 0;
+    if (!kernels::int8_pays(N, K)) precision = kernels::MatmulPrecision::fp32;
+  }
+  auto& packed = packed_[size_t(precision)];
   bool fresh = sources_.size() == weights.size() + biases.size();
   for (size_t i = 0; fresh && i < weights.size(); ++i) fresh = sources_[i].same_as(weights[i]);
   for (size_t i = 0; fresh && i < biases.size(); ++i) fresh = sources_[weights.size() + i].same_as(biases[i]);
@@ -99,8 +106,8 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
   return packed;
 }
 
-bool use_cached_bf16(const Tensor& x, const Tensor& w) {
-  return kernels::matmul_precision() == kernels::MatmulPrecision::bf16 && x.defined() && x.dtype() == DType::f32 &&
+bool use_cached_low_precision(const Tensor& x, const Tensor& w) {
+  return kernels::matmul_precision() != kernels::MatmulPrecision::fp32 && x.defined() && x.dtype() == DType::f32 &&
          w.dtype() == DType::f32 && !(grad_enabled() && (x.requires_grad() || w.requires_grad()));
 }
 

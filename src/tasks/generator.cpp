@@ -106,7 +106,8 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
   opt.logits.validate();
   QKV_CHECK(opt.max_new_tokens >= 1, "generate", "max_new_tokens must be >= 1, got ", opt.max_new_tokens);
   QKV_CHECK(opt.batch_size >= 1, "generate", "batch size must be >= 1, got ", opt.batch_size);
-  kernels::check_precision_supported(opt.precision, "generate (precision bf16)");
+  kernels::check_precision_supported(
+      opt.precision, (std::string("generate (precision ") + kernels::precision_name(opt.precision) + ")").c_str());
   QKV_CHECK(opt.stop.empty() || bundle_.tokenizer, "generate", "stop strings need the model's tokenizer");
   for (const auto& s : opt.stop) QKV_CHECK(!s.empty(), "generate", "a stop string is empty");
   const int64_t eos = opt.eos_id == GenerateOptions::kModelEos ? eos_ : opt.eos_id;

@@ -124,3 +124,34 @@ TEST(InfoCli, MeasuresTheProductSpeedAndSaysWhenBf16IsSlower) {
     EXPECT_EQ(line.find("slower here: train in fp32") != std::string::npos, b16 < f32) << line;
   }
 }
+
+// --precision int8 without AVX512-VNNI or AMX (oneDNN capped to plain AVX-512, whose int8 kernels
+// sum pairs of products in saturating 16 bits): every inference command refuses before it loads
+// anything, and `qkv info` says int8 is unavailable; uncapped on a VNNI CPU, it names the kernel.
+TEST(InfoCli, Int8WithoutVnniIsAClearErrorInEveryInferenceCommand) {
+  {
+    ScopedEnv env(std::map<std::string, std::optional<std::string>>{{"ONEDNN_MAX_CPU_ISA", "AVX512_CORE"}});
+    fs::path dir = fs::path(::testing::TempDir()) / ("int8_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    for (const std::string cmd : {"translate", "generate", "classify", "embed"}) {
+      const fs::path log = dir / (cmd + ".log");
+      EXPECT_NE(run_qkv({cmd, "--model", (dir / "no-such-model").string(), "--precision", "int8"}, log), 0) << cmd;
+      const std::string err = qkv::read_file(log.string());
+      EXPECT_NE(err.find("qkv " + cmd + " --precision int8: int8 needs a CPU with AVX512-VNNI or AMX (exact int32 "
+                         "sums), but oneDNN's ISA here ('avx512_core') has neither"),
+                std::string::npos) << err;
+      EXPECT_NE(err.find("use precision fp32"), std::string::npos) << err;
+    }
+  }
+  const std::string capped = info({{"ONEDNN_MAX_CPU_ISA", "AVX512_CORE"}});
+  EXPECT_NE(capped.find("int8 products    unavailable (no AVX512-VNNI or AMX in oneDNN's 'avx512_core')"),
+            std::string::npos) << capped;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512vnni")) {
+    const std::string fresh = info({{"ONEDNN_MAX_CPU_ISA", std::nullopt}, {"QKV_INT8_MIN_WEIGHT", "1000"}});
+    EXPECT_TRUE(fresh.find("int8 products    AVX512-VNNI (exact int32 sums); --precision int8 quantizes weights of "
+                           ">= 1000 values") != std::string::npos ||
+                fresh.find("int8 products    AMX") != std::string::npos)
+        << fresh;
+  }
+}

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "helpers.h"
+#include "qkv/kernels/gemm.h"
 #include "qkv/kernels/int8.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/util/error.h"
@@ -212,6 +213,60 @@ TEST(Int8IsaDeathTest, CpuWithoutVnniIsAClearError) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(int8_with_avx512_core_cap(), ::testing::ExitedWithCode(3),
               "int8 needs AVX512-VNNI or AMX.*Use precision fp32");
+}
+
+// Sets the int8 threshold (kernels::int8_pays) for one scope, then restores it.
+class Int8Threshold {
+ public:
+  explicit Int8Threshold(int64_t n) : saved_(kernels::int8_min_weight_elements()) {
+    kernels::set_int8_min_weight_elements(n);
+  }
+  ~Int8Threshold() { kernels::set_int8_min_weight_elements(saved_); }
+
+ private:
+  int64_t saved_;
+};
+
+// The threshold rule as stated: at least int8_min_weight_elements() values.
+TEST(Int8Pays, ByWeightSize) {
+  EXPECT_EQ(kernels::int8_min_weight_elements(), int64_t(1) << 19);  // the default (no QKV_INT8_MIN_WEIGHT in tests)
+  EXPECT_TRUE(kernels::int8_pays(2304, 768));
+  EXPECT_TRUE(kernels::int8_pays(2048, 256));   // exactly 2^19
+  EXPECT_FALSE(kernels::int8_pays(2047, 256));
+  EXPECT_FALSE(kernels::int8_pays(256, 1024));  // the translation model's W2: faster in fp32
+  Int8Threshold all(0);
+  EXPECT_TRUE(kernels::int8_pays(1, 1));
+  EXPECT_FALSE(kernels::int8_pays(0, 8));
+}
+
+// pack_linear for precision int8: a weight that pays is quantized (and packed_linear is then
+// exactly gemm_int8_packed, bias included); a smaller one is the fp32 panels form, the same
+// panels and the same results as pack_linear for fp32.
+TEST(Int8Gemm, PackLinearQuantizesOnlyWeightsThatPay) {
+  SKIP_WITHOUT_INT8();
+  Tensor w = testing::randn(Shape{96, 80}, 301), b = testing::randn(Shape{96}, 302), x = testing::randn(Shape{5, 80}, 303);
+  {
+    Int8Threshold t(96 * 80);
+    kernels::PackedLinear p = kernels::pack_linear(w, b, kernels::MatmulPrecision::int8);
+    ASSERT_TRUE(p.int8 != nullptr);
+    EXPECT_FALSE(p.panels.defined());
+    EXPECT_EQ(p.precision, kernels::MatmulPrecision::int8);
+    Tensor out = Tensor::empty({5, 96}), want = Tensor::empty({5, 96});
+    kernels::packed_linear(x, p, out);
+    kernels::gemm_int8_packed(5, x.data<float>(), 80, *p.int8, b.data<float>(), want.data<float>(), 96);
+    EXPECT_EQ(out.to_vector<float>(), want.to_vector<float>());
+  }
+  Int8Threshold t(96 * 80 + 1);
+  kernels::PackedLinear p = kernels::pack_linear(w, b, kernels::MatmulPrecision::int8);
+  kernels::PackedLinear f = kernels::pack_linear(w, b, kernels::MatmulPrecision::fp32);
+  EXPECT_TRUE(p.int8 == nullptr);
+  EXPECT_EQ(p.precision, kernels::MatmulPrecision::fp32);
+  ASSERT_TRUE(p.panels.defined());
+  EXPECT_EQ(p.panels.to_vector<float>(), f.panels.to_vector<float>());
+  Tensor out = Tensor::empty({5, 96}), want = Tensor::empty({5, 96});
+  kernels::packed_linear(x, p, out);
+  kernels::packed_linear(x, f, want);
+  EXPECT_EQ(out.to_vector<float>(), want.to_vector<float>());
 }
 
 }  // namespace

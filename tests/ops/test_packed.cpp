@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/int8.h"
 #include "qkv/kernels/optim.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/matmul.h"
@@ -168,4 +169,41 @@ TEST(PackedWeights, RowsLayoutRecordsThroughTheConcatenation) {
   Tensor expect = sum(x, {0}, true);  // (1, 6)
   EXPECT_CLOSE(wq.grad(), expand(expect, {8, 6}).contiguous(), kF32);
   EXPECT_CLOSE(wk.grad(), expand(expect, {8, 6}).contiguous(), kF32);
+}
+
+// PackedWeights under int8: a stack that pays gets its own quantized form, made once and again
+// after a weight changes; a stack too small to pay shares the fp32 form (the same object, in the
+// owner's layout), so it costs no second copy.
+TEST(PackedWeights, Int8KeepsItsOwnFormOnlyForStacksThatPay) {
+  if (!kernels::int8_native()) GTEST_SKIP() << "no AVX512-VNNI or AMX int8 kernel here";
+  struct Restore {  // the threshold, as it was, at the end (also after a failed assertion)
+    int64_t n = kernels::int8_min_weight_elements();
+    ~Restore() { kernels::set_int8_min_weight_elements(n); }
+  } restore;
+  Tensor wq = randn({64, 32}, 311), wk = randn({64, 32}, 312);
+  PackedWeights cache;
+  {
+    kernels::set_int8_min_weight_elements(128 * 32);  // the stack [wq; wk] (128, 32) pays; wq alone would not
+    const int64_t before = kernels::int8_weights_packed();
+    auto a = cache.get({wq, wk}, {}, kernels::MatmulPrecision::int8);
+    ASSERT_TRUE(a->int8 != nullptr);
+    EXPECT_EQ(a->N, 128);
+    EXPECT_EQ(cache.get({wq, wk}, {}, kernels::MatmulPrecision::int8), a);
+    EXPECT_EQ(kernels::int8_weights_packed() - before, 1);
+    auto f = cache.get({wq, wk}, {}, kernels::MatmulPrecision::fp32);
+    EXPECT_TRUE(f->int8 == nullptr);
+    EXPECT_NE(f, a);
+    wk.data<float>()[3] = 100.f;
+    wk.mark_modified();
+    auto c = cache.get({wq, wk}, {}, kernels::MatmulPrecision::int8);
+    EXPECT_NE(c, a);
+    EXPECT_EQ(kernels::int8_weights_packed() - before, 2);
+  }
+  kernels::set_int8_min_weight_elements(128 * 32 + 1);
+  PackedWeights rows;
+  rows.set_layout(kernels::PackLayout::rows);
+  auto f = rows.get({wq, wk}, {}, kernels::MatmulPrecision::fp32);
+  auto i = rows.get({wq, wk}, {}, kernels::MatmulPrecision::int8);
+  EXPECT_EQ(i, f) << "a stack too small to pay must share the fp32 form";
+  EXPECT_EQ(i->layout, kernels::PackLayout::rows);
 }

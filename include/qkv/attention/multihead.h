@@ -180,8 +180,8 @@ class MultiHeadAttention : public nn::Module {
   // nn::Linear: the stacked matrix belongs to no single Linear (W_o is out_proj->packed()).
   PackedWeights packed_qkv_;
   std::shared_ptr<const kernels::PackedLinear> packed_qkv() const;  // packed_qkv_ for the current precision
-  // x (B, T, D) @ [W_q; W_k; W_v]^T + b -> (B, T, 3D): one GEMM (recorded); in bf16 inference
-  // (use_cached_bf16) against packed_qkv(), converted once.
+  // x (B, T, D) @ [W_q; W_k; W_v]^T + b -> (B, T, 3D): one GEMM (recorded); in bf16 / int8 inference
+  // (use_cached_low_precision) against packed_qkv(), converted once.
   Tensor project_qkv(const Tensor& x) const;
   int64_t d_model_, heads_, head_dim_;
   AttentionPositions positions_;

@@ -34,15 +34,19 @@ void round_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, uint1
 
 // The precision of f32 matrix products (gemm, batched_matmul, matmul_2d, linear):
 //   fp32 - OpenBLAS sgemm (the default; results bit-identical to before bf16 existed);
-//   bf16 - operands rounded to bf16, f32 accumulation (oneDNN), f32 results.
+//   bf16 - operands rounded to bf16, f32 accumulation (oneDNN), f32 results;
+//   int8 - inference only: the products against cached packed weights (ops/packed.h) that are
+//          large enough to pay (kernels/int8.h: int8_pays) run in int8; every other product
+//          (activations against activations, small weights, anything recorded for backward)
+//          stays fp32.
 // A per-thread setting, read once by each front-end call on the calling thread (its worker
 // threads follow it). Set it with a MatmulPrecisionScope. OpenMP workers do not inherit it: a
 // kernel that calls gemm() inside its own parallel region must set it on every thread (the
 // attention kernels fix fp32 there), or results would depend on which thread ran what.
-enum class MatmulPrecision : uint8_t { fp32, bf16 };
+enum class MatmulPrecision : uint8_t { fp32, bf16, int8 };
 MatmulPrecision matmul_precision();
-const char* precision_name(MatmulPrecision p);     // "fp32" | "bf16"
-MatmulPrecision parse_precision(const std::string& s);  // "fp32" | "bf16", else throws naming it
+const char* precision_name(MatmulPrecision p);     // "fp32" | "bf16" | "int8"
+MatmulPrecision parse_precision(const std::string& s);  // "fp32" | "bf16" | "int8", else throws naming it
 
 class MatmulPrecisionScope {
  public:
@@ -87,6 +91,7 @@ size_t bf16_weight_bytes(const Bf16Weight& w);
 
 // Throws, naming `who`, when `p` is bf16 and the CPU (or oneDNN's ISA cap) has neither AMX nor
 // AVX512_BF16: bf16 would be emulated, slower than fp32, so it is refused rather than run slowly.
+// Likewise int8 without AVX512-VNNI or AMX (kernels/int8.h: its sums would saturate).
 void check_precision_supported(MatmulPrecision p, const char* who);
 
 // What oneDNN runs on this CPU (after ONEDNN_MAX_CPU_ISA's cap, read once per process).

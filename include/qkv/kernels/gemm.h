@@ -65,6 +65,10 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 //
 // Packed for precision bf16, the weight is instead converted once to bf16 in oneDNN's preferred
 // layout (Bf16Weight, bf16.h) and x is rounded to bf16 per product (f32 accumulation, f32 out).
+// Packed for precision int8, a weight large enough to pay (int8_pays, kernels/int8.h) is quantized
+// once per output channel (Int8Weight) and x per row at each product; a smaller one is packed
+// as for fp32.
+struct Int8Weight;
 enum class PackLayout { panels, rows };
 const char* pack_layout_name(PackLayout l);  // "panels" | "rows"
 
@@ -75,6 +79,7 @@ struct PackedLinear {
   Tensor panels;           // (ceil(N / 32), K, 32) f32; panels layout only
   std::vector<Tensor> rows;  // rows layout: the weights (N_i, K), f32, contiguous, stacked on N
   std::shared_ptr<const Bf16Weight> bf16;  // precision bf16 (f32 weights only), else null
+  std::shared_ptr<const Int8Weight> int8;  // precision int8 and int8_pays (f32 weights only), else null
   Tensor dense_bias;    // bias, contiguous
   Tensor padded_bias;   // (ceil(N / 32) * 32) when N is not a multiple of 32 (panels)
   int64_t N = 0, K = 0;
@@ -90,7 +95,7 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
 // fp32: each output element is one dot product whose order of additions is fixed by K alone (the
 // panels: k-ordered; the rows: 16 k-ordered lane sums, then a fixed tree), so results depend
 // neither on the thread count nor on M (a row's output is the same alone or in a batch).
-// bf16: oneDNN's matmul against the converted weight.
+// bf16: oneDNN's matmul against the converted weight; int8: kernels/int8.h's scheme.
 void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out);
 
 // out (N) = sum over the rows of x (R, N) (a Linear's bias gradient); x, out contiguous. Sums in

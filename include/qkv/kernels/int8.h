@@ -41,8 +41,23 @@ std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, in
 void gemm_int8_packed(int64_t M, const float* x, int64_t ldx, const Int8Weight& w, const float* bias, float* out,
                       int64_t ldo);
 
+// Whether a weight (N, K) takes the int8 form under precision int8 (PackedWeights, ops/packed.h):
+// when it has at least int8_min_weight_elements() values. Measured on an Intel Xeon with
+// AVX512-VNNI (BENCHMARKS.md, "int8 products"): oneDNN's int8 kernel beats the fp32 panels 1.3-3.6x
+// on weights of 2^19 values (2 MiB in f32, the size of this CPU's L2) and more at every batch, and
+// loses up to 2.5x on smaller ones at 8-128 rows (the translation model's 256 x 1024 W2), where
+// the f32 weight stays in cache and the call's fixed cost dominates. Below it the fp32 form runs.
+bool int8_pays(int64_t N, int64_t K);
+int64_t int8_min_weight_elements();  // 2^19 unless set, or the QKV_INT8_MIN_WEIGHT environment value
+// Sets the threshold for this process (0: every weight in int8; tests use it on small models).
+// Forms already packed keep theirs.
+void set_int8_min_weight_elements(int64_t n);
+
 // The activation rule alone: q (K) <- one row x (K); returns its scale sx.
 float quantize_row_u8(const float* x, int64_t K, uint8_t* q);
+
+// Weights quantized by pack_int8_weight so far (tests count them: quantized once, not per call).
+int64_t int8_weights_packed();
 
 // For tests: the quantized weight as plain (N, K) s8 rows and its per-row scales sw (N).
 void int8_weight_values(const Int8Weight& w, int8_t* q, float* scales);

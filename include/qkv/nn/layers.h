@@ -10,8 +10,9 @@ namespace qkv::nn {
 class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias = true, init::Scheme scheme = init::Scheme::pytorch_default);
-  // (..., in) -> (..., out). Under matmul precision bf16 in inference (use_cached_bf16,
-  // ops/packed.h) the product runs against the weight converted once to bf16 (packed()).
+  // (..., in) -> (..., out). Under matmul precision bf16 or int8 in inference
+  // (use_cached_low_precision, ops/packed.h) the product runs against the weight converted once
+  // (packed()).
   Tensor forward(const Tensor& x) const;
   // The same product against the packed weight (incremental decoding's skinny products; the
   // result may differ from forward's BLAS product in the last bits). Recorded like forward when

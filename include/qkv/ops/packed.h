@@ -23,10 +23,11 @@ Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w);
 // integer compares, so callers ask for it at every decoding step and never see old weights.
 // Thread-safe: get() returns a shared snapshot that stays valid while another thread repacks.
 // A copy starts empty (it packs again on first use).
-// One packed form per matmul precision: fp32 panels, or (bf16) the weight converted once to bf16
-// in oneDNN's layout. get() returns the form for `precision` (by default the calling thread's,
-// kernels::matmul_precision()); a stale source drops every form, so neither is ever older than
-// the weights.
+// One packed form per matmul precision: fp32 panels, (bf16) the weight converted once to bf16
+// in oneDNN's layout, or (int8) quantized once per output channel; under int8 a stack too small
+// to pay (kernels::int8_pays) gets the fp32 form instead. get() returns the form for `precision`
+// (by default the calling thread's, kernels::matmul_precision()); a stale source drops every
+// form, so none is ever older than the weights.
 // The fp32 form's layout (kernels::PackLayout) is the owner's choice: panels (a copy, the
 // default) or rows (the f32 weights read in place: no copy; taken only when every weight is f32
 // and contiguous, else panels). set_layout drops an fp32 form of the other layout.
@@ -60,15 +61,16 @@ class PackedWeights {
   static Source source_of(const Tensor& t);
   mutable std::mutex mutex_;
   mutable std::vector<Source> sources_;  // weights then biases
-  mutable std::shared_ptr<const kernels::PackedLinear> packed_[2];  // by MatmulPrecision: fp32, bf16
+  mutable std::shared_ptr<const kernels::PackedLinear> packed_[3];  // by MatmulPrecision: fp32, bf16, int8
   kernels::PackLayout layout_ = kernels::PackLayout::panels;         // of the fp32 form
 };
 
-// True when a product of x against the weight w should take the weight's cached bf16 form
-// (PackedWeights, linear_packed) rather than a GEMM that converts w on every call: the calling
-// thread's matmul precision is bf16, x is f32, and the product is not recorded for backward
-// (inference). Layers that own their weights (nn::Linear, nn::Embedding's tied head,
-// MultiHeadAttention's fused projections) ask this in their ordinary forward.
-bool use_cached_bf16(const Tensor& x, const Tensor& w);
+// True when a product of x against the weight w should take the weight's cached bf16 or int8
+// form (PackedWeights, linear_packed) rather than a GEMM that converts w on every call (bf16) or
+// an fp32 one (int8): the calling thread's matmul precision is not fp32, x is f32, and the
+// product is not recorded for backward (inference). Layers that own their weights (nn::Linear,
+// nn::Embedding's tied head, MultiHeadAttention's fused projections) ask this in their ordinary
+// forward.
+bool use_cached_low_precision(const Tensor& x, const Tensor& w);
 
 }  // namespace qkv

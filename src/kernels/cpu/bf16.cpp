@@ -27,12 +27,20 @@ void round_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, uint1
 
 MatmulPrecision matmul_precision() { return t_precision; }
 
-const char* precision_name(MatmulPrecision p) { return p == MatmulPrecision::bf16 ? "bf16" : "fp32"; }
+const char* precision_name(MatmulPrecision p) {
+  switch (p) {
+    case MatmulPrecision::bf16: return "bf16";
+    case MatmulPrecision::int8: return "int8";
+    case MatmulPrecision::fp32: break;
+  }
+  return "fp32";
+}
 
 MatmulPrecision parse_precision(const std::string& s) {
   if (s == "fp32") return MatmulPrecision::fp32;
   if (s == "bf16") return MatmulPrecision::bf16;
-  fail("precision", "expected fp32 or bf16, got '", s, "'");
+  if (s == "int8") return MatmulPrecision::int8;
+  fail("precision", "expected fp32, bf16 or int8, got '", s, "'");
 }
 
 MatmulPrecisionScope::MatmulPrecisionScope(MatmulPrecision p) : saved_(t_precision) { t_precision = p; }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dnnl_common.h"
+#include "qkv/kernels/int8.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/util/error.h"
 
@@ -264,6 +265,10 @@ void gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& 
 
 void check_precision_supported(MatmulPrecision p, const char* who) {
   if (p == MatmulPrecision::bf16) check_native(who);
+  if (p == MatmulPrecision::int8)
+    QKV_CHECK(int8_native(), who,
+              "int8 needs a CPU with AVX512-VNNI or AMX (exact int32 sums), but oneDNN's ISA here ('",
+              dnnl_cpu_info().isa, "') has neither (ONEDNN_MAX_CPU_ISA may cap it): use precision fp32");
 }
 
 std::string DnnlCpuInfo::bf16_kernel() const {

@@ -2,6 +2,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,19 @@ bool int8_native() {
 
 namespace {
 
+std::atomic<int64_t>& min_weight_elements() {
+  static std::atomic<int64_t> n = [] {
+    const char* env = std::getenv("QKV_INT8_MIN_WEIGHT");
+    if (env == nullptr || *env == '\0') return int64_t(1) << 19;
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    QKV_CHECK(end != env && *end == '\0' && v >= 0, "QKV_INT8_MIN_WEIGHT",
+              "expected a count of weight values >= 0, got '", env, "'");
+    return int64_t(v);
+  }();
+  return n;
+}
+
 void check_native(const char* where) {
   QKV_CHECK(int8_native(), where,
             "int8 needs AVX512-VNNI or AMX (exact int32 sums), but oneDNN's ISA on this CPU has neither "
@@ -38,6 +52,18 @@ void check_native(const char* where) {
 int8_t quantize_weight(float w, float inv) { return int8_t(std::nearbyint(w * inv)); }
 
 }  // namespace
+
+namespace {
+std::atomic<int64_t> g_weights_packed{0};
+}  // namespace
+int64_t int8_weights_packed() { return g_weights_packed.load(); }
+
+int64_t int8_min_weight_elements() { return min_weight_elements().load(); }
+void set_int8_min_weight_elements(int64_t n) {
+  QKV_CHECK(n >= 0, "set_int8_min_weight_elements", "expected a count >= 0, got ", n);
+  min_weight_elements().store(n);
+}
+bool int8_pays(int64_t N, int64_t K) { return N > 0 && K > 0 && N * K >= int8_min_weight_elements(); }
 
 struct Int8Weight {
   int64_t N = 0, K = 0;
@@ -116,6 +142,7 @@ std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, in
   dnnl::stream s(engine());
   dnnl::reorder(src, dst).execute(s, src, dst);
   s.wait();
+  g_weights_packed.fetch_add(1);
   return out;
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "qkv/kernels/gemm.h"
+#include "qkv/kernels/int8.h"
 #include "qkv/kernels/parallel.h"
 
 #if defined(__AVX512F__)
@@ -287,6 +288,13 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision pr
     if (p.bias.defined()) p.dense_bias = bias.detach().contiguous();
     return p;
   }
+  if (precision == MatmulPrecision::int8 && int8_pays(p.N, p.K)) {  // quantized once per output channel
+    Tensor wc = w.detach().contiguous();
+    p.precision = precision;
+    p.int8 = pack_int8_weight(wc.data<float>(), p.N, p.K, p.K);
+    if (p.bias.defined()) p.dense_bias = bias.detach().contiguous();
+    return p;
+  }
   const int64_t np = (p.N + kPanel - 1) / kPanel;
   p.panels = Tensor::empty({np, p.K, kPanel});  // 64-byte aligned (the allocator's alignment)
   Tensor wc = w.contiguous();
@@ -319,6 +327,11 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
   const int64_t M = x.size(0), K = p.K, N = p.N;
   if (p.bf16 && x.dtype() == DType::f32 && x.strides()[1] == 1) {
     gemm_bf16_packed(M, x.data<float>(), M == 1 ? K : x.strides()[0], *p.bf16,
+                     p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr, out.data<float>(), N);
+    return;
+  }
+  if (p.int8 && x.dtype() == DType::f32 && x.strides()[1] == 1) {
+    gemm_int8_packed(M, x.data<float>(), M == 1 ? K : x.strides()[0], *p.int8,
                      p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr, out.data<float>(), N);
     return;
   }
