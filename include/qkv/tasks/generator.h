@@ -54,6 +54,9 @@ struct GenerateOptions {
   // oneDNN's layout and cached with the model (rebuilt only when a weight changes), activations
   // rounded per product, f32 accumulation; softmax, layer norm and reductions stay fp32. bf16 needs
   // AMX or AVX512_BF16 (a qkv::Error otherwise).
+  // Or int8 (kernels/int8.h): the weights of at least kernels::int8_min_weight_elements() values
+  // quantized once per output channel and cached likewise, activations per row, exact int32 sums;
+  // smaller weights and products of two activations stay fp32. int8 needs AVX512-VNNI or AMX.
   kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32;
 };
 
