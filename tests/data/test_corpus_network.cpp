@@ -11,6 +11,7 @@
 
 #include "run_qkv.h"
 #include "scratch_util.h"
+#include "qkv/data/corpus.h"
 #include "qkv/data/corpus_mono.h"
 #include "qkv/data/corpus_mt.h"
 #include "qkv/data/debian.h"
@@ -38,14 +39,19 @@ struct EnvGuard {
   ~EnvGuard() { had ? setenv(name.c_str(), old.c_str(), 1) : unsetenv(name.c_str()); }
 };
 
+// Python decodes every string by the catalog's charset; the corpus builder recodes Latin-1
+// catalogs (a2ps's) to UTF-8 the same way (data::latin1_to_utf8), so compare in UTF-8.
 std::map<std::string, std::string> python_view(const MoCatalog& c) {
+  const std::string cs = c.charset();
+  const bool latin1 = cs == "iso-8859-1" || cs == "latin1" || cs == "iso8859-1";
+  auto text = [&](const std::string& s) { return latin1 ? latin1_to_utf8(s) : s; };
   std::map<std::string, std::string> m;
   for (const auto& e : c.entries) {
-    std::string key = (e.has_context ? e.context + "\x04" : "") + e.msgid;
+    std::string key = text((e.has_context ? e.context + "\x04" : "") + e.msgid);
     if (e.is_plural)
-      for (size_t i = 0; i < e.msgstr.size(); ++i) m["P" + key + "#" + std::to_string(i)] = e.msgstr[i];
+      for (size_t i = 0; i < e.msgstr.size(); ++i) m["P" + key + "#" + std::to_string(i)] = text(e.msgstr[i]);
     else
-      m["S" + key] = e.msgstr.at(0);
+      m["S" + key] = text(e.msgstr.at(0));
   }
   return m;
 }
