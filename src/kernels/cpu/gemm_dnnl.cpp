@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "dnnl_common.h"
-#include "qkv/kernels/int8.h"
 #include "qkv/kernels/bf16.h"
+#include "qkv/kernels/int8.h"
 #include "qkv/util/error.h"
 
 namespace qkv::kernels {

@@ -51,11 +51,10 @@ void check_native(const char* where) {
 
 int8_t quantize_weight(float w, float inv) { return int8_t(std::nearbyint(w * inv)); }
 
+std::atomic<int64_t> g_weights_packed{0};  // pack_int8_weight calls (int8_weights_packed)
+
 }  // namespace
 
-namespace {
-std::atomic<int64_t> g_weights_packed{0};
-}  // namespace
 int64_t int8_weights_packed() { return g_weights_packed.load(); }
 
 int64_t int8_min_weight_elements() { return min_weight_elements().load(); }
