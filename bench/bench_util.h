@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/kernels/bf16.h"
 #include "qkv/models/transformer.h"
 
 namespace qkv::bench {
@@ -146,6 +147,23 @@ inline double find_number(const std::string& text, const std::string& key) {
 // layers, FFN 1024 (ReLU), one embedding table shared by source and target, a separate generator,
 // dropout 0.1 everywhere nn.Transformer puts it (attention weights too). Decoding benches run it
 // in eval mode, where dropout does nothing.
+// A bench's precision argument: a comma-separated list of fp32, bf16, int8 ("both" = fp32,bf16),
+// in the order given. Empty when any item is not a precision.
+inline std::vector<kernels::MatmulPrecision> precision_list(const std::string& arg) {
+  std::vector<kernels::MatmulPrecision> out;
+  const std::string list = arg == "both" ? "fp32,bf16" : arg;
+  try {
+    for (size_t at = 0; at <= list.size();) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      out.push_back(kernels::parse_precision(list.substr(at, end - at)));
+      at = end + 1;
+    }
+  } catch (const std::exception&) {
+    out.clear();
+  }
+  return out;
+}
+
 inline models::TransformerConfig reference_transformer_config(int64_t vocab) {
   models::TransformerConfig cfg;
   cfg.src_vocab = cfg.tgt_vocab = vocab;

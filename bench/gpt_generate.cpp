@@ -155,17 +155,7 @@ int main(int argc, char** argv) {
   const std::string shapes = argc > 2 ? argv[2] : "cfg1,gpt2";
   const std::string prec = argc > 3 ? argv[3] : "fp32";
   const std::string layout = argc > 4 ? argv[4] : "rows";
-  std::vector<kernels::MatmulPrecision> precisions;  // a comma-separated list; "both" is fp32,bf16
-  try {
-    const std::string list = prec == "both" ? "fp32,bf16" : prec;
-    for (size_t at = 0; at <= list.size();) {
-      const size_t end = std::min(list.find(',', at), list.size());
-      precisions.push_back(kernels::parse_precision(list.substr(at, end - at)));
-      at = end + 1;
-    }
-  } catch (const std::exception&) {
-    precisions.clear();
-  }
+  const std::vector<kernels::MatmulPrecision> precisions = bench::precision_list(prec);
   if (precisions.empty() || (layout != "rows" && layout != "panels" && layout != "both")) {
     std::fprintf(stderr, "precision must be a comma-separated list of fp32, bf16, int8 (or both), got '%s'; layout "
                  "rows, panels or both, got '%s'\n", prec.c_str(), layout.c_str());

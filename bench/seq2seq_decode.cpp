@@ -120,17 +120,10 @@ int main(int argc, char** argv) {
   const std::string modes = argc > 4 ? argv[4] : "both";
   const bool run_greedy = modes != "beam", run_beam = modes != "greedy";
   const std::string prec = argc > 5 ? argv[5] : "fp32";
-  std::vector<kernels::MatmulPrecision> precisions;  // timed in this order within every round
-  try {  // a comma-separated list; "both" is fp32,bf16
-    std::string list = prec == "both" ? "fp32,bf16" : prec;
-    for (size_t at = 0; at <= list.size();) {
-      const size_t end = std::min(list.find(',', at), list.size());
-      precisions.push_back(kernels::parse_precision(list.substr(at, end - at)));
-      at = end + 1;
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "precision must be a comma-separated list of fp32, bf16, int8 (or both), got '%s': %s\n",
-                 prec.c_str(), e.what());
+  const std::vector<kernels::MatmulPrecision> precisions = bench::precision_list(prec);  // timed in this order
+  if (precisions.empty()) {
+    std::fprintf(stderr, "precision must be a comma-separated list of fp32, bf16, int8 (or both), got '%s'\n",
+                 prec.c_str());
     return 2;
   }
   const int threads = bench::env_threads();
