@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "helpers.h"
+#include "int8_threshold.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/int8.h"
 #include "qkv/tensor/rng.h"
@@ -20,6 +21,8 @@
 
 namespace qkv {
 namespace {
+
+using testing::Int8Threshold;
 
 #define SKIP_WITHOUT_INT8() \
   if (!kernels::int8_native()) GTEST_SKIP() << "oneDNN has no AVX512-VNNI or AMX int8 kernel here";
@@ -214,18 +217,6 @@ TEST(Int8IsaDeathTest, CpuWithoutVnniIsAClearError) {
   EXPECT_EXIT(int8_with_avx512_core_cap(), ::testing::ExitedWithCode(3),
               "int8 needs AVX512-VNNI or AMX.*Use precision fp32");
 }
-
-// Sets the int8 threshold (kernels::int8_pays) for one scope, then restores it.
-class Int8Threshold {
- public:
-  explicit Int8Threshold(int64_t n) : saved_(kernels::int8_min_weight_elements()) {
-    kernels::set_int8_min_weight_elements(n);
-  }
-  ~Int8Threshold() { kernels::set_int8_min_weight_elements(saved_); }
-
- private:
-  int64_t saved_;
-};
 
 // The threshold rule as stated: at least int8_min_weight_elements() values.
 TEST(Int8Pays, ByWeightSize) {

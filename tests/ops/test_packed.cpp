@@ -13,6 +13,7 @@
 #include "qkv/ops/matmul.h"
 #include "qkv/ops/reduce.h"
 #include "qkv/ops/shape.h"
+#include "int8_threshold.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -176,10 +177,7 @@ TEST(PackedWeights, RowsLayoutRecordsThroughTheConcatenation) {
 // owner's layout), so it costs no second copy.
 TEST(PackedWeights, Int8KeepsItsOwnFormOnlyForStacksThatPay) {
   if (!kernels::int8_native()) GTEST_SKIP() << "no AVX512-VNNI or AMX int8 kernel here";
-  struct Restore {  // the threshold, as it was, at the end (also after a failed assertion)
-    int64_t n = kernels::int8_min_weight_elements();
-    ~Restore() { kernels::set_int8_min_weight_elements(n); }
-  } restore;
+  Int8Threshold restore(kernels::int8_min_weight_elements());  // as it was, at the end
   Tensor wq = randn({64, 32}, 311), wk = randn({64, 32}, 312);
   PackedWeights cache;
   {

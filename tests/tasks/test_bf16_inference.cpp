@@ -22,9 +22,12 @@
 #include "qkv/models/transformer.h"
 #include "qkv/tasks/translator.h"
 #include "qkv/tensor/rng.h"
+#include "precision_compare.h"
 
 using namespace qkv;
 using kernels::MatmulPrecision;
+using qkv::testing::max_rel;
+using qkv::testing::random_ids;
 
 namespace {
 
@@ -32,24 +35,6 @@ namespace {
   if (!kernels::dnnl_cpu_info().bf16_native())                                                              \
   GTEST_SKIP() << "oneDNN has no bf16 kernel on this CPU (" << kernels::dnnl_cpu_info().isa << "): bf16 " \
                   "inference is refused here (tested by CappedIsaIsRefusedByTheTasks)"
-
-// max |b - a| / max |a|
-double max_rel(const Tensor& a, const Tensor& b) {
-  Tensor x = a.contiguous(), y = b.contiguous();
-  EXPECT_EQ(x.shape(), y.shape());
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    num = std::max(num, std::fabs(double(x.data<float>()[i]) - double(y.data<float>()[i])));
-    den = std::max(den, std::fabs(double(x.data<float>()[i])));
-  }
-  return num / den;
-}
-
-Tensor random_ids(Generator& g, int64_t B, int64_t T, int64_t lo, int64_t hi) {
-  std::vector<int64_t> v(size_t(B * T));
-  for (auto& t : v) t = lo + int64_t(g.randint(uint64_t(hi - lo)));
-  return Tensor::from_vector(v, {B, T});
-}
 
 // f() in fp32 and in bf16 (no grad); checks that bf16 converted weights on its first run, reused
 // them on its second (bit-identical output, no conversion), and returns the max-relative error.

@@ -28,44 +28,20 @@
 #include "qkv/ops/matmul.h"
 #include "qkv/tasks/translator.h"
 #include "qkv/tensor/rng.h"
+#include "int8_threshold.h"
+#include "precision_compare.h"
 
 using namespace qkv;
 using kernels::MatmulPrecision;
+using qkv::testing::Int8Threshold;
+using qkv::testing::max_rel;
+using qkv::testing::random_ids;
 
 namespace {
 
 #define SKIP_WITHOUT_INT8()    \
   if (!kernels::int8_native()) \
   GTEST_SKIP() << "oneDNN has no AVX512-VNNI or AMX int8 kernel here (tested by CappedIsaIsRefusedByTheTasks)"
-
-class Int8Threshold {  // kernels::set_int8_min_weight_elements for one scope
- public:
-  explicit Int8Threshold(int64_t n) : saved_(kernels::int8_min_weight_elements()) {
-    kernels::set_int8_min_weight_elements(n);
-  }
-  ~Int8Threshold() { kernels::set_int8_min_weight_elements(saved_); }
-
- private:
-  int64_t saved_;
-};
-
-// max |b - a| / max |a|
-double max_rel(const Tensor& a, const Tensor& b) {
-  Tensor x = a.contiguous(), y = b.contiguous();
-  EXPECT_EQ(x.shape(), y.shape());
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    num = std::max(num, std::fabs(double(x.data<float>()[i]) - double(y.data<float>()[i])));
-    den = std::max(den, std::fabs(double(x.data<float>()[i])));
-  }
-  return num / den;
-}
-
-Tensor random_ids(Generator& g, int64_t B, int64_t T, int64_t lo, int64_t hi) {
-  std::vector<int64_t> v(size_t(B * T));
-  for (auto& t : v) t = lo + int64_t(g.randint(uint64_t(hi - lo)));
-  return Tensor::from_vector(v, {B, T});
-}
 
 // f() in fp32 and in int8 with every weight quantized (no grad); checks that int8 quantized
 // `weights` weights on its first run and none on its second (bit-identical output), and returns

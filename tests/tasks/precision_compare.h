@@ -1,0 +1,34 @@
+// Shared by the bf16 and int8 inference tests: the distance between an fp32 and a reduced-
+// precision output, and random token ids.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "qkv/tensor/rng.h"
+#include "qkv/tensor/tensor.h"
+
+namespace qkv::testing {
+
+// max |b - a| / max |a| (the max-relative error), over f32 tensors of one shape.
+inline double max_rel(const Tensor& a, const Tensor& b) {
+  Tensor x = a.contiguous(), y = b.contiguous();
+  EXPECT_EQ(x.shape(), y.shape());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    num = std::max(num, std::fabs(double(x.data<float>()[i]) - double(y.data<float>()[i])));
+    den = std::max(den, std::fabs(double(x.data<float>()[i])));
+  }
+  return num / den;
+}
+
+// (B, T) int64 ids drawn uniformly from [lo, hi).
+inline Tensor random_ids(Generator& g, int64_t B, int64_t T, int64_t lo, int64_t hi) {
+  std::vector<int64_t> v(size_t(B * T));
+  for (auto& t : v) t = lo + int64_t(g.randint(uint64_t(hi - lo)));
+  return Tensor::from_vector(v, {B, T});
+}
+
+}  // namespace qkv::testing
