@@ -40,6 +40,13 @@ int run(int argc, char** argv) {
               qkv::kernels::blas_core_is_degraded() ? ": degraded, set OPENBLAS_CORETYPE=SkylakeX" : "");
   std::printf("oneDNN ISA       %s (%s); bf16 GEMM %s\n", dnnl.isa.c_str(),
               env_or("ONEDNN_MAX_CPU_ISA", "detected").c_str(), dnnl.bf16_kernel().c_str());
+  if (std::string(qkv::kernels::f32_gemm_backend()) == "onednn")
+    std::printf("fp32 GEMM        oneDNN's f32 matmul for x @ W^T of >= 2^23 multiply-adds, OpenBLAS for the rest "
+                "(%s)\n", env_or("QKV_F32_GEMM", "default; QKV_F32_GEMM=openblas keeps every product in OpenBLAS").c_str());
+  else
+    std::printf("fp32 GEMM        OpenBLAS for every product (%s)\n",
+                qkv::kernels::gemm_f32_onednn_available() ? "QKV_F32_GEMM=openblas"
+                                                          : "oneDNN has no AVX-512 here");
   if (qkv::kernels::int8_native())
     std::printf("int8 products    %s (exact int32 sums); --precision int8 quantizes weights of >= %lld values\n",
                 dnnl.amx ? "AMX" : "AVX512-VNNI", (long long)qkv::kernels::int8_min_weight_elements());

@@ -87,6 +87,24 @@ TEST(InfoCli, ReportsTheCpuAndTheBf16Kernel) {
       << capped;
 }
 
+// Which library runs the fp32 products: oneDNN for large x @ W^T where oneDNN has AVX-512, unless
+// QKV_F32_GEMM says openblas; capped to AVX2 (a CPU without AVX-512) every product is OpenBLAS's.
+TEST(InfoCli, ReportsTheFp32GemmBackend) {
+  const std::string fresh = info({{"ONEDNN_MAX_CPU_ISA", std::nullopt}, {"QKV_F32_GEMM", std::nullopt}});
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) {
+    EXPECT_NE(fresh.find("fp32 GEMM        oneDNN's f32 matmul for x @ W^T of >= 2^23 multiply-adds, OpenBLAS for the "
+                         "rest (default;"),
+              std::string::npos)
+        << fresh;
+  }
+  const std::string blas = info({{"ONEDNN_MAX_CPU_ISA", std::nullopt}, {"QKV_F32_GEMM", "openblas"}});
+  EXPECT_NE(blas.find("fp32 GEMM        OpenBLAS for every product (QKV_F32_GEMM=openblas)"), std::string::npos) << blas;
+  const std::string capped = info({{"ONEDNN_MAX_CPU_ISA", "AVX2"}, {"QKV_F32_GEMM", std::nullopt}});
+  EXPECT_NE(capped.find("fp32 GEMM        OpenBLAS for every product (oneDNN has no AVX-512 here)"), std::string::npos)
+      << capped;
+}
+
 // --precision bf16 on a CPU without AMX or AVX512_BF16 (oneDNN capped to AVX2, as on such a CPU):
 // every inference command refuses before it loads anything, naming the command, the ISA and the
 // fix (the model directory does not even exist: the precision is checked first).

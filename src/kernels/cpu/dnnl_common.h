@@ -1,5 +1,5 @@
-// Shared by the oneDNN backends (gemm_dnnl.cpp: bf16, gemm_int8.cpp: int8); nothing outside
-// src/kernels/cpu includes oneDNN.
+// Shared by the oneDNN backends (gemm_dnnl.cpp: bf16 and large fp32 products, gemm_int8.cpp:
+// int8); nothing outside src/kernels/cpu includes oneDNN.
 #pragma once
 #include <omp.h>
 

@@ -1,6 +1,7 @@
 // GEMM front-end over OpenBLAS (cblas_sgemm / cblas_dgemm) and the batched, broadcast matmul.
 // f32 products go to the bf16 backend (gemm_dnnl.cpp) when the calling thread's matmul precision
 // is bf16 (kernels/bf16.h); the front-end reads it once per call and passes it to its workers.
+// Large fp32 ones go to oneDNN's f32 matmul (gemm_dnnl.cpp) unless f32_gemm_backend() is openblas.
 #include "qkv/kernels/gemm.h"
 
 #include "qkv/kernels/bf16.h"
@@ -11,13 +12,31 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace qkv::kernels {
 namespace {
 
 std::atomic<int64_t> g_operand_copies{0};
+
+// f32_gemm_backend(): onednn unless QKV_F32_GEMM says openblas or oneDNN has no AVX-512 here.
+bool default_f32_onednn() {
+  const char* env = std::getenv("QKV_F32_GEMM");
+  if (env == nullptr || *env == '\0') return gemm_f32_onednn_available();
+  const std::string v = env;
+  QKV_CHECK(v == "onednn" || v == "openblas", "QKV_F32_GEMM", "expected onednn or openblas, got '", v, "'");
+  QKV_CHECK(v == "openblas" || gemm_f32_onednn_available(), "QKV_F32_GEMM",
+            "onednn needs AVX-512 in oneDNN's ISA ('", dnnl_cpu_info().isa, "' here): use openblas");
+  return v == "onednn";
+}
+// Resolved at the first large f32 product (a bad QKV_F32_GEMM then throws to that caller).
+std::atomic<bool>& f32_onednn() {
+  static std::atomic<bool> flag{default_f32_onednn()};
+  return flag;
+}
 
 // Per-GEMM work (M*N*K multiply-adds) up to which a batch runs one single-threaded GEMM per
 // OpenMP thread rather than one multi-threaded GEMM after another (thread start-up and the
@@ -52,8 +71,12 @@ void gemm_impl(MatmulPrecision prec, bool ta, bool tb, int64_t M, int64_t N, int
   }
   check_ld(ta, M, K, lda, "lda");
   check_ld(tb, K, N, ldb, "ldb");
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
     if (prec == MatmulPrecision::bf16) return gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (tb && alpha != 0.f && M * N * K >= f32_onednn_min_macs && !omp_in_parallel() &&
+        f32_onednn().load(std::memory_order_relaxed))
+      return gemm_f32_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
   CBLAS_TRANSPOSE fa = ta ? CblasTrans : CblasNoTrans, fb = tb ? CblasTrans : CblasNoTrans;
   int m = blas_int(M, "M"), n = blas_int(N, "N"), k = blas_int(K, "K");
   int la = blas_int(lda, "lda"), lb = blas_int(ldb, "ldb"), lc = blas_int(ldc, "ldc");
@@ -207,6 +230,16 @@ void batched_impl(const Operand& x, const Operand& y, const Shape& batch, Tensor
 }
 
 }  // namespace
+
+const char* f32_gemm_backend() { return f32_onednn().load() ? "onednn" : "openblas"; }
+
+void set_f32_gemm_backend(const char* name) {
+  const std::string v = name ? name : "";
+  QKV_CHECK(v == "onednn" || v == "openblas", "set_f32_gemm_backend", "expected onednn or openblas, got '", v, "'");
+  QKV_CHECK(v == "openblas" || gemm_f32_onednn_available(), "set_f32_gemm_backend",
+            "onednn needs AVX-512 in oneDNN's ISA ('", dnnl_cpu_info().isa, "' here)");
+  f32_onednn().store(v == "onednn");
+}
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
           int64_t ldb, float beta, float* C, int64_t ldc) {

@@ -3,6 +3,8 @@
 // (a transposed operand is described by its strides, never copied). oneDNN picks its kernel for
 // the CPU: AMX tiles, else AVX512_BF16; without either, gemm_bf16 refuses (oneDNN would emulate
 // bf16 on plain AVX-512 or AVX2, slower than sgemm: never a silent slowdown).
+// The same primitives with f32 operands are the fp32 backend for large x @ W^T products
+// (gemm_f32_onednn; the front-end in gemm.cpp chooses it, see kernels/gemm.h).
 #include <omp.h>
 
 #include <algorithm>
@@ -24,18 +26,20 @@
 namespace qkv::kernels {
 namespace {
 
-std::atomic<int64_t> g_created{0};
+std::atomic<int64_t> g_created{0}, g_created_f32{0};  // primitives made: bf16 / f32 operands
 
 using dnnl_detail::engine;
 using dnnl_detail::OmpThreadsScope;
 
 struct Key {
+  bool f32;  // f32 operands (the fp32 backend) or bf16 ones
   bool ta, tb;
   int64_t M, N, K, lda, ldb, ldc;
   float alpha, beta;
+  int threads;  // oneDNN partitions for the team size it was made with
   bool operator==(const Key& o) const {
-    return ta == o.ta && tb == o.tb && M == o.M && N == o.N && K == o.K && lda == o.lda && ldb == o.ldb &&
-           ldc == o.ldc && alpha == o.alpha && beta == o.beta;
+    return f32 == o.f32 && ta == o.ta && tb == o.tb && M == o.M && N == o.N && K == o.K && lda == o.lda &&
+           ldb == o.ldb && ldc == o.ldc && alpha == o.alpha && beta == o.beta && threads == o.threads;
   }
 };
 struct KeyHash {
@@ -43,8 +47,8 @@ struct KeyHash {
     uint32_t a, b;
     std::memcpy(&a, &k.alpha, 4);
     std::memcpy(&b, &k.beta, 4);
-    return dnnl_detail::hash_key(
-        {int64_t(k.ta) | int64_t(k.tb) << 1, k.M, k.N, k.K, k.lda, k.ldb, k.ldc, int64_t(uint64_t(a) << 32 | b)});
+    return dnnl_detail::hash_key({int64_t(k.ta) | int64_t(k.tb) << 1 | int64_t(k.f32) << 2, k.M, k.N, k.K, k.lda,
+                                  k.ldb, k.ldc, int64_t(uint64_t(a) << 32 | b), int64_t(k.threads)});
   }
 };
 
@@ -62,8 +66,9 @@ Entry make_entry(const Key& k) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   // op(A) (M, K): stored (M, K) with row stride lda, or (K, M) (column stride lda) when transposed.
-  dnnl::memory::desc a({k.M, k.K}, dt::bf16, k.ta ? dims{1, k.lda} : dims{k.lda, 1});
-  dnnl::memory::desc b({k.K, k.N}, dt::bf16, k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
+  const dt in = k.f32 ? dt::f32 : dt::bf16;
+  dnnl::memory::desc a({k.M, k.K}, in, k.ta ? dims{1, k.lda} : dims{k.lda, 1});
+  dnnl::memory::desc b({k.K, k.N}, in, k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
   dnnl::memory::desc c({k.M, k.N}, dt::f32, dims{k.ldc, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -74,17 +79,37 @@ Entry make_entry(const Key& k) {
     attr.set_post_ops(po);
   }
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine());
-  g_created.fetch_add(1);
+  (k.f32 ? g_created_f32 : g_created).fetch_add(1);
   return {dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()};
 }
 
-const Entry& entry(const Key& k) {
+// The primitives made so far, one per key. Bounded: a training run with token-budget batches
+// meets a new M every few steps, and each primitive holds about 55 KB of generated code, so at
+// kMaxEntries the cache starts again (re-making one costs about 0.2 ms). Entries are shared, so a
+// product still running on another thread keeps its primitive alive through a reset.
+constexpr size_t kMaxEntries = 1024;
+
+std::shared_ptr<const Entry> entry(const Key& k) {
   static std::mutex mu;
-  static std::unordered_map<Key, Entry, KeyHash> cache;  // node-based: references stay valid
+  static std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> cache;
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(k);
-  if (it == cache.end()) it = cache.emplace(k, make_entry(k)).first;
-  return it->second;
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= kMaxEntries) cache.clear();
+  return cache.emplace(k, std::make_shared<const Entry>(make_entry(k))).first->second;
+}
+
+// Runs the product of `e` on A, B, C (f32 or bf16 operands, as the entry was made for).
+void execute(const Entry& e, const void* A, const void* B, float* C) {
+  dnnl::memory a(e.a, engine(), const_cast<void*>(A));
+  dnnl::memory b(e.b, engine(), const_cast<void*>(B));
+  dnnl::memory c(e.c, engine(), C);
+  thread_local dnnl::stream stream(engine());
+  thread_local std::vector<uint8_t> scratch_buf;  // this thread's scratchpad (see Entry)
+  scratch_buf.resize(std::max<size_t>(scratch_buf.size(), e.scratch.get_size()));
+  dnnl::memory scratch(e.scratch, engine(), scratch_buf.data());
+  e.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratch}});
+  stream.wait();
 }
 
 std::string read_cpu_model() {
@@ -307,16 +332,7 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
   QKV_CHECK(lda >= (ta ? M : K), "gemm (bf16)", "lda = ", lda, " is below the stored row length ", ta ? M : K);
   QKV_CHECK(ldb >= (tb ? K : N), "gemm (bf16)", "ldb = ", ldb, " is below the stored row length ", tb ? K : N);
   check_native("gemm (bf16)");
-  const Entry& e = entry(Key{ta, tb, M, N, K, lda, ldb, ldc, alpha, beta});
-  dnnl::memory a(e.a, engine(), const_cast<uint16_t*>(A));
-  dnnl::memory b(e.b, engine(), const_cast<uint16_t*>(B));
-  dnnl::memory c(e.c, engine(), C);
-  thread_local dnnl::stream stream(engine());
-  thread_local std::vector<uint8_t> scratch_buf;  // this thread's scratchpad (see Entry)
-  scratch_buf.resize(std::max<size_t>(scratch_buf.size(), e.scratch.get_size()));
-  dnnl::memory scratch(e.scratch, engine(), scratch_buf.data());
-  e.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratch}});
-  stream.wait();
+  execute(*entry(Key{false, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, omp_get_max_threads()}), A, B, C);
 }
 
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
@@ -334,6 +350,16 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
   round_to_bf16(A, ar, ac, lda, abuf.data());
   round_to_bf16(B, br, bc, ldb, bbuf.data());
   gemm_bf16(ta, tb, M, N, K, alpha, abuf.data(), ac, bbuf.data(), bc, beta, C, ldc);
+}
+
+bool gemm_f32_onednn_available() { return dnnl_cpu_info().avx512; }
+
+int64_t gemm_f32_onednn_primitives_created() { return g_created_f32.load(); }
+
+void gemm_f32_onednn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                     const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  // The front-end (gemm.cpp) has checked the sizes and leading dimensions and chosen this backend.
+  execute(*entry(Key{true, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, omp_get_max_threads()}), A, B, C);
 }
 
 }  // namespace qkv::kernels

@@ -225,15 +225,23 @@ void gemm_int8_packed(int64_t M, const float* x, int64_t ldx, const Int8Weight& 
   xq.resize(std::max(xq.size(), size_t(M * K)));
   sx.resize(std::max(sx.size(), size_t(M)));
   acc.resize(std::max(acc.size(), size_t(M * N)));
-  for (int64_t m = 0; m < M; ++m) sx[size_t(m)] = quantize_row_u8(x + m * ldx, K, xq.data() + m * K);
+  // Rows are independent: the team quantizes and dequantizes them in parallel (the same bits for
+  // any team size). Serial, these loops left one of two cores idle for a third of BERT's int8
+  // embedding time.
+  uint8_t* const xqp = xq.data();
+  float* const sxp = sx.data();
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+  for (int64_t m = 0; m < M; ++m) sxp[m] = quantize_row_u8(x + m * ldx, K, xqp + m * K);
   scratch_buf.resize(std::max<size_t>(scratch_buf.size(), e.scratch.get_size()));
   dnnl::memory xm(e.x, engine(), xq.data()), wm(w.md, engine(), w.data.get()), ym(e.y, engine(), acc.data());
   dnnl::memory sm(e.scratch, engine(), scratch_buf.data());
   thread_local dnnl::stream stream(engine());
   e.prim.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}});
   stream.wait();
+  const int32_t* const accp = acc.data();
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
   for (int64_t m = 0; m < M; ++m)
-    dequantize_row(acc.data() + m * N, w.zero_point_sum.data(), sx[size_t(m)], w.scale.data(), bias, N, out + m * ldo);
+    dequantize_row(accp + m * N, w.zero_point_sum.data(), sxp[m], w.scale.data(), bias, N, out + m * ldo);
 }
 
 void int8_weight_values(const Int8Weight& w, int8_t* q, float* scales) {
