@@ -16,9 +16,11 @@
 //
 // Run (OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX):
 //   build/bench/bench_bert train [rounds=3] [iters=3] [dropout=0.1]
-//   build/bench/bench_bert embed [rounds=3] [passes=2] [sentences=256] [fp32|bf16]
+//   build/bench/bench_bert embed [rounds=3] [passes=2] [sentences=256] [fp32|bf16|int8]
 // embed bf16: qkv's matrix products in bf16 (EmbedOptions::precision, `qkv embed --precision bf16`),
-// torch's in fp32 as ever: a different computation, printed as such.
+// torch's in fp32 as ever: a different computation, printed as such. embed int8: qkv's int8
+// (`--precision int8`) against torch's fp32 and, like for like, torch's dynamic int8
+// (tools/bench/bert_torch.py --int8: quantize_dynamic on every nn.Linear, oneDNN engine).
 #include <unistd.h>
 
 #include <cstdio>
@@ -148,8 +150,11 @@ int bench_embed(int rounds, int passes, int n, kernels::MatmulPrecision precisio
   const std::string targs = "embed --ids " + tmp + "/ids.txt --batch 32 --iters " + std::to_string(passes) +
                             " --threads " + std::to_string(threads);
   embedder.embed(inputs, opt);  // warm-up: first-touch of the buffers
-  std::vector<double> qs, qc, hs, hc, ns, nc;
-  double rss_hf = -1, rss_nn = -1;
+  // With qkv in int8, torch's own int8 (quantize_dynamic on every nn.Linear) runs too: the
+  // like-for-like comparison next to the fp32 ones.
+  const bool int8 = precision == kernels::MatmulPrecision::int8;
+  std::vector<double> qs, qc, hs, hc, ns, nc, is, ic;
+  double rss_hf = -1, rss_nn = -1, rss_i8 = -1;
   for (int r = 0; r < rounds; ++r) {
     std::vector<double> wall, cpu;
     for (int p = 0; p < passes; ++p) {
@@ -162,8 +167,14 @@ int bench_embed(int rounds, int passes, int n, kernels::MatmulPrecision precisio
     const Torch hf = run_torch(targs + " --impl hf"), nn = run_torch(targs + " --impl nn");
     if (hf.sps > 0) hs.push_back(hf.sps), hc.push_back(n / (hf.cpu / 1e3)), rss_hf = hf.rss;
     if (nn.sps > 0) ns.push_back(nn.sps), nc.push_back(n / (nn.cpu / 1e3)), rss_nn = nn.rss;
-    std::printf("round %d: sentences/s (per CPU-s): qkv %.1f (%.1f) | torch hf %.1f (%.1f) | torch nn %.1f (%.1f)\n", r,
+    std::printf("round %d: sentences/s (per CPU-s): qkv %.1f (%.1f) | torch hf %.1f (%.1f) | torch nn %.1f (%.1f)", r,
                 qs.back(), qc.back(), hf.sps, n / (hf.cpu / 1e3), nn.sps, n / (nn.cpu / 1e3));
+    if (int8) {
+      const Torch i8 = run_torch(targs + " --impl hf --int8");
+      if (i8.sps > 0) is.push_back(i8.sps), ic.push_back(n / (i8.cpu / 1e3)), rss_i8 = i8.rss;
+      std::printf(" | torch hf int8 %.1f (%.1f)", i8.sps, n / (i8.cpu / 1e3));
+    }
+    std::printf("\n");
     std::fflush(stdout);
   }
   fs::remove_all(tmp);
@@ -176,6 +187,10 @@ int bench_embed(int rounds, int passes, int n, kernels::MatmulPrecision precisio
               n, kernels::precision_name(precision), median(qs), median(qc), median(hs), median(hc), median(ns), median(nc), median(qs) / median(hs),
               median(qc) / median(hc), median(qs) / median(ns), median(qc) / median(nc), bench::peak_rss_mib(), rss_hf,
               rss_nn);
+  if (int8 && !is.empty())
+    std::printf("| int8 against int8 | qkv %.1f sent/s (%.1f per CPU-s) | torch hf int8 %.1f (%.1f) | qkv/torch wall %.2fx "
+                "cpu %.2fx | peak RSS torch int8 %.0f MiB |\n",
+                median(qs), median(qc), median(is), median(ic), median(qs) / median(is), median(qc) / median(ic), rss_i8);
   return 0;
 }
 
@@ -188,6 +203,6 @@ int main(int argc, char** argv) {
   if (mode == "embed")
     return bench_embed(rounds, argc > 3 ? std::atoi(argv[3]) : 2, argc > 4 ? std::atoi(argv[4]) : 256,
                        kernels::parse_precision(argc > 5 ? argv[5] : "fp32"));
-  std::fprintf(stderr, "usage: bench_bert train [rounds] [iters] [dropout] | embed [rounds] [passes] [sentences] [fp32|bf16]\n");
+  std::fprintf(stderr, "usage: bench_bert train [rounds] [iters] [dropout] | embed [rounds] [passes] [sentences] [fp32|bf16|int8]\n");
   return 2;
 }

@@ -8,6 +8,9 @@
 // `bench_matmul int8`: the same products with the weight quantized once to int8 (kernels/int8.h).
 // `bench_matmul gpt2stream`: a GPT-2 124M decoding step's products, every weight streamed from
 // memory, per weight form (fp32 rows and panels, bf16, int8).
+// `bench_matmul f32backends`: the two fp32 backends of kernels::gemm (kernels/gemm.h), oneDNN's f32
+// matmul against OpenBLAS's sgemm, at M = 1024 over N, K in 256..3072, for each transpose case the
+// models use (NT: a Linear's forward x @ W^T; NN: its input gradient; TN: its weight gradient).
 // Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_matmul
 #include <cblas.h>
 #include <omp.h>
@@ -284,6 +287,43 @@ void bench_bf16_packed() {
 // `bench_matmul int8`: the same decode products with the weight quantized once to int8
 // (kernels/int8.h: per-channel weight scales, per-row activation scales, int32 sums), beside fp32
 // panels and bf16 blocked; err = max |int8 - fp32| / max |fp32| on that product.
+// Time ratio OpenBLAS / oneDNN (above 1: oneDNN is faster) per (K, N), alternating the two.
+void bench_f32_backends() {
+  if (!kernels::gemm_f32_onednn_available()) {
+    std::printf("f32backends: oneDNN has no AVX-512 here ('%s')\n", kernels::dnnl_cpu_info().isa.c_str());
+    return;
+  }
+  const int64_t M = 1024;
+  const int64_t sizes[] = {256, 512, 768, 1024, 1536, 2048, 2304, 3072};
+  std::printf("\nfp32 backends on %s: OpenBLAS time / oneDNN time (above 1: oneDNN faster), M = %lld, median of 7\n",
+              kernels::dnnl_cpu_info().cpu_model.c_str(), (long long)M);
+  for (const char* tr : {"NT", "NN", "TN"}) {
+    const bool ta = tr[0] == 'T', tb = tr[1] == 'T';
+    std::printf("\n%s   K \\ N", tr);
+    for (int64_t n : sizes) std::printf(" %6lld", (long long)n);
+    std::printf("\n");
+    for (int64_t K : {256, 512, 768, 1024, 2048, 3072}) {
+      std::printf("%10lld", (long long)K);
+      for (int64_t N : sizes) {
+        const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+        Tensor a = rand_t({M * K}, 1), b = rand_t({K * N}, 2), c = Tensor::empty({M * N});
+        const float *ap = a.data<float>(), *bp = b.data<float>();
+        float* cp = c.data<float>();
+        auto [tq, tr2] = timed_pair(
+            [&] { kernels::gemm_f32_onednn(ta, tb, M, N, K, 1.f, ap, lda, bp, ldb, 0.f, cp, N); },
+            [&] {
+              cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N),
+                          int(K), 1.f, ap, int(lda), bp, int(ldb), 0.f, cp, int(N));
+            },
+            7, 1);
+        std::printf(" %6.2f", tr2.wall / tq.wall);
+        std::fflush(stdout);
+      }
+      std::printf("\n");
+    }
+  }
+}
+
 void bench_int8_packed() {
   const auto& info = kernels::dnnl_cpu_info();
   std::printf("\nDecode products x (M, K) @ W^T, W (N, K) quantized / converted once. CPU: %s; oneDNN ISA %s.\n"
@@ -511,6 +551,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && want("bf16")) bench_bf16();
   if (argc > 1 && want("bf16packed")) bench_bf16_packed();
   if (argc > 1 && want("int8")) bench_int8_packed();
+  if (argc > 1 && want("f32backends")) bench_f32_backends();
   if (argc > 1 && want("gpt2stream")) bench_gpt2_stream(20);
 
   if (want("omp")) {

@@ -87,14 +87,14 @@ TEST(InfoCli, ReportsTheCpuAndTheBf16Kernel) {
       << capped;
 }
 
-// Which library runs the fp32 products: oneDNN for large x @ W^T where oneDNN has AVX-512, unless
+// Which library runs the fp32 products: oneDNN for the large ones it is faster at, where it has AVX-512, unless
 // QKV_F32_GEMM says openblas; capped to AVX2 (a CPU without AVX-512) every product is OpenBLAS's.
 TEST(InfoCli, ReportsTheFp32GemmBackend) {
   const std::string fresh = info({{"ONEDNN_MAX_CPU_ISA", std::nullopt}, {"QKV_F32_GEMM", std::nullopt}});
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) {
-    EXPECT_NE(fresh.find("fp32 GEMM        oneDNN's f32 matmul for x @ W^T of >= 2^23 multiply-adds, OpenBLAS for the "
-                         "rest (default;"),
+    EXPECT_NE(fresh.find("fp32 GEMM        oneDNN's f32 matmul for products of >= 2^23 multiply-adds with B "
+                         "transposed or N <= 1024, OpenBLAS for the rest (default;"),
               std::string::npos)
         << fresh;
   }

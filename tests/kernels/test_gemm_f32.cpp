@@ -97,8 +97,8 @@ std::string name(const Case& c) {
          std::to_string(c.alpha) + " beta " + std::to_string(c.beta);
 }
 
-// The backend itself, every transpose combination (the front-end sends only x @ W^T, but the
-// function takes any), strided operands, alpha and beta, a skinny and a one-row product.
+// The backend itself, every transpose combination, strided operands, alpha and beta, a skinny and
+// a one-row product.
 TEST(F32Gemm, OnednnProductsWithinTheF32AccumulationBound) {
   SKIP_WITHOUT_ONEDNN_F32();
   const Case cases[] = {
@@ -118,10 +118,10 @@ TEST(F32Gemm, OnednnProductsWithinTheF32AccumulationBound) {
   }
 }
 
-// kernels::gemm sends a product to oneDNN exactly when B is transposed, M N K >= 2^23, alpha != 0,
-// outside a parallel region, with the onednn setting; a new shape there makes one primitive, a
-// repeated one none. Every product, wherever it runs, is within the bound.
-TEST(F32Gemm, FrontEndSendsOnlyLargeTransposedProductsToOnednn) {
+// kernels::gemm sends a product to oneDNN exactly when B is transposed or N <= 1024, M N K >= 2^23,
+// alpha != 0, outside a parallel region, with the onednn setting; a new shape there makes one
+// primitive, a repeated one none. Every product, wherever it runs, is within the bound.
+TEST(F32Gemm, FrontEndSendsOnlyTheProductsOnednnIsFasterAt) {
   SKIP_WITHOUT_ONEDNN_F32();
   BackendScope onednn("onednn");
   const int64_t M = 64, N = 257, K = 512;  // 2^23 * 257/256 multiply-adds; N unused by other tests
@@ -144,8 +144,12 @@ TEST(F32Gemm, FrontEndSendsOnlyLargeTransposedProductsToOnednn) {
   EXPECT_EQ(runs_in_onednn({false, true, M, N, K, 0, 1.f, 0.f}, 1), 1);
   EXPECT_EQ(runs_in_onednn({false, true, M, N, K, 0, 1.f, 0.f}, 2), 0) << "the same shape again: cached";
   EXPECT_EQ(runs_in_onednn({false, true, M, N, K, 2, 1.f, 1.f}, 3), 1) << "other strides and beta: a new primitive";
-  EXPECT_EQ(runs_in_onednn({false, false, M, N, K, 0, 1.f, 0.f}, 4), 0) << "plain B: OpenBLAS";
-  EXPECT_EQ(runs_in_onednn({true, false, M, N, K, 0, 1.f, 0.f}, 5), 0) << "plain B: OpenBLAS";
+  EXPECT_EQ(runs_in_onednn({false, false, M, N, K, 0, 1.f, 0.f}, 4), 1) << "plain B, N <= 1024: oneDNN";
+  EXPECT_EQ(runs_in_onednn({true, false, M, N, K, 0, 1.f, 0.f}, 5), 1) << "plain B, N <= 1024: oneDNN";
+  ASSERT_GE(8 * 1100 * 1024, kernels::f32_onednn_min_macs);
+  EXPECT_EQ(runs_in_onednn({false, false, 8, 1100, 1024, 0, 1.f, 0.f}, 14), 0) << "plain B, N > 1024: OpenBLAS";
+  EXPECT_EQ(runs_in_onednn({true, false, 8, 1100, 1024, 0, 1.f, 0.f}, 15), 0) << "plain B, N > 1024: OpenBLAS";
+  EXPECT_EQ(runs_in_onednn({false, true, 8, 1100, 1024, 0, 1.f, 0.f}, 16), 1) << "B transposed, any N: oneDNN";
   EXPECT_EQ(runs_in_onednn({false, true, M, N, 255, 0, 1.f, 0.f}, 6), 0) << "below 2^23: OpenBLAS";
   EXPECT_EQ(runs_in_onednn({false, true, M, N, K + 1, 0, 1.f, 0.f}, 7, true), 0) << "in a parallel region: OpenBLAS";
   EXPECT_EQ(runs_in_onednn({false, true, M, N, K + 2, 0, 0.f, 1.f}, 8), 0) << "alpha 0: OpenBLAS";

@@ -165,6 +165,9 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--int8", action="store_true",
+                    help="embed: torch's dynamic int8 quantization of every nn.Linear (quantize_dynamic, qint8 "
+                         "weights per tensor, activations per call), on the onednn engine (this build has no fbgemm)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -172,6 +175,11 @@ def main():
     for p in model.parameters():  # Hugging Face's initialisation: N(0, 0.02) matrices, zero biases
         if p.dim() > 1:
             nn.init.normal_(p, std=0.02)
+    if a.int8:
+        if a.mode != "embed":
+            ap.error("--int8 is for embed (inference) only")
+        torch.backends.quantized.engine = "onednn"
+        model = torch.ao.quantization.quantize_dynamic(model.eval(), {nn.Linear}, dtype=torch.qint8)
     if a.mode == "train":
         bench_train(a, model)
     else:

@@ -4,8 +4,9 @@
 // op(X) = X^T when transX: A is then stored (K, M) with leading dimension lda >= M.
 // f32 -> cblas_sgemm, f64 -> cblas_dgemm (OpenBLAS, OpenMP build: GEMM shares our OpenMP pool and
 // runs single-threaded when called inside a parallel region, so batched calls never oversubscribe).
-// Large f32 products with a transposed B (x @ W^T, a Linear's forward) outside a parallel region
-// go to oneDNN's f32 matmul instead where oneDNN runs AVX-512 (f32_gemm_backend below).
+// Large f32 products outside a parallel region go to oneDNN's f32 matmul instead where oneDNN runs
+// AVX-512 and measured faster: B transposed (x @ W^T, a Linear's forward), or N <= 1024
+// (f32_gemm_backend below).
 // Under a MatmulPrecisionScope(bf16) (kernels/bf16.h) the f32 products go to the bf16 backend
 // (oneDNN) instead: operands rounded to bf16, f32 accumulation; the checks here stay the same.
 #pragma once
@@ -105,19 +106,21 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out);
 // tiles, so results do not depend on the thread count.
 void column_sums(const Tensor& x, Tensor& out);
 
-// The f32 backend for large products with a transposed B: "onednn" (oneDNN's f32 matmul, one
-// primitive per shape, cached) or "openblas". The default is onednn on CPUs where oneDNN runs
-// AVX-512, else openblas; QKV_F32_GEMM=openblas|onednn in the environment sets it for the process.
-// Why only a transposed B: on the Intel Xeon of BENCHMARKS.md ("fp32 products through oneDNN"),
-// at M = 1024 oneDNN was 1.02-1.22x OpenBLAS for every N, K in 256..3072 with B transposed, but
-// with a plain (K, N) B it reads B's rows in place and fell to 0.3-0.6x at N = 1536, 2304, 3072.
-// Products below f32_onednn_min_macs multiply-adds (oneDNN lost at 32 x 256 x 256), f64
-// products, alpha == 0 and calls inside a parallel region always run in OpenBLAS. Both sum in f32
-// in an order fixed by the shape and the thread count (deterministic run to run); they differ from
-// each other in the last bits.
+// The f32 backend for large products: "onednn" (oneDNN's f32 matmul, one primitive per shape,
+// cached) or "openblas". The default is onednn on CPUs where oneDNN runs AVX-512, else openblas;
+// QKV_F32_GEMM=openblas|onednn in the environment sets it for the process. Under onednn a product
+// goes to oneDNN when B is transposed or N <= f32_onednn_max_plain_n: on the Intel Xeon of
+// BENCHMARKS.md ("fp32 products through oneDNN", `bench_matmul f32backends`, M = 1024, N and K in
+// 256..3072) oneDNN was 1.00-1.17x OpenBLAS with B transposed and 0.98-1.19x with a plain B up to
+// N = 1024, but with a plain B it reads B's rows in place and fell to 0.4-0.6x at N = 3072 (and at
+// 1536 and 2304 for large K). Products below f32_onednn_min_macs multiply-adds (oneDNN lost at
+// 32 x 256 x 256), f64 products, alpha == 0 and calls inside a parallel region always run in
+// OpenBLAS. Both sum in f32 in an order fixed by the shape and the thread count (deterministic run
+// to run); they differ from each other in the last bits.
 const char* f32_gemm_backend();
 void set_f32_gemm_backend(const char* name);  // "onednn" | "openblas"; throws on anything else
 constexpr int64_t f32_onednn_min_macs = int64_t(1) << 23;  // M * N * K
+constexpr int64_t f32_onednn_max_plain_n = 1024;            // N, when B is not transposed
 // True when oneDNN runs AVX-512 here (its f32 brgemm kernels); without it "onednn" is refused.
 bool gemm_f32_onednn_available();
 // The backend itself: C = alpha op(A) op(B) + beta C, with the front-end's checks already done.

@@ -1,7 +1,7 @@
 // GEMM front-end over OpenBLAS (cblas_sgemm / cblas_dgemm) and the batched, broadcast matmul.
 // f32 products go to the bf16 backend (gemm_dnnl.cpp) when the calling thread's matmul precision
 // is bf16 (kernels/bf16.h); the front-end reads it once per call and passes it to its workers.
-// Large fp32 ones go to oneDNN's f32 matmul (gemm_dnnl.cpp) unless f32_gemm_backend() is openblas.
+// Large fp32 ones go to oneDNN's f32 matmul (gemm_dnnl.cpp) where it measured faster (kernels/gemm.h).
 #include "qkv/kernels/gemm.h"
 
 #include "qkv/kernels/bf16.h"
@@ -73,8 +73,8 @@ void gemm_impl(MatmulPrecision prec, bool ta, bool tb, int64_t M, int64_t N, int
   check_ld(tb, K, N, ldb, "ldb");
   if constexpr (std::is_same_v<T, float>) {
     if (prec == MatmulPrecision::bf16) return gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    if (tb && alpha != 0.f && M * N * K >= f32_onednn_min_macs && !omp_in_parallel() &&
-        f32_onednn().load(std::memory_order_relaxed))
+    const bool onednn_pays = (tb || N <= f32_onednn_max_plain_n) && M * N * K >= f32_onednn_min_macs;
+    if (onednn_pays && alpha != 0.f && !omp_in_parallel() && f32_onednn().load(std::memory_order_relaxed))
       return gemm_f32_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
   CBLAS_TRANSPOSE fa = ta ? CblasTrans : CblasNoTrans, fb = tb ? CblasTrans : CblasNoTrans;
