@@ -42,7 +42,8 @@ int run(int argc, char** argv) {
               env_or("ONEDNN_MAX_CPU_ISA", "detected").c_str(), dnnl.bf16_kernel().c_str());
   if (std::string(qkv::kernels::f32_gemm_backend()) == "onednn")
     std::printf("fp32 GEMM        oneDNN's f32 matmul for products of >= 2^23 multiply-adds with B transposed or N <= "
-                "1024, OpenBLAS for the rest (%s)\n", env_or("QKV_F32_GEMM", "default; QKV_F32_GEMM=openblas keeps every product in OpenBLAS").c_str());
+                "1024, OpenBLAS for the rest (%s)\n",
+                env_or("QKV_F32_GEMM", "default; QKV_F32_GEMM=openblas keeps every product in OpenBLAS").c_str());
   else
     std::printf("fp32 GEMM        OpenBLAS for every product (%s)\n",
                 qkv::kernels::gemm_f32_onednn_available() ? "QKV_F32_GEMM=openblas"
