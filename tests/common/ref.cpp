@@ -104,4 +104,10 @@ Tensor randn(const Shape& shape, uint64_t seed, DType dtype) {
   return t;
 }
 
+std::vector<float> randn_values(int64_t n, uint64_t seed, float scale) {
+  std::vector<float> v = randn(Shape{n}, seed).to_vector<float>();
+  for (float& x : v) x *= scale;
+  return v;
+}
+
 }  // namespace qkv::testing

@@ -47,5 +47,7 @@ bool bit_equal(const Tensor& a, const Tensor& b);
 
 // Random tensor from a seeded qkv Generator (for tests that need no reference).
 Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32);
+// n values of randn(Shape{n}, seed), each times scale, for raw-pointer kernel tests.
+std::vector<float> randn_values(int64_t n, uint64_t seed, float scale = 1.f);
 
 }  // namespace qkv::testing

@@ -36,12 +36,7 @@ bool capped() { return std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MA
   if (!kernels::dnnl_cpu_info().bf16_native())                                                   \
     GTEST_SKIP() << "oneDNN has no bf16 kernel here (" << kernels::dnnl_cpu_info().isa << ")";
 
-std::vector<float> random_values(int64_t n, uint64_t seed, float scale = 1.f) {
-  Tensor t = testing::randn(Shape{n}, seed);
-  std::vector<float> v(t.data<float>(), t.data<float>() + n);
-  for (float& x : v) x *= scale;
-  return v;
-}
+using testing::randn_values;
 
 float bf(float x) { return kernels::from_bf16(kernels::to_bf16(x)); }
 
@@ -78,9 +73,9 @@ void run_gemm_case(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t pa
   SCOPED_TRACE(::testing::Message() << (ta ? "t" : "n") << (tb ? "t" : "n") << " M " << M << " N " << N << " K "
                                     << K << " pad " << pad << " alpha " << alpha << " beta " << beta);
   int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-  auto A = random_values((ta ? K : M) * lda, seed);
-  auto B = random_values((tb ? N : K) * ldb, seed + 1, 0.5f);
-  auto C0 = random_values(M * ldc, seed + 2);
+  auto A = randn_values((ta ? K : M) * lda, seed);
+  auto B = randn_values((tb ? N : K) * ldb, seed + 1, 0.5f);
+  auto C0 = randn_values(M * ldc, seed + 2);
   auto C = C0;
   kernels::gemm_bf16(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
   check_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C0, C, ldc);
@@ -199,7 +194,7 @@ TEST(Bf16Gemm, FrontEndFollowsThePrecisionScope) {
 
 TEST(Bf16Gemm, PrimitivesAreCachedPerShape) {
   SKIP_WITHOUT_BF16();
-  auto A = random_values(31 * 47, 1), B = random_values(47 * 23, 2);
+  auto A = randn_values(31 * 47, 1), B = randn_values(47 * 23, 2);
   std::vector<float> C(31 * 23);
   kernels::gemm_bf16(false, false, 31, 23, 47, 1.f, A.data(), 47, B.data(), 23, 0.f, C.data(), 23);
   int64_t made = kernels::gemm_bf16_primitives_created();

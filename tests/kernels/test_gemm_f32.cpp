@@ -28,12 +28,7 @@ constexpr double kU32 = 1.0 / (1 << 24);
   if (!kernels::gemm_f32_onednn_available())                                                       \
     GTEST_SKIP() << "oneDNN has no AVX-512 here (" << kernels::dnnl_cpu_info().isa << ")";
 
-std::vector<float> random_values(int64_t n, uint64_t seed, float scale = 1.f) {
-  Tensor t = testing::randn(Shape{n}, seed);
-  std::vector<float> v(t.data<float>(), t.data<float>() + n);
-  for (float& x : v) x *= scale;
-  return v;
-}
+using testing::randn_values;
 
 // Sets the process's fp32 backend for one scope, then restores it.
 class BackendScope {
@@ -59,9 +54,9 @@ struct Operands {
 Operands operands(const Case& c, uint64_t seed) {
   Operands o;
   o.lda = (c.ta ? c.M : c.K) + c.pad, o.ldb = (c.tb ? c.K : c.N) + c.pad, o.ldc = c.N + c.pad;
-  o.A = random_values((c.ta ? c.K : c.M) * o.lda, seed);
-  o.B = random_values((c.tb ? c.N : c.K) * o.ldb, seed + 1, 0.5f);
-  o.C0 = random_values(c.M * o.ldc, seed + 2);
+  o.A = randn_values((c.ta ? c.K : c.M) * o.lda, seed);
+  o.B = randn_values((c.tb ? c.N : c.K) * o.ldb, seed + 1, 0.5f);
+  o.C0 = randn_values(c.M * o.ldc, seed + 2);
   return o;
 }
 

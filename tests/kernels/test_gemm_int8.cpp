@@ -27,12 +27,7 @@ using testing::Int8Threshold;
 #define SKIP_WITHOUT_INT8() \
   if (!kernels::int8_native()) GTEST_SKIP() << "oneDNN has no AVX512-VNNI or AMX int8 kernel here";
 
-std::vector<float> random_values(int64_t n, uint64_t seed, float scale = 1.f) {
-  Tensor t = testing::randn(Shape{n}, seed);
-  std::vector<float> v = t.to_vector<float>();
-  for (float& x : v) x *= scale;
-  return v;
-}
+using testing::randn_values;
 
 // The header's activation rule, scalar.
 float ref_quantize_row(const float* x, int64_t K, std::vector<int32_t>& q) {
@@ -59,7 +54,7 @@ TEST(Int8Quantize, RowRuleWorkedExample) {
 
 TEST(Int8Quantize, VectorAndScalarPathsFollowTheRule) {
   for (int64_t K : {1, 15, 16, 17, 100, 768}) {
-    std::vector<float> x = random_values(K, 600 + uint64_t(K), 3.f);
+    std::vector<float> x = randn_values(K, 600 + uint64_t(K), 3.f);
     std::vector<uint8_t> q(static_cast<size_t>(K));
     std::vector<int32_t> want;
     const float s = kernels::quantize_row_u8(x.data(), K, q.data());
@@ -86,10 +81,10 @@ TEST(Int8Gemm, EqualsTheSchemeComputedExactly) {
   for (const Case& c : {Case{1, 1, 1, true}, Case{1, 768, 256, true}, Case{3, 17, 15, false}, Case{32, 1000, 256, true},
                         Case{5, 64, 3072, false}, Case{64, 1024, 256, true}, Case{7, 50, 770, true}}) {
     const int64_t ldx = c.K + 3, ldo = c.N + 5, ldw = c.K + 1;
-    std::vector<float> w = random_values(c.N * ldw, uint64_t(c.N * 7 + c.K), 0.05f);
+    std::vector<float> w = randn_values(c.N * ldw, uint64_t(c.N * 7 + c.K), 0.05f);
     for (int64_t k = 0; k < c.K; ++k) w[size_t(k)] = 0.f;  // a zero row: scale 0
-    std::vector<float> x = random_values(c.M * ldx, uint64_t(c.M * 13 + c.K), 2.f);
-    std::vector<float> bias = random_values(c.N, 99);
+    std::vector<float> x = randn_values(c.M * ldx, uint64_t(c.M * 13 + c.K), 2.f);
+    std::vector<float> bias = randn_values(c.N, 99);
     std::vector<float> out(size_t(c.M * ldo), -1.f);
     auto packed = kernels::pack_int8_weight(w.data(), c.N, c.K, ldw);
     ASSERT_EQ(kernels::int8_weight_rows(*packed), c.N);
@@ -135,7 +130,7 @@ TEST(Int8Gemm, EqualsTheSchemeComputedExactly) {
 TEST(Int8Gemm, WithinTheQuantizationBoundOfTheF32Product) {
   SKIP_WITHOUT_INT8();
   const int64_t M = 9, N = 300, K = 512;
-  std::vector<float> w = random_values(N * K, 71, 0.05f), x = random_values(M * K, 72, 1.5f);
+  std::vector<float> w = randn_values(N * K, 71, 0.05f), x = randn_values(M * K, 72, 1.5f);
   std::vector<float> out(size_t(M * N));
   auto packed = kernels::pack_int8_weight(w.data(), N, K, K);
   kernels::gemm_int8_packed(M, x.data(), K, *packed, nullptr, out.data(), N);
@@ -166,9 +161,9 @@ TEST(Int8Gemm, WithinTheQuantizationBoundOfTheF32Product) {
 
 TEST(Int8Gemm, NonFiniteInputs) {
   SKIP_WITHOUT_INT8();
-  std::vector<float> w = random_values(8 * 32, 81);
+  std::vector<float> w = randn_values(8 * 32, 81);
   auto packed = kernels::pack_int8_weight(w.data(), 8, 32, 32);
-  std::vector<float> x = random_values(2 * 32, 82), out(16);
+  std::vector<float> x = randn_values(2 * 32, 82), out(16);
   x[5] = INFINITY;  // row 0
   kernels::gemm_int8_packed(2, x.data(), 32, *packed, nullptr, out.data(), 8);
   for (int n = 0; n < 8; ++n) {

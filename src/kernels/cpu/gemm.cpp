@@ -22,19 +22,21 @@ namespace {
 
 std::atomic<int64_t> g_operand_copies{0};
 
-// f32_gemm_backend(): onednn unless QKV_F32_GEMM says openblas or oneDNN has no AVX-512 here.
-bool default_f32_onednn() {
-  const char* env = std::getenv("QKV_F32_GEMM");
-  if (env == nullptr || *env == '\0') return gemm_f32_onednn_available();
-  const std::string v = env;
-  QKV_CHECK(v == "onednn" || v == "openblas", "QKV_F32_GEMM", "expected onednn or openblas, got '", v, "'");
-  QKV_CHECK(v == "openblas" || gemm_f32_onednn_available(), "QKV_F32_GEMM",
-            "onednn needs AVX-512 in oneDNN's ISA ('", dnnl_cpu_info().isa, "' here): use openblas");
+// True for "onednn", false for "openblas"; anything else, or onednn without AVX-512, throws naming `who`.
+bool parse_f32_backend(const std::string& v, const char* who) {
+  QKV_CHECK(v == "onednn" || v == "openblas", who, "expected onednn or openblas, got '", v, "'");
+  QKV_CHECK(v == "openblas" || gemm_f32_onednn_available(), who, "onednn needs AVX-512 in oneDNN's ISA ('",
+            dnnl_cpu_info().isa, "' here): use openblas");
   return v == "onednn";
 }
+
+// f32_gemm_backend(): onednn unless QKV_F32_GEMM says openblas or oneDNN has no AVX-512 here.
 // Resolved at the first large f32 product (a bad QKV_F32_GEMM then throws to that caller).
 std::atomic<bool>& f32_onednn() {
-  static std::atomic<bool> flag{default_f32_onednn()};
+  static std::atomic<bool> flag{[] {
+    const char* env = std::getenv("QKV_F32_GEMM");
+    return env == nullptr || *env == '\0' ? gemm_f32_onednn_available() : parse_f32_backend(env, "QKV_F32_GEMM");
+  }()};
   return flag;
 }
 
@@ -234,11 +236,7 @@ void batched_impl(const Operand& x, const Operand& y, const Shape& batch, Tensor
 const char* f32_gemm_backend() { return f32_onednn().load() ? "onednn" : "openblas"; }
 
 void set_f32_gemm_backend(const char* name) {
-  const std::string v = name ? name : "";
-  QKV_CHECK(v == "onednn" || v == "openblas", "set_f32_gemm_backend", "expected onednn or openblas, got '", v, "'");
-  QKV_CHECK(v == "openblas" || gemm_f32_onednn_available(), "set_f32_gemm_backend",
-            "onednn needs AVX-512 in oneDNN's ISA ('", dnnl_cpu_info().isa, "' here)");
-  f32_onednn().store(v == "onednn");
+  f32_onednn().store(parse_f32_backend(name ? name : "", "set_f32_gemm_backend"));
 }
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,

@@ -3,8 +3,8 @@
 // (a transposed operand is described by its strides, never copied). oneDNN picks its kernel for
 // the CPU: AMX tiles, else AVX512_BF16; without either, gemm_bf16 refuses (oneDNN would emulate
 // bf16 on plain AVX-512 or AVX2, slower than sgemm: never a silent slowdown).
-// The same primitives with f32 operands are the fp32 backend for large x @ W^T products
-// (gemm_f32_onednn; the front-end in gemm.cpp chooses it, see kernels/gemm.h).
+// The same primitives with f32 operands are the fp32 backend for the large products oneDNN is
+// faster at (gemm_f32_onednn; the front-end in gemm.cpp chooses it, see kernels/gemm.h).
 #include <omp.h>
 
 #include <algorithm>
