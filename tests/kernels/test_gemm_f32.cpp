@@ -153,6 +153,37 @@ TEST(F32Gemm, FrontEndSendsOnlyTheProductsOnednnIsFasterAt) {
   EXPECT_EQ(runs_in_onednn({false, true, M, N, K + 3, 0, 1.f, 0.f}, 9), 0) << "the openblas setting";
 }
 
+// A Linear with a bias whose product goes to oneDNN adds the bias in oneDNN's epilogue (one
+// primitive made with a bias argument; none under openblas, where out starts as the bias rows and
+// the GEMM runs with beta = 1). Both are x @ W^T + b within the bound (the bias as beta 1 times
+// C0 = b), for contiguous x and for x with padded rows.
+TEST(F32Gemm, LinearAddsTheBiasInOnednnsEpilogue) {
+  SKIP_WITHOUT_ONEDNN_F32();
+  const int64_t M = 48, N = 515, K = 384;  // 2^23 * 1.13 multiply-adds; N unused by other tests
+  ASSERT_GE(M * N * K, kernels::f32_onednn_min_macs);
+  for (int64_t pad : {0, 7}) {
+    const Case c{false, true, M, N, K, 0, 1.f, 1.f};
+    Operands o;
+    o.lda = K + pad, o.ldb = K, o.ldc = N;
+    o.A = randn_values(M * o.lda, 40 + pad);
+    o.B = randn_values(N * K, 41 + pad, 0.5f);
+    const std::vector<float> b = randn_values(N, 42 + pad);
+    for (int64_t i = 0; i < M; ++i) o.C0.insert(o.C0.end(), b.begin(), b.end());
+    const Tensor x = Tensor::from_vector(o.A, Shape{M, o.lda}).as_strided(Shape{M, K}, Shape{o.lda, 1}, 0);
+    const Tensor w = Tensor::from_vector(o.B, Shape{N, K}), bias = Tensor::from_vector(b, Shape{N});
+    for (const char* backend : {"onednn", "openblas"}) {
+      SCOPED_TRACE(std::string(backend) + " pad " + std::to_string(pad));
+      BackendScope scope(backend);
+      Tensor out = Tensor::empty({M, N}, DType::f32);
+      const int64_t before = kernels::gemm_f32_onednn_primitives_created();
+      kernels::linear(x, w, bias, out);
+      EXPECT_EQ(kernels::gemm_f32_onednn_primitives_created() - before, std::string(backend) == "onednn" ? 1 : 0);
+      const float* p = out.data<float>();
+      check_gemm(c, o, std::vector<float>(p, p + M * N));
+    }
+  }
+}
+
 // The same product twice gives the same bits (exact resume depends on it), and oneDNN's result is
 // not OpenBLAS's (the test above could otherwise not tell the two apart by their values).
 TEST(F32Gemm, RepeatedProductsAreBitIdentical) {

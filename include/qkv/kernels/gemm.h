@@ -49,7 +49,8 @@ void batched_matmul(const Tensor& x, const Tensor& y, const Shape& batch, Tensor
 void matmul_2d(const Tensor& x, const Tensor& y, Tensor& out, double beta = 0.0);
 
 // out (R, N) = x (R, K) @ w^T + bias: w (N, K) as stored by nn.Linear, bias (N) or undefined.
-// The bias is fused: out starts as the bias rows and the GEMM runs with beta = 1.
+// The bias is fused: in oneDNN's epilogue when the product goes there (the f32 rule below), else
+// out starts as the bias rows and the GEMM runs with beta = 1.
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 
 // A Linear's weight packed once for many skinny products against it (incremental decoding: a
@@ -123,9 +124,11 @@ constexpr int64_t f32_onednn_min_macs = int64_t(1) << 23;  // M * N * K
 constexpr int64_t f32_onednn_max_plain_n = 1024;            // N, when B is not transposed
 // True when oneDNN runs AVX-512 here (its f32 brgemm kernels); without it "onednn" is refused.
 bool gemm_f32_onednn_available();
-// The backend itself: C = alpha op(A) op(B) + beta C, with the front-end's checks already done.
+// The backend itself: C = alpha op(A) op(B) + beta C (+ bias, a (N) vector added to every row in
+// the kernel's epilogue, when not null), with the front-end's checks already done.
 void gemm_f32_onednn(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                     const float* bias = nullptr);
 // Primitives gemm_f32_onednn made so far (tests use it to prove which backend ran).
 int64_t gemm_f32_onednn_primitives_created();
 

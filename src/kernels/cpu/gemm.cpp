@@ -62,6 +62,12 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
     for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
 }
 
+// True when an f32 product of this shape goes to oneDNN (the rule in kernels/gemm.h).
+bool routes_to_onednn(bool tb, int64_t M, int64_t N, int64_t K, float alpha) {
+  const bool pays = (tb || N <= f32_onednn_max_plain_n) && M * N * K >= f32_onednn_min_macs;
+  return pays && alpha != 0.f && !omp_in_parallel() && f32_onednn().load(std::memory_order_relaxed);
+}
+
 template <typename T>
 void gemm_impl(MatmulPrecision prec, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
@@ -75,8 +81,7 @@ void gemm_impl(MatmulPrecision prec, bool ta, bool tb, int64_t M, int64_t N, int
   check_ld(tb, K, N, ldb, "ldb");
   if constexpr (std::is_same_v<T, float>) {
     if (prec == MatmulPrecision::bf16) return gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    const bool onednn_pays = (tb || N <= f32_onednn_max_plain_n) && M * N * K >= f32_onednn_min_macs;
-    if (onednn_pays && alpha != 0.f && !omp_in_parallel() && f32_onednn().load(std::memory_order_relaxed))
+    if (routes_to_onednn(tb, M, N, K, alpha))
       return gemm_f32_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
   CBLAS_TRANSPOSE fa = ta ? CblasTrans : CblasNoTrans, fb = tb ? CblasTrans : CblasNoTrans;
@@ -301,6 +306,20 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
   Tensor wt = w.as_strided(Shape{w.size(1), w.size(0)}, Shape{w.strides()[1], w.strides()[0]}, w.offset());
   if (!bias.defined()) return matmul_2d(x, wt, out, 0.0);
   Tensor b = bias.contiguous();
+  if (out.dtype() == DType::f32 && x.dtype() == DType::f32 && w.dtype() == DType::f32 &&
+      b.dtype() == DType::f32 && matmul_precision() == MatmulPrecision::fp32 && out.is_contiguous()) {
+    // oneDNN adds the bias in its epilogue: no pass writing the bias rows and no beta = 1 read of them.
+    Shape none;
+    Operand ox = make_operand(x, none), ow = make_operand(wt, none);
+    const int64_t M = ox.rows, K = ox.cols, N = ow.cols;
+    if (M == out.size(0) && N == out.size(1) && K == ow.rows && N == b.numel() &&
+        routes_to_onednn(ow.layout.trans, M, N, K, 1.f)) {
+      check_ld(ox.layout.trans, M, K, ox.layout.ld, "lda");
+      check_ld(ow.layout.trans, K, N, ow.layout.ld, "ldb");
+      return gemm_f32_onednn(ox.layout.trans, ow.layout.trans, M, N, K, 1.f, ox.t.data<float>(), ox.layout.ld,
+                             ow.t.data<float>(), ow.layout.ld, 0.f, out.data<float>(), N, b.data<float>());
+    }
+  }
   int64_t R = out.size(0);
   size_t row = size_t(out.size(1)) * dtype_size(out.dtype());
   char* op = static_cast<char*>(out.raw_data());

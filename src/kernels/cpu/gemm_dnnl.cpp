@@ -37,9 +37,11 @@ struct Key {
   int64_t M, N, K, lda, ldb, ldc;
   float alpha, beta;
   int threads;  // oneDNN partitions for the team size it was made with
+  bool bias;    // a (N) f32 bias added to every row of C in the kernel's epilogue
   bool operator==(const Key& o) const {
     return f32 == o.f32 && ta == o.ta && tb == o.tb && M == o.M && N == o.N && K == o.K && lda == o.lda &&
-           ldb == o.ldb && ldc == o.ldc && alpha == o.alpha && beta == o.beta && threads == o.threads;
+           ldb == o.ldb && ldc == o.ldc && alpha == o.alpha && beta == o.beta && threads == o.threads &&
+           bias == o.bias;
   }
 };
 struct KeyHash {
@@ -47,7 +49,8 @@ struct KeyHash {
     uint32_t a, b;
     std::memcpy(&a, &k.alpha, 4);
     std::memcpy(&b, &k.beta, 4);
-    return dnnl_detail::hash_key({int64_t(k.ta) | int64_t(k.tb) << 1 | int64_t(k.f32) << 2, k.M, k.N, k.K, k.lda,
+    return dnnl_detail::hash_key({int64_t(k.ta) | int64_t(k.tb) << 1 | int64_t(k.f32) << 2 | int64_t(k.bias) << 3,
+                                  k.M, k.N, k.K, k.lda,
                                   k.ldb, k.ldc, int64_t(uint64_t(a) << 32 | b), int64_t(k.threads)});
   }
 };
@@ -59,7 +62,7 @@ struct KeyHash {
 // garbage under load. Each thread passes its own buffer instead.
 struct Entry {
   dnnl::matmul prim;
-  dnnl::memory::desc a, b, c, scratch;
+  dnnl::memory::desc a, b, bias, c, scratch;
 };
 
 Entry make_entry(const Key& k) {
@@ -70,6 +73,7 @@ Entry make_entry(const Key& k) {
   dnnl::memory::desc a({k.M, k.K}, in, k.ta ? dims{1, k.lda} : dims{k.lda, 1});
   dnnl::memory::desc b({k.K, k.N}, in, k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
   dnnl::memory::desc c({k.M, k.N}, dt::f32, dims{k.ldc, 1});
+  dnnl::memory::desc bias = k.bias ? dnnl::memory::desc({1, k.N}, dt::f32, dims{k.N, 1}) : dnnl::memory::desc();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (k.alpha != 1.f) attr.set_output_scales(0, {k.alpha});
@@ -78,9 +82,9 @@ Entry make_entry(const Key& k) {
     po.append_sum(k.beta);
     attr.set_post_ops(po);
   }
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine());
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), attr, engine());
   (k.f32 ? g_created_f32 : g_created).fetch_add(1);
-  return {dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()};
+  return {dnnl::matmul(pd), a, b, bias, c, pd.scratchpad_desc()};
 }
 
 // The primitives made so far, one per key. Bounded: a translation run with token-budget batches
@@ -102,8 +106,9 @@ std::shared_ptr<const Entry> entry(const Key& k) {
   return cache.emplace(k, std::make_shared<const Entry>(make_entry(k))).first->second;
 }
 
-// Runs the product of `e` on A, B, C (f32 or bf16 operands, as the entry was made for).
-void execute(const Entry& e, const void* A, const void* B, float* C) {
+// Runs the product of `e` on A, B, C (f32 or bf16 operands, as the entry was made for), adding
+// `bias` (N) to every row when the entry was made with one.
+void execute(const Entry& e, const void* A, const void* B, float* C, const float* bias = nullptr) {
   dnnl::memory a(e.a, engine(), const_cast<void*>(A));
   dnnl::memory b(e.b, engine(), const_cast<void*>(B));
   dnnl::memory c(e.c, engine(), C);
@@ -111,7 +116,10 @@ void execute(const Entry& e, const void* A, const void* B, float* C) {
   thread_local std::vector<uint8_t> scratch_buf;  // this thread's scratchpad (see Entry)
   scratch_buf.resize(std::max<size_t>(scratch_buf.size(), e.scratch.get_size()));
   dnnl::memory scratch(e.scratch, engine(), scratch_buf.data());
-  e.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratch}});
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratch}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, engine(), const_cast<float*>(bias)));
+  e.prim.execute(stream, args);
   stream.wait();
 }
 
@@ -335,7 +343,7 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
   QKV_CHECK(lda >= (ta ? M : K), "gemm (bf16)", "lda = ", lda, " is below the stored row length ", ta ? M : K);
   QKV_CHECK(ldb >= (tb ? K : N), "gemm (bf16)", "ldb = ", ldb, " is below the stored row length ", tb ? K : N);
   check_native("gemm (bf16)");
-  execute(*entry(Key{false, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, omp_get_max_threads()}), A, B, C);
+  execute(*entry(Key{false, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, omp_get_max_threads(), false}), A, B, C);
 }
 
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
@@ -360,9 +368,10 @@ bool gemm_f32_onednn_available() { return dnnl_cpu_info().avx512; }
 int64_t gemm_f32_onednn_primitives_created() { return g_created_f32.load(); }
 
 void gemm_f32_onednn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                     const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+                     const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias) {
   // The front-end (gemm.cpp) has checked the sizes and leading dimensions and chosen this backend.
-  execute(*entry(Key{true, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, omp_get_max_threads()}), A, B, C);
+  execute(*entry(Key{true, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, omp_get_max_threads(), bias != nullptr}), A,
+          B, C, bias);
 }
 
 }  // namespace qkv::kernels
