@@ -2,9 +2,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "qkv/data/corpus.h"
@@ -48,6 +50,20 @@ std::vector<MtCatalogSource> catalogs_of(const std::string& package, const std::
   return out;
 }
 
+// The stats of a complete corpus in out_dir that an explicit package list built, if there is one.
+std::optional<nlohmann::json> explicit_list_corpus(const std::string& out_dir, const std::vector<std::string>& files) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(out_dir + "/stamp.json")) return std::nullopt;
+  for (const auto& f : files)
+    if (!fs::exists(out_dir + "/" + f)) return std::nullopt;
+  try {
+    nlohmann::json stats = nlohmann::json::parse(read_file(out_dir + "/stats.json"));
+    if (stats.value("explicit_package_list", false)) return stats;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;  // unreadable stats: rebuild
+}
+
 }  // namespace
 
 BuildResult build_mt_corpus(const MtBuildOptions& opt) {
@@ -73,6 +89,17 @@ BuildResult build_mt_corpus(const MtBuildOptions& opt) {
   if (!opt.force && is_up_to_date(res.out_dir, key, outputs)) {
     res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
     return res;
+  }
+  if (!opt.force && opt.keep_explicit_list && opt.package_list.empty()) {
+    if (auto kept = explicit_list_corpus(res.out_dir, outputs)) {
+      res.stats = std::move(*kept);
+      if (opt.verbose)
+        std::fprintf(stderr, "qkv: using %s as built from the package list %s (%llu pairs); `qkv data` without "
+                     "--list rebuilds it from %s\n", res.out_dir.c_str(),
+                     res.stats.value("package_list", std::string("?")).c_str(),
+                     (unsigned long long)res.stats.value("pairs", 0ull), list_path.c_str());
+      return res;
+    }
   }
   const std::string cache = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
   auto debs = fetch_debs(packages, cache + "/debs", opt.verbose);
@@ -113,6 +140,7 @@ BuildResult build_mt_corpus(const MtBuildOptions& opt) {
   const auto t1 = std::chrono::steady_clock::now();
   res.stats["name"] = "en-" + lang + "-" + opt.set;
   res.stats["package_list"] = list_path;
+  res.stats["explicit_package_list"] = !opt.package_list.empty();
   res.stats["packages_without_catalog"] = without;
   res.stats["catalogs_skipped_charset"] = skipped_charset.load();
   res.stats["seconds_fetch"] = std::chrono::duration<double>(t_fetched - t0).count();

@@ -36,6 +36,7 @@ std::string ensure_mt_corpus(const std::string& name, const std::string& data_di
   o.set = name.substr(b + 1);
   o.data_dir = data_dir;
   o.verbose = true;
+  o.keep_explicit_list = true;  // a corpus `qkv data --list` built there is the one meant
   o.config.tgt_lang = o.tgt_lang;
   auto r = data::build_mt_corpus(o);
   return r.out_dir;

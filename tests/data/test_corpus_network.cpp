@@ -17,6 +17,7 @@
 #include "qkv/data/debian.h"
 #include "qkv/data/mo.h"
 #include "qkv/util/error.h"
+#include "qkv/util/file.h"
 
 using namespace qkv::data;
 using nlohmann::json;
@@ -90,6 +91,47 @@ TEST(NetworkCorpus, SmallEnDeBuildsIdempotentlyAndChecksOut) {
     EXPECT_EQ(again.stats["pairs"], r.stats["pairs"]);
   }
   EXPECT_EQ(qkv::read_file(r.out_dir + "/train.tsv"), before);
+}
+
+// Training's --corpus en-de-small keeps a corpus that `qkv data --list` built in its place (it
+// used to rebuild it from the set's list without a word); `qkv data` without --list rebuilds.
+TEST(NetworkCorpus, ExplicitListCorpusIsKeptForTraining) {
+  const std::string data = qkv_test::scratch_dir("net_mt_list");
+  const auto small = read_package_list(std::string(QKV_SOURCE_DIR) + "/corpora/en-de.small.txt");
+  ASSERT_GE(small.size(), 3u);
+  const std::string list = data + "/two.txt";
+  qkv::write_file_atomic(list, small[0] + "\n" + small[1] + "\n");
+  MtBuildOptions o;
+  o.tgt_lang = "de";
+  o.package_list = list;
+  o.data_dir = data;
+  o.cache_dir = cache_dir();
+  const BuildResult mine = build_mt_corpus(o);
+  ASSERT_TRUE(mine.built);
+  EXPECT_EQ(mine.stats["packages"].get<size_t>(), 2u);
+  EXPECT_TRUE(mine.stats["explicit_package_list"].get<bool>());
+  const std::string before = qkv::read_file(mine.out_dir + "/train.tsv");
+
+  MtBuildOptions by_name;
+  by_name.tgt_lang = "de";
+  by_name.set = "small";
+  by_name.data_dir = data;
+  by_name.cache_dir = cache_dir();
+  by_name.keep_explicit_list = true;
+  {
+    EnvGuard path("PATH", "/nonexistent");  // no apt, no dpkg: nothing may be built
+    const BuildResult kept = build_mt_corpus(by_name);
+    EXPECT_FALSE(kept.built);
+    EXPECT_EQ(kept.out_dir, mine.out_dir);
+    EXPECT_EQ(kept.stats["packages"].get<size_t>(), 2u);
+  }
+  EXPECT_EQ(qkv::read_file(mine.out_dir + "/train.tsv"), before);
+
+  by_name.keep_explicit_list = false;
+  const BuildResult rebuilt = build_mt_corpus(by_name);
+  EXPECT_TRUE(rebuilt.built);
+  EXPECT_EQ(rebuilt.stats["packages"].get<size_t>(), small.size());
+  EXPECT_FALSE(rebuilt.stats["explicit_package_list"].get<bool>());
 }
 
 TEST(NetworkCorpus, RealCatalogsMatchPythonGettextAndDpkgExtraction) {

@@ -65,6 +65,10 @@ struct MtBuildOptions {
   std::string cache_dir;         // "" = default_cache_dir()
   bool verbose = false;          // progress on stderr
   bool force = false;            // rebuild even if the stamp matches
+  // With no package_list: keep a corpus that an explicit list built in the directory (`qkv data
+  // --list`) instead of rebuilding it from the set's list. Training's --corpus NAME sets it: the
+  // user's corpus is the one meant, and rebuilding would silently replace it.
+  bool keep_explicit_list = false;
   MtCorpusConfig config;
 };
 
