@@ -11,7 +11,11 @@
 // last step and the peak RSS of this process: run one configuration per process.
 //
 // Run (with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX):
-//   build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10] [fp32|bf16]
+//   build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10|paired] [fp32|bf16]
+// steps = "paired": after the warm-up, print "ready" and run one step per "step" line on stdin,
+// answering with the step's wall ms, until end of input; tools/bench/gpt_paired.py drives it,
+// alternating single steps with the reference's in one sitting (the fairest ratio on a shared
+// machine).
 // bf16: every matrix product of the step under a MatmulPrecisionScope (kernels/bf16.h), as
 // train.precision "bf16" runs it; compare with the reference's --bf16 (autocast).
 // and in the same sitting:
@@ -37,7 +41,8 @@ using namespace qkv;
 
 int main(int argc, char** argv) {
   const std::string name = argc > 1 ? argv[1] : "cfg1";
-  const int warmup = argc > 2 ? std::atoi(argv[2]) : 3, steps = argc > 3 ? std::atoi(argv[3]) : 10;
+  const bool paired = argc > 3 && std::string(argv[3]) == "paired";
+  const int warmup = argc > 2 ? std::atoi(argv[2]) : 3, steps = argc > 3 && !paired ? std::atoi(argv[3]) : 10;
   const kernels::MatmulPrecision precision = kernels::parse_precision(argc > 4 ? argv[4] : "fp32");
   if (precision == kernels::MatmulPrecision::int8) {  // training products are recorded: int8 would run fp32
     std::fprintf(stderr, "precision int8 is for inference only: train in fp32 or bf16\n");
@@ -52,7 +57,7 @@ int main(int argc, char** argv) {
   } else if (name == "cfg2") {
     cfg.n_positions = 128, cfg.n_embd = 512, cfg.n_head = 8, cfg.n_layer = 6, cfg.n_inner = 2048, batch = 8;
   } else {
-    std::fprintf(stderr, "usage: bench_gpt_train cfg1|cfg2 [warmup] [steps] [fp32|bf16]\n");
+    std::fprintf(stderr, "usage: bench_gpt_train cfg1|cfg2 [warmup] [steps|paired] [fp32|bf16]\n");
     return 2;
   }
   cfg.activation_function = "gelu";
@@ -66,7 +71,13 @@ int main(int argc, char** argv) {
 
   std::vector<double> tps;
   double loss_first = 0, loss_last = 0;
-  for (int s = 0; s < warmup + steps; ++s) {
+  char line[64];
+  for (int s = 0; paired || s < warmup + steps; ++s) {
+    if (paired && s == warmup) std::printf("ready\n");
+    if (paired && s >= warmup) {
+      std::fflush(stdout);
+      if (!std::fgets(line, sizeof line, stdin)) break;
+    }
     std::vector<int64_t> x(size_t(batch * T)), y(size_t(batch * T));
     for (auto& t : x) t = int64_t(data.randint(uint64_t(V)));
     for (auto& t : y) t = int64_t(data.randint(uint64_t(V)));
@@ -81,7 +92,9 @@ int main(int argc, char** argv) {
     loss_last = loss.item();
     if (s == 0) loss_first = loss_last;
     if (s >= warmup) tps.push_back(double(batch * T) / (ms / 1e3));
+    if (paired && s >= warmup) std::printf("%.3f\n", ms);
   }
+  if (tps.empty()) return 0;
   double lo = tps[0], hi = tps[0];
   for (double v : tps) lo = std::min(lo, v), hi = std::max(hi, v);
   std::printf("{\"bench\": \"gpt_train\", \"cfg\": \"%s\", \"precision\": \"%s\", \"params\": %lld, \"tokens_per_step\": %lld, "
