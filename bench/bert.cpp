@@ -16,6 +16,7 @@
 //
 // Run (OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX):
 //   build/bench/bench_bert train [rounds=3] [iters=3] [dropout=0.1]
+//   /usr/bin/python3 tools/bench/paired.py bert   (single iterations alternating with torch's)
 //   build/bench/bench_bert embed [rounds=3] [passes=2] [sentences=256] [fp32|bf16|int8]
 // embed bf16: qkv's matrix products in bf16 (EmbedOptions::precision, `qkv embed --precision bf16`),
 // torch's in fp32 as ever: a different computation, printed as such. embed int8: qkv's int8
@@ -63,21 +64,57 @@ models::BertConfig base_config(double dropout) {
   return cfg;
 }
 
-int bench_train(int rounds, int iters, double dropout) {
-  const int64_t B = 8, T = 128;
-  const int threads = bench::env_threads();
-  const models::BertConfig cfg = base_config(dropout);
-  Generator g(1);
-  models::Bert model(cfg, g, nn::init::Scheme::normal_002, /*add_pooling_layer=*/false);
-  model.train();
-  std::vector<int64_t> ids(size_t(B * T)), types(size_t(B * T));
-  for (int64_t i = 0; i < B * T; ++i) {
-    ids[size_t(i)] = 1 + int64_t(g.randint(uint64_t(cfg.vocab_size - 1)));
-    types[size_t(i)] = (i % T) >= T / 2;  // two segments
+// The training measurement's model and data: B 8, T 128, random ids, two segments, a random
+// gradient for the last hidden states; one() runs an iteration and returns its wall ms.
+struct TrainCase {
+  static constexpr int64_t B = 8, T = 128;
+  models::BertConfig cfg;
+  Generator g{1};
+  models::Bert model;
+  Tensor x, tt, gy;  // ids, segment ids (B, T); gradient (B, T, D)
+  explicit TrainCase(double dropout)
+      : cfg(base_config(dropout)), model(cfg, g, nn::init::Scheme::normal_002, /*add_pooling_layer=*/false) {
+    model.train();
+    std::vector<int64_t> ids(size_t(B * T)), types(size_t(B * T));
+    for (int64_t i = 0; i < B * T; ++i) {
+      ids[size_t(i)] = 1 + int64_t(g.randint(uint64_t(cfg.vocab_size - 1)));
+      types[size_t(i)] = (i % T) >= T / 2;  // two segments
+    }
+    x = Tensor::from_vector(ids, {B, T}), tt = Tensor::from_vector(types, {B, T});
+    gy = Tensor::empty({B, T, cfg.hidden_size});
+    g.normal(gy.data<float>(), gy.numel());
   }
-  const Tensor x = Tensor::from_vector(ids, {B, T}), tt = Tensor::from_vector(types, {B, T});  // (B, T)
-  Tensor gy = Tensor::empty({B, T, cfg.hidden_size});                                         // (B, T, D)
-  g.normal(gy.data<float>(), gy.numel());
+  double one(double* cpu_ms = nullptr) {
+    model.zero_grad();
+    const double c0 = bench::cpu_ms(), t0 = bench::now_ms();
+    Tensor y = model.hidden(x, tt);  // (B, T, D)
+    backward(y, gy);
+    const double t1 = bench::now_ms();
+    if (cpu_ms) *cpu_ms = bench::cpu_ms() - c0;
+    return t1 - t0;
+  }
+};
+
+// train-paired: one warm-up iteration, "ready", then one iteration per line on stdin, answered
+// with its wall ms; at the end of input, {"peak_rss_MiB": ...}. tools/bench/paired.py bert drives it.
+int bench_train_paired(double dropout) {
+  TrainCase c(dropout);
+  c.one();
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char line[64];
+  while (std::fgets(line, sizeof line, stdin)) {
+    std::printf("%.3f\n", c.one());
+    std::fflush(stdout);
+  }
+  std::printf("{\"peak_rss_MiB\": %.1f}\n", bench::peak_rss_mib());
+  return 0;
+}
+
+int bench_train(int rounds, int iters, double dropout) {
+  const int64_t B = TrainCase::B, T = TrainCase::T;
+  const int threads = bench::env_threads();
+  TrainCase c(dropout);
 
   std::printf("BERT-base encoder (embeddings + 12 post-LN layers, d 768, h 12, ff 3072, GELU erf), B %lld T %lld, "
               "dropout %.2f, fwd+bwd, %d threads\n",
@@ -89,12 +126,9 @@ int bench_train(int rounds, int iters, double dropout) {
   for (int r = 0; r < rounds; ++r) {
     std::vector<double> wall, cpu;
     for (int i = 0; i < 1 + iters; ++i) {  // one warm-up iteration
-      model.zero_grad();
-      const double c0 = bench::cpu_ms(), t0 = bench::now_ms();
-      Tensor y = model.hidden(x, tt);  // (B, T, D)
-      backward(y, gy);
-      const double t1 = bench::now_ms(), c1 = bench::cpu_ms();
-      if (i > 0) wall.push_back(t1 - t0), cpu.push_back(c1 - c0);
+      double c_ms = 0;
+      const double w_ms = c.one(&c_ms);
+      if (i > 0) wall.push_back(w_ms), cpu.push_back(c_ms);
     }
     const Torch t = run_torch(targs);
     qw.push_back(median(wall));
@@ -199,10 +233,11 @@ int bench_embed(int rounds, int passes, int n, kernels::MatmulPrecision precisio
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 3;
+  if (mode == "train-paired") return bench_train_paired(argc > 2 ? std::atof(argv[2]) : 0.1);
   if (mode == "train") return bench_train(rounds, argc > 3 ? std::atoi(argv[3]) : 3, argc > 4 ? std::atof(argv[4]) : 0.1);
   if (mode == "embed")
     return bench_embed(rounds, argc > 3 ? std::atoi(argv[3]) : 2, argc > 4 ? std::atoi(argv[4]) : 256,
                        kernels::parse_precision(argc > 5 ? argv[5] : "fp32"));
-  std::fprintf(stderr, "usage: bench_bert train [rounds] [iters] [dropout] | embed [rounds] [passes] [sentences] [fp32|bf16|int8]\n");
+  std::fprintf(stderr, "usage: bench_bert train [rounds] [iters] [dropout] | train-paired [dropout] | embed [rounds] [passes] [sentences] [fp32|bf16|int8]\n");
   return 2;
 }

@@ -13,7 +13,7 @@
 // Run (with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX):
 //   build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10|paired] [fp32|bf16]
 // steps = "paired": after the warm-up, print "ready" and run one step per "step" line on stdin,
-// answering with the step's wall ms, until end of input; tools/bench/gpt_paired.py drives it,
+// answering with the step's wall ms, until end of input; tools/bench/paired.py drives it,
 // alternating single steps with the reference's in one sitting (the fairest ratio on a shared
 // machine).
 // bf16: every matrix product of the step under a MatmulPrecisionScope (kernels/bf16.h), as

@@ -1,0 +1,174 @@
+#!/usr/bin/python3
+"""Training speed, qkv against PyTorch, one step at a time.
+
+The machine these benches run on is shared: back-to-back runs of the GPT reference moved by 3x
+within minutes (cfg2: 330 to 1,000 tokens/s), so the ratio of two separate runs says little. Here
+both sides live at once and take turns, single steps alternating, the order swapped every pair:
+qkv's bench in its paired mode (one step per line on its stdin, answered with the step's wall ms)
+and the PyTorch model in this process, built by the same code as the standalone reference:
+  gpt cfg1|cfg2  bench_gpt_train CFG W paired  against ../shared/bench-reference/gpt_bench.py's
+                 GPT and training step (imported): forward, loss, zero_grad, backward, AdamW;
+  bert           bench_bert train-paired  against tools/bench/bert_torch.py's BERT-base (imported):
+                 forward and backward of the last hidden states, B 8, T 128, dropout 0.1.
+A pair's two steps run within a few seconds of each other and see the same machine; the median of
+the pairs' ratios is the figure to report.
+
+Run from the repository root, after building the benches:
+  OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX \\
+    /usr/bin/python3 tools/bench/paired.py gpt cfg1 [--pairs 20] [--warmup 3] [--bf16]
+  ... tools/bench/paired.py bert [--pairs 10]
+Prints one JSON object: each side's median speed and peak RSS, the median of the pairs' ratios
+(qkv's speed over torch's, i.e. torch's step time over qkv's) with quartiles, and every step time.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+GPT_SHAPES = {  # the reference README's two training configurations
+    "cfg1": dict(vocab=8192, ctx=256, d=256, heads=4, layers=4, dff=1024, batch=16),
+    "cfg2": dict(vocab=8192, ctx=128, d=512, heads=8, layers=6, dff=2048, batch=8),
+}
+
+
+def start_qkv(argv):
+    """Starts qkv's bench in paired mode and waits for its warm-up. Call it before building the torch
+    model: a child's peak RSS (ru_maxrss) counts the pages of the parent it was forked from."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    ready = proc.stdout.readline().strip()
+    if ready != "ready":
+        sys.exit(f"paired.py: {argv[0]} said {ready!r}, expected 'ready'")
+
+    def step():
+        proc.stdin.write("step\n")
+        proc.stdin.flush()
+        return float(proc.stdout.readline())
+
+    def finish():  # the bench's last line is a JSON object with peak_rss_MiB
+        proc.stdin.close()
+        last = json.loads(proc.stdout.read().strip().splitlines()[-1])
+        proc.wait()
+        return last["peak_rss_MiB"]
+
+    return step, finish
+
+
+def gpt_torch_step(a, c):
+    sys.path.insert(0, os.path.abspath(a.reference))
+    import gpt_bench  # the reference's model
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    model = gpt_bench.GPT(c["vocab"], c["ctx"], c["d"], c["heads"], c["layers"], c["dff"], "mingpt")
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+
+    def step():  # gpt_bench.train's loop body, timed the same way
+        x = torch.randint(0, c["vocab"], (c["batch"], c["ctx"]))
+        y = torch.randint(0, c["vocab"], (c["batch"], c["ctx"]))
+        t0 = time.perf_counter()
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, c["vocab"]).float(), y.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return (time.perf_counter() - t0) * 1e3
+
+    return step
+
+
+def bert_torch_step(a):
+    sys.path.insert(0, HERE)
+    import bert_torch
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(0)
+    model = bert_torch.Bert(argparse.Namespace(vocab=30522, d=768, heads=12, ff=3072, layers=12,
+                                               dropout=a.dropout, impl="hf"))
+    for p in model.parameters():  # as bert_torch.py's main: N(0, 0.02) matrices
+        if p.dim() > 1:
+            nn.init.normal_(p, std=0.02)
+    model.train()
+    B, T = 8, 128
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(1, 30522, (B, T), generator=g)
+    types = (torch.arange(T) >= T // 2).long().expand(B, T).contiguous()
+    gy = torch.randn(B, T, 768, generator=g)
+
+    def step():  # bert_torch.bench_train's iteration
+        model.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        y = model(ids, types, None)
+        y.backward(gy)
+        return (time.perf_counter() - t0) * 1e3
+
+    return step
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("model", choices=["gpt", "bert"])
+    p.add_argument("cfg", nargs="?", choices=sorted(GPT_SHAPES), help="gpt: the configuration")
+    p.add_argument("--pairs", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3, help="gpt: warm-up steps per side (bert: one)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--bf16", action="store_true", help="gpt: qkv's bf16 products against torch's autocast")
+    p.add_argument("--dropout", type=float, default=0.1, help="bert")
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--reference", default=os.path.join(ROOT, "..", "shared", "bench-reference"))
+    a = p.parse_args()
+    if a.model == "gpt" and not a.cfg:
+        p.error("gpt needs cfg1 or cfg2")
+    if os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
+        sys.exit("paired.py: run with OMP_WAIT_POLICY=PASSIVE (torch's best setting; a side waiting for "
+                 "its turn must not spin)")
+    if a.model == "gpt":
+        c = GPT_SHAPES[a.cfg]
+        qkv_step, qkv_finish = start_qkv([os.path.join(a.build, "bench", "bench_gpt_train"), a.cfg, str(a.warmup),
+                                          "paired", "bf16" if a.bf16 else "fp32"])
+        torch_step = gpt_torch_step(a, c)
+        unit, per_step = "tokens_per_s", c["batch"] * c["ctx"]
+    else:
+        qkv_step, qkv_finish = start_qkv([os.path.join(a.build, "bench", "bench_bert"), "train-paired",
+                                          str(a.dropout)])
+        torch_step = bert_torch_step(a)
+        unit, per_step = "iters_per_s", 1
+    import torch
+    torch.set_num_threads(a.threads)
+    for _ in range(a.warmup if a.model == "gpt" else 1):
+        torch_step()
+
+    q_ms, t_ms = [], []
+    for i in range(a.pairs):
+        if i % 2 == 0:
+            q_ms.append(qkv_step())
+            t_ms.append(torch_step())
+        else:
+            t_ms.append(torch_step())
+            q_ms.append(qkv_step())
+    qkv_rss = qkv_finish()
+
+    ratios = sorted(t / q for q, t in zip(q_ms, t_ms))  # qkv's speed over torch's, per pair
+    quart = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
+    speed = lambda ms: round(per_step / statistics.median(ms) * 1e3, 2)
+    print(json.dumps({
+        "bench": "paired", "model": a.model, "cfg": a.cfg, "precision": "bf16" if a.bf16 else "fp32",
+        "threads": a.threads, "pairs": a.pairs,
+        "qkv_" + unit + "_median": speed(q_ms), "torch_" + unit + "_median": speed(t_ms),
+        "ratio_median": round(statistics.median(ratios), 3), "ratio_q1": round(quart[0], 3),
+        "ratio_q3": round(quart[2], 3), "ratio_min": round(ratios[0], 3), "ratio_max": round(ratios[-1], 3),
+        "qkv_peak_rss_MiB": qkv_rss,
+        "torch_peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "qkv_step_ms": [round(v, 1) for v in q_ms], "torch_step_ms": [round(v, 1) for v in t_ms]}))
+
+
+if __name__ == "__main__":
+    main()
