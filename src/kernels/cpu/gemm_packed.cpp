@@ -139,7 +139,9 @@ inline float lane_sum(__m512 v) {
 // Lane l of acc[m][r] sums the products at k = l, l + 16, ... in k order (the tail masked); the
 // 16 lanes are then added by lane_sum (a fixed tree). So an output depends only on
 // its x row, its weight row and K. `next`, if not null, holds the NR rows to prefetch (the next
-// block): line k of next row r is requested as line k of row r is used.
+// block): line k of next row r is requested into L2 as line k of row r is used. Into L1 (T0) it
+// made the rows 1.17-1.20x slower than the panels, against 1.01-1.07x (bench_matmul gpt2stream,
+// BENCHMARKS.md): probably the next block's 24 KiB pushing the current one out of the 48 KiB L1.
 template <int MR, int NR>
 void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, const float* bias, float* out,
                int64_t ldo, const float* const* next) {
@@ -149,7 +151,7 @@ void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, co
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {
     if (next)
-      for (int r = 0; r < NR; ++r) _mm_prefetch(reinterpret_cast<const char*>(next[r] + k), _MM_HINT_T0);
+      for (int r = 0; r < NR; ++r) _mm_prefetch(reinterpret_cast<const char*>(next[r] + k), _MM_HINT_T1);
     __m512 xv[MR];
     for (int m = 0; m < MR; ++m) xv[m] = _mm512_loadu_ps(x + m * ldx + k);
     for (int r = 0; r < NR; ++r) {
