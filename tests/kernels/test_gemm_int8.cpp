@@ -215,11 +215,12 @@ TEST(Int8IsaDeathTest, CpuWithoutVnniIsAClearError) {
 
 // The threshold rule as stated: at least int8_min_weight_elements() values.
 TEST(Int8Pays, ByWeightSize) {
-  EXPECT_EQ(kernels::int8_min_weight_elements(), int64_t(1) << 19);  // the default (no QKV_INT8_MIN_WEIGHT in tests)
+  EXPECT_EQ(kernels::int8_min_weight_elements(), int64_t(1) << 17);  // the default (no QKV_INT8_MIN_WEIGHT in tests)
   EXPECT_TRUE(kernels::int8_pays(2304, 768));
-  EXPECT_TRUE(kernels::int8_pays(2048, 256));   // exactly 2^19
-  EXPECT_FALSE(kernels::int8_pays(2047, 256));
-  EXPECT_FALSE(kernels::int8_pays(256, 1024));  // the translation model's W2: faster in fp32
+  EXPECT_TRUE(kernels::int8_pays(256, 1024));  // the translation model's W2
+  EXPECT_TRUE(kernels::int8_pays(512, 256));   // exactly 2^17
+  EXPECT_FALSE(kernels::int8_pays(511, 256));
+  EXPECT_FALSE(kernels::int8_pays(256, 256));  // the translation model's attention outputs: faster in fp32
   Int8Threshold all(0);
   EXPECT_TRUE(kernels::int8_pays(1, 1));
   EXPECT_FALSE(kernels::int8_pays(0, 8));

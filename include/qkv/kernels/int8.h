@@ -43,12 +43,14 @@ void gemm_int8_packed(int64_t M, const float* x, int64_t ldx, const Int8Weight& 
 
 // Whether a weight (N, K) takes the int8 form under precision int8 (PackedWeights, ops/packed.h):
 // when it has at least int8_min_weight_elements() values. Measured on an Intel Xeon with
-// AVX512-VNNI (BENCHMARKS.md, "int8 products"): oneDNN's int8 kernel beats the fp32 panels 1.3-3.6x
-// on weights of 2^19 values (2 MiB in f32, the size of this CPU's L2) and more at every batch, and
-// loses up to 2.5x on smaller ones at 8-128 rows (the translation model's 256 x 1024 W2), where
-// the f32 weight stays in cache and the call's fixed cost dominates. Below it the fp32 form runs.
+// AVX512-VNNI (BENCHMARKS.md, "int8 at 2^17"; `bench_matmul int8`), with the activations quantized
+// by the whole team: the translation model's (768, 256), (1024, 256) and (256, 1024) weights
+// (2^17.6-2^18 values) run 1.0-2.1x faster in int8 at 1-128 rows than the fp32 panels (once 0.8x,
+// W2 at 8 rows), its (256, 256) ones 0.72-0.91x slower at every batch (the f32 weight stays in cache
+// and the call's fixed cost dominates). Whole decoding, 2^17 against the earlier 2^19: greedy 1.46x
+// fp32 against 1.04x, beam 4 1.54x against 1.01x; GPT cfg1 generation 2.01x against 1.18x.
 bool int8_pays(int64_t N, int64_t K);
-int64_t int8_min_weight_elements();  // 2^19 unless set, or the QKV_INT8_MIN_WEIGHT environment value
+int64_t int8_min_weight_elements();  // 2^17 unless set, or the QKV_INT8_MIN_WEIGHT environment value
 // Sets the threshold for this process (0: every weight in int8; tests use it on small models).
 // Forms already packed keep theirs.
 void set_int8_min_weight_elements(int64_t n);

@@ -33,7 +33,7 @@ namespace {
 std::atomic<int64_t>& min_weight_elements() {
   static std::atomic<int64_t> n = [] {
     const char* env = std::getenv("QKV_INT8_MIN_WEIGHT");
-    if (env == nullptr || *env == '\0') return int64_t(1) << 19;
+    if (env == nullptr || *env == '\0') return int64_t(1) << 17;
     char* end = nullptr;
     const long long v = std::strtoll(env, &end, 10);
     QKV_CHECK(end != env && *end == '\0' && v >= 0, "QKV_INT8_MIN_WEIGHT",
