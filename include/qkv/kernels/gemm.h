@@ -50,7 +50,7 @@ void matmul_2d(const Tensor& x, const Tensor& y, Tensor& out, double beta = 0.0)
 
 // out (R, N) = x (R, K) @ w^T + bias: w (N, K) as stored by nn.Linear, bias (N) or undefined.
 // The bias is fused: in oneDNN's epilogue when the product goes there (the f32 rule below), else
-// out starts as the bias rows and the GEMM runs with beta = 1.
+// out starts as the bias rows and the GEMM runs with beta = 1 (gemm.cpp's gemm_impl decides).
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 
 // A Linear's weight packed once for many skinny products against it (incremental decoding: a

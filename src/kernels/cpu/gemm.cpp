@@ -68,11 +68,26 @@ bool routes_to_onednn(bool tb, int64_t M, int64_t N, int64_t K, float alpha) {
   return pays && alpha != 0.f && !omp_in_parallel() && f32_onednn().load(std::memory_order_relaxed);
 }
 
+// C = alpha op(A) op(B) + beta C, plus `bias` (N) on every row when not null (with beta 0: a
+// Linear). A product that goes to oneDNN adds the bias in its epilogue; otherwise C starts as the
+// bias rows and the product runs with beta = 1.
 template <typename T>
 void gemm_impl(MatmulPrecision prec, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-               int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+               int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const T* bias = nullptr) {
   if (M == 0 || N == 0) return;
   check_ld(false, M, N, ldc, "ldc");
+  if (bias) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (prec != MatmulPrecision::bf16 && K > 0 && routes_to_onednn(tb, M, N, K, alpha)) {
+        check_ld(ta, M, K, lda, "lda");
+        check_ld(tb, K, N, ldb, "ldb");
+        return gemm_f32_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, T(0), C, ldc, bias);
+      }
+    }
+#pragma omp parallel for schedule(static) if (M * N >= (int64_t(1) << 18))
+    for (int64_t i = 0; i < M; ++i) std::memcpy(C + i * ldc, bias, size_t(N) * sizeof(T));
+    beta = T(1);
+  }
   if (K == 0) {  // an empty sum: C = beta * C (BLAS would reject lda = 0 here)
     scale_c(M, N, beta, C, ldc);
     return;
@@ -281,7 +296,10 @@ void batched_matmul(const Tensor& x, const Tensor& y, const Shape& batch, Tensor
   else fail("batched_matmul", "dtype ", dtype_name(x.dtype()), " is not supported (f32, f64)");
 }
 
-void matmul_2d(const Tensor& x, const Tensor& y, Tensor& out, double beta) {
+namespace {
+
+// matmul_2d, plus a contiguous bias (N) of out's dtype on every row when defined (beta 0).
+void matmul_2d_bias(const Tensor& x, const Tensor& y, Tensor& out, double beta, const Tensor& bias) {
   QKV_CHECK(x.ndim() == 2 && y.ndim() == 2 && out.ndim() == 2 && x.size(1) == y.size(0) && out.size(0) == x.size(0) &&
                 out.size(1) == y.size(1),
             "matmul_2d", "shapes ", x.shape().str(), " @ ", y.shape().str(), " -> ", out.shape().str(), " do not chain");
@@ -293,40 +311,27 @@ void matmul_2d(const Tensor& x, const Tensor& y, Tensor& out, double beta) {
   int64_t M = ox.rows, K = ox.cols, N = oy.cols;
   if (x.dtype() == DType::f32)
     gemm_impl<float>(matmul_precision(), ox.layout.trans, oy.layout.trans, M, N, K, 1.f, ox.t.data<float>(),
-                     ox.layout.ld, oy.t.data<float>(), oy.layout.ld, float(beta), out.data<float>(), N);
+                     ox.layout.ld, oy.t.data<float>(), oy.layout.ld, float(beta), out.data<float>(), N,
+                     bias.defined() ? bias.data<float>() : nullptr);
   else if (x.dtype() == DType::f64)
     gemm_impl<double>(MatmulPrecision::fp32, ox.layout.trans, oy.layout.trans, M, N, K, 1.0, ox.t.data<double>(),
-                      ox.layout.ld, oy.t.data<double>(), oy.layout.ld, beta, out.data<double>(), N);
+                      ox.layout.ld, oy.t.data<double>(), oy.layout.ld, beta, out.data<double>(), N,
+                      bias.defined() ? bias.data<double>() : nullptr);
   else
     fail("matmul_2d", "dtype ", dtype_name(x.dtype()), " is not supported (f32, f64)");
 }
 
+}  // namespace
+
+void matmul_2d(const Tensor& x, const Tensor& y, Tensor& out, double beta) { matmul_2d_bias(x, y, out, beta, {}); }
+
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
   // w^T as a strided view: (K, N) with w's strides swapped (a transpose flag for BLAS).
   Tensor wt = w.as_strided(Shape{w.size(1), w.size(0)}, Shape{w.strides()[1], w.strides()[0]}, w.offset());
-  if (!bias.defined()) return matmul_2d(x, wt, out, 0.0);
-  Tensor b = bias.contiguous();
-  if (out.dtype() == DType::f32 && x.dtype() == DType::f32 && w.dtype() == DType::f32 &&
-      b.dtype() == DType::f32 && matmul_precision() == MatmulPrecision::fp32 && out.is_contiguous()) {
-    // oneDNN adds the bias in its epilogue: no pass writing the bias rows and no beta = 1 read of them.
-    Shape none;
-    Operand ox = make_operand(x, none), ow = make_operand(wt, none);
-    const int64_t M = ox.rows, K = ox.cols, N = ow.cols;
-    if (M == out.size(0) && N == out.size(1) && K == ow.rows && N == b.numel() &&
-        routes_to_onednn(ow.layout.trans, M, N, K, 1.f)) {
-      check_ld(ox.layout.trans, M, K, ox.layout.ld, "lda");
-      check_ld(ow.layout.trans, K, N, ow.layout.ld, "ldb");
-      return gemm_f32_onednn(ox.layout.trans, ow.layout.trans, M, N, K, 1.f, ox.t.data<float>(), ox.layout.ld,
-                             ow.t.data<float>(), ow.layout.ld, 0.f, out.data<float>(), N, b.data<float>());
-    }
-  }
-  int64_t R = out.size(0);
-  size_t row = size_t(out.size(1)) * dtype_size(out.dtype());
-  char* op = static_cast<char*>(out.raw_data());
-  const char* bp = static_cast<const char*>(b.raw_data());
-#pragma omp parallel for schedule(static) if (out.numel() >= (int64_t(1) << 18))
-  for (int64_t r = 0; r < R; ++r) std::memcpy(op + size_t(r) * row, bp, row);
-  matmul_2d(x, wt, out, 1.0);
+  Tensor b = bias.defined() ? bias.contiguous() : bias;
+  QKV_CHECK(!b.defined() || (b.numel() == wt.size(1) && b.dtype() == out.dtype()), "linear", "bias ", b.str(),
+            " does not match the output ", out.str());
+  matmul_2d_bias(x, wt, out, 0.0, b);
 }
 
 void column_sums(const Tensor& x, Tensor& out) {
