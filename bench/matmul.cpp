@@ -223,7 +223,10 @@ void bench_bf16() {
     const int reps = std::clamp(int(2e10 / flops), 10, 200);
     auto t = timed_all(
         {[&] { sgemm(c.ta, c.tb, c.M, c.N, c.K, a.data<float>(), lda, b.data<float>(), ldb, 0.f, C); },
-         [&] { kernels::gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, 1.f, a.data<float>(), lda, b.data<float>(), ldb, 0.f, C, c.N); },
+         [&] {
+           kernels::gemm_bf16_rounded(kernels::Bf16Products::native, c.ta, c.tb, c.M, c.N, c.K, 1.f, a.data<float>(),
+                                      lda, b.data<float>(), ldb, 0.f, C, c.N);
+         },
          [&] { kernels::gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, 1.f, a16.data(), lda, b16.data(), ldb, 0.f, C, c.N); },
          [&] { ref.run(); }},
         reps);

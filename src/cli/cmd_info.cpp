@@ -63,11 +63,15 @@ int run(int argc, char** argv) {
     return 0;
   }
   std::printf("matmul speed     fp32 %.0f GFLOP/s, bf16 %.0f GFLOP/s (512x1024x1024, operands rounded per call as "
-              "in training): bf16 %.2fx fp32%s\n",
-              f32, b16, b16 / f32,
-              speed.bf16_slower() ? "; slower here: train in fp32 (bf16 can still pay where reading weights dominates, "
-                          "as in batch-1 generation)"
-                        : "");
+              "in training): bf16 %.2fx fp32\n",
+              f32, b16, b16 / f32);
+  const qkv::kernels::Bf16Products how = qkv::kernels::bf16_products();
+  std::printf("bf16 products    %s (%s)%s\n", qkv::kernels::bf16_products_name(how),
+              env_or("QKV_BF16_PRODUCTS", "no QKV_BF16_PRODUCTS: the faster").c_str(),
+              how == qkv::kernels::Bf16Products::fp32_fma
+                  ? ": training's bf16 products run as fp32 FMA on bf16-rounded operands; products against "
+                    "converted weights (inference) stay native"
+                  : "");
   return 0;
 }
 

@@ -172,6 +172,9 @@ std::map<std::string, Tensor> Trainer::training_state() const {
   st["rng.seed"] = i64_scalar(int64_t(g.seed()));
   st["rng.offset"] = i64_scalar(int64_t(g.offset()));
   for (auto& [k, v] : task_.position()) st["data." + k] = i64_scalar(v);
+  // How bf16 products ran (kernels/bf16.h): chosen by a timing when the run started, so a resume
+  // must not choose again (another summation order would break bit-exact resumption).
+  if (o_.precision == kernels::MatmulPrecision::bf16) st["bf16_products"] = i64_scalar(int64_t(kernels::bf16_products()));
   if (comm_.distributed()) {  // the world size, and every rank's generator (its own dropout stream)
     st["dist.ranks"] = i64_scalar(comm_.size());
     const std::vector<int64_t> rng = comm_.all_gather(std::vector<int64_t>{int64_t(g.seed()), int64_t(g.offset())},
@@ -216,6 +219,12 @@ void Trainer::restore_training_state_from(const std::string& file) {
                                   uint64_t(read_i64(st, "dist.rng.offset." + r, file)));
   }
   task_.restore(pos);
+  if (o_.precision == kernels::MatmulPrecision::bf16 && st.count("bf16_products")) {
+    const int64_t how = read_i64(st, "bf16_products", file);
+    QKV_CHECK(how == int64_t(kernels::Bf16Products::native) || how == int64_t(kernels::Bf16Products::fp32_fma), file,
+              "'bf16_products' must be 0 (native) or 1 (fp32_fma), got ", how);
+    kernels::set_bf16_products(kernels::Bf16Products(how));
+  }
   restored_ = true;
 }
 
@@ -288,11 +297,15 @@ Outcome Trainer::run() {
   if (comm_.distributed()) start_data_parallel();
   if (o_.precision == kernels::MatmulPrecision::bf16 && comm_.is_main()) {  // never a silent slowdown
     const kernels::PrecisionSpeed& speed = kernels::measured_precision_speed();
-    std::fprintf(stderr, "qkv train: precision bf16: a 512x1024x1024 product measured %.0f GFLOP/s against %.0f in fp32%s\n",
+    const kernels::Bf16Products how = kernels::bf16_products();  // a resumed run's own (restored)
+    std::fprintf(stderr,
+                 "qkv train: precision bf16: a 512x1024x1024 product measured %.0f GFLOP/s against %.0f in fp32; "
+                 "bf16 products: %s\n",
                  speed.bf16_gflops, speed.fp32_gflops,
-                 speed.bf16_slower() ? "; warning: bf16 is slower than fp32 on this CPU, set train.precision \"fp32\" "
-                                       "to train faster"
-                                     : "");
+                 how == kernels::Bf16Products::native
+                     ? "native (oneDNN's bf16 kernel)"
+                     : "fp32_fma (the fp32 GEMM on bf16-rounded operands: the same exact products, and faster than "
+                       "this CPU's bf16 instructions)");
   }
   std::optional<ProgressBar> bar;  // rank 0's
   if (comm_.is_main()) bar.emplace(stderr, o_.log_every);

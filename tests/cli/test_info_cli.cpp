@@ -122,10 +122,11 @@ TEST(InfoCli, Bf16OnACappedIsaIsAClearErrorInEveryInferenceCommand) {
   }
 }
 
-// The measured product speeds: positive rates, and the advice to train in fp32 exactly when the
-// printed bf16 rate is below the fp32 one (bf16 is slower than fp32 on some AVX512_BF16 CPUs).
+// The measured product speeds: positive rates, and bf16 products as fp32 FMA on rounded operands
+// exactly when the printed native bf16 rate is below the fp32 one (bf16 is slower than fp32 on some
+// AVX512_BF16 CPUs); QKV_BF16_PRODUCTS chooses instead, and a bad value is an error naming it.
 TEST(InfoCli, MeasuresTheProductSpeedAndSaysWhenBf16IsSlower) {
-  const std::string out = info({});
+  const std::string out = info({{"QKV_BF16_PRODUCTS", std::nullopt}});
   const size_t at = out.find("matmul speed     fp32 ");
   ASSERT_NE(at, std::string::npos) << out;
   const std::string line = out.substr(at, out.find('\n', at) - at);
@@ -139,8 +140,21 @@ TEST(InfoCli, MeasuresTheProductSpeedAndSaysWhenBf16IsSlower) {
   EXPECT_GT(f32, 0) << line;
   EXPECT_GT(b16, 0) << line;
   if (b16 != f32) {  // printed rounded: equal figures may hide either order
-    EXPECT_EQ(line.find("slower here: train in fp32") != std::string::npos, b16 < f32) << line;
+    const std::string want = std::string("bf16 products    ") + (b16 < f32 ? "fp32_fma" : "native") +
+                             " (no QKV_BF16_PRODUCTS: the faster)";
+    EXPECT_NE(out.find(want), std::string::npos) << out;
   }
+  for (const char* how : {"native", "fp32_fma"}) {
+    const std::string chosen = info({{"QKV_BF16_PRODUCTS", how}});
+    EXPECT_NE(chosen.find(std::string("bf16 products    ") + how + " (QKV_BF16_PRODUCTS=" + how + ")"),
+              std::string::npos)
+        << chosen;
+  }
+  ScopedEnv bad(std::map<std::string, std::optional<std::string>>{{"QKV_BF16_PRODUCTS", "fast"}});
+  const fs::path log = fs::path(::testing::TempDir()) / ("info_cli_bad_" + std::to_string(::getpid()) + ".log");
+  EXPECT_NE(run_qkv({"info"}, log), 0);
+  const std::string err = qkv::read_file(log.string());
+  EXPECT_NE(err.find("QKV_BF16_PRODUCTS: expected native, fp32_fma or auto, got 'fast'"), std::string::npos) << err;
 }
 
 // --precision int8 without AVX512-VNNI or AMX (oneDNN capped to plain AVX-512, whose int8 kernels

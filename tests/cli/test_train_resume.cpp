@@ -48,8 +48,11 @@ void write_corpus(const fs::path& dir, const std::string& precision = "fp32") {
 
 }  // namespace
 
-static void sigkill_then_resume_is_bit_identical(const std::string& precision) {
-  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_resume_" + precision + "_" + std::to_string(getpid()));
+// products (bf16 only): QKV_BF16_PRODUCTS for the uninterrupted and the killed run; the resume runs
+// with the other value and must still take the killed run's own (recorded in its training state).
+static void sigkill_then_resume_is_bit_identical(const std::string& precision, const std::string& products = "") {
+  if (!products.empty()) setenv("QKV_BF16_PRODUCTS", products.c_str(), 1);
+  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_resume_" + precision + products + "_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   write_corpus(dir, precision);
@@ -59,8 +62,9 @@ static void sigkill_then_resume_is_bit_identical(const std::string& precision) {
                                     (dir / out).string()};
   };
   ASSERT_EQ(wait_exit(spawn(args("full"), dir / "full.log")), 0) << qkv::read_file((dir / "full.log").string());
-  {  // bf16 never slows training silently: the run prints the product speeds it measured, and the
-     // warning exactly when bf16 was the slower (on an Intel Xeon without AMX it is).
+  {  // bf16 never slows training silently: the run prints the product speeds it measured and how it
+     // runs its bf16 products: as fp32 FMA on rounded operands exactly when native bf16 was the
+     // slower (on an Intel Xeon without AMX it is), unless QKV_BF16_PRODUCTS chose.
     const std::string log = qkv::read_file((dir / "full.log").string());
     const size_t at = log.find("qkv train: precision bf16: a 512x1024x1024 product measured ");
     ASSERT_EQ(at != std::string::npos, precision == "bf16") << log;
@@ -71,8 +75,11 @@ static void sigkill_then_resume_is_bit_identical(const std::string& precision) {
                                           "against %lf in fp32", &b16, &f32), 2) << line;
       EXPECT_GT(b16, 0) << line;
       EXPECT_GT(f32, 0) << line;
-      if (b16 != f32) {  // printed rounded: equal figures may hide either order
-        EXPECT_EQ(line.find("warning: bf16 is slower than fp32") != std::string::npos, b16 < f32) << line;
+      if (!products.empty()) {
+        EXPECT_NE(line.find("; bf16 products: " + products), std::string::npos) << line;
+      } else if (b16 != f32) {  // printed rounded: equal figures may hide either order
+        EXPECT_NE(line.find(b16 < f32 ? "; bf16 products: fp32_fma" : "; bf16 products: native"), std::string::npos)
+            << line;
       }
     }
   }
@@ -84,8 +91,15 @@ static void sigkill_then_resume_is_bit_identical(const std::string& precision) {
   ASSERT_FALSE(fs::exists(step_dir(dir / "killed", 400))) << "the run finished before the kill; lengthen it";
 
   std::vector<std::string> resume{qkv_bin(), "train", "--resume", (dir / "killed").string()};
+  if (!products.empty()) setenv("QKV_BF16_PRODUCTS", products == "native" ? "fp32_fma" : "native", 1);
   ASSERT_EQ(wait_exit(spawn(resume, dir / "resume.log")), 0) << qkv::read_file((dir / "resume.log").string());
-  EXPECT_NE(qkv::read_file((dir / "resume.log").string()).find("resumed from"), std::string::npos);
+  const std::string resume_log = qkv::read_file((dir / "resume.log").string());
+  EXPECT_NE(resume_log.find("resumed from"), std::string::npos);
+  if (!products.empty()) {
+    unsetenv("QKV_BF16_PRODUCTS");
+    EXPECT_NE(qkv::read_file((dir / "killed.log").string()).find("bf16 products: " + products), std::string::npos);
+    EXPECT_NE(resume_log.find("bf16 products: " + products), std::string::npos) << resume_log;
+  }
 
   std::string a = qkv::read_file(step_dir(dir / "full", 400) + "/model.safetensors");
   std::string b = qkv::read_file(step_dir(dir / "killed", 400) + "/model.safetensors");
@@ -102,11 +116,18 @@ static void sigkill_then_resume_is_bit_identical(const std::string& precision) {
 
 TEST(TrainResume, SigkillThenResumeIsBitIdentical) { sigkill_then_resume_is_bit_identical("fp32"); }
 
-// Mixed precision (train.precision "bf16") resumes bit-exactly too.
+// Mixed precision (train.precision "bf16") resumes bit-exactly too, with either way of running its
+// products (kernels/bf16.h: Bf16Products), whichever the environment asks for at the resume.
 TEST(TrainResume, Bf16SigkillThenResumeIsBitIdentical) {
   if (!qkv::kernels::dnnl_cpu_info().bf16_native())
     GTEST_SKIP() << "oneDNN has no bf16 kernel here (" << qkv::kernels::dnnl_cpu_info().isa << ")";
-  sigkill_then_resume_is_bit_identical("bf16");
+  sigkill_then_resume_is_bit_identical("bf16", "native");
+}
+
+TEST(TrainResume, Bf16Fp32FmaSigkillThenResumeIsBitIdentical) {
+  if (!qkv::kernels::dnnl_cpu_info().bf16_native())
+    GTEST_SKIP() << "oneDNN has no bf16 kernel here (" << qkv::kernels::dnnl_cpu_info().isa << ")";
+  sigkill_then_resume_is_bit_identical("bf16", "fp32_fma");
 }
 
 TEST(TrainResume, SigtermSavesACheckpointAndExitsCleanly) {

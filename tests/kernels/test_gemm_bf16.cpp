@@ -16,6 +16,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "helpers.h"
@@ -68,16 +70,19 @@ void check_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   EXPECT_EQ(bad, 0) << "of " << M * N << " (worst error / bound " << worst << ")";
 }
 
-void run_gemm_case(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t pad, float alpha, float beta,
-                   uint64_t seed) {
-  SCOPED_TRACE(::testing::Message() << (ta ? "t" : "n") << (tb ? "t" : "n") << " M " << M << " N " << N << " K "
-                                    << K << " pad " << pad << " alpha " << alpha << " beta " << beta);
+using kernels::Bf16Products;
+
+void run_gemm_case(Bf16Products how, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t pad, float alpha,
+                   float beta, uint64_t seed) {
+  SCOPED_TRACE(::testing::Message() << kernels::bf16_products_name(how) << " " << (ta ? "t" : "n") << (tb ? "t" : "n")
+                                    << " M " << M << " N " << N << " K " << K << " pad " << pad << " alpha " << alpha
+                                    << " beta " << beta);
   int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
   auto A = randn_values((ta ? K : M) * lda, seed);
   auto B = randn_values((tb ? N : K) * ldb, seed + 1, 0.5f);
   auto C0 = randn_values(M * ldc, seed + 2);
   auto C = C0;
-  kernels::gemm_bf16(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+  kernels::gemm_bf16_rounded(how, ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
   check_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C0, C, ldc);
   // The padding columns of C are not written.
   for (int64_t i = 0; i < M; ++i)
@@ -105,18 +110,46 @@ TEST(Bf16Rounding, MatchesTorch) {
   }
 }
 
+// Both ways of running a bf16 product (kernels/bf16.h); fp32_fma needs no bf16 instructions, so it
+// is checked on every CPU, native only where oneDNN has a bf16 kernel.
 TEST(Bf16Gemm, ShapeClassesWithinTheF32AccumulationBound) {
-  SKIP_WITHOUT_BF16();
-  uint64_t seed = 100;
-  for (auto [ta, tb] : {std::pair{false, false}, {false, true}, {true, false}, {true, true}}) {
-    run_gemm_case(ta, tb, 7, 5, 3, 0, 1.f, 0.f, seed++);         // tiny
-    run_gemm_case(ta, tb, 37, 29, 131, 3, 1.f, 0.f, seed++);     // odd sizes, padded leading dims
-    run_gemm_case(ta, tb, 64, 192, 192, 0, 1.f, 1.f, seed++);    // a d=192 projection, accumulate
-    run_gemm_case(ta, tb, 33, 1, 768, 0, 1.f, 0.f, seed++);      // N = 1
-    run_gemm_case(ta, tb, 1, 257, 768, 0, 1.f, 0.f, seed++);     // M = 1 (one decoding step)
-    run_gemm_case(ta, tb, 16, 40, 3072, 1, 1.f, 0.f, seed++);    // large K
-    run_gemm_case(ta, tb, 9, 11, 13, 2, 0.5f, -2.f, seed++);     // alpha, beta
+  for (Bf16Products how : {Bf16Products::native, Bf16Products::fp32_fma}) {
+    if (how == Bf16Products::native && !kernels::dnnl_cpu_info().bf16_native()) continue;
+    uint64_t seed = 100;
+    for (auto [ta, tb] : {std::pair{false, false}, {false, true}, {true, false}, {true, true}}) {
+      run_gemm_case(how, ta, tb, 7, 5, 3, 0, 1.f, 0.f, seed++);         // tiny
+      run_gemm_case(how, ta, tb, 37, 29, 131, 3, 1.f, 0.f, seed++);     // odd sizes, padded leading dims
+      run_gemm_case(how, ta, tb, 64, 192, 192, 0, 1.f, 1.f, seed++);    // a d=192 projection, accumulate
+      run_gemm_case(how, ta, tb, 33, 1, 768, 0, 1.f, 0.f, seed++);      // N = 1
+      run_gemm_case(how, ta, tb, 1, 257, 768, 0, 1.f, 0.f, seed++);     // M = 1 (one decoding step)
+      run_gemm_case(how, ta, tb, 16, 40, 3072, 1, 1.f, 0.f, seed++);    // large K
+      run_gemm_case(how, ta, tb, 9, 11, 13, 2, 0.5f, -2.f, seed++);     // alpha, beta
+      run_gemm_case(how, ta, tb, 256, 384, 512, 0, 1.f, 1.f, seed++);   // large: oneDNN's f32 matmul for fp32_fma
+    }
   }
+}
+
+// fp32_fma is, by definition, the fp32 GEMM on the operands' bf16 values: bit for bit the same as
+// rounding them first and calling gemm() in fp32 (small products go to OpenBLAS, large ones to
+// oneDNN's f32 matmul; both paths are covered), and not the fp32 product of the unrounded operands.
+TEST(Bf16Gemm, Fp32FmaIsTheFp32GemmOnRoundedOperands) {
+  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{19, 23, 41}, {256, 512, 384}})
+    for (auto [ta, tb] : {std::pair{false, false}, {false, true}, {true, false}, {true, true}}) {
+      SCOPED_TRACE(::testing::Message() << ta << tb << " " << M << "x" << N << "x" << K);
+      const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+      auto A = randn_values(M * K, uint64_t(M + N)), B = randn_values(K * N, uint64_t(K));
+      auto C0 = randn_values(M * N, 3);
+      auto A16 = A, B16 = B;
+      for (auto& v : A16) v = bf(v);
+      for (auto& v : B16) v = bf(v);
+      auto got = C0, want = C0, unrounded = C0;
+      kernels::gemm_bf16_rounded(Bf16Products::fp32_fma, ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, 1.f,
+                                 got.data(), N);
+      kernels::gemm(ta, tb, M, N, K, 0.5f, A16.data(), lda, B16.data(), ldb, 1.f, want.data(), N);
+      kernels::gemm(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, 1.f, unrounded.data(), N);
+      EXPECT_EQ(got, want);
+      EXPECT_NE(got, unrounded);
+    }
 }
 
 TEST(Bf16Gemm, EmptyAndZeroK) {
@@ -131,8 +164,7 @@ TEST(Bf16Gemm, EmptyAndZeroK) {
 // The tensor front-end under a MatmulPrecisionScope: batched products with transposed views,
 // broadcast and reduction over the batch, and linear with its bias, against exact products of the
 // rounded operands; with the scope gone, fp32 is back and bit-identical to before.
-TEST(Bf16Gemm, FrontEndFollowsThePrecisionScope) {
-  SKIP_WITHOUT_BF16();
+void front_end_follows_the_precision_scope() {
   Tensor x = testing::randn(Shape{2, 3, 17, 24}, 7), y = testing::randn(Shape{2, 3, 9, 24}, 8);
   Tensor yt = testing::transposed_view(y);  // (2, 3, 24, 9), a transpose flag for the GEMM
   Shape batch{2, 3};
@@ -192,16 +224,28 @@ TEST(Bf16Gemm, FrontEndFollowsThePrecisionScope) {
     }
 }
 
+TEST(Bf16Gemm, FrontEndFollowsThePrecisionScope) {
+  SKIP_WITHOUT_BF16();
+  const Bf16Products process = kernels::bf16_products();
+  for (Bf16Products how : {Bf16Products::native, Bf16Products::fp32_fma}) {
+    SCOPED_TRACE(kernels::bf16_products_name(how));
+    kernels::set_bf16_products(how);
+    front_end_follows_the_precision_scope();
+  }
+  kernels::set_bf16_products(process);
+}
+
 TEST(Bf16Gemm, PrimitivesAreCachedPerShape) {
   SKIP_WITHOUT_BF16();
   auto A = randn_values(31 * 47, 1), B = randn_values(47 * 23, 2);
   std::vector<float> C(31 * 23);
-  kernels::gemm_bf16(false, false, 31, 23, 47, 1.f, A.data(), 47, B.data(), 23, 0.f, C.data(), 23);
+  const auto native = Bf16Products::native;
+  kernels::gemm_bf16_rounded(native, false, false, 31, 23, 47, 1.f, A.data(), 47, B.data(), 23, 0.f, C.data(), 23);
   int64_t made = kernels::gemm_bf16_primitives_created();
   for (int i = 0; i < 5; ++i)
-    kernels::gemm_bf16(false, false, 31, 23, 47, 1.f, A.data(), 47, B.data(), 23, 0.f, C.data(), 23);
+    kernels::gemm_bf16_rounded(native, false, false, 31, 23, 47, 1.f, A.data(), 47, B.data(), 23, 0.f, C.data(), 23);
   EXPECT_EQ(kernels::gemm_bf16_primitives_created(), made);
-  kernels::gemm_bf16(false, false, 31, 22, 47, 1.f, A.data(), 47, B.data(), 23, 0.f, C.data(), 23);
+  kernels::gemm_bf16_rounded(native, false, false, 31, 22, 47, 1.f, A.data(), 47, B.data(), 23, 0.f, C.data(), 23);
   EXPECT_EQ(kernels::gemm_bf16_primitives_created(), made + 1);
 }
 
@@ -256,13 +300,13 @@ TEST(Bf16Gemm, ConcurrentExecutionsOfOnePrimitiveAgree) {
     b.push_back(testing::randn(Shape{N, K}, uint64_t(200 + i)));
     alone.push_back(Tensor::empty(Shape{M, N}));
     together.push_back(Tensor::empty(Shape{M, N}));
-    kernels::gemm_bf16(false, true, M, N, K, 1.f, a[i].data<float>(), K, b[i].data<float>(), K, 0.f,
-                       alone[i].data<float>(), N);
+    kernels::gemm_bf16_rounded(Bf16Products::native, false, true, M, N, K, 1.f, a[i].data<float>(), K,
+                               b[i].data<float>(), K, 0.f, alone[i].data<float>(), N);
   }
 #pragma omp parallel for schedule(dynamic) num_threads(4)
   for (int64_t i = 0; i < kCalls; ++i)
-    kernels::gemm_bf16(false, true, M, N, K, 1.f, a[size_t(i)].data<float>(), K, b[size_t(i)].data<float>(), K, 0.f,
-                       together[size_t(i)].data<float>(), N);
+    kernels::gemm_bf16_rounded(Bf16Products::native, false, true, M, N, K, 1.f, a[size_t(i)].data<float>(), K,
+                               b[size_t(i)].data<float>(), K, 0.f, together[size_t(i)].data<float>(), N);
   for (int64_t i = 0; i < kCalls; ++i) EXPECT_TRUE(testing::bit_equal(alone[size_t(i)], together[size_t(i)])) << i;
 }
 

@@ -161,8 +161,8 @@ double train_and_score(Task task, int64_t steps, int64_t* wrong_out,
 
 }  // namespace
 
-// Also mixed precision (train.precision "bf16", where the CPU has AMX or AVX512_BF16): it copies
-// exactly too, and its loss follows the fp32 run's: each 50-step window's mean loss within 0.05
+// Also mixed precision (train.precision "bf16", where the CPU has AMX or AVX512_BF16), with both
+// ways of running its products (kernels/bf16.h: native and fp32_fma): it copies exactly too, and its loss follows the fp32 run's: each 50-step window's mean loss within 0.05
 // nats of fp32's. Why absolute and this wide: once the loss is small the curves are spiky and
 // chaotic, and two fp32 builds differ as much as bf16 and fp32 do (Release against the ASan
 // Debug build: 0.028 against 0.046 at steps 201-250). Largest bf16-fp32 gaps measured: 0.009
@@ -176,18 +176,25 @@ TEST(SyntheticTasks, CopyReachesExactMatch) {
   if (!kernels::dnnl_cpu_info().bf16_native())  // the fp32 half ran and passed
     GTEST_SKIP() << "bf16 half: oneDNN has no bf16 kernel here (" << kernels::dnnl_cpu_info().isa << ")";
 
-  std::vector<double> b16;
-  acc = train_and_score(Task::copy, 600, &wrong, kernels::MatmulPrecision::bf16, &b16);
-  EXPECT_EQ(wrong, 0) << "bf16: greedy exact match " << acc * 100 << "% on 256 held-out copies";
-  ASSERT_EQ(f32.size(), b16.size());
-  EXPECT_NE(f32, b16) << "the bf16 run computed exactly what fp32 did: were its products in bf16?";
-  for (size_t w = 0; w + 50 <= f32.size(); w += 50) {
-    double mf = 0, mb = 0;
-    for (size_t i = w; i < w + 50; ++i) mf += f32[i] / 50, mb += b16[i] / 50;
-    std::printf("steps %3zu-%3zu: mean loss fp32 %.5f bf16 %.5f\n", w + 1, w + 50, mf, mb);
-    EXPECT_LE(std::abs(mb - mf), 0.05) << "steps " << w + 1 << "-" << w + 50 << ": mean loss bf16 " << mb
-                                                    << ", fp32 " << mf;
+  const kernels::Bf16Products process = kernels::bf16_products();
+  for (kernels::Bf16Products how : {kernels::Bf16Products::native, kernels::Bf16Products::fp32_fma}) {
+    SCOPED_TRACE(std::string("bf16 products: ") + kernels::bf16_products_name(how));
+    kernels::set_bf16_products(how);
+    std::vector<double> b16;
+    acc = train_and_score(Task::copy, 600, &wrong, kernels::MatmulPrecision::bf16, &b16);
+    EXPECT_EQ(wrong, 0) << "bf16: greedy exact match " << acc * 100 << "% on 256 held-out copies";
+    ASSERT_EQ(f32.size(), b16.size());
+    EXPECT_NE(f32, b16) << "the bf16 run computed exactly what fp32 did: were its products in bf16?";
+    for (size_t w = 0; w + 50 <= f32.size(); w += 50) {
+      double mf = 0, mb = 0;
+      for (size_t i = w; i < w + 50; ++i) mf += f32[i] / 50, mb += b16[i] / 50;
+      std::printf("%s steps %3zu-%3zu: mean loss fp32 %.5f bf16 %.5f\n", kernels::bf16_products_name(how), w + 1,
+                  w + 50, mf, mb);
+      EXPECT_LE(std::abs(mb - mf), 0.05) << "steps " << w + 1 << "-" << w + 50 << ": mean loss bf16 " << mb
+                                                      << ", fp32 " << mf;
+    }
   }
+  kernels::set_bf16_products(process);
 }
 
 TEST(SyntheticTasks, ReverseReachesExactMatch) {

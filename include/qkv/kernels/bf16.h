@@ -64,9 +64,39 @@ class MatmulPrecisionScope {
 // and cached. Throws when the CPU (or oneDNN's ISA cap) has neither AMX nor AVX512_BF16.
 void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
                int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
-// The same on f32 operands: A and B are rounded to bf16 first (into per-thread buffers).
+
+// How a bf16 product of f32 operands (mixed-precision training, and any bf16 product that is not
+// against a converted weight) is computed. Both round A and B to bf16 and accumulate in f32:
+//   native   - oneDNN's bf16 matmul on the operands converted to bf16 (AMX tiles, or AVX512_BF16's
+//              vdpbf16ps);
+//   fp32_fma - the operands rounded to bf16 values but kept in f32, multiplied by the fp32 GEMM
+//              (oneDNN's f32 matmul or OpenBLAS). A product of two bf16 values is exact in f32, so
+//              this sums the same exact products in f32: the same result within the accumulation
+//              bound, in another order. It is the faster on a CPU whose bf16 instructions do not
+//              outrun its fp32 FMA: an Intel Xeon without AMX issues one 32-pair vdpbf16ps per cycle
+//              where two 16-lane FMA ports do as many multiply-adds without the conversions
+//              (measured 0.35-0.7x fp32 natively there; see BENCHMARKS.md).
+// The process's choice: QKV_BF16_PRODUCTS=native|fp32_fma, else (unset or "auto") native unless
+// measured_precision_speed() (kernels/precision_speed.h) timed it slower than fp32. Resolved at the
+// first bf16 product or check_precision_supported(bf16) (which commands call at start, outside any
+// parallel region), then kept; set_bf16_products overrides it (a resumed run restores its own).
+// Products against converted weights (gemm_bf16_packed: inference, memory-bound at decoding's few
+// rows, where bf16 halves the bytes read) are always native.
+enum class Bf16Products : uint8_t { native, fp32_fma };
+Bf16Products bf16_products();
+void set_bf16_products(Bf16Products p);
+const char* bf16_products_name(Bf16Products p);              // "native" | "fp32_fma"
+Bf16Products parse_bf16_products(const std::string& s, const char* who);  // throws naming `who`
+
+// C = alpha op(A) op(B) + beta C on f32 operands rounded to bf16 (into per-thread buffers), by the
+// process's bf16_products(); gemm_bf16_rounded names the way explicitly (the speed probe, tests).
 void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void gemm_bf16_rounded(Bf16Products how, bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// y = the f32 values of to_bf16(x) for a (rows, cols) matrix with leading dimension ld, into
+// contiguous y (fp32_fma's operands).
+void round_to_bf16_values(const float* x, int64_t rows, int64_t cols, int64_t ld, float* y);
 
 // A weight W (N, K) converted once to bf16 for many products x @ W^T (inference: a loaded model's
 // Linear layers, every call and every decoding step against the same weights). Opaque: the

@@ -300,7 +300,10 @@ void gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& 
 }
 
 void check_precision_supported(MatmulPrecision p, const char* who) {
-  if (p == MatmulPrecision::bf16) check_native(who);
+  if (p == MatmulPrecision::bf16) {
+    check_native(who);
+    bf16_products();  // resolved here, at a command's start, rather than inside a parallel region
+  }
   if (p == MatmulPrecision::int8)
     QKV_CHECK(int8_native(), who,
               "int8 needs a CPU with AVX512-VNNI or AMX (exact int32 sums), but oneDNN's ISA here ('",
@@ -344,23 +347,6 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
   QKV_CHECK(ldb >= (tb ? K : N), "gemm (bf16)", "ldb = ", ldb, " is below the stored row length ", tb ? K : N);
   check_native("gemm (bf16)");
   execute(*entry(Key{false, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, omp_get_max_threads(), false}), A, B, C);
-}
-
-void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M == 0 || N == 0 || K == 0) return gemm_bf16(ta, tb, M, N, K, alpha, (const uint16_t*)nullptr, lda, nullptr,
-                                                   ldb, beta, C, ldc);
-  QKV_CHECK(lda >= (ta ? M : K) && ldb >= (tb ? K : N), "gemm (bf16)", "lda = ", lda, " / ldb = ", ldb,
-            " below the stored row lengths");
-  check_native("gemm (bf16)");
-  // The stored matrices, contiguous in bf16: A (M, K) or (K, M); B (K, N) or (N, K).
-  const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-  thread_local std::vector<uint16_t> abuf, bbuf;
-  abuf.resize(size_t(ar * ac));
-  bbuf.resize(size_t(br * bc));
-  round_to_bf16(A, ar, ac, lda, abuf.data());
-  round_to_bf16(B, br, bc, ldb, bbuf.data());
-  gemm_bf16(ta, tb, M, N, K, alpha, abuf.data(), ac, bbuf.data(), bc, beta, C, ldc);
 }
 
 bool gemm_f32_onednn_available() { return dnnl_cpu_info().avx512; }
