@@ -16,8 +16,9 @@
 // around its timed steps) so that both see the same load.
 // Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
 //        build/bench/bench_seq2seq [rounds=3] [steps=10] [fp32|bf16]   (one command line)
-// bf16: qkv's steps run their matrix products in bf16 (train.precision "bf16"); the shared torch
-// script has no bf16 mode, so its side stays fp32.
+// bf16: qkv's steps run their matrix products in bf16 (train.precision "bf16"), torch's under its CPU
+// autocast to bfloat16 (seq2seq_torch.py --bf16: the shared script's model with its forward wrapped,
+// as the shared GPT script's --bf16 does).
 // GOMP_SPINCOUNT=5000 is qkv's own default wait policy (util/blas_env.h); the torch child
 // inherits the same environment (bench::torch_command), and a short spin is faster for it too
 // than OMP_WAIT_POLICY=PASSIVE here. OMP_WAIT_POLICY=PASSIVE instead runs both sides passive.
@@ -95,9 +96,10 @@ struct TorchRun {
   double tok_s = -1, cpu_ms = -1, rss_mib = -1;
 };
 
-TorchRun train_torch(int steps, int threads) {
-  std::string out = bench::run_capture(bench::torch_command(
-      "tools/bench/seq2seq_torch.py", "train --steps " + std::to_string(steps) + " --threads " + std::to_string(threads)));
+TorchRun train_torch(int steps, int threads, bool bf16) {
+  std::string out = bench::run_capture(
+      bench::torch_command("tools/bench/seq2seq_torch.py", "train --steps " + std::to_string(steps) + " --threads " +
+                                                               std::to_string(threads) + (bf16 ? " --bf16" : "")));
   TorchRun r;
   r.tok_s = bench::find_number(out, "\"tgt_tokens_per_s_median\":");
   double cpu_s = bench::find_number(out, "\"cpu_s_median\":");
@@ -141,7 +143,7 @@ int main(int argc, char** argv) {
       const kernels::MatmulPrecisionScope scope(precision);
       q = train_qkv(model, opt, data, r == 0 ? 3 : 1, steps);
     }
-    TorchRun t = train_torch(steps, threads);
+    TorchRun t = train_torch(steps, threads, precision == kernels::MatmulPrecision::bf16);
     q_tok.push_back(median(q.tok_s));
     q_cpu.push_back(median(q.cpu_ms));
     if (t.tok_s > 0) {

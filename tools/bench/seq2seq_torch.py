@@ -9,13 +9,17 @@ clock that also reads time.process_time() at each of those calls, so every timed
 its CPU time (user + system, all threads: the figure to compare on a shared machine) without
 touching the loop. The shared JSON is printed with cpu_s_median (and wall_s_median) added.
 
---beam K > 1 (decode only) is the one addition the shared script lacks: beam search over the
+--bf16 (train only) runs the shared model's forward under torch.autocast(cpu, bfloat16) and returns
+its logits in fp32 for the loss, as the shared GPT script's --bf16 does (the shared seq2seq script
+has no bf16 mode).
+
+--beam K > 1 (decode only) is the other addition the shared script lacks: beam search over the
 shared model (K rows per sentence, log-softmax scores, top-K of the K*V extensions, rows
 reordered every step; the same 32 steps, no EOS stop), timed by the same kind of loop.
 
 The shared script's directory: $QKV_BENCH_REFERENCE, else ../shared/bench-reference next to the
 repository.
-  /usr/bin/python3 seq2seq_torch.py train [shared flags]
+  /usr/bin/python3 seq2seq_torch.py train [shared flags] [--bf16]
   /usr/bin/python3 seq2seq_torch.py decode [shared flags] [--beam 4]
 """
 import contextlib
@@ -99,6 +103,24 @@ def beam_decode(ref, a):
                      indent=1))
 
 
+def autocast_forward(ref):
+    """Makes the shared script's build() return its model with the forward under bf16 autocast."""
+    build = ref.build
+
+    def build_autocast(a):
+        model = build(a)
+        forward = model.forward
+
+        def forward_bf16(*args, **kwargs):
+            with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+                return forward(*args, **kwargs).float()
+
+        model.forward = forward_bf16
+        return model
+
+    ref.build = build_autocast
+
+
 def main():
     ref = load_reference()
     argv = sys.argv[1:]
@@ -107,6 +129,11 @@ def main():
         i = argv.index("--beam")
         beam = int(argv[i + 1])
         del argv[i:i + 2]
+    if "--bf16" in argv:  # ours too
+        argv.remove("--bf16")
+        if not argv or argv[0] != "train":
+            sys.exit("seq2seq_torch.py: --bf16 applies to train only")
+        autocast_forward(ref)
     if beam > 1:
         if not argv or argv[0] != "decode":
             sys.exit("seq2seq_torch.py: --beam applies to decode only")

@@ -73,9 +73,8 @@ void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float 
 //              (oneDNN's f32 matmul or OpenBLAS). A product of two bf16 values is exact in f32, so
 //              this sums the same exact products in f32: the same result within the accumulation
 //              bound, in another order. It is the faster on a CPU whose bf16 instructions do not
-//              outrun its fp32 FMA: an Intel Xeon without AMX issues one 32-pair vdpbf16ps per cycle
-//              where two 16-lane FMA ports do as many multiply-adds without the conversions
-//              (measured 0.35-0.7x fp32 natively there; see BENCHMARKS.md).
+//              outrun its fp32 FMA: an Intel Xeon without AMX measured native bf16 at 0.35-0.7x
+//              fp32 (BENCHMARKS.md).
 // The process's choice: QKV_BF16_PRODUCTS=native|fp32_fma, else (unset or "auto") native unless
 // measured_precision_speed() (kernels/precision_speed.h) timed it slower than fp32. Resolved at the
 // first bf16 product or check_precision_supported(bf16) (which commands call at start, outside any
