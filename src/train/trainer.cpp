@@ -274,15 +274,20 @@ void Trainer::start_data_parallel() {
     pos.mix(uint64_t(v));
   }
   mine.push_back(pos.value());
+  const bool bf16 = o_.precision == kernels::MatmulPrecision::bf16;
+  mine.push_back(bf16 ? int64_t(kernels::bf16_products()) : -1);
+  const size_t n = mine.size();
   const std::vector<int64_t> all =
       comm_.all_gather(mine, "the start-up check of the ranks (after their setup)", comm_.setup_timeout_seconds());
   for (int r = 1; r < comm_.size(); ++r) {
-    QKV_CHECK(all[size_t(3 * r)] == all[0], "distributed training", "rank ", r,
+    QKV_CHECK(all[n * r] == all[0], "distributed training", "rank ", r,
               "'s initial weights differ from rank 0's (the same config, seed and data on every rank are needed)");
-    QKV_CHECK(all[size_t(3 * r + 1)] == all[1] && all[size_t(3 * r + 2)] == all[2], "distributed training", "rank ",
-              r, " starts at another step or data position than rank 0 (step ", all[size_t(3 * r + 1)], " vs ", all[1],
+    QKV_CHECK(all[n * r + 1] == all[1] && all[n * r + 2] == all[2], "distributed training", "rank ", r,
+              " starts at another step or data position than rank 0 (step ", all[n * r + 1], " vs ", all[1],
               "): every rank must open the same run");
   }
+  // Every rank runs its bf16 products as rank 0 does (each timed its own CPU; the checkpoint keeps one).
+  if (bf16) kernels::set_bf16_products(kernels::Bf16Products(all[3]));
   // A new run: rank r > 0 draws dropout from its own stream (rank 0 keeps the single-process one).
   if (!restored_ && comm_.rank() > 0) {
     Generator& g = default_generator();
@@ -304,8 +309,7 @@ Outcome Trainer::run() {
                  speed.bf16_gflops, speed.fp32_gflops,
                  how == kernels::Bf16Products::native
                      ? "native (oneDNN's bf16 kernel)"
-                     : "fp32_fma (the fp32 GEMM on bf16-rounded operands: the same exact products, and faster than "
-                       "this CPU's bf16 instructions)");
+                     : "fp32_fma (the fp32 GEMM on bf16-rounded operands: the same exact products, summed in f32)");
   }
   std::optional<ProgressBar> bar;  // rank 0's
   if (comm_.is_main()) bar.emplace(stderr, o_.log_every);

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "qkv/io/format/safetensors.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/distributed.h"
 #include "qkv/util/file.h"
@@ -219,6 +220,38 @@ TEST(TrainMpi, TwoRanksTakeTheStepsOfOneProcessAndRepeatBitExactly) {
   EXPECT_EQ(count_lines_with(metrics, "\"train\""), 50u) << metrics;
   EXPECT_TRUE(fs::exists(dir / "two_a" / "model" / "model.safetensors"));
   EXPECT_FALSE(fs::exists(dir / "two_a" / ".rank1")) << "rank 1's scratch directory was left behind";
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// Mixed precision on 2 ranks: every rank runs its bf16 products as rank 0 does (kernels/bf16.h:
+// each rank would otherwise choose by its own timing or environment). Rank 1 is told to use the
+// other kernel than rank 0; the weights must still equal, bit for bit, a run where both ranks use
+// rank 0's (its shard's gradient, summed in another order, would move them otherwise).
+TEST(TrainMpi, Bf16RanksRunTheirProductsAsRankZeroDoes) {
+  REQUIRE_MPI();
+  if (!qkv::kernels::dnnl_cpu_info().bf16_native())
+    GTEST_SKIP() << "oneDNN has no bf16 kernel here (" << qkv::kernels::dnnl_cpu_info().isa << ")";
+  const fs::path dir = make_case("bf16", R"({"type": "sgd", "momentum": 0.9})", 0.5, 0.0, 20, 20);
+  std::string config = log_of(dir / "config.json");
+  const std::string at = "\"clip_norm\": 0";
+  config.replace(config.find(at), at.size(), at + ", \"precision\": \"bf16\"");
+  qkv::write_file_atomic((dir / "config.json").string(), config);
+  auto rank = [&](const char* products, const std::string& out) {  // one MPMD app context: 1 rank
+    std::vector<std::string> ctx{"-np", "1", "-x", std::string("QKV_BF16_PRODUCTS=") + products, qkv_bin()};
+    for (const auto& a : train_args(dir, out)) ctx.push_back(a);
+    return ctx;
+  };
+  for (const auto& [out, second] : {std::pair<std::string, const char*>{"same", "native"}, {"mixed", "fp32_fma"}}) {
+    std::vector<std::string> job{find_mpirun(), "--oversubscribe"};
+    for (const auto& a : rank("native", out)) job.push_back(a);
+    job.push_back(":");
+    for (const auto& a : rank(second, out)) job.push_back(a);
+    ASSERT_EQ(wait_exit(spawn(job, dir / (out + ".log"))), 0) << log_of(dir / (out + ".log"));
+  }
+  EXPECT_NE(log_of(dir / "mixed.log").find("bf16 products: native"), std::string::npos) << log_of(dir / "mixed.log");
+  for (const char* file : {"/model.safetensors", "/training_state.safetensors"})
+    EXPECT_TRUE(qkv::read_file(step_dir(dir / "same", 20) + file) == qkv::read_file(step_dir(dir / "mixed", 20) + file))
+        << file << " differs when rank 1 was told to run its bf16 products otherwise";
   if (!HasFailure()) fs::remove_all(dir);
 }
 
