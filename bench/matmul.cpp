@@ -3,6 +3,7 @@
 // OpenBLAS (OpenMP build) runs single-threaded inside an OpenMP parallel region.
 // `bench_matmul bf16` (not in the default run): the bf16 GEMM (kernels/bf16.h) on the model shapes
 // against OpenBLAS sgemm and against oneDNN's own bf16 matmul, timed in the same run.
+// `bench_matmul bf16fma`: native bf16 against fp32 FMA on rounded operands, decoding to batch rows.
 // `bench_matmul bf16packed`: decoding's skinny products against a weight converted once to bf16,
 // oneDNN's blocked layout against plain row-major bf16, beside the fp32 packed panels.
 // `bench_matmul int8`: the same products with the weight quantized once to int8 (kernels/int8.h).
@@ -252,6 +253,42 @@ const std::vector<DecodeShape>& decode_shapes() {
       {"mt d256 W2", 256, 1024},  {"mt d256 Wvocab", 8000, 256}, {"gpt2 Wqkv", 2304, 768},
       {"gpt2 W1", 3072, 768},     {"gpt2 W2", 768, 3072},        {"gpt2 Wvocab", 50257, 768}};
   return shapes;
+}
+
+// `bench_matmul bf16fma`: a converted bf16 weight (oneDNN's blocked layout, native bf16) against the
+// fp32 GEMM on bf16-rounded operands (kernels::Bf16Products::fp32_fma, the weight rounded per call),
+// from decoding's rows to an encoder batch's: where the second wins, batch inference would use it.
+void bench_bf16_fma() {
+  const auto& info = kernels::dnnl_cpu_info();
+  std::printf("\nbf16 products x (M, K) @ W^T: native (W converted once, blocked) against fp32_fma (x and W\n"
+              "rounded per call, fp32 GEMM). CPU: %s; oneDNN ISA %s. Microseconds per product, wall (CPU).\n",
+              info.cpu_model.c_str(), info.isa.c_str());
+  if (!info.bf16_native()) {
+    std::printf("no bf16 kernel on this CPU: skipped\n");
+    return;
+  }
+  std::printf("| %-34s | bf16 native       | fp32_fma          | native/fma |\n|%s|-------------------|"
+              "-------------------|------------|\n", "case (M x N x K)", std::string(36, '-').c_str());
+  for (const DecodeShape& sh : decode_shapes())
+    for (int64_t M : {8, 32, 64, 128, 256, 512, 2048}) {
+      if (sh.N > 10000 && M > 128) continue;
+      Tensor w = rand_t({sh.N, sh.K}, 50), x = rand_t({M, sh.K}, 51), out = Tensor::empty({M, sh.N});
+      auto blocked = kernels::pack_bf16_weight(w.data<float>(), sh.N, sh.K, sh.K, kernels::Bf16WeightLayout::blocked);
+      const double macs = double(M) * double(sh.N) * double(sh.K);
+      const int reps = std::clamp(int(2e9 / macs), 10, 400);
+      float* y = out.data<float>();
+      auto t = timed_all({[&] { kernels::gemm_bf16_packed(M, x.data<float>(), sh.K, *blocked, nullptr, y, sh.N); },
+                          [&] {
+                            kernels::gemm_bf16_rounded(kernels::Bf16Products::fp32_fma, false, true, M, sh.N, sh.K,
+                                                       1.f, x.data<float>(), sh.K, w.data<float>(), sh.K, 0.f, y, sh.N);
+                          }},
+                         reps);
+      char name[96];
+      std::snprintf(name, sizeof name, "%s %lldx%lldx%lld", sh.name, (long long)M, (long long)sh.N, (long long)sh.K);
+      std::printf("| %-34s |", name);
+      for (const Timed& x : t) std::printf(" %7.1f (%7.1f) |", x.wall * 1e6, x.cpu * 1e6);
+      std::printf(" %9.2fx |\n", t[0].wall / t[1].wall);
+    }
 }
 
 void bench_bf16_packed() {
@@ -553,6 +590,7 @@ int main(int argc, char** argv) {
 
   if (argc > 1 && want("bf16")) bench_bf16();
   if (argc > 1 && want("bf16packed")) bench_bf16_packed();
+  if (argc > 1 && want("bf16fma")) bench_bf16_fma();
   if (argc > 1 && want("int8")) bench_int8_packed();
   if (argc > 1 && want("f32backends")) bench_f32_backends();
   if (argc > 1 && want("gpt2stream")) bench_gpt2_stream(20);

@@ -235,6 +235,37 @@ TEST(Bf16Gemm, FrontEndFollowsThePrecisionScope) {
   kernels::set_bf16_products(process);
 }
 
+// A weight packed for bf16 (inference): below bf16_fma_min_rows rows, or with native bf16 products,
+// packed_linear is oneDNN's bf16 matmul against the converted weight; from that many rows with
+// fp32_fma it is, bit for bit, the fp32 GEMM on the rounded x and the original weight, bias first.
+TEST(Bf16Gemm, PackedLinearTakesFp32FmaFromBatchRows) {
+  SKIP_WITHOUT_BF16();
+  const int64_t N = 40, K = 24, rows = kernels::bf16_fma_min_rows;
+  Tensor w = testing::randn(Shape{N, K}, 21), bias = testing::randn(Shape{N}, 22);
+  const kernels::PackedLinear p = kernels::pack_linear(w, bias, MatmulPrecision::bf16);
+  ASSERT_TRUE(p.bf16);
+  const Bf16Products process = kernels::bf16_products();
+  for (Bf16Products how : {Bf16Products::native, Bf16Products::fp32_fma})
+    for (int64_t M : {rows - 1, rows, rows + 37}) {
+      SCOPED_TRACE(::testing::Message() << kernels::bf16_products_name(how) << " M " << M);
+      kernels::set_bf16_products(how);
+      Tensor x = testing::randn(Shape{M, K}, uint64_t(23 + M)), got = Tensor::empty(Shape{M, N});
+      kernels::packed_linear(x, p, got);
+      std::vector<float> want(size_t(M * N));
+      if (how == Bf16Products::fp32_fma && M >= rows) {
+        std::vector<float> x16(x.data<float>(), x.data<float>() + M * K), w16(w.data<float>(), w.data<float>() + N * K);
+        for (auto& v : x16) v = bf(v);
+        for (auto& v : w16) v = bf(v);
+        for (int64_t i = 0; i < M; ++i) std::memcpy(&want[size_t(i * N)], bias.data<float>(), size_t(N) * 4);
+        kernels::gemm(false, true, M, N, K, 1.f, x16.data(), K, w16.data(), K, 1.f, want.data(), N);
+      } else {
+        kernels::gemm_bf16_packed(M, x.data<float>(), K, *p.bf16, bias.data<float>(), want.data(), N);
+      }
+      EXPECT_EQ(std::vector<float>(got.data<float>(), got.data<float>() + M * N), want);
+    }
+  kernels::set_bf16_products(process);
+}
+
 TEST(Bf16Gemm, PrimitivesAreCachedPerShape) {
   SKIP_WITHOUT_BF16();
   auto A = randn_values(31 * 47, 1), B = randn_values(47 * 23, 2);

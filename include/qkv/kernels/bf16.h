@@ -79,9 +79,13 @@ void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float 
 // measured_precision_speed() (kernels/precision_speed.h) timed it slower than fp32. Resolved at the
 // first bf16 product or check_precision_supported(bf16) (which commands call at start, outside any
 // parallel region), then kept; set_bf16_products overrides it (a resumed run restores its own).
-// Products against converted weights (gemm_bf16_packed: inference, memory-bound at decoding's few
-// rows, where bf16 halves the bytes read) are always native.
+// Products against converted weights (packed_linear in gemm.h: inference) stay native below
+// bf16_fma_min_rows rows, where they are memory-bound and bf16 halves the bytes read; from there on
+// fp32_fma, if chosen, takes them too, rounding the original f32 weight per call (`bench_matmul
+// bf16fma`, Intel Xeon without AMX: native/fp32_fma 0.22-0.37x at 8 rows, 0.97-1.15x at 128,
+// 1.14-1.37x at 256, 1.37-1.60x at 2048).
 enum class Bf16Products : uint8_t { native, fp32_fma };
+constexpr int64_t bf16_fma_min_rows = 256;
 Bf16Products bf16_products();
 void set_bf16_products(Bf16Products p);
 const char* bf16_products_name(Bf16Products p);              // "native" | "fp32_fma"

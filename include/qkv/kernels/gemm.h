@@ -68,7 +68,9 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 // whenever a weight changed (a rows pack only re-reads its pointers and bias: no copy).
 //
 // Packed for precision bf16, the weight is instead converted once to bf16 in oneDNN's preferred
-// layout (Bf16Weight, bf16.h) and x is rounded to bf16 per product (f32 accumulation, f32 out).
+// layout (Bf16Weight, bf16.h) and x is rounded to bf16 per product (f32 accumulation, f32 out);
+// from bf16_fma_min_rows rows on a CPU whose bf16 products run as fp32_fma (bf16.h), the original
+// f32 weight and x are rounded per product and multiplied by the fp32 GEMM instead.
 // Packed for precision int8, a weight large enough to pay (int8_pays, kernels/int8.h) is quantized
 // once per output channel (Int8Weight) and x per row at each product; a smaller one is packed
 // as for fp32.
@@ -99,7 +101,8 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
 // fp32: each output element is one dot product whose order of additions is fixed by K alone (the
 // panels: k-ordered; the rows: 16 k-ordered lane sums, then a fixed tree), so results depend
 // neither on the thread count nor on M (a row's output is the same alone or in a batch).
-// bf16: oneDNN's matmul against the converted weight; int8: kernels/int8.h's scheme.
+// bf16: oneDNN's matmul against the converted weight (or fp32_fma from bf16_fma_min_rows rows, as
+// above); int8: kernels/int8.h's scheme.
 void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out);
 
 // out (N) = sum over the rows of x (R, N) (a Linear's bias gradient); x, out contiguous. Sums in
