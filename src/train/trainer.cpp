@@ -174,7 +174,8 @@ std::map<std::string, Tensor> Trainer::training_state() const {
   for (auto& [k, v] : task_.position()) st["data." + k] = i64_scalar(v);
   // How bf16 products ran (kernels/bf16.h): chosen by a timing when the run started, so a resume
   // must not choose again (another summation order would break bit-exact resumption).
-  if (o_.precision == kernels::MatmulPrecision::bf16) st["bf16_products"] = i64_scalar(int64_t(kernels::bf16_products()));
+  if (o_.precision == kernels::MatmulPrecision::bf16)
+    st["bf16_products"] = i64_scalar(int64_t(kernels::bf16_products()));
   if (comm_.distributed()) {  // the world size, and every rank's generator (its own dropout stream)
     st["dist.ranks"] = i64_scalar(comm_.size());
     const std::vector<int64_t> rng = comm_.all_gather(std::vector<int64_t>{int64_t(g.seed()), int64_t(g.offset())},

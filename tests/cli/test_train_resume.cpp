@@ -52,7 +52,8 @@ void write_corpus(const fs::path& dir, const std::string& precision = "fp32") {
 // with the other value and must still take the killed run's own (recorded in its training state).
 static void sigkill_then_resume_is_bit_identical(const std::string& precision, const std::string& products = "") {
   if (!products.empty()) setenv("QKV_BF16_PRODUCTS", products.c_str(), 1);
-  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_resume_" + precision + products + "_" + std::to_string(getpid()));
+  fs::path dir =
+      fs::path(::testing::TempDir()) / ("qkv_resume_" + precision + products + "_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   write_corpus(dir, precision);

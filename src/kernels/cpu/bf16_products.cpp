@@ -21,7 +21,8 @@ std::atomic<int> g_products{kUnresolved};
 // QKV_BF16_PRODUCTS, else the measured rule (auto).
 Bf16Products default_products() {
   const char* env = std::getenv("QKV_BF16_PRODUCTS");
-  if (env != nullptr && *env != '\0' && std::string(env) != "auto") return parse_bf16_products(env, "QKV_BF16_PRODUCTS");
+  if (env != nullptr && *env != '\0' && std::string(env) != "auto")
+    return parse_bf16_products(env, "QKV_BF16_PRODUCTS");
   return measured_precision_speed().bf16_slower() ? Bf16Products::fp32_fma : Bf16Products::native;
 }
 

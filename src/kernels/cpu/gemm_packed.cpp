@@ -330,7 +330,8 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
   if (p.bf16 && x.dtype() == DType::f32 && x.strides()[1] == 1) {
     const int64_t ldx = M == 1 ? K : x.strides()[0];
     const float* bias = p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr;
-    if (M >= bf16_fma_min_rows && p.weight.defined() && p.weight.strides()[1] == 1 && bf16_products() == Bf16Products::fp32_fma) {
+    if (M >= bf16_fma_min_rows && p.weight.defined() && p.weight.strides()[1] == 1 &&
+        bf16_products() == Bf16Products::fp32_fma) {
       // A batch's worth of rows: compute-bound, where this CPU's fp32 FMA beats its bf16 kernel.
       float* y = out.data<float>();
       if (bias) {
