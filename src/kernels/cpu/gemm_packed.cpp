@@ -330,17 +330,11 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
   if (p.bf16 && x.dtype() == DType::f32 && x.strides()[1] == 1) {
     const int64_t ldx = M == 1 ? K : x.strides()[0];
     const float* bias = p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr;
-    if (M >= bf16_fma_min_rows && p.weight.defined() && p.weight.strides()[1] == 1 &&
-        bf16_products() == Bf16Products::fp32_fma) {
+    if (M >= bf16_fma_min_rows && p.weight.defined() && bf16_products() == Bf16Products::fp32_fma) {
       // A batch's worth of rows: compute-bound, where this CPU's fp32 FMA beats its bf16 kernel.
-      float* y = out.data<float>();
-      if (bias) {
-#pragma omp parallel for schedule(static) if (M * N >= (int64_t(1) << 18))
-        for (int64_t i = 0; i < M; ++i) std::memcpy(y + i * N, bias, size_t(N) * sizeof(float));
-      }
-      gemm_bf16_rounded(Bf16Products::fp32_fma, false, true, M, N, K, 1.f, x.data<float>(), ldx,
-                        p.weight.data<float>(), p.weight.strides()[0], bias ? 1.f : 0.f, y, N);
-      return;
+      // The unpacked bf16 product against the original weight (bf16_products() runs it as fp32_fma).
+      const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+      return linear(x, p.weight, p.dense_bias, out);
     }
     gemm_bf16_packed(M, x.data<float>(), ldx, *p.bf16, bias, out.data<float>(), N);
     return;
