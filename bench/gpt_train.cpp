@@ -11,19 +11,22 @@
 // last step and the peak RSS of this process: run one configuration per process.
 //
 // Run (with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX):
-//   build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10|paired] [fp32|bf16]
+//   build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10|paired] [fp32|bf16|bf16-percall]
 // steps = "paired": after the warm-up, print "ready" and run one step per "step" line on stdin,
 // answering with the step's wall ms, until end of input; tools/bench/paired.py drives it,
 // alternating single steps with the reference's in one sitting (the fairest ratio on a shared
 // machine).
 // bf16: every matrix product of the step under a MatmulPrecisionScope (kernels/bf16.h), as
-// train.precision "bf16" runs it; compare with the reference's --bf16 (autocast).
+// train.precision "bf16" runs it (weights converted once per step, kernels/bf16_step_weights.h);
+// bf16-percall: without the step's weight copies (both operands rounded at every product).
+// Compare with the reference's --bf16 (autocast).
 // and in the same sitting:
 //   OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 /work/shared/bench-reference/gpt_bench.py train
 //     --d 256 --heads 4 --layers 4 --dff 1024 --ctx 256 --batch 16        (cfg1; V 8192 is its default)
 //   ... train --d 512 --heads 8 --layers 6 --dff 2048 --ctx 128 --batch 8  (cfg2)
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +35,7 @@
 #include "bench_util.h"
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/bf16.h"
+#include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/models/gpt.h"
 #include "qkv/ops/loss.h"
 #include "qkv/tensor/rng.h"
@@ -43,7 +47,9 @@ int main(int argc, char** argv) {
   const std::string name = argc > 1 ? argv[1] : "cfg1";
   const bool paired = argc > 3 && std::string(argv[3]) == "paired";
   const int warmup = argc > 2 ? std::atoi(argv[2]) : 3, steps = argc > 3 && !paired ? std::atoi(argv[3]) : 10;
-  const kernels::MatmulPrecision precision = kernels::parse_precision(argc > 4 ? argv[4] : "fp32");
+  const std::string precision_arg = argc > 4 ? argv[4] : "fp32";
+  const bool step_copies = precision_arg != "bf16-percall";
+  const kernels::MatmulPrecision precision = kernels::parse_precision(step_copies ? precision_arg : "bf16");
   if (precision == kernels::MatmulPrecision::int8) {  // training products are recorded: int8 would run fp32
     std::fprintf(stderr, "precision int8 is for inference only: train in fp32 or bf16\n");
     return 2;
@@ -57,7 +63,7 @@ int main(int argc, char** argv) {
   } else if (name == "cfg2") {
     cfg.n_positions = 128, cfg.n_embd = 512, cfg.n_head = 8, cfg.n_layer = 6, cfg.n_inner = 2048, batch = 8;
   } else {
-    std::fprintf(stderr, "usage: bench_gpt_train cfg1|cfg2 [warmup] [steps|paired] [fp32|bf16]\n");
+    std::fprintf(stderr, "usage: bench_gpt_train cfg1|cfg2 [warmup] [steps|paired] [fp32|bf16|bf16-percall]\n");
     return 2;
   }
   cfg.activation_function = "gelu";
@@ -83,10 +89,15 @@ int main(int argc, char** argv) {
     for (auto& t : y) t = int64_t(data.randint(uint64_t(V)));
     Tensor ids = Tensor::from_vector(x, {batch, T}), targets = Tensor::from_vector(y, {batch, T});  // (B, T)
     const double t0 = bench::now_ms();
-    Tensor logits = model.forward(ids);  // (B, T, V)
-    Tensor loss = cross_entropy(logits, targets);
-    opt->zero_grad();
-    backward(loss);
+    Tensor loss;
+    {
+      std::optional<kernels::Bf16StepWeights> copies;  // as the trainer: weights converted once per step
+      if (precision == kernels::MatmulPrecision::bf16 && step_copies) copies.emplace(model.parameters());
+      Tensor logits = model.forward(ids);  // (B, T, V)
+      loss = cross_entropy(logits, targets);
+      opt->zero_grad();
+      backward(loss);
+    }
     opt->step();
     const double ms = bench::now_ms() - t0;
     loss_last = loss.item();
@@ -100,7 +111,7 @@ int main(int argc, char** argv) {
   std::printf("{\"bench\": \"gpt_train\", \"cfg\": \"%s\", \"precision\": \"%s\", \"params\": %lld, \"tokens_per_step\": %lld, "
               "\"threads\": %d, \"tokens_per_s_median\": %.1f, \"tokens_per_s_min\": %.1f, \"tokens_per_s_max\": %.1f, "
               "\"loss_first\": %.4f, \"loss_last\": %.4f, \"peak_rss_MiB\": %.1f}\n",
-              name.c_str(), kernels::precision_name(precision), (long long)model.num_parameters(), (long long)(batch * T), bench::env_threads(),
+              name.c_str(), step_copies ? kernels::precision_name(precision) : "bf16-percall", (long long)model.num_parameters(), (long long)(batch * T), bench::env_threads(),
               bench::median(tps), lo, hi, loss_first, loss_last, bench::peak_rss_mib());
   return 0;
 }

@@ -4,6 +4,7 @@
 // `bench_matmul bf16` (not in the default run): the bf16 GEMM (kernels/bf16.h) on the model shapes
 // against OpenBLAS sgemm and against oneDNN's own bf16 matmul, timed in the same run.
 // `bench_matmul bf16fma`: native bf16 against fp32 FMA on rounded operands, decoding to batch rows.
+// `bench_matmul bf16step`: training products against a step's bf16 weight copy, against per call.
 // `bench_matmul bf16packed`: decoding's skinny products against a weight converted once to bf16,
 // oneDNN's blocked layout against plain row-major bf16, beside the fp32 packed panels.
 // `bench_matmul int8`: the same products with the weight quantized once to int8 (kernels/int8.h).
@@ -289,6 +290,57 @@ void bench_bf16_fma() {
       for (const Timed& x : t) std::printf(" %7.1f (%7.1f) |", x.wall * 1e6, x.cpu * 1e6);
       std::printf(" %9.2fx |\n", t[0].wall / t[1].wall);
     }
+}
+
+// `bench_matmul bf16step`: a training step's products against its weights (kernels/
+// bf16_step_weights.h) at the GPT bench's shapes: both operands rounded per call (plain layouts)
+// against the weight's step copy in oneDNN's blocked layout (x rounded per call), and the refill
+// of that copy (once per step and role). Microseconds, wall (CPU).
+void bench_bf16_step() {
+  const auto& info = kernels::dnnl_cpu_info();
+  std::printf("\nbf16 training products against a weight: per call vs the step's copy. CPU: %s; oneDNN ISA %s.\n"
+              "Microseconds per product, wall (CPU).\n", info.cpu_model.c_str(), info.isa.c_str());
+  if (!info.bf16_native()) {
+    std::printf("no bf16 kernel on this CPU: skipped\n");
+    return;
+  }
+  std::printf("| %-36s | per call          | step copy         | copy/per call | refill            |\n"
+              "|%s|-------------------|-------------------|---------------|-------------------|\n",
+              "case (M x N x K)", std::string(38, '-').c_str());
+  struct Case {
+    const char* name;
+    bool kn;  // dY @ W (B = W, (K, N)) rather than x @ W^T
+    int64_t M, N, K;
+  };
+  const std::vector<Case> cases = {
+      {"cfg2 x @ Wqkv^T", false, 1024, 1536, 512}, {"cfg2 x @ W1^T", false, 1024, 2048, 512},
+      {"cfg2 h @ W2^T", false, 1024, 512, 2048},   {"cfg2 x @ Wvocab^T", false, 1024, 8192, 512},
+      {"cfg2 dY @ Wqkv (nn)", true, 1024, 512, 1536}, {"cfg2 dY @ W2 (nn)", true, 1024, 2048, 512},
+      {"cfg2 dY @ Wvocab (nn)", true, 1024, 512, 8192}, {"cfg1 x @ W1^T", false, 4096, 1024, 256},
+      {"cfg1 h @ W2^T", false, 4096, 256, 1024},    {"cfg1 dY @ W1 (nn)", true, 4096, 256, 1024},
+  };
+  for (const Case& c : cases) {
+    // W (out, in): for x @ W^T out = N, in = K; for dY @ W out = K, in = N.
+    const int64_t out = c.kn ? c.K : c.N, in = c.kn ? c.N : c.K;
+    Tensor w = rand_t({out, in}, 60), x = rand_t({c.M, c.K}, 61), y = Tensor::empty({c.M, c.N});
+    auto copy = kernels::make_bf16_weight(c.N, c.K, c.kn, c.M);
+    kernels::refill_bf16_weight(*copy, w.data<float>(), in);
+    const double macs = double(c.M) * double(c.N) * double(c.K);
+    const int reps = std::clamp(int(4e9 / macs), 10, 200);
+    auto t = timed_all({[&] {
+                          kernels::gemm_bf16_rounded(kernels::Bf16Products::native, false, !c.kn, c.M, c.N, c.K, 1.f,
+                                                     x.data<float>(), c.K, w.data<float>(), in, 0.f, y.data<float>(),
+                                                     c.N);
+                        },
+                        [&] { kernels::gemm_bf16_packed(c.M, x.data<float>(), c.K, *copy, nullptr, y.data<float>(), c.N); },
+                        [&] { kernels::refill_bf16_weight(*copy, w.data<float>(), in); }},
+                       reps);
+    char name[96];
+    std::snprintf(name, sizeof name, "%s %lldx%lldx%lld", c.name, (long long)c.M, (long long)c.N, (long long)c.K);
+    std::printf("| %-36s |", name);
+    for (size_t i = 0; i < 2; ++i) std::printf(" %7.1f (%7.1f) |", t[i].wall * 1e6, t[i].cpu * 1e6);
+    std::printf(" %12.2fx | %7.1f (%7.1f) |\n", t[1].wall / t[0].wall, t[2].wall * 1e6, t[2].cpu * 1e6);
+  }
 }
 
 void bench_bf16_packed() {
@@ -591,6 +643,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && want("bf16")) bench_bf16();
   if (argc > 1 && want("bf16packed")) bench_bf16_packed();
   if (argc > 1 && want("bf16fma")) bench_bf16_fma();
+  if (argc > 1 && want("bf16step")) bench_bf16_step();
   if (argc > 1 && want("int8")) bench_int8_packed();
   if (argc > 1 && want("f32backends")) bench_f32_backends();
   if (argc > 1 && want("gpt2stream")) bench_gpt2_stream(20);

@@ -25,12 +25,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bench_util.h"
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/bf16.h"
+#include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/models/transformer.h"
 #include "qkv/ops/loss.h"
@@ -78,10 +80,14 @@ Times train_qkv(models::Transformer& model, AdamW& opt, Generator& data, int war
     }
     Tensor tgt_in = Tensor::from_vector<int64_t>(in, {kBatch, kTgtLen});
     double c0 = cpu_ms(), t0 = now_ms();
-    Tensor logits = model.forward(src, Tensor(), tgt_in);  // (B, T, V)
-    Tensor loss = cross_entropy(reshape(logits, {-1, kVocab}), reshape(tgt, {-1}));
-    opt.zero_grad();
-    backward(loss);
+    {
+      std::optional<kernels::Bf16StepWeights> copies;  // as the trainer: weights converted once per step
+      if (kernels::matmul_precision() == kernels::MatmulPrecision::bf16) copies.emplace(model.parameters());
+      Tensor logits = model.forward(src, Tensor(), tgt_in);  // (B, T, V)
+      Tensor loss = cross_entropy(reshape(logits, {-1, kVocab}), reshape(tgt, {-1}));
+      opt.zero_grad();
+      backward(loss);
+    }
     opt.step();
     double t1 = now_ms(), c1 = cpu_ms();
     if (i >= warmup) {

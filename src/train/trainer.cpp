@@ -8,6 +8,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
+#include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/kernels/precision_speed.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/train/checkpoint.h"
@@ -90,6 +91,8 @@ double Trainer::train_step() {
   double loss_sum = 0;
   {
     const kernels::MatmulPrecisionScope precision(o_.precision);  // the forward and backward products
+    std::optional<kernels::Bf16StepWeights> copies;  // bf16: each weight converted once for the step
+    if (o_.precision == kernels::MatmulPrecision::bf16) copies.emplace(opt_.params());
     for (const TrainingTask::MicroBatch& b : micro) {
       Tensor loss = comm_.distributed() ? shard_loss(b) : b.summed_loss(o_.label_smoothing);
       if (!loss.defined()) continue;  // data-parallel: this rank has no rows of b

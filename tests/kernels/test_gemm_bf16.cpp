@@ -22,6 +22,7 @@
 
 #include "helpers.h"
 #include "qkv/kernels/bf16.h"
+#include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/tensor/rng.h"
 #include "ref.h"
@@ -339,6 +340,91 @@ TEST(Bf16Gemm, ConcurrentExecutionsOfOnePrimitiveAgree) {
     kernels::gemm_bf16_rounded(Bf16Products::native, false, true, M, N, K, 1.f, a[size_t(i)].data<float>(), K,
                                b[size_t(i)].data<float>(), K, 0.f, together[size_t(i)].data<float>(), N);
   for (int64_t i = 0; i < kCalls; ++i) EXPECT_TRUE(testing::bit_equal(alone[size_t(i)], together[size_t(i)])) << i;
+}
+
+// A refilled step copy (make_bf16_weight + refill_bf16_weight, which writes oneDNN's blocks itself
+// where it knows the layout) holds, byte for byte, what oneDNN's own reorder of the to_bf16-rounded
+// weight gives (pack_bf16_weight), padding included, in both roles and at sizes off the blocks.
+TEST(Bf16StepWeights, RefilledCopyIsOneDnnsLayoutOfTheRoundedWeight) {
+  SKIP_WITHOUT_BF16();
+  for (auto [N, K] : {std::pair<int64_t, int64_t>{1536, 512}, {512, 2048}, {37, 100}, {64, 32}, {1, 3}, {130, 33}})
+    for (bool kn : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "N " << N << " K " << K << (kn ? " B (K, N)" : " W (N, K)"));
+      // W (N, K) with row stride K + 3; for kn the same matrix stored as B = W^T (K, N), stride N + 5.
+      const int64_t ldw = K + 3, ldb = N + 5;
+      auto w = randn_values(N * ldw, uint64_t(N * 7 + K));
+      std::vector<float> b(size_t(K * ldb), 0.f);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) b[size_t(k * ldb + n)] = w[size_t(n * ldw + k)];
+      auto ref = kernels::pack_bf16_weight(w.data(), N, K, ldw);
+      auto copy = kernels::make_bf16_weight(N, K, kn, 1024);
+      kernels::refill_bf16_weight(*copy, kn ? b.data() : w.data(), kn ? ldb : ldw);
+      const size_t bytes = kernels::bf16_weight_bytes(*ref);
+      ASSERT_EQ(kernels::bf16_weight_bytes(*copy), bytes);
+      EXPECT_EQ(std::memcmp(kernels::bf16_weight_data(*copy), kernels::bf16_weight_data(*ref), bytes), 0);
+      for (auto& v : w) v *= -3.f;  // a second refill overwrites every value
+      for (auto& v : b) v *= -3.f;
+      ref = kernels::pack_bf16_weight(w.data(), N, K, ldw);
+      kernels::refill_bf16_weight(*copy, kn ? b.data() : w.data(), kn ? ldb : ldw);
+      EXPECT_EQ(std::memcmp(kernels::bf16_weight_data(*copy), kernels::bf16_weight_data(*ref), bytes), 0);
+    }
+}
+
+// A training step's weight copies (kernels/bf16_step_weights.h): a Linear's forward (x @ W^T + b)
+// and its input gradient (dY @ W) against a registered weight run on a copy converted once per
+// role, within the bf16 bound; anything else runs as before; a new scope sees a changed weight.
+TEST(Bf16StepWeights, LinearProductsUseOneCopyPerRole) {
+  SKIP_WITHOUT_BF16();
+  const Bf16Products process = kernels::bf16_products();
+  kernels::set_bf16_products(Bf16Products::native);
+  const int64_t M = 67, N = 48, K = 40;
+  Tensor w = testing::randn(Shape{N, K}, 31), bias = testing::randn(Shape{N}, 32);
+  Tensor x = testing::randn(Shape{M, K}, 33), dy = testing::randn(Shape{M, N}, 34);
+  auto values = [](const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); };
+  std::vector<float> bias_rows;
+  for (int64_t i = 0; i < M; ++i) bias_rows.insert(bias_rows.end(), bias.data<float>(), bias.data<float>() + N);
+  {  // fp32 products never look at the copies
+    kernels::Bf16StepWeights copies({w});
+    Tensor y = Tensor::empty(Shape{M, N});
+    kernels::linear(x, w, bias, y);
+    EXPECT_EQ(copies.copies_made(), 0);
+  }
+  const int64_t packed_before = kernels::bf16_weights_packed();
+  {
+    const kernels::MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    kernels::Bf16StepWeights copies({w, bias});
+    for (int round = 0; round < 3; ++round) {  // micro-batches of one step: the copies are reused
+      Tensor y = Tensor::empty(Shape{M, N}), dx = Tensor::empty(Shape{M, K});
+      kernels::linear(x, w, bias, y);
+      check_gemm(false, true, M, N, K, 1.f, values(x), K, values(w), K, 1.f, bias_rows, values(y), N);
+      kernels::matmul_2d(dy, w, dx);
+      check_gemm(false, false, M, K, N, 1.f, values(dy), N, values(w), K, 0.f, std::vector<float>(size_t(M * K)),
+                 values(dx), K);
+      EXPECT_EQ(copies.copies_made(), 2);
+    }
+    EXPECT_EQ(kernels::bf16_weights_packed(), packed_before + 2);
+    // Not the whole weight, A transposed, or a non-registered B: the per-call path, no copy.
+    Tensor y = Tensor::empty(Shape{M, N - 8}), top = w.as_strided(Shape{N - 8, K}, Shape{K, 1}, w.offset());
+    kernels::linear(x, top, Tensor(), y);
+    Tensor dw = Tensor::empty(Shape{N, K});
+    kernels::matmul_2d(dy.as_strided(Shape{N, M}, Shape{1, N}, dy.offset()), x, dw);
+    EXPECT_EQ(copies.copies_made(), 2);
+    EXPECT_THROW(kernels::Bf16StepWeights second({w}), Error);  // one scope at a time
+  }
+  // The optimizer changes the weight between steps: the next step's scope refills its copy (the
+  // storage is kept from step to step) with the new values.
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] *= -2.f;
+  {
+    const kernels::MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    kernels::Bf16StepWeights copies({w});
+    Tensor y = Tensor::empty(Shape{M, N});
+    kernels::linear(x, w, Tensor(), y);
+    check_gemm(false, true, M, N, K, 1.f, values(x), K, values(w), K, 0.f, std::vector<float>(size_t(M * N)),
+               values(y), N);
+    EXPECT_EQ(copies.copies_made(), 1);
+  }
+  EXPECT_EQ(kernels::bf16_weights_packed(), packed_before + 2);  // refilled, not made again
+  kernels::set_bf16_products(process);
 }
 
 }  // namespace

@@ -113,14 +113,31 @@ enum class Bf16WeightLayout : uint8_t { blocked, plain };
 // w (N, K) f32, row stride ldw. Throws when the CPU has neither AMX nor AVX512_BF16.
 std::shared_ptr<const Bf16Weight> pack_bf16_weight(const float* w, int64_t N, int64_t K, int64_t ldw,
                                                    Bf16WeightLayout layout = Bf16WeightLayout::blocked);
+// A bf16 copy to be refilled (a training step's weights, kernels/bf16_step_weights.h), in the
+// blocked layout oneDNN picks for products of `rows` rows, storage only (zeroed): kn false for a
+// weight W (N, K) of x @ W^T; kn true for B (K, N) of x @ B (a Linear's dX = dY @ W: W (out, in)
+// is B with K = out, N = in). refill_bf16_weight converts new f32 values (row stride ld) into it in
+// one pass, rounding by to_bf16: straight into the blocks for the layout AVX512_BF16 uses
+// ("BA16a64b2a"; 1.0-1.9x the speed of oneDNN's reorder on the GPT bench's weights, AMD EPYC Zen 5,
+// `bench_matmul bf16step`); any other layout by oneDNN's reorder
+// (which rounds to nearest even too, but makes f32 subnormals zero, as the bf16 products read bf16
+// subnormals anyway, and keeps NaN payloads).
+std::shared_ptr<Bf16Weight> make_bf16_weight(int64_t N, int64_t K, bool kn, int64_t rows);
+void refill_bf16_weight(Bf16Weight& w, const float* src, int64_t ld);
 // out (M, N), row stride ldo = x (M, K) @ W^T + bias: x f32 with row stride ldx is rounded to bf16
-// (per call, into a per-thread buffer), products accumulate in f32; bias (N) f32 or null.
+// (per call, into a per-thread buffer), products accumulate in f32; bias (N) f32 or null. Throws
+// where oneDNN has no kernel for the weight's layout at this M; try_gemm_bf16_packed returns false
+// there instead, having written nothing.
 void gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& w, const float* bias, float* out,
                       int64_t ldo);
+bool try_gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& w, const float* bias, float* out,
+                          int64_t ldo);
 // Weights converted by pack_bf16_weight so far (tests count them: converted once, not per call).
 int64_t bf16_weights_packed();
-// Bytes the converted weight occupies (oneDNN's blocked layout pads N and K to its blocks).
+// Bytes the converted weight occupies (oneDNN's blocked layout pads N and K to its blocks), and
+// where (tests compare layouts byte for byte).
 size_t bf16_weight_bytes(const Bf16Weight& w);
+const void* bf16_weight_data(const Bf16Weight& w);
 
 // Throws, naming `who`, when `p` is bf16 and the CPU (or oneDNN's ISA cap) has neither AMX nor
 // AVX512_BF16: bf16 would be emulated, slower than fp32, so it is refused rather than run slowly.

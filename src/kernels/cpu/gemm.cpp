@@ -5,6 +5,7 @@
 #include "qkv/kernels/gemm.h"
 
 #include "qkv/kernels/bf16.h"
+#include "qkv/kernels/bf16_step_weights.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -76,6 +77,13 @@ void gemm_impl(MatmulPrecision prec, bool ta, bool tb, int64_t M, int64_t N, int
                int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const T* bias = nullptr) {
   if (M == 0 || N == 0) return;
   check_ld(false, M, N, ldc, "ldc");
+  if constexpr (std::is_same_v<T, float>) {  // against a training step's bf16 weight copy, if B is one
+    if (prec == MatmulPrecision::bf16 && !ta && alpha == 1.f && beta == 0.f && K > 0) {
+      check_ld(false, M, K, lda, "lda");
+      check_ld(tb, K, N, ldb, "ldb");
+      if (gemm_bf16_step_weight(tb, M, N, K, A, lda, B, ldb, C, ldc, bias)) return;
+    }
+  }
   if (bias) {
     if constexpr (std::is_same_v<T, float>) {
       if (prec != MatmulPrecision::bf16 && K > 0 && routes_to_onednn(tb, M, N, K, alpha)) {

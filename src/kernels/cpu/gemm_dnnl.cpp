@@ -199,68 +199,166 @@ struct Bf16Weight {
   int64_t N = 0, K = 0;
   dnnl::memory::desc md;  // (K, N): W^T as matmul's weights argument, in the chosen layout
   int layout = 0;         // layout_id(md)
+  bool kn = false;        // made from B (K, N) rather than W (N, K) (make_bf16_weight)
+  int64_t n_block = 0;    // make_bf16_weight's: > 0 when md is BA16a<n_block>b2a (see write_blocked)
   std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, std::free};
 };
 
+namespace {
+
+// The layout matmul picks for the (K, N) weights given any layout, for products of `rows` rows (on
+// AVX512_BF16 it does not depend on M; products at other M take it as given, or say they cannot).
+dnnl::memory::desc blocked_layout(int64_t N, int64_t K, int64_t rows) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  dnnl::memory::desc x({rows, K}, dt::bf16, dims{K, 1});
+  dnnl::memory::desc any({K, N}, dt::bf16, dnnl::memory::format_tag::any);
+  dnnl::memory::desc b({1, N}, dt::f32, dims{N, 1});
+  dnnl::memory::desc y({rows, N}, dt::f32, dims{N, 1});
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(x, any, b, y), engine()).weights_desc();
+}
+
+// An unfilled weight of layout md.
+std::shared_ptr<Bf16Weight> allocate_weight(const char* who, int64_t N, int64_t K, const dnnl::memory::desc& md) {
+  auto out = std::make_shared<Bf16Weight>();
+  out->N = N, out->K = K, out->md = md;
+  const size_t bytes = md.get_size();
+  out->data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  QKV_CHECK(out->data != nullptr, who, "out of memory for ", bytes, " bytes");
+  out->layout = layout_id(md);
+  g_weights_packed.fetch_add(1);
+  return out;
+}
+
+void check_weight_args(const char* who, bool kn, int64_t N, int64_t K, int64_t ld) {
+  QKV_CHECK(N > 0 && K > 0 && ld >= (kn ? N : K), who, "expected a ", kn ? "(K, N)" : "(N, K)",
+            " matrix with N, K > 0 and row stride >= its row length, got N = ", N, ", K = ", K, ", ld = ", ld);
+  check_native(who);
+}
+
+}  // namespace
+
 std::shared_ptr<const Bf16Weight> pack_bf16_weight(const float* w, int64_t N, int64_t K, int64_t ldw,
                                                    Bf16WeightLayout layout) {
-  QKV_CHECK(N > 0 && K > 0 && ldw >= K, "pack_bf16_weight",
-            "expected a (N, K) weight with N, K > 0 and row stride >= K, got N = ", N, ", K = ", K, ", ldw = ", ldw);
-  check_native("pack_bf16_weight");
+  check_weight_args("pack_bf16_weight", false, N, K, ldw);
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   // W (N, K) row-major is W^T (K, N) with strides (1, K): the plain layout.
   const dnnl::memory::desc plain({K, N}, dt::bf16, dims{1, K});
   auto w16 = std::make_unique<uint16_t[]>(size_t(N * K));
   round_to_bf16(w, N, K, ldw, w16.get());
-  auto out = std::make_shared<Bf16Weight>();
-  out->N = N, out->K = K;
+  // 32 rows: a decoding batch.
+  auto out = allocate_weight("pack_bf16_weight", N, K, layout == Bf16WeightLayout::plain ? plain : blocked_layout(N, K, 32));
   if (layout == Bf16WeightLayout::plain) {
-    out->md = plain;
+    std::memcpy(out->data.get(), w16.get(), out->md.get_size());
   } else {
-    // The layout matmul picks for W^T given any layout (on AVX512_BF16 it does not depend on M;
-    // other M take it as given). 32 rows: a decoding batch.
-    const int64_t M = 32;
-    dnnl::memory::desc x({M, K}, dt::bf16, dims{K, 1});
-    dnnl::memory::desc any({K, N}, dt::bf16, dnnl::memory::format_tag::any);
-    dnnl::memory::desc b({1, N}, dt::f32, dims{N, 1});
-    dnnl::memory::desc y({M, N}, dt::f32, dims{N, 1});
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x, any, b, y), engine());
-    out->md = pd.weights_desc();
-  }
-  const size_t bytes = out->md.get_size();
-  out->data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-  QKV_CHECK(out->data != nullptr, "pack_bf16_weight", "out of memory for ", bytes, " bytes");
-  if (layout == Bf16WeightLayout::plain) {
-    std::memcpy(out->data.get(), w16.get(), bytes);
-  } else {
-    dnnl::memory src(plain, engine(), w16.get()), dst(out->md, engine(), out->data.get());
+    dnnl::memory from(plain, engine(), w16.get()), to(out->md, engine(), out->data.get());
     dnnl::stream s(engine());
-    dnnl::reorder(src, dst).execute(s, src, dst);
+    dnnl::reorder(from, to).execute(s, from, to);
     s.wait();
   }
-  out->layout = layout_id(out->md);
-  g_weights_packed.fetch_add(1);
   return out;
 }
+
+namespace {
+
+// The N block of oneDNN's "BA16a<n>b2a" layout of a (K, N) bf16 weight (the one its bf16 matmul
+// picks on AVX512_BF16: K in blocks of 32, N in blocks of n, inside a block pairs of consecutive k
+// for each column), or 0 for any other layout.
+int64_t ba16a_b2a_block(const dnnl::memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.ndims != 2 || d.format_kind != dnnl_blocked || d.offset0 != 0 || d.extra.flags != 0) return 0;
+  const auto& b = d.format_desc.blocking;
+  const bool ba = b.inner_nblks == 3 && b.inner_idxs[0] == 0 && b.inner_blks[0] == 16 && b.inner_idxs[1] == 1 &&
+                  b.inner_idxs[2] == 0 && b.inner_blks[2] == 2;
+  return ba ? b.inner_blks[1] : 0;
+}
+
+// w's blocks from f32 src, rounded by to_bf16: element (k, n) of the (K, N) matrix (src[k * ld + n]
+// for B, src[n * ld + k] for W) goes to block (k / 32, n / nb), at (k % 32 / 2) * 2 nb + (n % nb) * 2
+// + k % 2 inside it: each (k, k + 1) pair of a column is one 32-bit word. The padding (K to 32, N
+// to nb) stays as make_bf16_weight zeroed it.
+void write_blocked(const Bf16Weight& w, const float* src, int64_t ld) {
+  const dnnl_memory_desc_t& d = w.md.data;
+  const int64_t nb = w.n_block, ks = d.format_desc.blocking.strides[0], ns = d.format_desc.blocking.strides[1];
+  const int64_t K = w.K, N = w.N, kblocks = (K + 31) / 32, nblocks = (N + nb - 1) / nb;
+  auto* out = reinterpret_cast<uint16_t*>(w.data.get());
+  auto pair = [](float lo, float hi) { return uint32_t(to_bf16(lo)) | uint32_t(to_bf16(hi)) << 16; };
+#pragma omp parallel for collapse(2) schedule(static) if (K * N >= (int64_t(1) << 16) && !omp_in_parallel())
+  for (int64_t kb = 0; kb < kblocks; ++kb)
+    for (int64_t bn = 0; bn < nblocks; ++bn) {
+      auto* blk = reinterpret_cast<uint32_t*>(out + kb * ks + bn * ns);  // (16, nb) words
+      const int64_t k0 = kb * 32, n0 = bn * nb, kn = std::min<int64_t>(32, K - k0), nn = std::min(nb, N - n0);
+      if (w.kn) {  // B: rows k and k + 1 side by side into a row of words
+        for (int64_t r = 0; r < kn; r += 2) {
+          const float* s0 = src + (k0 + r) * ld + n0;
+          uint32_t* o = blk + (r / 2) * nb;
+          if (r + 1 < kn) {
+            const float* s1 = s0 + ld;
+#pragma omp simd
+            for (int64_t c = 0; c < nn; ++c) o[c] = pair(s0[c], s1[c]);
+          } else {  // an odd last k: its pair's other half is padding
+            for (int64_t c = 0; c < nn; ++c) o[c] = to_bf16(s0[c]);
+          }
+        }
+      } else {  // W: a row n holds the column's k values, pairs adjacent
+        for (int64_t c = 0; c < nn; ++c) {
+          const float* s = src + (n0 + c) * ld + k0;
+          uint32_t* o = blk + c;
+          int64_t r = 0;
+          for (; r + 1 < kn; r += 2) o[(r / 2) * nb] = pair(s[r], s[r + 1]);
+          if (r < kn) o[(r / 2) * nb] = to_bf16(s[r]);
+        }
+      }
+    }
+}
+
+}  // namespace
+
+std::shared_ptr<Bf16Weight> make_bf16_weight(int64_t N, int64_t K, bool kn, int64_t rows) {
+  check_weight_args("make_bf16_weight", kn, N, K, kn ? N : K);
+  auto out = allocate_weight("make_bf16_weight", N, K, blocked_layout(N, K, std::max<int64_t>(rows, 1)));
+  out->kn = kn;
+  out->n_block = ba16a_b2a_block(out->md);
+  std::memset(out->data.get(), 0, out->md.get_size());  // the blocks' padding
+  return out;
+}
+
+void refill_bf16_weight(Bf16Weight& w, const float* src, int64_t ld) {
+  check_weight_args("refill_bf16_weight", w.kn, w.N, w.K, ld);
+  if (w.n_block > 0) return write_blocked(w, src, ld);
+  // Any other layout (AMX may pick its own): oneDNN's reorder, from the f32 source as (K, N): B
+  // row-major, or W (N, K) row-major seen transposed.
+  using dims = dnnl::memory::dims;
+  const dnnl::memory::desc from_md({w.K, w.N}, dnnl::memory::data_type::f32, w.kn ? dims{ld, 1} : dims{1, ld});
+  dnnl::memory from(from_md, engine(), const_cast<float*>(src)), to(w.md, engine(), w.data.get());
+  thread_local dnnl::stream s(engine());
+  dnnl::reorder(from, to).execute(s, from, to);
+  s.wait();
+}
+
+const void* bf16_weight_data(const Bf16Weight& w) { return w.data.get(); }
 
 size_t bf16_weight_bytes(const Bf16Weight& w) { return w.md.get_size(); }
 
 int64_t bf16_weights_packed() { return g_weights_packed.load(); }
 
-void gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& w, const float* bias, float* out,
-                      int64_t ldo) {
+bool try_gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& w, const float* bias, float* out,
+                          int64_t ldo) {
   const int64_t N = w.N, K = w.K;
   QKV_CHECK(M >= 0 && ldx >= K && ldo >= N, "gemm_bf16_packed", "expected M >= 0, ldx >= K = ", K, ", ldo >= N = ", N,
             ", got M = ", M, ", ldx = ", ldx, ", ldo = ", ldo);
-  if (M == 0) return;
+  if (M == 0) return true;
   check_native("gemm_bf16_packed");
   const int threads = dnnl_detail::product_threads(M, N, K);
   OmpThreadsScope team(threads);
   const PackedKey key{M, N, K, ldo, w.layout, bias != nullptr, threads};
+  // Bounded like entry()'s cache: training products against a step's weight copies
+  // (kernels/bf16_step_weights.h) meet a new M at nearly every step. A null entry: oneDNN has no
+  // kernel for this layout at this M (remembered, not asked again).
   static std::mutex mu;
-  static std::unordered_map<PackedKey, PackedEntry, PackedKeyHash> cache;  // node-based: references stay valid
-  const PackedEntry* e;
+  static std::unordered_map<PackedKey, std::shared_ptr<const PackedEntry>, PackedKeyHash> cache;
+  std::shared_ptr<const PackedEntry> e;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
@@ -272,18 +370,19 @@ void gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& 
       dnnl::memory::desc yd({M, N}, dt::f32, dims{ldo, 1});
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::matmul::primitive_desc pd;
-      try {  // the layout was chosen for 32 rows; oneDNN takes it for every M on AVX512_BF16
-        pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(xd, w.md, bd, yd), attr, engine());
-      } catch (const dnnl::error& err) {
-        fail("gemm_bf16_packed", "oneDNN has no bf16 matmul for the converted weight's layout at M = ", M, ", N = ",
-             N, ", K = ", K, " on '", dnnl_cpu_info().isa, "' (", err.what(), "); use precision fp32");
+      std::shared_ptr<const PackedEntry> made;
+      try {  // the layout was chosen for one M; oneDNN takes it for every M on AVX512_BF16
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(xd, w.md, bd, yd), attr, engine());
+        made = std::make_shared<const PackedEntry>(PackedEntry{dnnl::matmul(pd), xd, bd, yd, pd.scratchpad_desc()});
+        g_created.fetch_add(1);
+      } catch (const dnnl::error&) {
       }
-      g_created.fetch_add(1);
-      it = cache.emplace(key, PackedEntry{dnnl::matmul(pd), xd, bd, yd, pd.scratchpad_desc()}).first;
+      if (cache.size() >= kMaxEntries) cache.clear();
+      it = cache.emplace(key, std::move(made)).first;
     }
-    e = &it->second;
+    e = it->second;
   }
+  if (!e) return false;
   thread_local std::vector<uint16_t> xbuf;
   thread_local std::vector<uint8_t> scratch_buf;
   xbuf.resize(std::max(xbuf.size(), size_t(M * K)));
@@ -297,6 +396,14 @@ void gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& 
   thread_local dnnl::stream stream(engine());
   e->prim.execute(stream, args);
   stream.wait();
+  return true;
+}
+
+void gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& w, const float* bias, float* out,
+                      int64_t ldo) {
+  QKV_CHECK(try_gemm_bf16_packed(M, x, ldx, w, bias, out, ldo), "gemm_bf16_packed",
+            "oneDNN has no bf16 matmul for the converted weight's layout at M = ", M, ", N = ", w.N, ", K = ", w.K,
+            " on '", dnnl_cpu_info().isa, "'; use precision fp32");
 }
 
 void check_precision_supported(MatmulPrecision p, const char* who) {

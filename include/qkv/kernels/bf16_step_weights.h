@@ -1,0 +1,54 @@
+// qkv/kernels/bf16_step_weights.h - bf16 copies of a training step's weights, made once per step.
+//
+// Mixed-precision training keeps f32 master weights; its products round both f32 operands to bf16
+// on every call (kernels/bf16.h). While a Bf16StepWeights is alive, a native bf16 product whose B
+// operand is the whole of one of its weights instead runs against a copy of that weight converted
+// once to bf16, in oneDNN's preferred (blocked) layout for the weight's role:
+//   x @ W^T  (a Linear's forward, and a tied output projection): W (out, in) as the weight of x @ W^T;
+//   dY @ W   (a Linear's backward for its input): W as B (K = out, N = in).
+// A copy is made at the weight's first product in that role and kept until the scope ends, so a
+// step converts each weight at most once per role however many micro-batches it runs, and the
+// copies' storage is kept from step to step (refilled, not allocated again). On an AMD EPYC (Zen 5,
+// AVX512_BF16; `bench_matmul bf16step`) the products against the blocked copy took 0.78-0.94x the
+// time of rounding both operands per call into plain layouts, and a refill (once per step and role)
+// cost 5-16% of one such product: GPT training in bf16 ran 3-14% faster (BENCHMARKS.md). Written
+// with oneDNN's own reorder the refills cost more than the products saved at 1,024 rows.
+//
+// The product is the same sum of exact bf16 products in f32 as the per-call path (kernels/bf16.h's
+// bound), in the blocked kernel's order. Only products with alpha 1, beta 0 and A not transposed
+// (the Linear products above), under Bf16Products::native, take a copy; everything else (fp32_fma,
+// a weight slice, any other shape) runs as before. Where oneDNN has no kernel for the blocked
+// layout at a product's M (its layout may depend on M with AMX), the product falls back too.
+//
+// The weights must not change while the scope is alive: the trainer opens it after zero_grad and
+// closes it before the optimizer step. One scope at a time per process.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "qkv/tensor/tensor.h"
+
+namespace qkv::kernels {
+
+class Bf16StepWeights {
+ public:
+  // params: the model's parameters; the 2-D contiguous f32 ones are taken (converted lazily).
+  explicit Bf16StepWeights(const std::vector<Tensor>& params);
+  ~Bf16StepWeights();
+  Bf16StepWeights(const Bf16StepWeights&) = delete;
+  Bf16StepWeights& operator=(const Bf16StepWeights&) = delete;
+  int64_t copies_made() const;  // weight copies converted in this scope so far
+
+  struct State;  // gemm's view (bf16_step_weights.cpp)
+
+ private:
+  State* state_;
+};
+
+// The GEMM front-end's hook: C (M, N), row stride ldc = A (M, K) @ op(B) (+ bias on every row) from a
+// copy of B when a Bf16StepWeights is alive, B is the whole of one of its weights in a role above
+// and the product qualifies; returns false, having written nothing, otherwise.
+bool gemm_bf16_step_weight(bool transB, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                           int64_t ldb, float* C, int64_t ldc, const float* bias);
+
+}  // namespace qkv::kernels

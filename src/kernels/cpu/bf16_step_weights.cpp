@@ -1,0 +1,107 @@
+// bf16 copies of a training step's weights (kernels/bf16_step_weights.h): the scope's registry
+// and the GEMM front-end's lookup.
+#include "qkv/kernels/bf16_step_weights.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "qkv/kernels/bf16.h"
+#include "qkv/util/error.h"
+
+namespace qkv::kernels {
+
+struct Bf16StepWeights::State {
+  struct Weight {
+    Tensor keep;         // the parameter (its storage outlives the copies' use)
+    int64_t rows, cols;  // (out, in)
+  };
+  std::unordered_map<const float*, Weight> weights;  // keyed by the first element; fixed after construction
+  int64_t made = 0;                                   // copies refilled in this scope (under the mutex below)
+};
+
+namespace {
+
+std::atomic<Bf16StepWeights::State*> g_active{nullptr};
+
+// The copies' storage, kept from step to step (a step refills it rather than allocating ~2 bytes
+// per parameter and role again, page faults included): keyed by the weight's first element and
+// role, with the scope that last refilled it. The entries the last scope did not use are dropped
+// when it ends.
+struct Copy {
+  std::shared_ptr<Bf16Weight> w;
+  int64_t rows, cols;
+  uint64_t scope;  // the scope whose values it holds
+};
+struct CopyKey {
+  const float* p;
+  bool kn;
+  bool operator==(const CopyKey& o) const { return p == o.p && kn == o.kn; }
+};
+struct CopyKeyHash {
+  size_t operator()(const CopyKey& k) const { return std::hash<const void*>()(k.p) ^ size_t(k.kn); }
+};
+std::mutex g_mu;  // guards g_copies, g_scope and State::made
+std::unordered_map<CopyKey, Copy, CopyKeyHash> g_copies;
+uint64_t g_scope = 0;  // the live scope's number (each new scope takes the next)
+
+}  // namespace
+
+Bf16StepWeights::Bf16StepWeights(const std::vector<Tensor>& params) : state_(new State) {
+  for (const Tensor& p : params)
+    if (p.defined() && p.ndim() == 2 && p.dtype() == DType::f32 && p.is_contiguous() && p.numel() > 0)
+      state_->weights.emplace(p.data<float>(), State::Weight{p, p.size(0), p.size(1)});
+  State* none = nullptr;
+  if (!g_active.compare_exchange_strong(none, state_, std::memory_order_acq_rel)) {
+    delete state_;
+    fail("Bf16StepWeights", "another step's weight copies are in use: one scope at a time");
+  }
+  const std::lock_guard<std::mutex> lock(g_mu);
+  ++g_scope;
+}
+
+Bf16StepWeights::~Bf16StepWeights() {
+  g_active.store(nullptr, std::memory_order_release);
+  {
+    const std::lock_guard<std::mutex> lock(g_mu);
+    for (auto it = g_copies.begin(); it != g_copies.end();)
+      it = it->second.scope == g_scope ? std::next(it) : g_copies.erase(it);
+  }
+  delete state_;
+}
+
+int64_t Bf16StepWeights::copies_made() const {
+  const std::lock_guard<std::mutex> lock(g_mu);
+  return state_->made;
+}
+
+bool gemm_bf16_step_weight(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                           int64_t ldb, float* C, int64_t ldc, const float* bias) {
+  Bf16StepWeights::State* st = g_active.load(std::memory_order_acquire);
+  if (st == nullptr || M <= 0 || bf16_products() != Bf16Products::native) return false;
+  auto it = st->weights.find(B);
+  if (it == st->weights.end()) return false;
+  const Bf16StepWeights::State::Weight& w = it->second;
+  // tb: B = W^T, the view of W (N, K); otherwise B = W itself, (K, N). Only the whole matrix.
+  const bool whole = tb ? (w.rows == N && w.cols == K && ldb == K) : (w.rows == K && w.cols == N && ldb == N);
+  if (!whole) return false;
+  std::shared_ptr<Bf16Weight> copy;
+  {
+    const std::lock_guard<std::mutex> lock(g_mu);
+    Copy& c = g_copies[CopyKey{B, !tb}];
+    if (!c.w || c.rows != w.rows || c.cols != w.cols) {  // new, or another tensor now lives here
+      c.w = make_bf16_weight(N, K, !tb, M);
+      c.rows = w.rows, c.cols = w.cols, c.scope = 0;
+    }
+    if (c.scope != g_scope) {
+      refill_bf16_weight(*c.w, B, ldb);
+      c.scope = g_scope;
+      ++st->made;
+    }
+    copy = c.w;
+  }
+  return try_gemm_bf16_packed(M, A, lda, *copy, bias, C, ldc);
+}
+
+}  // namespace qkv::kernels
