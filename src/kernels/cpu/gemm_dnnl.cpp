@@ -305,6 +305,15 @@ void write_blocked(const Bf16Weight& w, const float* src, int64_t ld) {
         for (int64_t c = 0; c < nn; ++c) {
           const float* s = src + (n0 + c) * ld + k0;
           uint32_t* o = blk + c;
+          if (kn == 32) {  // a whole block: round the 32 values as a vector, then place the 16 words
+            uint16_t half[32];
+#pragma omp simd
+            for (int r = 0; r < 32; ++r) half[r] = to_bf16(s[r]);
+            uint32_t words[16];
+            std::memcpy(words, half, sizeof words);  // word j = half[2j] | half[2j + 1] << 16 (little-endian x86)
+            for (int j = 0; j < 16; ++j) o[j * nb] = words[j];
+            continue;
+          }
           int64_t r = 0;
           for (; r + 1 < kn; r += 2) o[(r / 2) * nb] = pair(s[r], s[r + 1]);
           if (r < kn) o[(r / 2) * nb] = to_bf16(s[r]);
