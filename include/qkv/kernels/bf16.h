@@ -118,7 +118,7 @@ std::shared_ptr<const Bf16Weight> pack_bf16_weight(const float* w, int64_t N, in
 // weight W (N, K) of x @ W^T; kn true for B (K, N) of x @ B (a Linear's dX = dY @ W: W (out, in)
 // is B with K = out, N = in). refill_bf16_weight converts new f32 values (row stride ld) into it in
 // one pass, rounding by to_bf16: straight into the blocks for the layout AVX512_BF16 uses
-// ("BA16a64b2a"; 1.0-1.9x the speed of oneDNN's reorder on the GPT bench's weights, AMD EPYC Zen 5,
+// ("BA16a64b2a"; 1.2-1.7x the speed of oneDNN's reorder on the GPT bench's weights, AMD EPYC Zen 5,
 // `bench_matmul bf16step`); any other layout by oneDNN's reorder
 // (which rounds to nearest even too, but makes f32 subnormals zero, as the bf16 products read bf16
 // subnormals anyway, and keeps NaN payloads).

@@ -9,9 +9,9 @@
 // A copy is made at the weight's first product in that role and kept until the scope ends, so a
 // step converts each weight at most once per role however many micro-batches it runs, and the
 // copies' storage is kept from step to step (refilled, not allocated again). On an AMD EPYC (Zen 5,
-// AVX512_BF16; `bench_matmul bf16step`) the products against the blocked copy took 0.78-0.94x the
+// AVX512_BF16; `bench_matmul bf16step`) the products against the blocked copy took 0.78-0.89x the
 // time of rounding both operands per call into plain layouts, and a refill (once per step and role)
-// cost 5-16% of one such product: GPT training in bf16 ran 3-14% faster (BENCHMARKS.md). Written
+// cost 4-11% of one such product: GPT training in bf16 ran 2-16% faster (BENCHMARKS.md). Written
 // with oneDNN's own reorder the refills cost more than the products saved at 1,024 rows.
 //
 // The product is the same sum of exact bf16 products in f32 as the per-call path (kernels/bf16.h's
