@@ -1,7 +1,11 @@
 // matmul (torch.matmul semantics) and linear (torch.nn.functional.linear), forward + backward.
 #include "qkv/ops/matmul.h"
 
+#include <optional>
+
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/bf16.h"
+#include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/ops/shape.h"
 
@@ -68,6 +72,14 @@ struct LinearBackward : Node {  // y (R, N) = x (R, K) @ w^T (w (N, K)) + b (N)
     int64_t R = x2.size(0), K = x2.size(1), N = w.size(0);
     Tensor gy = reshape(g[0], {R, N});
     Tensor gx, gw, gb;
+    // bf16 (native): dY rounded once for both products rather than once per product.
+    std::optional<kernels::Bf16RoundedOperand> gy16;
+    if (next[0].valid() && next[1].valid() && gy.dtype() == DType::f32 &&
+        kernels::matmul_precision() == kernels::MatmulPrecision::bf16 &&
+        kernels::bf16_products() == kernels::Bf16Products::native) {
+      gy = gy.contiguous();
+      gy16.emplace(gy.data<float>(), R, N, N);
+    }
     if (next[0].valid()) {  // dx = dy @ w
       gx = Tensor::empty({R, K}, w.dtype());
       kernels::matmul_2d(gy, w, gx);

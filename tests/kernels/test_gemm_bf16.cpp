@@ -427,5 +427,42 @@ TEST(Bf16StepWeights, LinearProductsUseOneCopyPerRole) {
   kernels::set_bf16_products(process);
 }
 
+
+// A matrix rounded once (Bf16RoundedOperand) for the products that read it as A (either transpose)
+// or as gemm_bf16_packed's x: the same bits as rounding it per product, so the same results bit for
+// bit; another pointer, shape or stride rounds as before.
+TEST(Bf16RoundedOperand, ProductsReadTheOneCopy) {
+  SKIP_WITHOUT_BF16();
+  const int64_t R = 45, N = 36, K = 28, ld = N + 3;  // dY (R, N) with row stride ld
+  auto dy = randn_values(R * ld, 41), w = randn_values(N * K, 42), x = randn_values(R * K, 43);
+  auto products = [&](std::vector<float>& dx, std::vector<float>& dw, std::vector<float>& y) {
+    const auto native = Bf16Products::native;
+    kernels::gemm_bf16_rounded(native, false, false, R, K, N, 1.f, dy.data(), ld, w.data(), K, 0.f, dx.data(), K);
+    kernels::gemm_bf16_rounded(native, true, false, N, K, R, 1.f, dy.data(), ld, x.data(), K, 0.f, dw.data(), K);
+    auto packed = kernels::pack_bf16_weight(w.data(), K, N, N);  // w seen as (K, N): y = dY @ w^T
+    kernels::gemm_bf16_packed(R, dy.data(), ld, *packed, nullptr, y.data(), K);
+  };
+  std::vector<float> dx0(size_t(R * K)), dw0(size_t(N * K)), y0(size_t(R * K));
+  products(dx0, dw0, y0);
+  std::vector<float> dx1(dx0.size()), dw1(dw0.size()), y1(y0.size());
+  {
+    kernels::Bf16RoundedOperand once(dy.data(), R, N, ld);
+    products(dx1, dw1, y1);
+    EXPECT_EQ(once.uses(), 3);
+    {
+      kernels::Bf16RoundedOperand other(dy.data(), R, N - 1, ld);  // innermost, matches nothing here
+      std::vector<float> dx2(dx0.size());
+      kernels::gemm_bf16_rounded(Bf16Products::native, false, false, R, K, N, 1.f, dy.data(), ld, w.data(), K, 0.f,
+                                 dx2.data(), K);
+      EXPECT_EQ(dx2, dx0);
+      EXPECT_EQ(other.uses(), 0);
+    }
+    EXPECT_EQ(once.uses(), 3);
+  }
+  EXPECT_EQ(dx1, dx0);
+  EXPECT_EQ(dw1, dw0);
+  EXPECT_EQ(y1, y0);
+}
+
 }  // namespace
 }  // namespace qkv

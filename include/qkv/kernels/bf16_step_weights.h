@@ -1,4 +1,5 @@
-// qkv/kernels/bf16_step_weights.h - bf16 copies of a training step's weights, made once per step.
+// qkv/kernels/bf16_step_weights.h - operands rounded to bf16 once for several training products:
+// a step's weights (Bf16StepWeights) and a Linear's output gradient (Bf16RoundedOperand).
 //
 // Mixed-precision training keeps f32 master weights; its products round both f32 operands to bf16
 // on every call (kernels/bf16.h). While a Bf16StepWeights is alive, a native bf16 product whose B
@@ -43,6 +44,29 @@ class Bf16StepWeights {
 
  private:
   State* state_;
+};
+
+// One bf16 copy of an f32 matrix for several products on the calling thread: while alive, a native
+// bf16 product that would round the (rows, cols) matrix at p with row stride ld as its A operand
+// (gemm_bf16, either transpose; or x of gemm_bf16_packed) reads the copy made at construction
+// instead. A Linear's backward rounds dY once for dX = dY W and dW = dY^T X rather than twice. The
+// matrix must not change while it is alive. Nested ones: the innermost is consulted.
+class Bf16RoundedOperand {
+ public:
+  Bf16RoundedOperand(const float* p, int64_t rows, int64_t cols, int64_t ld);
+  ~Bf16RoundedOperand();
+  Bf16RoundedOperand(const Bf16RoundedOperand&) = delete;
+  Bf16RoundedOperand& operator=(const Bf16RoundedOperand&) = delete;
+  int64_t uses() const { return uses_; }  // products that read the copy so far
+
+  // The live copy of (p, rows, cols, ld) on this thread, or null (counted as a use).
+  static const uint16_t* lookup(const float* p, int64_t rows, int64_t cols, int64_t ld);
+
+ private:
+  const float* p_;
+  int64_t rows_, cols_, ld_, uses_ = 0;
+  std::vector<uint16_t> bits_;
+  Bf16RoundedOperand* outer_;
 };
 
 // The GEMM front-end's hook: C (M, N), row stride ldc = A (M, K) @ op(B) (+ bias on every row) from a

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qkv/kernels/bf16.h"
+#include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/precision_speed.h"
 #include "qkv/util/error.h"
@@ -82,11 +83,15 @@ void gemm_bf16_rounded(Bf16Products how, bool ta, bool tb, int64_t M, int64_t N,
     return gemm(ta, tb, M, N, K, alpha, abuf.data(), ac, bbuf.data(), bc, beta, C, ldc);
   }
   thread_local std::vector<uint16_t> abuf, bbuf;
-  abuf.resize(size_t(ar * ac));
+  const uint16_t* a16 = Bf16RoundedOperand::lookup(A, ar, ac, lda);  // rounded once for several products
+  if (a16 == nullptr) {
+    abuf.resize(size_t(ar * ac));
+    round_to_bf16(A, ar, ac, lda, abuf.data());
+    a16 = abuf.data();
+  }
   bbuf.resize(size_t(br * bc));
-  round_to_bf16(A, ar, ac, lda, abuf.data());
   round_to_bf16(B, br, bc, ldb, bbuf.data());
-  gemm_bf16(ta, tb, M, N, K, alpha, abuf.data(), ac, bbuf.data(), bc, beta, C, ldc);
+  gemm_bf16(ta, tb, M, N, K, alpha, a16, ac, bbuf.data(), bc, beta, C, ldc);
 }
 
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,

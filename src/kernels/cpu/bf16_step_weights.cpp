@@ -104,4 +104,33 @@ bool gemm_bf16_step_weight(bool tb, int64_t M, int64_t N, int64_t K, const float
   return try_gemm_bf16_packed(M, A, lda, *copy, bias, C, ldc);
 }
 
+namespace {
+thread_local Bf16RoundedOperand* t_operand = nullptr;  // the innermost live one on this thread
+// The thread's buffer, lent to one live operand at a time and returned: a step's largest dY (the
+// vocabulary projection's, tens of MB) would otherwise be allocated, and faulted in, at every step.
+thread_local std::vector<uint16_t> t_spare;
+}  // namespace
+
+Bf16RoundedOperand::Bf16RoundedOperand(const float* p, int64_t rows, int64_t cols, int64_t ld)
+    : p_(p), rows_(rows), cols_(cols), ld_(ld), outer_(t_operand) {
+  QKV_CHECK(rows >= 0 && cols >= 0 && ld >= cols, "Bf16RoundedOperand",
+            "expected a (rows, cols) matrix with row stride >= cols, got (", rows, ", ", cols, ") with ", ld);
+  bits_.swap(t_spare);
+  bits_.resize(size_t(rows * cols));
+  round_to_bf16(p, rows, cols, ld, bits_.data());
+  t_operand = this;
+}
+
+Bf16RoundedOperand::~Bf16RoundedOperand() {
+  t_operand = outer_;
+  if (bits_.capacity() > t_spare.capacity()) bits_.swap(t_spare);
+}
+
+const uint16_t* Bf16RoundedOperand::lookup(const float* p, int64_t rows, int64_t cols, int64_t ld) {
+  Bf16RoundedOperand* o = t_operand;
+  if (o == nullptr || o->p_ != p || o->rows_ != rows || o->cols_ != cols || o->ld_ != ld) return nullptr;
+  ++o->uses_;
+  return o->bits_.data();
+}
+
 }  // namespace qkv::kernels

@@ -20,6 +20,7 @@
 
 #include "dnnl_common.h"
 #include "qkv/kernels/bf16.h"
+#include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/kernels/int8.h"
 #include "qkv/util/error.h"
 
@@ -394,10 +395,14 @@ bool try_gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weig
   if (!e) return false;
   thread_local std::vector<uint16_t> xbuf;
   thread_local std::vector<uint8_t> scratch_buf;
-  xbuf.resize(std::max(xbuf.size(), size_t(M * K)));
-  round_to_bf16(x, M, K, ldx, xbuf.data());
+  const uint16_t* x16 = Bf16RoundedOperand::lookup(x, M, K, ldx);  // rounded once for several products
+  if (x16 == nullptr) {
+    xbuf.resize(std::max(xbuf.size(), size_t(M * K)));
+    round_to_bf16(x, M, K, ldx, xbuf.data());
+    x16 = xbuf.data();
+  }
   scratch_buf.resize(std::max<size_t>(scratch_buf.size(), e->scratch.get_size()));
-  dnnl::memory xm(e->x, engine(), xbuf.data()), wm(w.md, engine(), w.data.get()), ym(e->out, engine(), out);
+  dnnl::memory xm(e->x, engine(), const_cast<uint16_t*>(x16)), wm(w.md, engine(), w.data.get()), ym(e->out, engine(), out);
   dnnl::memory sm(e->scratch, engine(), scratch_buf.data());
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}};
