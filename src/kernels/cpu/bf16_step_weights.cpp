@@ -18,6 +18,7 @@ struct Bf16StepWeights::State {
     int64_t rows, cols;  // (out, in)
   };
   std::unordered_map<const float*, Weight> weights;  // keyed by the first element; fixed after construction
+  uint64_t number = 0;                                // this scope's, unique in the process
   int64_t made = 0;                                   // copies refilled in this scope (under the mutex below)
 };
 
@@ -42,9 +43,9 @@ struct CopyKey {
 struct CopyKeyHash {
   size_t operator()(const CopyKey& k) const { return std::hash<const void*>()(k.p) ^ size_t(k.kn); }
 };
-std::mutex g_mu;  // guards g_copies, g_scope and State::made
+std::mutex g_mu;  // guards g_copies, g_scopes and State::made
 std::unordered_map<CopyKey, Copy, CopyKeyHash> g_copies;
-uint64_t g_scope = 0;  // the live scope's number (each new scope takes the next)
+uint64_t g_scopes = 0;  // scope numbers handed out
 
 }  // namespace
 
@@ -52,13 +53,15 @@ Bf16StepWeights::Bf16StepWeights(const std::vector<Tensor>& params) : state_(new
   for (const Tensor& p : params)
     if (p.defined() && p.ndim() == 2 && p.dtype() == DType::f32 && p.is_contiguous() && p.numel() > 0)
       state_->weights.emplace(p.data<float>(), State::Weight{p, p.size(0), p.size(1)});
+  {  // numbered before it is visible: no product can take an earlier step's values as current
+    const std::lock_guard<std::mutex> lock(g_mu);
+    state_->number = ++g_scopes;
+  }
   State* none = nullptr;
   if (!g_active.compare_exchange_strong(none, state_, std::memory_order_acq_rel)) {
     delete state_;
     fail("Bf16StepWeights", "another step's weight copies are in use: one scope at a time");
   }
-  const std::lock_guard<std::mutex> lock(g_mu);
-  ++g_scope;
 }
 
 Bf16StepWeights::~Bf16StepWeights() {
@@ -66,7 +69,7 @@ Bf16StepWeights::~Bf16StepWeights() {
   {
     const std::lock_guard<std::mutex> lock(g_mu);
     for (auto it = g_copies.begin(); it != g_copies.end();)
-      it = it->second.scope == g_scope ? std::next(it) : g_copies.erase(it);
+      it = it->second.scope == state_->number ? std::next(it) : g_copies.erase(it);
   }
   delete state_;
 }
@@ -94,9 +97,9 @@ bool gemm_bf16_step_weight(bool tb, int64_t M, int64_t N, int64_t K, const float
       c.w = make_bf16_weight(N, K, !tb, M);
       c.rows = w.rows, c.cols = w.cols, c.scope = 0;
     }
-    if (c.scope != g_scope) {
+    if (c.scope != st->number) {
       refill_bf16_weight(*c.w, B, ldb);
-      c.scope = g_scope;
+      c.scope = st->number;
       ++st->made;
     }
     copy = c.w;
