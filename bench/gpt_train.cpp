@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
   std::printf("{\"bench\": \"gpt_train\", \"cfg\": \"%s\", \"precision\": \"%s\", \"params\": %lld, \"tokens_per_step\": %lld, "
               "\"threads\": %d, \"tokens_per_s_median\": %.1f, \"tokens_per_s_min\": %.1f, \"tokens_per_s_max\": %.1f, "
               "\"loss_first\": %.4f, \"loss_last\": %.4f, \"peak_rss_MiB\": %.1f}\n",
-              name.c_str(), step_copies ? kernels::precision_name(precision) : "bf16-percall", (long long)model.num_parameters(), (long long)(batch * T), bench::env_threads(),
+              name.c_str(), step_copies ? kernels::precision_name(precision) : "bf16-percall",
+              (long long)model.num_parameters(), (long long)(batch * T), bench::env_threads(),
               bench::median(tps), lo, hi, loss_first, loss_last, bench::peak_rss_mib());
   return 0;
 }

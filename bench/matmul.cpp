@@ -332,7 +332,9 @@ void bench_bf16_step() {
                                                      x.data<float>(), c.K, w.data<float>(), in, 0.f, y.data<float>(),
                                                      c.N);
                         },
-                        [&] { kernels::gemm_bf16_packed(c.M, x.data<float>(), c.K, *copy, nullptr, y.data<float>(), c.N); },
+                        [&] {
+                          kernels::gemm_bf16_packed(c.M, x.data<float>(), c.K, *copy, nullptr, y.data<float>(), c.N);
+                        },
                         [&] { kernels::refill_bf16_weight(*copy, w.data<float>(), in); }},
                        reps);
     char name[96];

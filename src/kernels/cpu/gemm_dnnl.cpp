@@ -249,7 +249,8 @@ std::shared_ptr<const Bf16Weight> pack_bf16_weight(const float* w, int64_t N, in
   auto w16 = std::make_unique<uint16_t[]>(size_t(N * K));
   round_to_bf16(w, N, K, ldw, w16.get());
   // 32 rows: a decoding batch.
-  auto out = allocate_weight("pack_bf16_weight", N, K, layout == Bf16WeightLayout::plain ? plain : blocked_layout(N, K, 32));
+  auto out = allocate_weight("pack_bf16_weight", N, K,
+                             layout == Bf16WeightLayout::plain ? plain : blocked_layout(N, K, 32));
   if (layout == Bf16WeightLayout::plain) {
     std::memcpy(out->data.get(), w16.get(), out->md.get_size());
   } else {
@@ -402,7 +403,8 @@ bool try_gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weig
     x16 = xbuf.data();
   }
   scratch_buf.resize(std::max<size_t>(scratch_buf.size(), e->scratch.get_size()));
-  dnnl::memory xm(e->x, engine(), const_cast<uint16_t*>(x16)), wm(w.md, engine(), w.data.get()), ym(e->out, engine(), out);
+  dnnl::memory xm(e->x, engine(), const_cast<uint16_t*>(x16)), wm(w.md, engine(), w.data.get());
+  dnnl::memory ym(e->out, engine(), out);
   dnnl::memory sm(e->scratch, engine(), scratch_buf.data());
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}};
