@@ -59,7 +59,7 @@ class Bf16RoundedOperand {
   Bf16RoundedOperand& operator=(const Bf16RoundedOperand&) = delete;
   int64_t uses() const { return uses_; }  // products that read the copy so far
 
-  // The live copy of (p, rows, cols, ld) on this thread, or null (counted as a use).
+  // The live copy of (p, rows, cols, ld) on this thread (a hit counts as a use), or null.
   static const uint16_t* lookup(const float* p, int64_t rows, int64_t cols, int64_t ld);
 
  private:
