@@ -14,7 +14,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <tuple>
@@ -151,6 +153,58 @@ TEST(Bf16Gemm, Fp32FmaIsTheFp32GemmOnRoundedOperands) {
       EXPECT_EQ(got, want);
       EXPECT_NE(got, unrounded);
     }
+}
+
+// gemm_bf16_tile, the attention tiles' products (one thread, no oneDNN): both ways of running it
+// (qkv's vdpbf16ps kernel under native, the fp32 GEMM on rounded values under fp32_fma), every
+// transpose, the tile shapes and ragged ones around the kernel's 8 x 32 micro-tiles and 16-column
+// vectors, odd K (a zero-padded pair), beta 0 and 1; padding columns of C untouched.
+TEST(Bf16Tile, ShapeClassesWithinTheF32AccumulationBound) {
+  const Bf16Products saved = kernels::bf16_products();
+  for (Bf16Products how : {Bf16Products::native, Bf16Products::fp32_fma}) {
+    kernels::set_bf16_products(how);
+    if (how == Bf16Products::native && !kernels::bf16_tile_native()) {
+      std::printf("gemm_bf16_tile: no AVX512_BF16 in this build (-march=native): native not checked\n");
+      continue;
+    }
+    uint64_t seed = 500;
+    for (auto [ta, tb] : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
+      for (auto [M, N, K, pad] : {std::array<int64_t, 4>{7, 5, 3, 0}, {64, 128, 64, 0}, {128, 64, 64, 0},
+                                  {64, 64, 128, 0}, {63, 127, 65, 1}, {37, 29, 131, 3}, {9, 33, 17, 2},
+                                  {1, 40, 31, 0}, {17, 1, 64, 0}}) {
+        SCOPED_TRACE(::testing::Message() << kernels::bf16_products_name(how) << " " << (ta ? "t" : "n")
+                                          << (tb ? "t" : "n") << " M " << M << " N " << N << " K " << K);
+        for (float beta : {0.f, 1.f}) {
+          const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+          auto A = randn_values((ta ? K : M) * lda, seed), B = randn_values((tb ? N : K) * ldb, seed + 1, 0.5f);
+          auto C0 = randn_values(M * ldc, seed + 2);
+          seed += 3;
+          auto C = C0;
+          kernels::gemm_bf16_tile(ta, tb, M, N, K, 0.125f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+          check_gemm(ta, tb, M, N, K, 0.125f, A, lda, B, ldb, beta, C0, C, ldc);
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = N; j < ldc; ++j) ASSERT_EQ(C[size_t(i * ldc + j)], C0[size_t(i * ldc + j)]);
+        }
+      }
+  }
+  kernels::set_bf16_products(saved);
+}
+
+// NaN and infinity reach the results as in fp32; beta outside {0, 1} is refused.
+TEST(Bf16Tile, NonFiniteOperandsAndBadBeta) {
+  const int64_t M = 9, N = 20, K = 7;
+  auto A = randn_values(M * K, 1), B = randn_values(K * N, 2);
+  A[size_t(2 * K + 3)] = NAN;       // row 2 of C: NaN
+  A[size_t(5 * K + 1)] = INFINITY;  // row 5: +-inf (B has no zeros)
+  std::vector<float> C(size_t(M * N), 0.f);
+  kernels::gemm_bf16_tile(false, false, M, N, K, 1.f, A.data(), K, B.data(), N, 0.f, C.data(), N);
+  for (int64_t j = 0; j < N; ++j) {
+    EXPECT_TRUE(std::isnan(C[size_t(2 * N + j)])) << j;
+    EXPECT_TRUE(std::isinf(C[size_t(5 * N + j)])) << j;
+    EXPECT_TRUE(std::isfinite(C[size_t(4 * N + j)])) << j;
+  }
+  EXPECT_THROW(kernels::gemm_bf16_tile(false, false, M, N, K, 1.f, A.data(), K, B.data(), N, 0.5f, C.data(), N),
+               Error);
 }
 
 TEST(Bf16Gemm, EmptyAndZeroK) {

@@ -41,8 +41,9 @@ void round_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, uint1
 //          stays fp32.
 // A per-thread setting, read once by each front-end call on the calling thread (its worker
 // threads follow it). Set it with a MatmulPrecisionScope. OpenMP workers do not inherit it: a
-// kernel that calls gemm() inside its own parallel region must set it on every thread (the
-// attention kernels fix fp32 there), or results would depend on which thread ran what.
+// kernel that calls gemm() inside its own parallel region must read it on the calling thread and
+// apply it on every worker (the fused attention kernels: bf16 tiles through gemm_bf16_tile, fp32
+// ones through gemm() under an fp32 scope), or results would depend on which thread ran what.
 enum class MatmulPrecision : uint8_t { fp32, bf16, int8 };
 MatmulPrecision matmul_precision();
 const char* precision_name(MatmulPrecision p);     // "fp32" | "bf16" | "int8"
@@ -97,6 +98,16 @@ void gemm_bf16(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float 
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm_bf16_rounded(Bf16Products how, bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                        const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// A small bf16 product on the calling thread alone (no worker threads, no oneDNN primitive): the
+// attention kernels' tiles (kernels/attention.h), a few hundred thousand multiply-adds each, where
+// oneDNN's per-call cost would outweigh what bf16 saves. C = alpha op(A) op(B) + beta C (beta 0 or
+// 1), A and B rounded by to_bf16 into per-thread buffers, f32 accumulation: qkv's own AVX512_BF16
+// kernel (vdpbf16ps; it reads bf16 subnormals as zero, as oneDNN's does) when bf16_tile_native(),
+// else the rounded values through the fp32 GEMM (the fp32_fma way).
+void gemm_bf16_tile(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// True when gemm_bf16_tile runs the vdpbf16ps kernel: built with AVX512_BF16 and bf16_products() native.
+bool bf16_tile_native();
 // y = the f32 values of to_bf16(x) for a (rows, cols) matrix with leading dimension ld, into
 // contiguous y (fp32_fma's operands).
 void round_to_bf16_values(const float* x, int64_t rows, int64_t cols, int64_t ld, float* y);

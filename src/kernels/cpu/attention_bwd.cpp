@@ -29,6 +29,7 @@ struct Bwd {
   const MaskCtx<T>& mc;
   const AttnDropout& drop;
   T scale;
+  TileGemm mm;  // the caller's tile precision (attention_common.h)
 
   struct Scratch {
     std::vector<T> P, Pd, dP, mult;
@@ -47,7 +48,7 @@ struct Bwd {
     const T* Vb = V.row(b, h, j0);
     const T* dOb = dO.row(b, h, i0);
     // S = scale * Q_blk K_blk^T + mask; P = exp(S - lse)   (rows, cols)
-    gemm(false, true, rows, cols, d.Dh, scale, Qb, Q.st, Kb, K.st, T(0), P, cols);
+    mm(false, true, rows, cols, d.Dh, scale, Qb, Q.st, Kb, K.st, T(0), P, cols);
     if (mc.tile_needs_mask(b, i0, j0, cols)) mc.apply(P, cols, rows, cols, b, h, i0, j0);
     const T* Lr = L + (b * d.H + h) * d.Tq + i0;
     for (int64_t r = 0; r < rows; ++r) {
@@ -70,9 +71,9 @@ struct Bwd {
       Pz = Pd;
     }
     // dV_blk += (P*Z)^T dO_blk   (cols, Dv)
-    if (want_dkdv) gemm(true, false, cols, d.Dv, rows, T(1), Pz, cols, dOb, dO.st, T(1), dV.row(b, h, j0), dV.st);
+    if (want_dkdv) mm(true, false, cols, d.Dv, rows, T(1), Pz, cols, dOb, dO.st, T(1), dV.row(b, h, j0), dV.st);
     // dP = dO_blk V_blk^T   (rows, cols)
-    gemm(false, true, rows, cols, d.Dv, T(1), dOb, dO.st, Vb, V.st, T(0), dP, cols);
+    mm(false, true, rows, cols, d.Dv, T(1), dOb, dO.st, Vb, V.st, T(0), dP, cols);
     const T* Dr = Drow + (b * d.H + h) * d.Tq + i0;
     for (int64_t r = 0; r < rows; ++r) {
       T* g = dP + r * cols;
@@ -89,8 +90,8 @@ struct Bwd {
       }
     }
     // dK_blk += scale * dS^T Q_blk   (cols, Dh);  dQ_blk += scale * dS K_blk   (rows, Dh)
-    if (want_dkdv) gemm(true, false, cols, d.Dh, rows, scale, dP, cols, Qb, Q.st, T(1), dK.row(b, h, j0), dK.st);
-    if (want_dq) gemm(false, false, rows, d.Dh, cols, scale, dP, cols, Kb, K.st, T(1), dQ.row(b, h, i0), dQ.st);
+    if (want_dkdv) mm(true, false, cols, d.Dh, rows, scale, dP, cols, Qb, Q.st, T(1), dK.row(b, h, j0), dK.st);
+    if (want_dq) mm(false, false, rows, d.Dh, cols, scale, dP, cols, Kb, K.st, T(1), dQ.row(b, h, i0), dQ.st);
   }
 };
 
@@ -121,7 +122,7 @@ void backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
         Drow[size_t((b * d.H + h) * d.Tq + i)] = s;
       }
   const Bwd<T> bw{d, View<T>(q), View<T>(k), View<T>(v), dO, View<T>(dq), View<T>(dk), View<T>(dv),
-                  lse.data<T>(), Drow.data(), mc, drop, T(scale)};
+                  lse.data<T>(), Drow.data(), mc, drop, T(scale), tile_gemm_for_caller<T>()};
   zero_rows(bw.dQ, d, d.Tq, d.Dh);
   zero_rows(bw.dK, d, d.Tk, d.Dh);
   zero_rows(bw.dV, d, d.Tk, d.Dv);
@@ -130,7 +131,7 @@ void backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   if (heads % threads == 0 || heads >= 4 * threads) {
 #pragma omp parallel if (d.parallel())
     {
-    const TilePrecision tile_precision;  // fp32 tiles on every thread (attention_common.h)
+    const TilePrecision tile_precision;  // gemm() in fp32 on every thread (attention_common.h)
       typename Bwd<T>::Scratch w;
 #pragma omp for schedule(static)
       for (int64_t bh = 0; bh < heads; ++bh)
@@ -142,7 +143,7 @@ void backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   }
 #pragma omp parallel if (d.parallel())
   {
-    const TilePrecision tile_precision;  // fp32 tiles on every thread (attention_common.h)
+    const TilePrecision tile_precision;  // gemm() in fp32 on every thread (attention_common.h)
     typename Bwd<T>::Scratch w;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < heads * nkb; ++task) {

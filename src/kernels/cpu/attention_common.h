@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "qkv/kernels/attention.h"
 #include "qkv/kernels/bf16.h"
@@ -16,12 +17,35 @@
 
 namespace qkv::kernels::attn {
 
-// The attention kernels' tile products (scores, P V and their gradients) run in fp32 under any
-// matmul precision, on every thread of their parallel regions. The precision is a thread-local
-// setting that OpenMP workers do not inherit: reading it inside a region ran the tiles on the
-// calling thread in bf16 and the others in fp32, so results changed with the dynamic schedule
-// (bf16 training was not reproducible). fp32 also suits these small tiles, where oneDNN's
-// per-call cost exceeds what bf16 saves; torch's autocast differs here (bf16 attention).
+// The fused kernels' tile products (scores, P V and their gradients) follow the caller's matmul
+// precision: fp32, or under bf16 (mixed-precision training, bf16 inference) bf16 operands with f32
+// accumulation by gemm_bf16_tile, as torch's autocast runs attention's matmuls in bf16. The
+// precision is a thread-local that OpenMP workers do not inherit, so each call reads it once on the
+// calling thread into a TileGemm that every thread of its parallel region uses (reading it inside
+// the region once ran the caller's tiles in bf16 and the workers' in fp32, and results changed
+// with the dynamic schedule). The bf16 tiles are qkv's own small kernel, not oneDNN: at these
+// sizes oneDNN's per-call cost would exceed what bf16 saves. Softmax, its running max and sums,
+// masks and dropout stay f32; only the products' operands (Q, K, V, dO, P, dS) are rounded. The
+// naive path (attention weights requested: heatmaps) stays fp32.
+struct TileGemm {
+  bool bf16 = false;
+  // Row-major C = alpha * op(A) op(B) + beta * C, beta 0 or 1 (kernels/gemm.h).
+  template <typename T>
+  void operator()(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+                  int64_t ldb, T beta, T* C, int64_t ldc) const {
+    if constexpr (std::is_same_v<T, float>)
+      if (bf16) return gemm_bf16_tile(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+};
+// This call's tile products: bf16 when T is float and the calling thread's precision is bf16.
+template <typename T>
+TileGemm tile_gemm_for_caller() {
+  return TileGemm{std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bf16};
+}
+
+// gemm() inside a kernel's parallel region runs fp32 on every thread (the TileGemm's fp32 path, and
+// the naive kernels).
 struct TilePrecision {
   MatmulPrecisionScope scope{MatmulPrecision::fp32};
 };

@@ -22,10 +22,11 @@ void forward_impl(const Tensor& q, const Tensor& k, const Tensor& v, double scal
   const T scale = T(scale_d);
   const int64_t nqb = (d.Tq + kAttnBlockQ - 1) / kAttnBlockQ;
   const int64_t tasks = d.B * d.H * nqb;
+  const TileGemm mm = tile_gemm_for_caller<T>();  // read here: workers do not inherit the precision
 
 #pragma omp parallel if (d.parallel())
   {
-    const TilePrecision tile_precision;  // fp32 tiles on every thread (attention_common.h)
+    const TilePrecision tile_precision;  // gemm() in fp32 on every thread (attention_common.h)
     // Per-thread scratch: S/P tile, dropout multipliers, accumulator, row statistics.
     std::vector<T> S(static_cast<size_t>(kAttnBlockQ * kAttnBlockK)), mult(static_cast<size_t>(kAttnBlockK));
     std::vector<T> acc(static_cast<size_t>(kAttnBlockQ * d.Dv)), m(static_cast<size_t>(kAttnBlockQ)),
@@ -42,7 +43,7 @@ void forward_impl(const Tensor& q, const Tensor& k, const Tensor& v, double scal
         if (mc.tile_skipped(b, i0, rows, j0)) break;  // later key blocks are masked too
         const int64_t cols = std::min(kAttnBlockK, d.Tk - j0);
         // S = scale * Q_blk K_blk^T   (rows, cols)
-        gemm(false, true, rows, cols, d.Dh, scale, Qb, Q.st, K.row(b, h, j0), K.st, T(0), S.data(), cols);
+        mm(false, true, rows, cols, d.Dh, scale, Qb, Q.st, K.row(b, h, j0), K.st, T(0), S.data(), cols);
         if (mc.tile_needs_mask(b, i0, j0, cols)) mc.apply(S.data(), cols, rows, cols, b, h, i0, j0);
         for (int64_t r = 0; r < rows; ++r) {
           T* s = S.data() + r * cols;
@@ -64,7 +65,7 @@ void forward_impl(const Tensor& q, const Tensor& k, const Tensor& v, double scal
           }
         }
         // acc += P V_blk   (rows, Dv)
-        gemm(false, false, rows, d.Dv, cols, T(1), S.data(), cols, V.row(b, h, j0), V.st, T(1), acc.data(), d.Dv);
+        mm(false, false, rows, d.Dv, cols, T(1), S.data(), cols, V.row(b, h, j0), V.st, T(1), acc.data(), d.Dv);
       }
       for (int64_t r = 0; r < rows; ++r) {
         T* o = O.row(b, h, i0 + r);

@@ -1,0 +1,250 @@
+// gemm_bf16_tile (kernels/bf16.h): small bf16 products on the calling thread, for the attention
+// kernels' tiles (64 x 128 x 64 and the like, a few hundred thousand multiply-adds each).
+//
+// Both operands are rounded (to_bf16) into per-thread buffers laid out for AVX512_BF16's
+// vdpbf16ps, which multiplies pairs of bf16 values along K and adds both exact products to an f32
+// lane: a 32-bit word holds the pair of k = 2p and 2p + 1 (an odd K padded with a zero).
+//   A: word (m, p) broadcast to all lanes, stored by rows of A or by pairs of A's rows (PackedA);
+//   B: (Kp/2, Np) words, word (p, n) in lane n: 16 columns per load (Np = N rounded up to 16).
+// A micro-tile of up to 8 rows x 32 columns keeps 16 f32 accumulators in registers: per pair of
+// K, 2 loads of B, 8 broadcasts of A and 16 vdpbf16ps. Rounding, interleaving and the transpose a
+// B^T operand needs are vector code too: at these sizes packing costs a good part of the products.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "qkv/kernels/bf16.h"
+#include "qkv/kernels/gemm.h"
+#include "qkv/util/error.h"
+
+namespace qkv::kernels {
+namespace {
+
+#if defined(__AVX512BF16__)
+constexpr int64_t kMR = 8;  // rows per micro-tile
+constexpr int64_t kNV = 2;  // 16-lane column vectors per micro-tile (8 x 2 measured fastest of 4x4 .. 16x1)
+
+__mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u); }
+
+// Rounding is AVX512_BF16's vcvtne2ps2bf16: to nearest even like to_bf16, except that it makes f32
+// subnormals zero and keeps NaNs' sign and payload. Neither changes a product: vdpbf16ps reads
+// bf16 subnormals as zero, and a NaN operand gives NaN.
+
+// words[0, P) = the bf16 pairs of x[0, K) (P = (K + 1) / 2, an odd K padded with zero), then
+// zero words up to `pad` (>= P).
+void round_row(const float* x, int64_t K, uint32_t* words, int64_t pad) {
+  uint16_t* h = reinterpret_cast<uint16_t*>(words);
+  for (int64_t k = 0; k < K; k += 32) {
+    const __m512 lo = _mm512_maskz_loadu_ps(lanes(K - k), x + k);
+    const __m512 hi = _mm512_maskz_loadu_ps(lanes(K - k - 16), x + k + 16);
+    const __mmask32 m = K - k >= 32 ? ~__mmask32(0) : (__mmask32(1) << (K - k)) - 1u;
+    _mm512_mask_storeu_epi16(h + k, m, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+  }
+  if (K % 2) h[K] = 0;
+  std::fill(words + (K + 1) / 2, words + pad, 0u);
+}
+
+// words[n] = the pair (r0[n], r1[n]) for n < N (r1 null: zero), zero up to `pad`.
+void interleave_rows(const float* r0, const float* r1, int64_t N, uint32_t* words, int64_t pad) {
+  // cvtne2ps gives (r0[n .. n + 16), r1[n .. n + 16)) as 32 bf16; this order pairs them up.
+  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int64_t n = 0; n < N; n += 16) {
+    const __mmask16 m = lanes(N - n);
+    const __m512 lo = _mm512_maskz_loadu_ps(m, r0 + n);
+    const __m512 hi = r1 ? _mm512_maskz_loadu_ps(m, r1 + n) : _mm512_setzero_ps();
+    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    _mm512_mask_storeu_epi32(words + n, m, _mm512_permutexvar_epi16(order, both));
+  }
+  std::fill(words + N, words + pad, 0u);
+}
+
+// GCC 12 warns that the unpack and shuffle intrinsics read an uninitialised value: their
+// _mm512_undefined_epi32() pass-through operand (GCC bug 105593), not ours.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// out[c * ldo + r] = in[r * ldi + c] for a 16 x 16 block of 32-bit words: unpack pairs of rows
+// (epi32, then epi64) to gather each column's four-row groups per 128-bit lane, then move lanes.
+void transpose16(const uint32_t* in, int64_t ldi, uint32_t* out, int64_t ldo) {
+  __m512i r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(in + i * ldi);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // u[g + c] (lane L) = column 4L + c of rows g .. g + 3
+    r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // column 4L + c = lane L of r[c], r[4 + c], r[8 + c], r[12 + c]
+    const __m512i v0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xEE);
+    const __m512i v2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44),
+                  v3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xEE);
+    _mm512_storeu_si512(out + (0 + c) * ldo, _mm512_shuffle_i32x4(v0, v2, 0x88));
+    _mm512_storeu_si512(out + (4 + c) * ldo, _mm512_shuffle_i32x4(v0, v2, 0xDD));
+    _mm512_storeu_si512(out + (8 + c) * ldo, _mm512_shuffle_i32x4(v1, v3, 0x88));
+    _mm512_storeu_si512(out + (12 + c) * ldo, _mm512_shuffle_i32x4(v1, v3, 0xDD));
+  }
+}
+#pragma GCC diagnostic pop
+
+// A's pairs for the micro-kernel, word (m, p) at A2[m * rs + p * ps]:
+//   !ta: rows of A rounded in place, (M, P) with rs = P, ps = 1;
+//   ta:  op(A)[m][k] = A[k][m]: rows 2p and 2p + 1 of A interleaved, (P, M) with rs = 1, ps = M.
+struct PackedA {
+  const uint32_t* w;
+  int64_t rs, ps;
+};
+PackedA pack_a(bool ta, int64_t M, int64_t K, const float* A, int64_t lda, std::vector<uint32_t>& buf) {
+  const int64_t P = (K + 1) / 2;
+  buf.resize(size_t(M * P));
+  if (!ta) {
+    for (int64_t m = 0; m < M; ++m) round_row(A + m * lda, K, buf.data() + m * P, P);
+    return {buf.data(), P, 1};
+  }
+  for (int64_t p = 0; p < P; ++p)
+    interleave_rows(A + 2 * p * lda, 2 * p + 1 < K ? A + (2 * p + 1) * lda : nullptr, M, buf.data() + p * M, M);
+  return {buf.data(), 1, M};
+}
+
+// B's pairs, (P, Np) words: word (p, n) = op(B)[2p][n], op(B)[2p + 1][n]; zero for n >= N.
+//   !tb: rows 2p and 2p + 1 of B interleaved;
+//   tb:  op(B)[k][n] = B[n][k]: B's rows rounded into (Np, Pp) words, then transposed.
+void pack_b(bool tb, int64_t K, int64_t N, const float* B, int64_t ldb, uint32_t* B2, int64_t Np,
+            std::vector<uint32_t>& tmp) {
+  const int64_t P = (K + 1) / 2;
+  if (!tb) {
+    for (int64_t p = 0; p < P; ++p)
+      interleave_rows(B + 2 * p * ldb, 2 * p + 1 < K ? B + (2 * p + 1) * ldb : nullptr, N, B2 + p * Np, Np);
+    return;
+  }
+  const int64_t Pp = (P + 15) / 16 * 16;
+  tmp.resize(size_t(Np * Pp));
+  for (int64_t n = 0; n < N; ++n) round_row(B + n * ldb, K, tmp.data() + n * Pp, Pp);
+  std::fill(tmp.begin() + N * Pp, tmp.end(), 0u);  // the padding columns of op(B)
+  for (int64_t p0 = 0; p0 < Pp; p0 += 16)
+    for (int64_t n0 = 0; n0 < Np; n0 += 16) {
+      if (p0 + 16 <= P) {
+        transpose16(tmp.data() + n0 * Pp + p0, Pp, B2 + p0 * Np + n0, Np);
+      } else {  // the last rows of B2: through a block, as B2 has only P rows
+        alignas(64) uint32_t blk[16 * 16];
+        transpose16(tmp.data() + n0 * Pp + p0, Pp, blk, 16);
+        for (int64_t p = p0; p < P; ++p) std::copy(blk + (p - p0) * 16, blk + (p - p0) * 16 + 16, B2 + p * Np + n0);
+      }
+    }
+}
+
+// C[r][c] = alpha * sum_p A2(r, p) . B2[p][c] + beta * C[r][c] for r < MR rows and NV vectors of
+// 16 columns, the last one masked by `tail`.
+template <int MR, int NV>
+void micro_tile(int64_t P, PackedA a2, const uint32_t* B2, int64_t Np, float alpha, float beta, float* C, int64_t ldc,
+                __mmask16 tail) {
+  __m512 acc[MR][NV];
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < P; ++p) {
+    __m512bh b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = (__m512bh)_mm512_loadu_si512(B2 + p * Np + 16 * v);
+    const uint32_t* ap = a2.w + p * a2.ps;
+    for (int r = 0; r < MR; ++r) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(int(ap[r * a2.rs]));
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 k = v == NV - 1 ? tail : __mmask16(0xFFFF);
+      float* c = C + r * ldc + 16 * v;
+      __m512 x = _mm512_mul_ps(va, acc[r][v]);
+      if (beta != 0.f) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, c));
+      _mm512_mask_storeu_ps(c, k, x);
+    }
+}
+
+// One micro-tile of `vecs` (1 .. NV) column vectors, by its own instantiation.
+template <int MR, int NV = kNV>
+void col_tail(int64_t vecs, int64_t P, PackedA a2, const uint32_t* B2, int64_t Np, float alpha, float beta, float* C,
+              int64_t ldc, __mmask16 tail) {
+  if constexpr (NV > 0) {
+    if (vecs == NV) return micro_tile<MR, NV>(P, a2, B2, Np, alpha, beta, C, ldc, tail);
+    return col_tail<MR, NV - 1>(vecs, P, a2, B2, Np, alpha, beta, C, ldc, tail);
+  }
+}
+
+template <int MR>
+void row_block(int64_t N, int64_t P, PackedA a2, const uint32_t* B2, int64_t Np, float alpha, float beta, float* C,
+               int64_t ldc) {
+  for (int64_t j = 0; j < N; j += 16 * kNV) {
+    const int64_t cols = std::min<int64_t>(16 * kNV, N - j), vecs = (cols + 15) / 16;
+    const __mmask16 tail = lanes(cols - 16 * (vecs - 1));
+    col_tail<MR>(vecs, P, a2, B2 + j, Np, alpha, beta, C + j, ldc, tail);
+  }
+}
+
+// Rows [0, M) in blocks of kMR, the last block of M % kMR rows by its own instantiation.
+template <int MR = kMR>
+void row_tail(int64_t rows, int64_t N, int64_t P, PackedA a2, const uint32_t* B2, int64_t Np, float alpha, float beta,
+              float* C, int64_t ldc) {
+  if constexpr (MR > 0) {
+    if (rows == MR) return row_block<MR>(N, P, a2, B2, Np, alpha, beta, C, ldc);
+    return row_tail<MR - 1>(rows, N, P, a2, B2, Np, alpha, beta, C, ldc);
+  }
+}
+
+void products_native(int64_t M, int64_t N, int64_t P, PackedA a2, const uint32_t* B2, int64_t Np, float alpha,
+                     float beta, float* C, int64_t ldc) {
+  auto rows_from = [&](int64_t r) { return PackedA{a2.w + r * a2.rs, a2.rs, a2.ps}; };
+  for (int64_t i = 0; i < M; i += kMR)
+    row_tail(std::min<int64_t>(kMR, M - i), N, P, rows_from(i), B2, Np, alpha, beta, C + i * ldc, ldc);
+}
+#endif
+
+}  // namespace
+
+bool bf16_tile_native() {
+#if defined(__AVX512BF16__)
+  return bf16_products() == Bf16Products::native;
+#else
+  return false;
+#endif
+}
+
+void gemm_bf16_tile(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  QKV_CHECK(beta == 0.f || beta == 1.f, "gemm_bf16_tile", "beta must be 0 or 1, got ", beta);
+  QKV_CHECK(lda >= std::max<int64_t>(1, ta ? M : K) && ldb >= std::max<int64_t>(1, tb ? K : N) &&
+                ldc >= std::max<int64_t>(1, N),
+            "gemm_bf16_tile", "lda = ", lda, ", ldb = ", ldb, ", ldc = ", ldc, " below the stored row lengths");
+  if (M == 0 || N == 0) return;
+  if (K == 0 || alpha == 0.f) {  // an empty sum
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : C[i * ldc + j];
+    return;
+  }
+#if defined(__AVX512BF16__)
+  if (bf16_products() == Bf16Products::native) {
+    thread_local std::vector<uint32_t> abuf, bbuf, tmp;
+    const int64_t P = (K + 1) / 2, Np = (N + 15) / 16 * 16;
+    const PackedA a2 = pack_a(ta, M, K, A, lda, abuf);
+    bbuf.resize(size_t(P * Np));
+    pack_b(tb, K, N, B, ldb, bbuf.data(), Np, tmp);
+    return products_native(M, N, P, a2, bbuf.data(), Np, alpha, beta, C, ldc);
+  }
+#endif
+  // The same exact products summed in f32 by the fp32 GEMM (single-threaded inside a parallel
+  // region; under fp32 on this thread whatever the caller's precision).
+  thread_local std::vector<float> af, bf;
+  const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+  af.resize(size_t(ar * ac));
+  bf.resize(size_t(br * bc));
+  round_to_bf16_values(A, ar, ac, lda, af.data());
+  round_to_bf16_values(B, br, bc, ldb, bf.data());
+  const MatmulPrecisionScope fp32(MatmulPrecision::fp32);
+  gemm(ta, tb, M, N, K, alpha, af.data(), ac, bf.data(), bc, beta, C, ldc);
+}
+
+}  // namespace qkv::kernels
