@@ -12,8 +12,8 @@
 // rows. At batch 1 a decoding step is memory-bound (GPT-2 124M reads 500 MB of weights per
 // token), so what matters is that every weight byte is read once, in long contiguous streams, by
 // both threads at once: threads own disjoint ranges of 8-row blocks (a block is 8 * K contiguous
-// floats), every x row is multiplied with a block while it is in L1, and the next block is
-// prefetched while this one is used.
+// floats) and every x row is multiplied with a block while it is in L1. No software prefetch:
+// the hardware's stream prefetchers do better alone (see rows_tile).
 #include <omp.h>
 
 #include <algorithm>
@@ -138,20 +138,17 @@ inline float lane_sum(__m512 v) {
 // out[m * ldo + r] = bias[r] + dot(x[m * ldx ..], w[r][..]) for MR rows of x and NR weight rows.
 // Lane l of acc[m][r] sums the products at k = l, l + 16, ... in k order (the tail masked); the
 // 16 lanes are then added by lane_sum (a fixed tree). So an output depends only on
-// its x row, its weight row and K. `next`, if not null, holds the NR rows to prefetch (the next
-// block): line k of next row r is requested into L2 as line k of row r is used. Into L1 (T0) it
-// made the rows 1.17-1.20x slower than the panels, against 1.01-1.07x (bench_matmul gpt2stream,
-// BENCHMARKS.md): probably the next block's 24 KiB pushing the current one out of the 48 KiB L1.
+// its x row, its weight row and K. The next block is not prefetched in software: into L1 (T0) it
+// made the rows 1.17-1.20x slower than the panels (Intel Xeon); into L2 (T1) it was level with
+// none there and 8-10% slower than none on AMD EPYC Zen 5 (bench_matmul gpt2stream, BENCHMARKS.md).
 template <int MR, int NR>
 void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, const float* bias, float* out,
-               int64_t ldo, const float* const* next) {
+               int64_t ldo) {
   __m512 acc[MR][NR];
   for (int m = 0; m < MR; ++m)
     for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {
-    if (next)
-      for (int r = 0; r < NR; ++r) _mm_prefetch(reinterpret_cast<const char*>(next[r] + k), _MM_HINT_T1);
     __m512 xv[MR];
     for (int m = 0; m < MR; ++m) xv[m] = _mm512_loadu_ps(x + m * ldx + k);
     for (int r = 0; r < NR; ++r) {
@@ -174,7 +171,7 @@ void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, co
 #else
 template <int MR, int NR>
 void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, const float* bias, float* out,
-               int64_t ldo, const float* const*) {
+               int64_t ldo) {
   // The same order of additions as the AVX-512 version: 16 k-ordered lane sums, then lane_sum's
   // tree (lane l + lane l+8, then + 4, + 2, + 1).
   for (int m = 0; m < MR; ++m)
@@ -192,33 +189,32 @@ void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, co
 // read from memory once and from L1 by every later group of x rows. Up to 2 x rows take the
 // block 8 rows wide (16 accumulators), 3-4 x rows take it as two halves of 4 (16 accumulators).
 void rows_block(int64_t M, const float* x, int64_t ldx, const float* const* w, int64_t nrows, int64_t K,
-                const float* bias, float* out, int64_t ldo, const float* const* next) {
+                const float* bias, float* out, int64_t ldo) {
   for (int64_t m0 = 0; m0 < M; m0 += 4) {
     const int64_t mr = std::min<int64_t>(4, M - m0);
     const float* xm = x + m0 * ldx;
     float* om = out + m0 * ldo;
-    const float* const* pf = m0 == 0 ? next : nullptr;  // the first pass over the block prefetches
     if (nrows == kBlock) {
       switch (mr) {
-        case 1: rows_tile<1, 8>(xm, ldx, w, K, bias, om, ldo, pf); break;
-        case 2: rows_tile<2, 8>(xm, ldx, w, K, bias, om, ldo, pf); break;
+        case 1: rows_tile<1, 8>(xm, ldx, w, K, bias, om, ldo); break;
+        case 2: rows_tile<2, 8>(xm, ldx, w, K, bias, om, ldo); break;
         case 3:
-          rows_tile<3, 4>(xm, ldx, w, K, bias, om, ldo, pf);
-          rows_tile<3, 4>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo, pf ? pf + 4 : nullptr);
+          rows_tile<3, 4>(xm, ldx, w, K, bias, om, ldo);
+          rows_tile<3, 4>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo);
           break;
         default:
-          rows_tile<4, 4>(xm, ldx, w, K, bias, om, ldo, pf);
-          rows_tile<4, 4>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo, pf ? pf + 4 : nullptr);
+          rows_tile<4, 4>(xm, ldx, w, K, bias, om, ldo);
+          rows_tile<4, 4>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo);
       }
     } else {  // the last, partial block: one weight row at a time
       for (int64_t r = 0; r < nrows; ++r) {
         const float* const* wr = w + r;
         const float* br = bias ? bias + r : nullptr;
         switch (mr) {
-          case 1: rows_tile<1, 1>(xm, ldx, wr, K, br, om + r, ldo, nullptr); break;
-          case 2: rows_tile<2, 1>(xm, ldx, wr, K, br, om + r, ldo, nullptr); break;
-          case 3: rows_tile<3, 1>(xm, ldx, wr, K, br, om + r, ldo, nullptr); break;
-          default: rows_tile<4, 1>(xm, ldx, wr, K, br, om + r, ldo, nullptr);
+          case 1: rows_tile<1, 1>(xm, ldx, wr, K, br, om + r, ldo); break;
+          case 2: rows_tile<2, 1>(xm, ldx, wr, K, br, om + r, ldo); break;
+          case 3: rows_tile<3, 1>(xm, ldx, wr, K, br, om + r, ldo); break;
+          default: rows_tile<4, 1>(xm, ldx, wr, K, br, om + r, ldo);
         }
       }
     }
@@ -236,11 +232,7 @@ void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource& src, 
     const int64_t n0 = b * kBlock, nrows = std::min(kBlock, N - n0);
     const float* w[kBlock];
     for (int64_t r = 0; r < nrows; ++r) w[r] = src.row(n0 + r);
-    const float* next[kBlock];
-    const bool prefetch = nrows == kBlock && n0 + 2 * kBlock <= N;  // the next block is whole
-    if (prefetch)
-      for (int64_t r = 0; r < kBlock; ++r) next[r] = src.row(n0 + kBlock + r);
-    rows_block(M, x, ldx, w, nrows, K, bias ? bias + n0 : nullptr, out + n0, N, prefetch ? next : nullptr);
+    rows_block(M, x, ldx, w, nrows, K, bias ? bias + n0 : nullptr, out + n0, N);
   }
 }
 
