@@ -1,11 +1,17 @@
 // Fused vs naive scaled dot-product attention: forward+backward time and peak memory.
 //
 //   OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_attention [B H Dh]
+//   ... build/bench/bench_attention tiles [B H T Dh]   (default 16 4 256 64: GPT cfg1, causal)
+//
+// tiles: the fused kernel's tile products on one thread, fp32 (kernels::gemm: OpenBLAS) against
+// bf16 (kernels::gemm_bf16_tile, operands rounded per call as the kernel does), and the whole
+// causal fused attention forward+backward under each matmul precision (the tiles follow it).
 //
 // Every (path, T) runs in its own child process (this binary with --one), so the peak RSS it
 // reports (getrusage ru_maxrss) belongs to that configuration alone. Peak allocator bytes come
 // from qkv::allocator_stats() (tensors only), counted above the inputs' bytes; kernel scratch
 // (per-thread std::vector tiles; the naive backward's (Tq, Tk) per-thread buffer) shows in RSS.
+#include <cblas.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -19,6 +25,8 @@
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/attention.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/tensor/storage.h"
 
@@ -80,12 +88,77 @@ int run_one(bool naive, int64_t B, int64_t H, int64_t T, int64_t Dh, bool causal
   return 0;
 }
 
+// Median microseconds of f() over `reps` calls after one warm-up call, in 9 rounds.
+template <typename F>
+double median_us(F f, int reps) {
+  f();
+  std::vector<double> t;
+  for (int r = 0; r < 9; ++r) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) f();
+    t.push_back(ms_since(t0) * 1e3 / reps);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int run_tiles(int64_t B, int64_t H, int64_t T, int64_t Dh) {
+  kernels::check_precision_supported(kernels::MatmulPrecision::bf16, "bench_attention tiles");
+  std::printf("# tile products, one thread (%s), us per product; GF/s\n",
+              kernels::bf16_tile_native() ? "bf16: qkv's AVX512_BF16 kernel" : "bf16: fp32 GEMM on rounded values");
+  const int64_t bq = kernels::kAttnBlockQ, bk = kernels::kAttnBlockK;
+  struct Case {
+    const char* name;
+    bool ta, tb;
+    int64_t M, N, K;
+  };
+  const Case cases[] = {{"S = Q K^T", false, true, bq, bk, Dh},   {"acc += P V", false, false, bq, Dh, bk},
+                        {"dV += P^T dO", true, false, bk, Dh, bq}, {"dP = dO V^T", false, true, bq, bk, Dh},
+                        {"dK += dS^T Q", true, false, bk, Dh, bq}, {"dQ += dS K", false, false, bq, Dh, bk}};
+  Tensor a = randn({256, 256}, 5), b = randn({256, 256}, 6), c = Tensor::zeros({256, 256});
+  const float *ap = a.data<float>(), *bp = b.data<float>();
+  float* cp = c.data<float>();
+  const kernels::MatmulPrecisionScope fp32(kernels::MatmulPrecision::fp32);
+  const int blas_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);  // as inside the kernels' parallel regions (else OpenBLAS splits a tile)
+  for (const Case& k : cases) {
+    const int64_t lda = k.ta ? k.M : k.K, ldb = k.tb ? k.K : k.N;
+    const double t32 = median_us([&] { kernels::gemm(k.ta, k.tb, k.M, k.N, k.K, 1.f, ap, lda, bp, ldb, 1.f, cp, k.N); },
+                                 200);
+    const double t16 = median_us(
+        [&] { kernels::gemm_bf16_tile(k.ta, k.tb, k.M, k.N, k.K, 1.f, ap, lda, bp, ldb, 1.f, cp, k.N); }, 200);
+    const double gf = 2.0 * k.M * k.N * k.K * 1e-3;
+    std::printf("%-14s %4lld x %4lld x %4lld  fp32 %6.2f us (%4.0f GF/s)  bf16 %6.2f us (%4.0f GF/s)  "
+                "fp32/bf16 %.2fx\n",
+                k.name, (long long)k.M, (long long)k.N, (long long)k.K, t32, gf / t32, t16, gf / t16, t32 / t16);
+  }
+  openblas_set_num_threads(blas_threads);
+  Tensor q = randn({B, H, T, Dh}, 1), kk = randn({B, H, T, Dh}, 2), v = randn({B, H, T, Dh}, 3);
+  Tensor gy = randn({B, H, T, Dh}, 4);
+  for (Tensor* t : {&q, &kk, &v}) t->set_requires_grad(true);
+  AttentionMask m;
+  m.causal = true;
+  for (auto prec : {kernels::MatmulPrecision::fp32, kernels::MatmulPrecision::bf16}) {
+    const kernels::MatmulPrecisionScope scope(prec);
+    const double us = median_us([&] {
+      SdpaResult res = scaled_dot_product_attention(q, kk, v, m);
+      backward(res.out, gy);
+    }, 5);
+    std::printf("fused causal attention fwd+bwd, B %lld H %lld T %lld Dh %lld, %s tiles: %.2f ms\n", (long long)B,
+                (long long)H, (long long)T, (long long)Dh, kernels::precision_name(prec), us * 1e-3);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 8 && std::strcmp(argv[1], "--one") == 0)
     return run_one(std::strcmp(argv[2], "naive") == 0, std::atoll(argv[3]), std::atoll(argv[4]), std::atoll(argv[5]),
                    std::atoll(argv[6]), std::atoi(argv[7]) != 0);
+  if (argc > 1 && std::strcmp(argv[1], "tiles") == 0)
+    return run_tiles(argc > 2 ? std::atoll(argv[2]) : 16, argc > 3 ? std::atoll(argv[3]) : 4,
+                     argc > 4 ? std::atoll(argv[4]) : 256, argc > 5 ? std::atoll(argv[5]) : 64);
   const int64_t B = argc > 1 ? std::atoll(argv[1]) : 2, H = argc > 2 ? std::atoll(argv[2]) : 8;
   const int64_t Dh = argc > 3 ? std::atoll(argv[3]) : 64;
   const char* thr = std::getenv("OMP_NUM_THREADS");

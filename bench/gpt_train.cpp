@@ -11,7 +11,7 @@
 // last step and the peak RSS of this process: run one configuration per process.
 //
 // Run (with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX):
-//   build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10|paired] [fp32|bf16|bf16-percall]
+//   build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10|paired] [fp32|bf16|bf16-percall|products]
 // steps = "paired": after the warm-up, print "ready" and run one step per "step" line on stdin,
 // answering with the step's wall ms, until end of input; tools/bench/paired.py drives it,
 // alternating single steps with the reference's in one sitting (the fairest ratio on a shared
@@ -20,14 +20,20 @@
 // train.precision "bf16" runs it (weights converted once per step, kernels/bf16_step_weights.h);
 // bf16-percall: without the step's weight copies (both operands rounded at every product).
 // Compare with the reference's --bf16 (autocast).
+// products (instead of fp32|bf16): the step's fp32 Linear products alone (forward x W^T, dX = dY W,
+// dW = dY^T X for every layer's four weights and the tied head), each shape through kernels::gemm,
+// with the operands in cache and again after a 256 MiB write evicts the caches before each call:
+// what a step's products would take at each speed, to set against the step.
 // and in the same sitting:
 //   OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 /work/shared/bench-reference/gpt_bench.py train
 //     --d 256 --heads 4 --layers 4 --dff 1024 --ctx 256 --batch 16        (cfg1; V 8192 is its default)
 //   ... train --d 512 --heads 8 --layers 6 --dff 2048 --ctx 128 --batch 8  (cfg2)
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +42,7 @@
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/bf16_step_weights.h"
+#include "qkv/kernels/gemm.h"
 #include "qkv/models/gpt.h"
 #include "qkv/ops/loss.h"
 #include "qkv/tensor/rng.h"
@@ -43,13 +50,65 @@
 
 using namespace qkv;
 
+namespace {
+
+// The fp32 products of one step of `cfg` at `rows` = batch x context rows, hot and cold.
+int bench_products(const models::GptConfig& cfg, int64_t rows) {
+  struct Product {
+    const char* name;
+    bool ta, tb;
+    int64_t M, N, K, count;
+  };
+  const int64_t d = cfg.n_embd, ff = cfg.n_inner, V = cfg.vocab_size, L = cfg.n_layer;
+  std::vector<Product> ps;
+  for (auto [name, out, in, count] : {std::tuple<const char*, int64_t, int64_t, int64_t>{"qkv", 3 * d, d, L},
+                                      {"proj", d, d, L}, {"fc1", ff, d, L}, {"fc2", d, ff, L}, {"head", V, d, 1}}) {
+    ps.push_back({name, false, true, rows, out, in, count});    // y = x W^T
+    ps.push_back({"  dX", false, false, rows, in, out, count});  // dX = dY W
+    ps.push_back({"  dW", true, false, out, in, rows, count});   // dW = dY^T X
+  }
+  Generator g(3);
+  std::vector<float> a(size_t(std::max(rows, V) * std::max(d, ff))), b(a.size()), c(a.size());
+  g.normal(a.data(), int64_t(a.size()));
+  g.normal(b.data(), int64_t(b.size()));
+  std::vector<float> evict(size_t(64) << 20);  // 256 MiB
+  double hot_ms = 0, cold_ms = 0, flops = 0;
+  std::printf("%-6s %6s %6s %6s  %9s %9s\n", "", "M", "N", "K", "hot GF/s", "cold GF/s");
+  for (const Product& p : ps) {
+    const int64_t lda = p.ta ? p.M : p.K, ldb = p.tb ? p.K : p.N;
+    auto run = [&] { kernels::gemm(p.ta, p.tb, p.M, p.N, p.K, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), p.N); };
+    std::vector<double> hot, cold;
+    for (int r = 0; r < 11; ++r) {
+      double t0 = bench::now_ms();
+      run();
+      hot.push_back(bench::now_ms() - t0);
+#pragma omp parallel for schedule(static)
+      for (size_t i = 0; i < evict.size(); ++i) evict[i] += 1.f;
+      t0 = bench::now_ms();
+      run();
+      cold.push_back(bench::now_ms() - t0);
+    }
+    const double f = 2.0 * double(p.M * p.N * p.K), h = bench::median(hot), cd = bench::median(cold);
+    std::printf("%-6s %6lld %6lld %6lld  %9.0f %9.0f  (x%lld per step)\n", p.name, (long long)p.M, (long long)p.N,
+                (long long)p.K, f / h * 1e-6, f / cd * 1e-6, (long long)p.count);
+    hot_ms += h * double(p.count), cold_ms += cd * double(p.count), flops += f * double(p.count);
+  }
+  std::printf("a step's products: %.1f GFLOP; %.1f ms hot (%.0f GF/s), %.1f ms cold (%.0f GF/s)\n", flops * 1e-9,
+              hot_ms, flops / hot_ms * 1e-6, cold_ms, flops / cold_ms * 1e-6);
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const std::string name = argc > 1 ? argv[1] : "cfg1";
   const bool paired = argc > 3 && std::string(argv[3]) == "paired";
   const int warmup = argc > 2 ? std::atoi(argv[2]) : 3, steps = argc > 3 && !paired ? std::atoi(argv[3]) : 10;
   const std::string precision_arg = argc > 4 ? argv[4] : "fp32";
+  const bool products = precision_arg == "products";
   const bool step_copies = precision_arg != "bf16-percall";
-  const kernels::MatmulPrecision precision = kernels::parse_precision(step_copies ? precision_arg : "bf16");
+  const kernels::MatmulPrecision precision =
+      kernels::parse_precision(products ? "fp32" : step_copies ? precision_arg : "bf16");
   if (precision == kernels::MatmulPrecision::int8) {  // training products are recorded: int8 would run fp32
     std::fprintf(stderr, "precision int8 is for inference only: train in fp32 or bf16\n");
     return 2;
@@ -63,12 +122,14 @@ int main(int argc, char** argv) {
   } else if (name == "cfg2") {
     cfg.n_positions = 128, cfg.n_embd = 512, cfg.n_head = 8, cfg.n_layer = 6, cfg.n_inner = 2048, batch = 8;
   } else {
-    std::fprintf(stderr, "usage: bench_gpt_train cfg1|cfg2 [warmup] [steps|paired] [fp32|bf16|bf16-percall]\n");
+    std::fprintf(stderr,
+                 "usage: bench_gpt_train cfg1|cfg2 [warmup] [steps|paired] [fp32|bf16|bf16-percall|products]\n");
     return 2;
   }
   cfg.activation_function = "gelu";
   cfg.resid_pdrop = cfg.embd_pdrop = cfg.attn_pdrop = 0.0;
   const int64_t T = cfg.n_positions, V = cfg.vocab_size;
+  if (products) return bench_products(cfg, batch * T);
 
   Generator init(0), data(1);
   models::Gpt model(cfg, init);
