@@ -336,10 +336,15 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
                      p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr, out.data<float>(), N);
     return;
   }
-  // Multiply-adds below which one thread is cheaper than the pool: with spinning idle threads the
-  // decoder's 32x256x256 projections (2M) gain from two threads (greedy bench -7% wall); with
-  // sleeping ones only the 6M+ products do.
-  const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 20) : (int64_t(1) << 22);
+  // Multiply-adds below which one thread is cheaper than the pool. With spinning idle threads a
+  // region costs a few microseconds, and the pool pays from 2^16: at batch 1 a product is a
+  // stream over its weight (GPT cfg1's 256 x 768 .. 1024 x 256 weights, 65K-262K multiply-adds,
+  // are 0.25-1 MB each) that two cores read faster than one. At 2^20 those ran on one thread and
+  // cfg1 generated at 0.31-0.39 ms/token; at 2^16, 0.22-0.24 (AMD EPYC Zen 5, bench_gpt_generate;
+  // translation decoding and GPT-2 124M unchanged). With sleeping threads (a wake-up is 100 us or
+  // more on a VM) only the 4M+ products take the pool. Results are the same either way: each
+  // output is one thread's fixed-order dot product.
+  const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 16) : (int64_t(1) << 22);
   if (p.layout == PackLayout::rows) {
     QKV_CHECK(x.dtype() == DType::f32 && x.strides()[1] == 1 && x.size(1) == K && out.is_contiguous() &&
                   out.size(0) == M && out.size(1) == N,
