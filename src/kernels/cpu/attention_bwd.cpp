@@ -131,7 +131,7 @@ void backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   if (heads % threads == 0 || heads >= 4 * threads) {
 #pragma omp parallel if (d.parallel())
     {
-    const TilePrecision tile_precision;  // gemm() in fp32 on every thread (attention_common.h)
+      const TilePrecision tile_precision;  // gemm() in fp32 on every thread (attention_common.h)
       typename Bwd<T>::Scratch w;
 #pragma omp for schedule(static)
       for (int64_t bh = 0; bh < heads; ++bh)

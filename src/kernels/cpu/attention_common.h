@@ -39,9 +39,13 @@ struct TileGemm {
   }
 };
 // This call's tile products: bf16 when T is float and the calling thread's precision is bf16.
+// The process's choice of bf16 kernel (bf16_products(), which may time both the first time) is
+// resolved here, on the calling thread, rather than by the first worker inside the region.
 template <typename T>
 TileGemm tile_gemm_for_caller() {
-  return TileGemm{std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bf16};
+  const bool bf16 = std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bf16;
+  if (bf16) (void)bf16_products();
+  return TileGemm{bf16};
 }
 
 // gemm() inside a kernel's parallel region runs fp32 on every thread (the TileGemm's fp32 path, and
