@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "qkv/kernels/bf16.h"
-#include "qkv/kernels/gemm.h"
 #include "qkv/util/error.h"
 
 namespace qkv::kernels {
@@ -226,7 +225,7 @@ void gemm_bf16_tile(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
     return;
   }
 #if defined(__AVX512BF16__)
-  if (bf16_products() == Bf16Products::native) {
+  if (bf16_tile_native()) {
     thread_local std::vector<uint32_t> abuf, bbuf, tmp;
     const int64_t P = (K + 1) / 2, Np = (N + 15) / 16 * 16;
     const PackedA a2 = pack_a(ta, M, K, A, lda, abuf);
@@ -235,16 +234,8 @@ void gemm_bf16_tile(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alp
     return products_native(M, N, P, a2, bbuf.data(), Np, alpha, beta, C, ldc);
   }
 #endif
-  // The same exact products summed in f32 by the fp32 GEMM (single-threaded inside a parallel
-  // region; under fp32 on this thread whatever the caller's precision).
-  thread_local std::vector<float> af, bf;
-  const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-  af.resize(size_t(ar * ac));
-  bf.resize(size_t(br * bc));
-  round_to_bf16_values(A, ar, ac, lda, af.data());
-  round_to_bf16_values(B, br, bc, ldb, bf.data());
-  const MatmulPrecisionScope fp32(MatmulPrecision::fp32);
-  gemm(ta, tb, M, N, K, alpha, af.data(), ac, bf.data(), bc, beta, C, ldc);
+  // The same exact products summed in f32 by the fp32 GEMM (single-threaded inside a parallel region).
+  gemm_bf16_rounded(Bf16Products::fp32_fma, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace qkv::kernels
