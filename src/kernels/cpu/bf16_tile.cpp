@@ -60,9 +60,11 @@ void interleave_rows(const float* r0, const float* r1, int64_t N, uint32_t* word
 }
 
 // GCC 12 warns that the unpack and shuffle intrinsics read an uninitialised value: their
-// _mm512_undefined_epi32() pass-through operand (GCC bug 105593), not ours.
+// _mm512_undefined_epi32() pass-through operand (GCC bug 105593), not ours. Release builds call it
+// -Wmaybe-uninitialized, the sanitizer build -Wuninitialized.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 // out[c * ldo + r] = in[r * ldi + c] for a 16 x 16 block of 32-bit words: unpack pairs of rows
 // (epi32, then epi64) to gather each column's four-row groups per 128-bit lane, then move lanes.
 void transpose16(const uint32_t* in, int64_t ldi, uint32_t* out, int64_t ldo) {
