@@ -19,11 +19,12 @@
 //
 // Run (one line): OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
 //        build/bench/bench_gpt_generate [reps=5] [shapes=cfg1,gpt2] [precision=fp32|bf16|int8|both|LIST]
-//        [layout=rows|panels|both]
+//        [layout=auto|rows|panels|both]
 // (precision: GenerateOptions::precision; a comma-separated list (both = fp32,bf16) alternates
-// the generations and reports each against the first: the speed-up and how many tokens agree. layout: the fp32 products' kernels::PackLayout, rows
-// being what tasks::Generator sets; both alternates a rows and a panels model, the same weights,
-// in one sitting, and the peak RSS is then of the two models together)
+// the generations and reports each against the first: the speed-up and how many tokens agree.
+// layout: the fp32 products' kernels::PackLayout; auto is what tasks::Generator chooses for the
+// shape (decoding_layout: panels for cfg1, rows for GPT-2 124M); both alternates a rows and a
+// panels model, the same weights, in one sitting, and the peak RSS is then of the two together)
 // (GOMP_SPINCOUNT=5000 is what the qkv program sets for itself, util/blas_env.h; without it
 // libgomp's long default spin made cfg1 ~10x slower while another build shared the 2 cores.)
 // and in the same sitting:
@@ -33,6 +34,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
@@ -49,6 +51,7 @@ constexpr int64_t kPrompt = 16, kNew = 128;
 struct Variant {
   kernels::MatmulPrecision precision;
   kernels::PackLayout layout;
+  bool generator_layout = false;  // layout: tasks::Generator::decoding_layout's choice for the shape
 };
 
 struct Timing {
@@ -57,22 +60,29 @@ struct Timing {
   int64_t checksum = 0;
 };
 
-void run(const std::string& name, models::GptConfig cfg, int reps, const std::vector<Variant>& variants) {
+void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<Variant> variants) {
   cfg.activation_function = "gelu";
   // The triads first, then the peak-RSS mark reset: the peak below is the model's and its
   // generation's, not the triad arrays'.
   const int64_t stream_bytes = bench::stream_array_bytes();
   const double triad_before = bench::triad_gbs(), stream_before = bench::triad_gbs(10, stream_bytes);
   const bool hwm_reset = bench::reset_peak_rss();
-  // One model per layout, each from seed 0 (the same weights); the Generator sets rows.
+  // One model per layout, each from seed 0 (the same weights), its layout set after the
+  // Generator's own choice (which "auto" variants take).
+  auto build = [&] {
+    Generator init(0);
+    return std::make_shared<models::Gpt>(cfg, init);
+  };
+  std::shared_ptr<models::Gpt> first = build();
+  for (Variant& v : variants)
+    if (v.generator_layout) v.layout = tasks::Generator::decoding_layout(*first);
   std::vector<std::unique_ptr<tasks::Generator>> gens(2);
   io::GptBundle b;
   b.config = cfg;
   for (const Variant& v : variants) {
     auto& g = gens[size_t(v.layout)];
     if (g) continue;
-    Generator init(0);
-    b.model = std::make_shared<models::Gpt>(cfg, init);
+    b.model = first ? std::exchange(first, nullptr) : build();
     g = std::make_unique<tasks::Generator>(b, /*eos_id=*/-1);
     b.model->set_pack_layout(v.layout);
   }
@@ -154,17 +164,21 @@ int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
   const std::string shapes = argc > 2 ? argv[2] : "cfg1,gpt2";
   const std::string prec = argc > 3 ? argv[3] : "fp32";
-  const std::string layout = argc > 4 ? argv[4] : "rows";
+  const std::string layout = argc > 4 ? argv[4] : "auto";
   const std::vector<kernels::MatmulPrecision> precisions = bench::precision_list(prec);
-  if (precisions.empty() || (layout != "rows" && layout != "panels" && layout != "both")) {
+  if (precisions.empty() || (layout != "auto" && layout != "rows" && layout != "panels" && layout != "both")) {
     std::fprintf(stderr, "precision must be a comma-separated list of fp32, bf16, int8 (or both), got '%s'; layout "
-                 "rows, panels or both, got '%s'\n", prec.c_str(), layout.c_str());
+                 "auto, rows, panels or both, got '%s'\n", prec.c_str(), layout.c_str());
     return 2;
   }
   // fp32 in each layout asked for; bf16 and int8 once each (their products use oneDNN's converted
   // weights; int8's small weights, if any, the layout asked for).
   std::vector<Variant> variants;
   for (kernels::MatmulPrecision p : precisions) {
+    if (layout == "auto") {
+      variants.push_back({p, kernels::PackLayout::rows, true});
+      continue;
+    }
     if (p != kernels::MatmulPrecision::fp32) {
       variants.push_back({p, layout == "panels" ? kernels::PackLayout::panels : kernels::PackLayout::rows});
       continue;

@@ -68,26 +68,33 @@ TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
     tasks::Generator g(load(ref, c));
+    // These small models decode from panels (Generator::decoding_layout); a large one reads its
+    // weights in place (rows): both layouts, the same tokens.
+    EXPECT_EQ(tasks::Generator::decoding_layout(*g.bundle().model), kernels::PackLayout::panels);
     auto prompts = prompts_of(ref, c);
-    for (const char* which : {"gen", "gen_rep"}) {
-      SCOPED_TRACE(which);
-      tasks::GenerateOptions o;
-      o.max_new_tokens = ref.params(c)["max_new"];
-      o.eos_id = -1;
-      if (std::string(which) == "gen_rep") o.logits.repetition_penalty = ref.params(c)["repetition_penalty"];
-      for (int64_t bs : {1, 5, 2}) {
-        o.batch_size = bs;
-        auto r = g.generate_ids(prompts, o);
-        ASSERT_EQ(r.size(), prompts.size());
-        for (size_t i = 0; i < prompts.size(); ++i) {
-          EXPECT_EQ(r[i].tokens, ref_row(ref.get(c, which), int64_t(i))) << "prompt " << i << ", batch " << bs;
-          EXPECT_EQ(r[i].finish, "length");
-          ++checked;
+    for (auto layout : {kernels::PackLayout::panels, kernels::PackLayout::rows}) {
+      SCOPED_TRACE(kernels::pack_layout_name(layout));
+      g.bundle().model->set_pack_layout(layout);
+      for (const char* which : {"gen", "gen_rep"}) {
+        SCOPED_TRACE(which);
+        tasks::GenerateOptions o;
+        o.max_new_tokens = ref.params(c)["max_new"];
+        o.eos_id = -1;
+        if (std::string(which) == "gen_rep") o.logits.repetition_penalty = ref.params(c)["repetition_penalty"];
+        for (int64_t bs : {1, 5, 2}) {
+          o.batch_size = bs;
+          auto r = g.generate_ids(prompts, o);
+          ASSERT_EQ(r.size(), prompts.size());
+          for (size_t i = 0; i < prompts.size(); ++i) {
+            EXPECT_EQ(r[i].tokens, ref_row(ref.get(c, which), int64_t(i))) << "prompt " << i << ", batch " << bs;
+            EXPECT_EQ(r[i].finish, "length");
+            ++checked;
+          }
         }
       }
     }
   }
-  EXPECT_EQ(checked, 2 * 2 * 3 * 5);
+  EXPECT_EQ(checked, 2 * 2 * 2 * 3 * 5);
 }
 
 TEST(Generator, CachedLogitsEqualTheFullForward) {
@@ -144,6 +151,7 @@ TEST(Generator, CachedLogitsEqualTheFullForward) {
 TEST(Generator, SeededSamplingIsPerPromptBatchedOrNot) {
   RefFile ref("gpt_generate");
   tasks::Generator g(load(ref, "gen_gpt2"));
+  g.bundle().model->set_pack_layout(kernels::PackLayout::rows);  // the large models' layout (panels: above)
   auto prompts = prompts_of(ref, "gen_gpt2");
   tasks::GenerateOptions o;
   o.sample = true;

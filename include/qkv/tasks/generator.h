@@ -23,6 +23,7 @@
 
 #include "qkv/decode/logits_process.h"
 #include "qkv/io/gpt2.h"
+#include "qkv/kernels/gemm.h"
 #include "qkv/kernels/bf16.h"
 
 namespace qkv::tasks {
@@ -71,10 +72,13 @@ struct Generation {
 class Generator {
  public:
   explicit Generator(const std::string& model_dir);  // io::load_gpt2 + config.json's bos/eos ids
-  // Puts the model in eval mode, and makes its decoding products read the f32 weights in place
-  // (nn::Module::set_pack_layout(rows): no packed copy is made; the model is shared, so this
-  // holds for its other users too; their decoding results may differ in the last bits).
+  // Puts the model in eval mode and sets its decoding products' layout (nn::Module::set_pack_layout
+  // with decoding_layout). The model is shared, so this holds for its other users too; their
+  // decoding results may differ in the last bits.
   explicit Generator(io::GptBundle bundle, int64_t eos_id = -1, int64_t bos_id = -1);
+  // Panels (a packed copy) for a model of at most 64 MiB of f32 weights, which can stay in the
+  // last-level cache between tokens; rows (the weights read in place, no copy) for a larger one.
+  static kernels::PackLayout decoding_layout(const models::Gpt& model);
 
   // Text prompts (encoded with the model's tokenizer; an empty prompt starts from bos if known).
   std::vector<Generation> generate(const std::vector<std::string>& prompts, const GenerateOptions& opt = {}) const;
