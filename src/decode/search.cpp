@@ -152,12 +152,11 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
     const int64_t R = int64_t(live.size()), V = logits.size(1);
     float* X = logits.data<float>();
     if (!opt.sample) {  // rows are independent
-#pragma omp parallel for schedule(static) if (rows_on_pool(R * V))
-      for (int64_t r = 0; r < R; ++r) {
+      kernels::parallel_for_if(rows_on_pool(R * V), R, [&](int64_t r) {
         const Hypothesis& h = hyp[size_t(live[size_t(r)])];
         const std::vector<int64_t> bans = ngram ? repeated_ngram_bans(h.tokens, ngram) : std::vector<int64_t>();
         kernels::best_token(X + r * V, V, step_tok[size_t(r)], step_lp[size_t(r)], &bans);
-      }
+      });
     }
     std::vector<int64_t> keep;  // rows whose sentence goes on
     for (int64_t r = 0; r < R; ++r) {
@@ -234,13 +233,12 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
     std::vector<std::vector<int64_t>> next_toks(static_cast<size_t>(R));
     std::vector<int64_t> next_last(size_t(R), ids.eos);
     // The 2K best tokens of every live row; rows are independent: on the pool when it is cheap.
-#pragma omp parallel for schedule(static) if (rows_on_pool(R * V))
-    for (int64_t r = 0; r < R; ++r) {
-      if (score[size_t(r)] == -INFINITY) continue;
+    kernels::parallel_for_if(rows_on_pool(R * V), R, [&](int64_t r) {
+      if (score[size_t(r)] == -INFINITY) return;
       const std::vector<int64_t> bans =
           opt.no_repeat_ngram_size ? repeated_ngram_bans(toks[size_t(r)], opt.no_repeat_ngram_size) : std::vector<int64_t>();
       kernels::top_tokens(X + r * V, V, n_cand, top[size_t(r)], &bans);
-    }
+    });
     std::vector<int64_t> keep;  // slots whose search goes on
     for (int64_t j = 0; j < int64_t(live.size()); ++j) {
       const int64_t b = live[size_t(j)], base = j * K;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "qkv/kernels/parallel.h"
 #include "qkv/kernels/softmax.h"
 #include "qkv/tensor/strided.h"
 
@@ -92,8 +93,7 @@ inline PhiExp vphi(float x) {
 // Accuracy is checked with the scalar paths' bound (tests/ops, F32ActivationsAccurate...).
 void gelu_erf_forward_avx512(int64_t n, const float* x, float* y) {
   const int64_t blocks = (n + 15) / 16;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (int64_t i = 0; i < blocks; ++i) {
+  parallel_for_if(n >= kParallelGrain, blocks, [&](int64_t i) {
     const int64_t rest = n - i * 16;
     const __mmask16 m = rest >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rest) - 1);
     const __m512 xv = _mm512_maskz_loadu_ps(m, x + i * 16);
@@ -123,7 +123,7 @@ void gelu_erf_forward_avx512(int64_t n, const float* x, float* y) {
     const __mmask16 neg = _mm512_cmp_ps_mask(xv, _mm512_setzero_ps(), _CMP_LT_OQ);
     const __m512 phi = _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(1.0f), tail), tail);
     _mm512_mask_storeu_ps(y + i * 16, m, _mm512_mul_ps(xv, phi));
-  }
+  });
 }
 #endif
 
@@ -206,10 +206,16 @@ inline T derivative(Unary op, T x, T y) {
   return T(0);
 }
 
-// Runs body(i) for i in [0, n), in parallel when n is large.
+// Runs body(i) for i in [0, n), in parallel when n is large. Small n never enters a region:
+// one with a false if-clause still costs a one-thread team (kernels/parallel.h).
 template <typename Body>
 inline void parallel_for(int64_t n, Body&& body) {
-#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelGrain)
+  if (n < kParallelGrain) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) body(i);
 }
 
@@ -217,13 +223,23 @@ inline void parallel_for(int64_t n, Body&& body) {
 // (restrict, not re-read through a closure), so the loop vectorises with f inlined.
 template <typename T, typename F>
 void map_unary(int64_t n, const T* __restrict x, T* __restrict y, F f) {
-#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelGrain)
+  if (n < kParallelGrain) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 template <typename T, typename F>
 void map_backward(int64_t n, const T* __restrict x, const T* __restrict y, const T* __restrict gy,
                   T* __restrict gx, F f) {
-#pragma omp parallel for simd schedule(static) if (parallel : n >= kParallelGrain)
+  if (n < kParallelGrain) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) gx[i] = f(x[i], y[i], gy[i]);
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) gx[i] = f(x[i], y[i], gy[i]);
 }
 
@@ -331,12 +347,11 @@ void binary(Binary op, const Tensor& a, const Tensor& b, Tensor& out) {
       int64_t rows = inner ? out.numel() / inner : 0;
       Shape outer = os;
       if (nd) outer[nd - 1] = 1;
-#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain && rows > 1)
-      for (int64_t r = 0; r < rows; ++r) {
+      parallel_for_if(out.numel() >= kParallelGrain && rows > 1, rows, [&](int64_t r) {
         int64_t offa = strided_offset(r, outer, sa), offb = strided_offset(r, outer, sb);
         T* orow = o + r * inner;
         for (int64_t i = 0; i < inner; ++i) orow[i] = f(ap[offa + i * ia], bp[offb + i * ib]);
-      }
+      });
       (void)so;
     };
     switch (op) {

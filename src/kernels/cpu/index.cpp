@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "qkv/kernels/elementwise.h"
+#include "qkv/kernels/parallel.h"
 #include "qkv/tensor/strided.h"
 
 #include "dispatch.h"
@@ -151,8 +152,9 @@ void embedding_forward(const Tensor& weight, const std::vector<int64_t>& ids, Te
   const char* wp = static_cast<const char*>(weight.raw_data());
   char* op = static_cast<char*>(out.raw_data());
   const int64_t N = int64_t(ids.size());
-#pragma omp parallel for schedule(static) if (N * weight.size(1) >= kParallelGrain)
-  for (int64_t n = 0; n < N; ++n) std::memcpy(op + size_t(n) * row_bytes, wp + size_t(ids[size_t(n)]) * row_bytes, row_bytes);
+  parallel_for_if(N * weight.size(1) >= kParallelGrain, N, [&](int64_t n) {
+    std::memcpy(op + size_t(n) * row_bytes, wp + size_t(ids[size_t(n)]) * row_bytes, row_bytes);
+  });
 }
 
 void embedding_backward(const Tensor& gy, const std::vector<int64_t>& ids, int64_t padding_idx, Tensor& gw) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "qkv/kernels/elementwise.h"
+#include "qkv/kernels/parallel.h"
 
 #include "dispatch.h"
 
@@ -27,8 +28,7 @@ void layer_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, doubl
     T* yp = y.data<T>();
     T* mp = mean.data<T>();
     T* rp = rstd.data<T>();
-#pragma omp parallel for schedule(static) if (rows * C >= kParallelGrain && rows > 1)
-    for (int64_t r = 0; r < rows; ++r) {
+    parallel_for_if(rows * C >= kParallelGrain && rows > 1, rows, [&](int64_t r) {
       const T* xr = xp + r * C;
       T* yr = yp + r * C;
       // Row statistics in one pass, accumulated in double and shifted by the row's first element
@@ -61,7 +61,7 @@ void layer_norm_forward(const Tensor& x, const Tensor& w, const Tensor& b, doubl
 #pragma omp simd
         for (int64_t j = 0; j < C; ++j) yr[j] = (xr[j] - mu) * rs;
       }
-    }
+    });
   });
 }
 
