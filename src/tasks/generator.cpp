@@ -87,12 +87,12 @@ Generator::Generator(io::GptBundle bundle, int64_t eos_id, int64_t bos_id)
 
 kernels::PackLayout Generator::decoding_layout(const models::Gpt& model) {
   // At batch 1 every weight is read once per token (kernels/gemm.h, PackLayout). A model whose
-  // weights can stay in the last-level cache between tokens (GPT cfg1: 21.9 MB) reads panels,
-  // one sequential stream per thread, faster than rows' eight, and much faster when other
-  // tenants crowd the cache (AMD EPYC Zen 5, alternating: 0.225 ms/token against 0.22 in one
-  // sitting, 0.25-0.26 in another); the copy costs such a model little memory. A larger model
-  // streams from DRAM, where the two are within a few percent (bench_matmul gpt2stream), so it
-  // reads its weights in place and is held once (GPT-2 124M: 500 MB, not 1 GB).
+  // weights can stay in the last-level cache between tokens (GPT cfg1: 21.9 MB) reads panels
+  // (AMD EPYC Zen 5, the two alternating: panels 0.225 ms/token in both sittings measured, rows
+  // 0.22 in one and 0.25-0.26 in the other, when other tenants crowded the cache); the copy
+  // costs such a model little memory. A larger model streams from DRAM, where the two are within
+  // a few percent (bench_matmul gpt2stream), so it reads its weights in place and is held once
+  // (GPT-2 124M: 500 MB, not 1 GB).
   constexpr int64_t kPanelsUpToBytes = int64_t(64) << 20;
   return model.num_parameters() * int64_t(sizeof(float)) <= kPanelsUpToBytes ? kernels::PackLayout::panels
                                                                              : kernels::PackLayout::rows;

@@ -97,6 +97,24 @@ TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
   EXPECT_EQ(checked, 2 * 2 * 2 * 3 * 5);
 }
 
+TEST(Generator, DecodingLayoutIsPanelsUpTo64MiBOfWeights) {
+  // Weights zero (init none: nothing drawn); vocab V, width 1024, one layer with n_inner 1024:
+  // V * 1024 + 6,311,936 parameters.
+  auto layout_for = [](int64_t V) {
+    models::GptConfig cfg;
+    cfg.vocab_size = V, cfg.n_positions = 8, cfg.n_embd = 1024, cfg.n_head = 8, cfg.n_layer = 1, cfg.n_inner = 1024;
+    Generator init(0);
+    const models::Gpt m(cfg, init, nn::init::Scheme::none);
+    return std::make_pair(m.num_parameters() * 4, tasks::Generator::decoding_layout(m));
+  };
+  const auto [small_bytes, small] = layout_for(10200);  // 16,756,736 parameters: just under 64 MiB
+  const auto [large_bytes, large] = layout_for(10240);  // 16,797,696: just over
+  ASSERT_LE(small_bytes, int64_t(64) << 20);
+  ASSERT_GT(large_bytes, int64_t(64) << 20);
+  EXPECT_EQ(small, kernels::PackLayout::panels);
+  EXPECT_EQ(large, kernels::PackLayout::rows);
+}
+
 TEST(Generator, CachedLogitsEqualTheFullForward) {
   RefFile ref("gpt_generate");
   for (auto& c : kModels) {
