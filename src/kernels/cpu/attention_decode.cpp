@@ -145,11 +145,13 @@ void attention_decode(const DecodeAttention& a) {
       for (int64_t h = 0; h < H; ++h)  // normalise once: p = e / sum
         for (int64_t j = 0; j < L; ++j) s[size_t(h * L + j)] *= inv[size_t(h)];
       // While the values are summed, the next row's keys are requested (the cache lives in
-      // L3: a decoder step reads ~10 MB of K/V at batch 32).
-      const int64_t rn = r + 1 < R ? r + 1 : r;
-      const int32_t* table_n = a.table ? a.table + rn * a.table_ld : nullptr;
-      const int64_t fixed_n = a.row_map ? a.row_map[rn] : rn;
-      bool first_block = true;  // later blocks visit the same positions: request the keys once
+      // L3: a decoder step reads ~10 MB of K/V at batch 32). The last row has none: requesting its
+      // own keys again would read them twice (at batch 1 with a long cache, from memory: GPT-2's
+      // attention over 1,000 cached positions took 12% longer).
+      const int64_t rn = r + 1;
+      const int32_t* table_n = a.table && rn < R ? a.table + rn * a.table_ld : nullptr;
+      const int64_t fixed_n = a.row_map && rn < R ? a.row_map[rn] : rn;
+      bool first_block = rn < R;  // later blocks visit the same positions: request the keys once
       auto v_at = [&](int64_t j) {
         if (first_block)
           prefetch_row(a.k + (table_n ? int64_t(table_n[j]) : fixed_n) * a.row_stride + j * a.pos_stride, D);
