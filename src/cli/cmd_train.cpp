@@ -60,6 +60,8 @@ int run(int argc, char** argv) {
   app.add_option("--resume", r.resume, "continue the run in this directory from its latest checkpoint");
   app.add_option("--max-steps", r.max_steps, "override train.max_steps");
   app.add_option("--max-minutes", r.max_minutes, "override train.max_minutes (wall-clock budget of this run)");
+  app.add_option("--precision", r.precision, "override train.precision of a new run: fp32 or bf16 (mixed precision)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

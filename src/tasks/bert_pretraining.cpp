@@ -146,7 +146,7 @@ BertRunResult train_bert(const TrainingRun& run) {
   } else {
     resolve_document_files(run, spec);
   }
-  override_limits(spec.config, run.max_steps, run.max_minutes);
+  apply_run_flags(spec, run);
   RunSections sec = read_run_sections(spec.config, spec.where, "bert");
   QKV_CHECK(sec.model_type == "bert", spec.where, "field 'model_type': train_bert trains \"bert\" models, got \"",
             sec.model_type, "\"");

@@ -218,7 +218,7 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
   if (!spec.resuming())
     resolve_data_files(run, spec, {ensure_cls_corpus, "train.tsv", "valid.tsv"},
                        "give --corpus NAME or both --train and --valid");
-  override_limits(spec.config, run.max_steps, run.max_minutes);
+  apply_run_flags(spec, run);
   const std::string& where = spec.where;
 
   ConfigReader top(spec.config, where);

@@ -91,7 +91,7 @@ LmRunResult train_lm(const LmRun& run) {
   } else {
     resolve_document_files(run, spec);
   }
-  override_limits(spec.config, run.max_steps, run.max_minutes);
+  apply_run_flags(spec, run);
   RunSections sec = read_run_sections(spec.config, spec.where, "gpt");
   QKV_CHECK(sec.model_type == "gpt", spec.where, "field 'model_type': train_lm trains \"gpt\" models, got \"",
             sec.model_type, "\"");

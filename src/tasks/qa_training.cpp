@@ -67,7 +67,7 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
   if (!spec.resuming())
     resolve_data_files(run, spec, {ensure_qa_corpus, "train.jsonl", "valid.jsonl"},
                        "give --corpus qa-debian or both --train and --valid");
-  override_limits(spec.config, run.max_steps, run.max_minutes);
+  apply_run_flags(spec, run);
   // init_from is this task's own top-level key; the shared reader sees the rest.
   std::string init_from;
   if (spec.config.contains("init_from")) {

@@ -67,7 +67,7 @@ TaggerRunResult train_bert_tagger(const TrainingRun& run) {
   if (!spec.resuming())
     resolve_data_files(run, spec, {ensure_tag_corpus, "train.conll", "valid.conll"},
                        "give --corpus pos-wsj|ner-debian or both --train and --valid (word<TAB>tag files)");
-  override_limits(spec.config, run.max_steps, run.max_minutes);
+  apply_run_flags(spec, run);
   ConfigReader top(spec.config, spec.where);
   const std::string model_type = top.string("model_type");
   QKV_CHECK(model_type == "bert_tagger", top.where("model_type"), "expected \"bert_tagger\", got \"", model_type, "\"");

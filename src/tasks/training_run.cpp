@@ -59,6 +59,24 @@ void override_limits(nlohmann::json& config, int64_t max_steps, double max_minut
   if (max_minutes >= 0) config["train"]["max_minutes"] = max_minutes;
 }
 
+void apply_run_flags(RunDir& spec, const TrainingRun& run) {
+  override_limits(spec.config, run.max_steps, run.max_minutes);
+  if (run.precision.empty()) return;
+  QKV_CHECK(run.precision == "fp32" || run.precision == "bf16", "train",
+            "--precision: expected fp32 or bf16, got \"", run.precision, "\"");
+  nlohmann::json& config = spec.config;
+  if (!config.is_object() || (config.contains("train") && !config["train"].is_object())) return;
+  if (spec.resuming()) {
+    const nlohmann::json& tr = config.contains("train") ? config["train"] : nlohmann::json::object();
+    const std::string started = tr.contains("precision") && tr["precision"].is_string()
+                                    ? tr["precision"].get<std::string>() : "fp32";
+    QKV_CHECK(started == run.precision, spec.where, "field 'train.precision': the run started in ", started,
+              "; --resume continues in it (--precision ", run.precision, " would change it)");
+    return;
+  }
+  config["train"]["precision"] = run.precision;
+}
+
 RunSections read_run_sections(nlohmann::json& config, const std::string& where,
                               const std::string& default_model_type) {
   ConfigReader top(config, where);

@@ -34,7 +34,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
     resolve_data_files(run, spec, {ensure_mt_corpus, "train.tsv", "valid.tsv"},
                        "give --corpus NAME or both --train and --valid");
   }
-  override_limits(spec.config, run.max_steps, run.max_minutes);
+  apply_run_flags(spec, run);
 
   const std::string& top_where = spec.where;
   RunSections sec = read_run_sections(spec.config, top_where, "transformer");

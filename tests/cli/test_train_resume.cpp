@@ -131,6 +131,33 @@ TEST(TrainResume, Bf16Fp32FmaSigkillThenResumeIsBitIdentical) {
   sigkill_then_resume_is_bit_identical("bf16", "fp32_fma");
 }
 
+// --precision sets a new run's train.precision over its config's (recorded in run.json); a resumed
+// run keeps the precision it started with, and asking for another is an error naming the field.
+TEST(TrainResume, PrecisionFlagSetsANewRunAndCannotChangeAResumedOne) {
+  const bool bf16 = qkv::kernels::dnnl_cpu_info().bf16_native();
+  const std::string flag = bf16 ? "bf16" : "fp32", other = bf16 ? "fp32" : "bf16";
+  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_precision_flag_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_corpus(dir, other);  // the config asks for the other precision; the flag wins
+  const std::vector<std::string> a{"train", "--config", (dir / "config.json").string(), "--train",
+                                   (dir / "train.tsv").string(), "--valid", (dir / "valid.tsv").string(), "--out",
+                                   (dir / "run").string(), "--max-steps", "20", "--precision", flag};
+  ASSERT_EQ(qkv::testing::run_qkv(a, dir / "run.log"), 0) << qkv::read_file((dir / "run.log").string());
+  EXPECT_EQ(qkv::read_file((dir / "run.log").string()).find("precision bf16") != std::string::npos, bf16);
+  EXPECT_NE(qkv::read_file((dir / "run" / "run.json").string()).find("\"precision\": \"" + flag + "\""),
+            std::string::npos);
+  const std::string run = (dir / "run").string();
+  EXPECT_NE(qkv::testing::run_qkv({"train", "--resume", run, "--precision", other}, dir / "other.log"), 0);
+  const std::string err = qkv::read_file((dir / "other.log").string());
+  EXPECT_NE(err.find("field 'train.precision': the run started in " + flag), std::string::npos) << err;
+  EXPECT_EQ(qkv::testing::run_qkv({"train", "--resume", run, "--precision", flag}, dir / "same.log"), 0)
+      << qkv::read_file((dir / "same.log").string());
+  EXPECT_NE(qkv::testing::run_qkv({"train", "--resume", run, "--precision", "fp16"}, dir / "bad.log"), 0);
+  EXPECT_NE(qkv::read_file((dir / "bad.log").string()).find("fp16"), std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST(TrainResume, SigtermSavesACheckpointAndExitsCleanly) {
   fs::path dir = fs::path(::testing::TempDir()) / ("qkv_sigterm_" + std::to_string(getpid()));
   fs::remove_all(dir);

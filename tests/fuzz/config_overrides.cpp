@@ -1,6 +1,7 @@
 // Fuzz target: `qkv train --config C --max-steps N --max-minutes M`: the flags written into the
-// config (tasks::override_limits), its top-level sections and the train section read as every
-// training run reads them. Input: 8 bytes of max_steps, 8 of max_minutes, then config.json.
+// config (tasks::apply_run_flags, with no --precision, fp32 and bf16, for a new and a resumed run),
+// its top-level sections and the train section read as every training run reads them. Input: 8
+// bytes of max_steps, 8 of max_minutes, then config.json.
 #include <cstring>
 
 #include "fuzz_target.h"
@@ -17,13 +18,22 @@ QKV_FUZZ_TARGET(config_overrides) {
     size -= 16;
   }
   const std::string path = qkv::fuzz::scratch_file("run/config.json", data, size);
-  qkv::fuzz::expect_clean(path, [&] {
-    nlohmann::json config = qkv::tasks::read_json_file(path);
-    qkv::tasks::override_limits(config, max_steps, max_minutes);
-    qkv::tasks::RunSections sec = qkv::tasks::read_run_sections(config, path, "transformer");
-    qkv::ConfigReader tr(sec.train, path, "train");
-    qkv::train::TrainOptions::from_config(tr);
-    tr.finish();
-  });
+  for (const char* precision : {"", "fp32", "bf16"})
+    for (bool resuming : {false, true})
+      qkv::fuzz::expect_clean(path, [&] {
+        qkv::tasks::RunDir spec;
+        spec.config = qkv::tasks::read_json_file(path);
+        spec.where = path;
+        if (resuming) spec.checkpoint = "checkpoints/step-1";
+        qkv::tasks::TrainingRun run;
+        run.max_steps = max_steps;
+        run.max_minutes = max_minutes;
+        run.precision = precision;
+        qkv::tasks::apply_run_flags(spec, run);
+        qkv::tasks::RunSections sec = qkv::tasks::read_run_sections(spec.config, path, "transformer");
+        qkv::ConfigReader tr(sec.train, path, "train");
+        qkv::train::TrainOptions::from_config(tr);
+        tr.finish();
+      });
   return 0;
 }

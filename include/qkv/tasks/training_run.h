@@ -30,6 +30,7 @@ struct TrainingRun {
   std::string data_dir = "data";       // where named corpora are built and cached
   int64_t max_steps = -1;              // >= 0: overrides train.max_steps
   double max_minutes = -1;             // >= 0: overrides train.max_minutes
+  std::string precision;               // "fp32" | "bf16": overrides train.precision (a new run only)
 };
 
 struct RunDir {
@@ -56,6 +57,9 @@ train::Outcome resume_and_run(train::Trainer& trainer, const RunDir& spec);
 
 // Flags that override train.max_steps / train.max_minutes (when >= 0).
 void override_limits(nlohmann::json& config, int64_t max_steps, double max_minutes);
+// All of `run`'s overriding flags written into spec.config: the limits, and a new run's
+// precision (a resumed run keeps the precision it started with: another one is an error).
+void apply_run_flags(RunDir& spec, const TrainingRun& run);
 
 // The top-level keys every training config has; unknown keys are errors naming them. Each
 // section is read strictly where it is used. Sets config["model_type"] to the resolved type.
