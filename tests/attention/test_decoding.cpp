@@ -3,6 +3,8 @@
 // ProjectedKV row map), against full causal / cross attention over the reordered sequences.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <functional>
 
 #include "qkv/attention/multihead.h"
@@ -155,4 +157,45 @@ TEST(AttentionDecodeOp, TableMapPaddingAndClearErrors) {
   out_of_range.map = far;
   expect_error([&] { attention_decode(q, k, v, out_of_range, scale); }, "reads storage row 3 of 3");
   expect_error([&] { attention_decode(q, k, v, DecodeRows{}, scale); }, "one row per query");
+}
+
+// A long cache (700 positions: six chunks of 128 and a remainder, kernels/cpu/attention_decode.cpp)
+// is summed in chunks; a batch-1 row splits them over the threads. Its bits equal one thread's and
+// the same row's inside a batch, for the scalar path (head size 24) and the AVX-512 one (32), with
+// a whole chunk padded; a fully padded row gives 0; all against sdpa.
+TEST(AttentionDecodeOp, LongCacheBitsDependNeitherOnThreadsNorOnTheBatch) {
+  NoGradGuard ng;
+  const int threads = omp_get_max_threads();
+  for (int64_t Dh : {24, 32}) {
+    SCOPED_TRACE("head size " + std::to_string(Dh));
+    const int64_t P = 2, L = 700, H = 4, B = 3;  // H * Dh * L large enough for two threads
+    Tensor k = randn({P, L, H, Dh}, 51), v = randn({P, L, H, Dh}, 52), q = randn({B, 1, H, Dh}, 53);
+    std::vector<int32_t> map{1, 0, 1};
+    std::vector<uint8_t> pad(size_t(B * L), 0);
+    for (int64_t j = 256; j < 384; ++j) pad[size_t(j)] = 1;  // row 0: chunk 2 entirely
+    for (int64_t j : {0, 5, 129, 699}) pad[size_t(j)] = 1;
+    std::fill(pad.begin() + 2 * L, pad.end(), uint8_t(1));  // row 2: everything
+    auto run = [&](int t, int64_t rows_n) {
+      omp_set_num_threads(t);
+      DecodeRows rows;
+      rows.map = std::span<const int32_t>(map.data(), size_t(rows_n));
+      rows.key_padding = std::span<const uint8_t>(pad.data(), size_t(rows_n * L));
+      rows.key_padding_ld = L;
+      Tensor out = attention_decode(slice(q, 0, 0, rows_n), k, v, rows, 0.2);
+      omp_set_num_threads(threads);
+      return out;
+    };
+    Tensor one_1 = run(1, 1), one_2 = run(2, 1), batch_1 = run(1, B), batch_2 = run(2, B);
+    EXPECT_TRUE(bit_equal(one_1, one_2));
+    EXPECT_TRUE(bit_equal(one_2, contiguous(slice(batch_2, 0, 0, 1))));
+    EXPECT_TRUE(bit_equal(batch_1, batch_2));
+    EXPECT_TRUE(bit_equal(contiguous(slice(batch_2, 0, 2, 3)), Tensor::zeros({1, 1, H * Dh})));
+    Tensor sel = idx({1, 0});
+    AttentionMask m;
+    m.key_padding = Tensor::from_vector<uint8_t>(std::vector<uint8_t>(pad.begin(), pad.begin() + 2 * L), {2, L});
+    auto ref = scaled_dot_product_attention(permute(slice(q, 0, 0, 2), {0, 2, 1, 3}),
+                                            permute(index_select(k, 0, sel), {0, 2, 1, 3}),
+                                            permute(index_select(v, 0, sel), {0, 2, 1, 3}), m, 0.0, false, false, 0.2);
+    EXPECT_CLOSE(slice(batch_2, 0, 0, 2), reshape(contiguous(permute(ref.out, {0, 2, 1, 3})), {2, 1, H * Dh}), kF32);
+  }
 }
