@@ -74,7 +74,9 @@ void attention_naive_backward(const Tensor& q, const Tensor& k, const Tensor& v,
 // A table lets beam search reorder hypotheses without moving cached keys; a row_map lets all
 // beams of a sentence share one copy of the projected encoder memory. key_padding (rows, length)
 // u8, indexed by (logical) row: nonzero = masked. A fully masked row gives out = 0. Costs
-// O(rows * heads * length * head_dim), never a length x length tile.
+// O(rows * heads * length * head_dim), never a length x length tile. The values are summed in
+// chunks of 128 positions whose partials are added in order, so a row's bits depend on the
+// length alone; a batch of one row over a longer cache splits its chunks over the threads.
 struct DecodeAttention {
   const float* q = nullptr;  // (rows, heads * head_dim), row stride q_row_stride
   int64_t q_row_stride = 0;
