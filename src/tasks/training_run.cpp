@@ -50,11 +50,17 @@ RunDir open_run_dir(const std::string& config_path, const std::string& out_dir, 
   return r;
 }
 
+namespace {
+// Flags are written only into an object with an object (or no) "train" section: a config of any
+// other shape is left as it is, for read_run_sections to refuse naming the file and field (found
+// by fuzzing: a number for "train" made nlohmann::json throw its own type_error here).
+bool train_section_writable(const nlohmann::json& config) {
+  return config.is_object() && (!config.contains("train") || config["train"].is_object());
+}
+}  // namespace
+
 void override_limits(nlohmann::json& config, int64_t max_steps, double max_minutes) {
-  // Only into an object with an object (or no) "train" section: a config of any other shape is left
-  // as it is, for read_run_sections to refuse naming the file and field (found by fuzzing: a
-  // number for "train" made nlohmann::json throw its own type_error here).
-  if (!config.is_object() || (config.contains("train") && !config["train"].is_object())) return;
+  if (!train_section_writable(config)) return;
   if (max_steps >= 0) config["train"]["max_steps"] = max_steps;
   if (max_minutes >= 0) config["train"]["max_minutes"] = max_minutes;
 }
@@ -65,7 +71,7 @@ void apply_run_flags(RunDir& spec, const TrainingRun& run) {
   QKV_CHECK(run.precision == "fp32" || run.precision == "bf16", "train",
             "--precision: expected fp32 or bf16, got \"", run.precision, "\"");
   nlohmann::json& config = spec.config;
-  if (!config.is_object() || (config.contains("train") && !config["train"].is_object())) return;
+  if (!train_section_writable(config)) return;
   if (spec.resuming()) {
     const nlohmann::json& tr = config.contains("train") ? config["train"] : nlohmann::json::object();
     const std::string started = tr.contains("precision") && tr["precision"].is_string()

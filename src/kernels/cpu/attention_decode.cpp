@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <optional>
 #include <vector>
 
 #include "qkv/kernels/attention.h"
@@ -248,12 +247,11 @@ void attention_decode(const DecodeAttention& a) {
     thread_local std::vector<float> s, part;
     s.resize(static_cast<size_t>(std::max<int64_t>(H * L, 1)));
     part.resize(static_cast<size_t>((chunks - 1) * D));
-    const RowView row(a, r);
-    const std::optional<RowView> next = r + 1 < R ? std::optional<RowView>(RowView(a, r + 1)) : std::nullopt;
+    const RowView row(a, r), after(a, std::min(r + 1, R - 1));  // `after` is used only when r + 1 < R
     scores(a, row, 0, L, vec, s.data());
     softmax_heads(s.data(), L, 0, H);
     for (int64_t c = 0; c < chunks; ++c)
-      weighted_sum(a, row, next ? &*next : nullptr, c * kChunk, chunk_end(c, L), vec, s.data(),
+      weighted_sum(a, row, r + 1 < R ? &after : nullptr, c * kChunk, chunk_end(c, L), vec, s.data(),
                    c == 0 ? row.o : part.data() + (c - 1) * D);
     add_partials(row.o, part.data(), chunks, D, 0, D);
   });
