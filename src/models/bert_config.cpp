@@ -74,23 +74,13 @@ const char* const kIgnoredKeys[] = {
     "pooler_size_per_head", "pooler_type", "chunk_size_feed_forward", "finetuning_task",
     "qkv_classifier"};  // qkv_classifier: io/bert_cls.h reads it
 
-// A BertConfig key whose every value but `want` changes the computation qkv implements.
-void require(ConfigReader& r, const std::string& key, const nlohmann::json& want) {
-  if (!r.has(key)) return;
-  nlohmann::json v = r.raw(key);
-  QKV_CHECK(v == want, r.where(key), "qkv computes BERT with ", want.dump(), " here, got ", v.dump());
-}
-
 }  // namespace
 
 void from_json(const nlohmann::json& j, BertConfig& c) {
   QKV_CHECK(j.is_object(), "BertConfig", "expected a JSON object, got ", j.type_name());
   const BertConfig d;  // defaults
   ConfigReader r(j, "BertConfig");  // unknown keys and wrong types throw naming the key
-  if (r.has("model_type")) {
-    std::string t = r.string("model_type");
-    QKV_CHECK(t == "bert", r.where("model_type"), "expected \"bert\", got \"", t, "\"");
-  }
+  r.fixed("model_type", "bert", "BERT");
   c.vocab_size = r.integer("vocab_size", d.vocab_size);
   c.hidden_size = r.integer("hidden_size", d.hidden_size);
   c.num_hidden_layers = r.integer("num_hidden_layers", d.num_hidden_layers);
@@ -106,9 +96,9 @@ void from_json(const nlohmann::json& j, BertConfig& c) {
   c.position_embedding_type = r.string("position_embedding_type", d.position_embedding_type);
   QKV_CHECK(c.position_embedding_type == "absolute", r.where("position_embedding_type"), "\"",
             c.position_embedding_type, "\" is not supported (qkv's BERT has learned absolute positions: \"absolute\")");
-  require(r, "is_decoder", false);
-  require(r, "add_cross_attention", false);
-  require(r, "tie_word_embeddings", true);
+  r.fixed("is_decoder", false, "BERT");
+  r.fixed("add_cross_attention", false, "BERT");
+  r.fixed("tie_word_embeddings", true, "BERT");
   for (const char* k : kIgnoredKeys)
     if (r.has(k)) r.raw(k);
   r.finish();

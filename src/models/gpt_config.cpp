@@ -62,23 +62,13 @@ const char* const kIgnoredKeys[] = {
     "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "id2label",
     "label2id", "tokenizer_class", "prefix", "output_attentions", "output_hidden_states", "return_dict"};
 
-// A GPT2Config key whose every value but `want` changes the computation qkv implements.
-void require(ConfigReader& r, const std::string& key, const nlohmann::json& want) {
-  if (!r.has(key)) return;
-  nlohmann::json v = r.raw(key);
-  QKV_CHECK(v == want, r.where(key), "qkv computes GPT-2 with ", want.dump(), " here, got ", v.dump());
-}
-
 }  // namespace
 
 void from_json(const nlohmann::json& j, GptConfig& c) {
   QKV_CHECK(j.is_object(), "GptConfig", "expected a JSON object, got ", j.type_name());
   const GptConfig d;  // defaults
   ConfigReader r(j, "GptConfig");  // unknown keys and wrong types throw naming the key
-  if (r.has("model_type")) {
-    std::string t = r.string("model_type");
-    QKV_CHECK(t == "gpt2", r.where("model_type"), "expected \"gpt2\", got \"", t, "\"");
-  }
+  r.fixed("model_type", "gpt2", "GPT-2");
   c.vocab_size = r.integer("vocab_size", d.vocab_size);
   c.n_positions = r.integer("n_positions", d.n_positions);
   c.n_embd = r.integer("n_embd", d.n_embd);
@@ -91,12 +81,12 @@ void from_json(const nlohmann::json& j, GptConfig& c) {
   c.embd_pdrop = r.number("embd_pdrop", d.embd_pdrop);
   c.attn_pdrop = r.number("attn_pdrop", d.attn_pdrop);
   c.pre_norm = r.boolean("pre_norm", d.pre_norm);
-  require(r, "n_ctx", c.n_positions);
-  require(r, "tie_word_embeddings", true);
-  require(r, "scale_attn_weights", true);
-  require(r, "scale_attn_by_inverse_layer_idx", false);
-  require(r, "reorder_and_upcast_attn", false);
-  require(r, "add_cross_attention", false);
+  r.fixed("n_ctx", c.n_positions, "GPT-2");
+  r.fixed("tie_word_embeddings", true, "GPT-2");
+  r.fixed("scale_attn_weights", true, "GPT-2");
+  r.fixed("scale_attn_by_inverse_layer_idx", false, "GPT-2");
+  r.fixed("reorder_and_upcast_attn", false, "GPT-2");
+  r.fixed("add_cross_attention", false, "GPT-2");
   for (const char* k : kIgnoredKeys)
     if (r.has(k)) r.raw(k);
   r.finish();

@@ -94,19 +94,12 @@ ClsExampleStream::ClsExampleStream(std::vector<ClsExample> examples, int64_t bat
     : examples_(std::move(examples)) {
   QKV_CHECK(!examples_.empty(), "classification stream", "no training examples");
   QKV_CHECK(batch_size > 0, "classification stream", "batch_size must be positive, got ", batch_size);
-  std::vector<size_t> lengths(examples_.size());
-  for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = examples_[i].ids.size();
-  plan_ = length_sorted_batches(lengths, batch_size);
-  PlanHash h;
-  for (const std::vector<size_t>& batch : plan_) {
-    h.mix(batch.size());
-    for (size_t i : batch) {
-      h.mix(i);
-      h.mix(examples_[i].ids.size());
-      h.mix(uint64_t(examples_[i].label));
-    }
-  }
-  order_.emplace(plan_.size(), seed, h.value(), "classification stream");
+  LengthPlan p = fingerprinted_length_plan(examples_, batch_size, [](PlanHash& h, const ClsExample& e) {
+    h.mix(e.ids.size());
+    h.mix(uint64_t(e.label));
+  });
+  plan_ = std::move(p.batches);
+  order_.emplace(plan_.size(), seed, p.fingerprint, "classification stream");
 }
 
 ClsBatch ClsExampleStream::batch(size_t i) const {

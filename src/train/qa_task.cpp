@@ -43,20 +43,13 @@ QaFeatureStream::QaFeatureStream(std::vector<QaFeature> features, int64_t batch_
     : features_(std::move(features)), pad_id_(pad_id) {
   QKV_CHECK(!features_.empty(), "QA stream", "no training windows");
   QKV_CHECK(batch_size > 0, "QA stream", "batch_size must be positive, got ", batch_size);
-  std::vector<size_t> lengths(features_.size());
-  for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = features_[i].ids.size();
-  plan_ = length_sorted_batches(lengths, batch_size);
-  PlanHash h;
-  for (const std::vector<size_t>& batch : plan_) {
-    h.mix(batch.size());
-    for (size_t i : batch) {
-      h.mix(i);
-      h.mix(features_[i].ids.size());
-      h.mix(uint64_t(features_[i].start));
-      h.mix(uint64_t(features_[i].end));
-    }
-  }
-  order_.emplace(plan_.size(), seed, h.value(), "QA stream");
+  LengthPlan p = fingerprinted_length_plan(features_, batch_size, [](PlanHash& h, const QaFeature& f) {
+    h.mix(f.ids.size());
+    h.mix(uint64_t(f.start));
+    h.mix(uint64_t(f.end));
+  });
+  plan_ = std::move(p.batches);
+  order_.emplace(plan_.size(), seed, p.fingerprint, "QA stream");
 }
 
 QaBatch QaFeatureStream::batch(size_t i) const {

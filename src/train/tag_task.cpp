@@ -80,19 +80,12 @@ TagExampleStream::TagExampleStream(std::vector<TagExample> examples, int64_t bat
     : examples_(std::move(examples)), pad_(pad_id) {
   QKV_CHECK(!examples_.empty(), "tagging stream", "no training examples");
   QKV_CHECK(batch_size > 0, "tagging stream", "batch_size must be positive, got ", batch_size);
-  std::vector<size_t> lengths(examples_.size());
-  for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = examples_[i].ids.size();
-  plan_ = length_sorted_batches(lengths, batch_size);
-  PlanHash h;
-  for (const std::vector<size_t>& batch : plan_) {
-    h.mix(batch.size());
-    for (size_t i : batch) {
-      h.mix(i);
-      for (int64_t v : examples_[i].ids) h.mix(uint64_t(v));
-      for (int64_t v : examples_[i].labels) h.mix(uint64_t(v));
-    }
-  }
-  order_.emplace(plan_.size(), seed, h.value(), "tagging stream");
+  LengthPlan p = fingerprinted_length_plan(examples_, batch_size, [](PlanHash& h, const TagExample& e) {
+    for (int64_t v : e.ids) h.mix(uint64_t(v));
+    for (int64_t v : e.labels) h.mix(uint64_t(v));
+  });
+  plan_ = std::move(p.batches);
+  order_.emplace(plan_.size(), seed, p.fingerprint, "tagging stream");
 }
 
 TagBatch TagExampleStream::batch(size_t i) const {

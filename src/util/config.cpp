@@ -79,6 +79,12 @@ nlohmann::json ConfigReader::object(const std::string& key, bool required) {
 
 nlohmann::json ConfigReader::raw(const std::string& key) { return get(key, "a value"); }
 
+void ConfigReader::fixed(const std::string& key, const nlohmann::json& want, const char* what) {
+  if (!has(key)) return;
+  const nlohmann::json& v = get(key, "a value");
+  QKV_CHECK(v == want, where(key), "qkv reads ", what, " only with ", want.dump(), ", got ", v.dump());
+}
+
 void ConfigReader::finish() const {
   for (auto& [k, v] : j_.items())
     QKV_CHECK(used_.count(k), where(k), "unknown key (check the spelling; see docs/config.md)");

@@ -49,4 +49,29 @@ class PlanHash {
   uint64_t h_ = 1469598103934665603ull;
 };
 
+// The length-sorted batches of `examples` (each with a token vector `ids`) and their fingerprint:
+// every batch's size and example indices, and for each example what mix_example(hash, example)
+// feeds in (its targets, say). The plan and the fingerprint of the classification, tagging and
+// QA streams.
+struct LengthPlan {
+  std::vector<std::vector<size_t>> batches;  // batch -> example indices
+  int64_t fingerprint = 0;
+};
+template <class Example, class MixExample>
+LengthPlan fingerprinted_length_plan(const std::vector<Example>& examples, int64_t batch_size, MixExample mix_example) {
+  std::vector<size_t> lengths(examples.size());
+  for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = examples[i].ids.size();
+  LengthPlan out{length_sorted_batches(lengths, batch_size)};
+  PlanHash h;
+  for (const std::vector<size_t>& batch : out.batches) {
+    h.mix(batch.size());
+    for (size_t i : batch) {
+      h.mix(i);
+      mix_example(h, examples[i]);
+    }
+  }
+  out.fingerprint = h.value();
+  return out;
+}
+
 }  // namespace qkv::train

@@ -29,6 +29,9 @@ class ConfigReader {
   // A nested object (required, or an empty object when absent and optional).
   nlohmann::json object(const std::string& key, bool required = true);
   nlohmann::json raw(const std::string& key);  // any JSON value, marked consumed
+  // A key that may only be absent or equal `want` (a foreign format's setting whose every other
+  // value changes what `what` computes): anything else throws naming the key and both values.
+  void fixed(const std::string& key, const nlohmann::json& want, const char* what);
   void finish() const;  // throws naming the first key nobody read
   std::string where(const std::string& key) const;  // "file: section.key"
 
