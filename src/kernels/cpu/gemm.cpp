@@ -348,14 +348,17 @@ void column_sums(const Tensor& x, Tensor& out) {
             "column_sums", "expected contiguous x (R, N) and out (N), got ", x.str(), " and ", out.str());
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    constexpr int64_t kTile = 512;  // columns per task: rows are read as 2 KiB runs, acc stays in L1
-    const int64_t R = x.size(0), N = x.size(1), tiles = (N + kTile - 1) / kTile;
+    // Columns per task: rows are read as 2 KiB runs and acc stays in L1; below 1,024 columns tasks
+    // of 128, so that a (tokens, 256) gradient's bias sum takes both threads (1.4x faster; at 1,024+
+    // columns 128 was slower; AMD EPYC Zen 5). Each column is summed in row order either way.
+    constexpr int64_t kMaxTile = 512;
+    const int64_t R = x.size(0), N = x.size(1), kTile = N >= 1024 ? kMaxTile : 128, tiles = (N + kTile - 1) / kTile;
     const T* xp = x.data<T>();
     T* op = out.data<T>();
 #pragma omp parallel for schedule(static) if (R * N >= (int64_t(1) << 16) && tiles > 1)
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t j0 = t * kTile, n = std::min(kTile, N - j0);
-      T acc[kTile] = {};
+      T acc[kMaxTile] = {};
       for (int64_t r = 0; r < R; ++r) {
         const T* row = xp + r * N + j0;
 #pragma omp simd
