@@ -2,7 +2,8 @@
 // the weights in place, against a plain reference loop in double, for every tile shape (M = 1..8
 // and larger, N around the 8-row blocks, K around the 16-wide vectors); stacked weights equal
 // their concatenation; the bits depend neither on the thread count nor on the other rows of x;
-// the panels layout agrees with the same reference.
+// one row on the pool (two streams per thread) has the batch's bits; the panels layout agrees with
+// the same reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -125,6 +126,29 @@ TEST(PackedRows, BitsDependNeitherOnThreadsNorOnTheOtherRows) {
     std::memcpy(row.data<float>(), x.data<float>() + m * K, size_t(K) * sizeof(float));
     Tensor alone = product(row, p);
     EXPECT_EQ(std::memcmp(alone.data<float>(), two.data<float>() + m * N, size_t(N) * sizeof(float)), 0) << "row " << m;
+  }
+}
+
+TEST(PackedRows, OneRowOnThePoolHasTheBatchsBits) {
+  // One x row large enough for the pool whatever the wait policy (N * K >= 2^22): each thread
+  // reads its range as two streams (its halves, a row of each at a time) and an odd range leaves a
+  // last row; stacked weights put a segment boundary inside a thread's range. Every output must
+  // still be the batch's bits, on one thread and on two.
+  const int64_t K = 4200;
+  Tensor w1 = testing::randn({500, K}, 31), w2 = testing::randn({501, K}, 32), b = testing::randn({1001}, 33);
+  Tensor x = testing::randn({3, K}, 34);
+  auto p = kernels::pack_linear_rows({w1, w2}, b);
+  const Tensor batch = product(x, p);
+  expect_close(batch, reference(x, {w1, w2}, b), K);
+  for (int threads : {1, 2}) {
+    testing::ThreadGuard t(threads);
+    for (int64_t m = 0; m < 3; ++m) {
+      Tensor row = Tensor::empty({1, K});
+      std::memcpy(row.data<float>(), x.data<float>() + m * K, size_t(K) * sizeof(float));
+      Tensor alone = product(row, p);
+      EXPECT_EQ(std::memcmp(alone.data<float>(), batch.data<float>() + m * 1001, 1001 * sizeof(float)), 0)
+          << "threads " << threads << ", row " << m;
+    }
   }
 }
 

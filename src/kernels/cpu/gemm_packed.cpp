@@ -13,7 +13,8 @@
 // token), so what matters is that every weight byte is read once, in long contiguous streams, by
 // both threads at once: threads own disjoint ranges of 8-row blocks (a block is 8 * K contiguous
 // floats) and every x row is multiplied with a block while it is in L1. At batch 1 a thread
-// reads its range row after row, one stream with a software prefetch ahead (see rows_product).
+// reads its range as two streams, its halves a row of each at a time, with a software prefetch
+// ahead (see rows_product).
 #include <omp.h>
 
 #include <algorithm>
@@ -145,6 +146,10 @@ inline float lane_sum(__m512 v) {
 // the rows 1.17-1.20x slower than the panels (Intel Xeon); into L2 (T1) it was level with none
 // there and 8-10% slower than none on AMD EPYC Zen 5 (bench_matmul gpt2stream, BENCHMARKS.md).
 constexpr int64_t kStreamAhead = 2048;  // 8 KB: the best of 1, 2 and 4K floats (Zen 5)
+// A hint for the line kStreamAhead floats past p (the address may lie past the weight's end: never a fault).
+inline void prefetch_ahead(const float* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kStreamAhead * 4), _MM_HINT_T0);
+}
 template <int MR, int NR, bool Stream = false>
 void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, const float* bias, float* out,
                int64_t ldo) {
@@ -155,10 +160,8 @@ void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, co
   for (; k + 16 <= K; k += 16) {
     __m512 xv[MR];
     for (int m = 0; m < MR; ++m) xv[m] = _mm512_loadu_ps(x + m * ldx + k);
-    if constexpr (Stream)  // a hint (the address may lie past the weight's end: never a fault)
-      for (int r = 0; r < NR; ++r)
-        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(w[r] + k) + kStreamAhead * 4),
-                     _MM_HINT_T0);
+    if constexpr (Stream)
+      for (int r = 0; r < NR; ++r) prefetch_ahead(w[r] + k);
     for (int r = 0; r < NR; ++r) {
       const __m512 wv = _mm512_loadu_ps(w[r] + k);
       for (int m = 0; m < MR; ++m) acc[m][r] = _mm512_fmadd_ps(xv[m], wv, acc[m][r]);
@@ -176,6 +179,29 @@ void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, co
   for (int m = 0; m < MR; ++m)
     for (int r = 0; r < NR; ++r) out[m * ldo + r] = lane_sum(acc[m][r]) + (bias ? bias[r] : 0.f);
 }
+
+// Two weight rows far apart (the two halves of a thread's range) against one x row, each read as
+// its own prefetched stream: out_a / out_b get exactly what rows_tile<1, 1> computes for each row.
+void row_pair_stream(const float* x, const float* wa, const float* wb, int64_t K, const float* bias_a,
+                     const float* bias_b, float* out_a, float* out_b) {
+  __m512 acc_a = _mm512_setzero_ps(), acc_b = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    prefetch_ahead(wa + k);
+    prefetch_ahead(wb + k);
+    const __m512 xv = _mm512_loadu_ps(x + k);
+    acc_a = _mm512_fmadd_ps(xv, _mm512_loadu_ps(wa + k), acc_a);
+    acc_b = _mm512_fmadd_ps(xv, _mm512_loadu_ps(wb + k), acc_b);
+  }
+  if (k < K) {
+    const __mmask16 tail = __mmask16((1u << (K - k)) - 1);
+    const __m512 xv = _mm512_maskz_loadu_ps(tail, x + k);
+    acc_a = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(tail, wa + k), acc_a);
+    acc_b = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(tail, wb + k), acc_b);
+  }
+  *out_a = lane_sum(acc_a) + (bias_a ? *bias_a : 0.f);
+  *out_b = lane_sum(acc_b) + (bias_b ? *bias_b : 0.f);
+}
 #else
 template <int MR, int NR, bool Stream = false>
 void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, const float* bias, float* out,
@@ -190,6 +216,12 @@ void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, co
         for (int l = 0; l < half; ++l) lane[l] += lane[l + half];
       out[m * ldo + r] = lane[0] + (bias ? bias[r] : 0.f);
     }
+}
+// Two rows, each as rows_tile<1, 1> computes it (the AVX-512 version's bits).
+void row_pair_stream(const float* x, const float* wa, const float* wb, int64_t K, const float* bias_a,
+                     const float* bias_b, float* out_a, float* out_b) {
+  rows_tile<1, 1>(x, 0, &wa, K, bias_a, out_a, 0);
+  rows_tile<1, 1>(x, 0, &wb, K, bias_b, out_b, 0);
 }
 #endif
 
@@ -232,13 +264,34 @@ void rows_block(int64_t M, const float* x, int64_t ldx, const float* const* w, i
 // out (M, N) = x (M, K) @ W^T + bias with W's rows read in place (RowSource). Blocks of 8 rows
 // are split among threads in contiguous ranges (schedule static): each thread streams its own
 // part of every weight, and each output is computed by one thread in a fixed order. At batch 1
-// a block's rows are taken one after another (rows_tile<1, 1>, the same order of additions as
-// the 8-row tiles), so a thread reads its range as one contiguous stream, prefetched ahead,
-// instead of eight interleaved ones: GPT-2 124M's products streamed from DRAM at 73-87 GB/s
-// against 38 for 8-row tiles in a standalone loop of the two (AMD EPYC Zen 5).
+// rows are taken one at a time (rows_tile<1, 1>, the same order of additions as the 8-row tiles)
+// rather than as eight interleaved streams: GPT-2 124M's products streamed from DRAM at 73-87 GB/s
+// against 38 for 8-row tiles in a standalone loop of the two (AMD EPYC Zen 5). On the pool a
+// thread reads its range as two streams, its two halves a row of each at a time
+// (row_pair_stream), each prefetched ahead: one core keeps more lines in flight than with one
+// stream. GPT-2's 49 products of a token: 60-61 -> 67-68 GB/s in a loop where the machine
+// was fast (/tmp/scratch/streams.cpp of 2026-11-28), level when other tenants held it to 45.
 void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource& src, int64_t N, const float* bias,
                   float* out, int64_t min_macs) {
   const int64_t K = src.K, nb = (N + kBlock - 1) / kBlock;
+  if (M == 1 && N * K >= min_macs && nb > 1) {
+#pragma omp parallel
+    {
+      // This thread's share of the blocks, contiguous; its rows as two streams and, for an odd
+      // count, the last row alone.
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t lo = std::min(N, nb * t / nt * kBlock), hi = std::min(N, nb * (t + 1) / nt * kBlock);
+      const int64_t half = (hi - lo) / 2, mid = lo + half;
+      const auto b = [&](int64_t n) { return bias ? bias + n : nullptr; };
+      for (int64_t j = 0; j < half; ++j)
+        row_pair_stream(x, src.row(lo + j), src.row(mid + j), K, b(lo + j), b(mid + j), out + lo + j, out + mid + j);
+      if (mid + half < hi) {
+        const float* w = src.row(hi - 1);
+        rows_tile<1, 1, true>(x, ldx, &w, K, b(hi - 1), out + hi - 1, N);
+      }
+    }
+    return;
+  }
   parallel_for_if(M * N * K >= min_macs && nb > 1, nb, [&](int64_t b) {
     const int64_t n0 = b * kBlock, nrows = std::min(kBlock, N - n0);
     const float* w[kBlock];
