@@ -266,21 +266,18 @@ void rows_block(int64_t M, const float* x, int64_t ldx, const float* const* w, i
 // part of every weight, and each output is computed by one thread in a fixed order. At batch 1
 // rows are taken one at a time (rows_tile<1, 1>, the same order of additions as the 8-row tiles)
 // rather than as eight interleaved streams: GPT-2 124M's products streamed from DRAM at 73-87 GB/s
-// against 38 for 8-row tiles in a standalone loop of the two (AMD EPYC Zen 5). On the pool a
-// thread reads its range as two streams, its two halves a row of each at a time
-// (row_pair_stream), each prefetched ahead: one core keeps more lines in flight than with one
-// stream. GPT-2's 49 products of a token: 60-61 -> 67-68 GB/s in a loop where the machine
+// against 38 for 8-row tiles in a standalone loop of the two (AMD EPYC Zen 5). A thread (on the
+// pool, or alone when the product is too small for it) reads its range as two streams, its two
+// halves a row of each at a time (row_pair_stream), each prefetched ahead: one core keeps more
+// lines in flight than with one stream. GPT-2's 49 products of a token: 60-61 -> 67-68 GB/s in a loop where the machine
 // was fast (/tmp/scratch/streams.cpp of 2026-11-28), level when other tenants held it to 45.
 void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource& src, int64_t N, const float* bias,
                   float* out, int64_t min_macs) {
   const int64_t K = src.K, nb = (N + kBlock - 1) / kBlock;
-  if (M == 1 && N * K >= min_macs && nb > 1) {
-#pragma omp parallel
-    {
-      // This thread's share of the blocks, contiguous; its rows as two streams and, for an odd
-      // count, the last row alone.
-      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-      const int64_t lo = std::min(N, nb * t / nt * kBlock), hi = std::min(N, nb * (t + 1) / nt * kBlock);
+  if (M == 1) {
+    // Rows [lo, hi) as two streams, its halves a row of each at a time, and for an odd count the
+    // last row alone.
+    const auto rows_as_two_streams = [&](int64_t lo, int64_t hi) {
       const int64_t half = (hi - lo) / 2, mid = lo + half;
       const auto b = [&](int64_t n) { return bias ? bias + n : nullptr; };
       for (int64_t j = 0; j < half; ++j)
@@ -289,6 +286,12 @@ void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource& src, 
         const float* w = src.row(hi - 1);
         rows_tile<1, 1, true>(x, ldx, &w, K, b(hi - 1), out + hi - 1, N);
       }
+    };
+    if (N * K < min_macs || nb < 2) return rows_as_two_streams(0, N);
+#pragma omp parallel
+    {  // each thread a contiguous share of the 8-row blocks
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      rows_as_two_streams(std::min(N, nb * t / nt * kBlock), std::min(N, nb * (t + 1) / nt * kBlock));
     }
     return;
   }
@@ -296,11 +299,6 @@ void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource& src, 
     const int64_t n0 = b * kBlock, nrows = std::min(kBlock, N - n0);
     const float* w[kBlock];
     for (int64_t r = 0; r < nrows; ++r) w[r] = src.row(n0 + r);
-    if (M == 1) {
-      for (int64_t r = 0; r < nrows; ++r)
-        rows_tile<1, 1, true>(x, ldx, w + r, K, bias ? bias + n0 + r : nullptr, out + n0 + r, N);
-      return;
-    }
     rows_block(M, x, ldx, w, nrows, K, bias ? bias + n0 : nullptr, out + n0, N);
   });
 }
