@@ -352,12 +352,12 @@ void column_sums(const Tensor& x, Tensor& out) {
     // of 128, so that a (tokens, 256) gradient's bias sum takes both threads (1.4x faster; at 1,024+
     // columns 128 was slower; AMD EPYC Zen 5). Each column is summed in row order either way.
     constexpr int64_t kMaxTile = 512;
-    const int64_t R = x.size(0), N = x.size(1), kTile = N >= 1024 ? kMaxTile : 128, tiles = (N + kTile - 1) / kTile;
+    const int64_t R = x.size(0), N = x.size(1), tile = N >= 1024 ? kMaxTile : 128, tiles = (N + tile - 1) / tile;
     const T* xp = x.data<T>();
     T* op = out.data<T>();
 #pragma omp parallel for schedule(static) if (R * N >= (int64_t(1) << 16) && tiles > 1)
     for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t j0 = t * kTile, n = std::min(kTile, N - j0);
+      const int64_t j0 = t * tile, n = std::min(tile, N - j0);
       T acc[kMaxTile] = {};
       for (int64_t r = 0; r < R; ++r) {
         const T* row = xp + r * N + j0;
