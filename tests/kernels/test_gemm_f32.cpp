@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -113,9 +114,10 @@ TEST(F32Gemm, OnednnProductsWithinTheF32AccumulationBound) {
   }
 }
 
-// kernels::gemm sends a product to oneDNN exactly when B is transposed or N <= 1024, M N K >= 2^23,
-// alpha != 0, outside a parallel region, with the onednn setting; a new shape there makes one
-// primitive, a repeated one none. Every product, wherever it runs, is within the bound.
+// kernels::gemm sends a product to oneDNN exactly when B is transposed or N <= 1024 (on AMD, with
+// neither transposed, also K < 2048), M N K >= 2^23, alpha != 0, outside a parallel region, with the
+// onednn setting; a new shape there makes one primitive, a repeated one none. Every product,
+// wherever it runs, is within the bound.
 TEST(F32Gemm, FrontEndSendsOnlyTheProductsOnednnIsFasterAt) {
   SKIP_WITHOUT_ONEDNN_F32();
   BackendScope onednn("onednn");
@@ -145,6 +147,19 @@ TEST(F32Gemm, FrontEndSendsOnlyTheProductsOnednnIsFasterAt) {
   EXPECT_EQ(runs_in_onednn({false, false, 8, 1100, 1024, 0, 1.f, 0.f}, 14), 0) << "plain B, N > 1024: OpenBLAS";
   EXPECT_EQ(runs_in_onednn({true, false, 8, 1100, 1024, 0, 1.f, 0.f}, 15), 0) << "plain B, N > 1024: OpenBLAS";
   EXPECT_EQ(runs_in_onednn({false, true, 8, 1100, 1024, 0, 1.f, 0.f}, 16), 1) << "B transposed, any N: oneDNN";
+  // Neither transposed at K 2048 (N 513 unused elsewhere): OpenBLAS on AMD, oneDNN on other CPUs;
+  // transposed A at that K: oneDNN everywhere. The vendor is read here independently of the library.
+  const bool amd = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("vendor_id", 0) == 0) return line.find("AuthenticAMD") != std::string::npos;
+    return false;
+  }();
+  ASSERT_GE(8 * 513 * 2048, kernels::f32_onednn_min_macs);
+  EXPECT_EQ(runs_in_onednn({false, false, 8, 513, 2048, 0, 1.f, 0.f}, 17), amd ? 0 : 1) << "NN, K 2048, amd " << amd;
+  EXPECT_EQ(runs_in_onednn({false, false, 8, 513, 2047, 0, 1.f, 0.f}, 18), 1) << "NN, K 2047: oneDNN";
+  EXPECT_EQ(runs_in_onednn({true, false, 8, 513, 2048, 0, 1.f, 0.f}, 19), 1) << "TN, K 2048: oneDNN";
   EXPECT_EQ(runs_in_onednn({false, true, M, N, 255, 0, 1.f, 0.f}, 6), 0) << "below 2^23: OpenBLAS";
   EXPECT_EQ(runs_in_onednn({false, true, M, N, K + 1, 0, 1.f, 0.f}, 7, true), 0) << "in a parallel region: OpenBLAS";
   EXPECT_EQ(runs_in_onednn({false, true, M, N, K + 2, 0, 0.f, 1.f}, 8), 0) << "alpha 0: OpenBLAS";

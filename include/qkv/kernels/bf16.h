@@ -158,6 +158,7 @@ void check_precision_supported(MatmulPrecision p, const char* who);
 // What oneDNN runs on this CPU (after ONEDNN_MAX_CPU_ISA's cap, read once per process).
 struct DnnlCpuInfo {
   std::string cpu_model;  // /proc/cpuinfo "model name"
+  std::string vendor;     // /proc/cpuinfo "vendor_id": "GenuineIntel", "AuthenticAMD", ...
   std::string isa;        // oneDNN's effective ISA, e.g. "avx512_core_bf16", "avx512_core_amx"
   bool amx = false;          // AMX tiles (avx512_core_amx)
   bool avx512_bf16 = false;  // AVX512_BF16 instructions (avx512_core_bf16 or above)

@@ -5,8 +5,8 @@
 // f32 -> cblas_sgemm, f64 -> cblas_dgemm (OpenBLAS, OpenMP build: GEMM shares our OpenMP pool and
 // runs single-threaded when called inside a parallel region, so batched calls never oversubscribe).
 // Large f32 products outside a parallel region go to oneDNN's f32 matmul instead where oneDNN runs
-// AVX-512 and measured faster: B transposed (x @ W^T, a Linear's forward), or N <= 1024
-// (f32_gemm_backend below).
+// AVX-512 and measured faster: B transposed (x @ W^T, a Linear's forward), or N <= 1024 (on AMD
+// also K < 2048 when A is not transposed) (f32_gemm_backend below).
 // Under a MatmulPrecisionScope(bf16) (kernels/bf16.h) the f32 products go to the bf16 backend
 // (oneDNN) instead: operands rounded to bf16, f32 accumulation; the checks here stay the same.
 #pragma once
@@ -117,14 +117,19 @@ void column_sums(const Tensor& x, Tensor& out);
 // BENCHMARKS.md ("fp32 products through oneDNN", `bench_matmul f32backends`, M = 1024, N and K in
 // 256..3072) oneDNN was 1.00-1.17x OpenBLAS with B transposed and 0.98-1.19x with a plain B up to
 // N = 1024, but with a plain B it reads B's rows in place and fell to 0.4-0.6x at N = 3072 (and at
-// 1536 and 2304 for large K). Products below f32_onednn_min_macs multiply-adds (oneDNN lost at
-// 32 x 256 x 256), f64 products, alpha == 0 and calls inside a parallel region always run in
-// OpenBLAS. Both sum in f32 in an order fixed by the shape and the thread count (deterministic run
-// to run); they differ from each other in the last bits.
+// 1536 and 2304 for large K). On an AMD CPU a plain-B product with A not transposed (NN: a
+// Linear's input gradient dY @ W) also needs K <= f32_onednn_amd_nn_max_k: on an AMD EPYC Zen 5,
+// cold operands as in a training step, oneDNN took 1.2-1.3x OpenBLAS's time at K 2304-4096 (BERT's
+// dY @ W_qkv and dY @ W_1 at N 768), 1.05-1.2x at K 8192 (GPT's vocabulary), 1.0-1.2x at K 2048;
+// the Xeon was level or faster with oneDNN there. Products below f32_onednn_min_macs multiply-adds
+// (oneDNN lost at 32 x 256 x 256), f64 products, alpha == 0 and calls inside a parallel region
+// always run in OpenBLAS. Both sum in f32 in an order fixed by the shape and the thread count
+// (deterministic run to run); they differ from each other in the last bits.
 const char* f32_gemm_backend();
 void set_f32_gemm_backend(const char* name);  // "onednn" | "openblas"; throws on anything else
 constexpr int64_t f32_onednn_min_macs = int64_t(1) << 23;  // M * N * K
 constexpr int64_t f32_onednn_max_plain_n = 1024;            // N, when B is not transposed
+constexpr int64_t f32_onednn_amd_nn_max_k = 2047;           // K, when neither is transposed, on AMD
 // True when oneDNN runs AVX-512 here (its f32 brgemm kernels); without it "onednn" is refused.
 bool gemm_f32_onednn_available();
 // The backend itself: C = alpha op(A) op(B) + beta C (+ bias, a (N) vector added to every row in

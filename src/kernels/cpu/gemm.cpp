@@ -64,8 +64,10 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
 }
 
 // True when an f32 product of this shape goes to oneDNN (the rule in kernels/gemm.h).
-bool routes_to_onednn(bool tb, int64_t M, int64_t N, int64_t K, float alpha) {
-  const bool pays = (tb || N <= f32_onednn_max_plain_n) && M * N * K >= f32_onednn_min_macs;
+bool routes_to_onednn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha) {
+  static const bool amd = dnnl_cpu_info().vendor == "AuthenticAMD";
+  const bool plain_pays = N <= f32_onednn_max_plain_n && (ta || !amd || K <= f32_onednn_amd_nn_max_k);
+  const bool pays = (tb || plain_pays) && M * N * K >= f32_onednn_min_macs;
   return pays && alpha != 0.f && !omp_in_parallel() && f32_onednn().load(std::memory_order_relaxed);
 }
 
@@ -86,7 +88,7 @@ void gemm_impl(MatmulPrecision prec, bool ta, bool tb, int64_t M, int64_t N, int
   }
   if (bias) {
     if constexpr (std::is_same_v<T, float>) {
-      if (prec != MatmulPrecision::bf16 && K > 0 && routes_to_onednn(tb, M, N, K, alpha)) {
+      if (prec != MatmulPrecision::bf16 && K > 0 && routes_to_onednn(ta, tb, M, N, K, alpha)) {
         check_ld(ta, M, K, lda, "lda");
         check_ld(tb, K, N, ldb, "ldb");
         return gemm_f32_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, T(0), C, ldc, bias);
@@ -104,7 +106,7 @@ void gemm_impl(MatmulPrecision prec, bool ta, bool tb, int64_t M, int64_t N, int
   check_ld(tb, K, N, ldb, "ldb");
   if constexpr (std::is_same_v<T, float>) {
     if (prec == MatmulPrecision::bf16) return gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    if (routes_to_onednn(tb, M, N, K, alpha))
+    if (routes_to_onednn(ta, tb, M, N, K, alpha))
       return gemm_f32_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
   CBLAS_TRANSPOSE fa = ta ? CblasTrans : CblasNoTrans, fb = tb ? CblasTrans : CblasNoTrans;

@@ -124,11 +124,12 @@ void execute(const Entry& e, const void* A, const void* B, float* C, const float
   stream.wait();
 }
 
-std::string read_cpu_model() {
+// The first "field : value" line of /proc/cpuinfo with this field ("model name", "vendor_id").
+std::string read_cpuinfo(const std::string& field) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
+    if (line.rfind(field, 0) == 0) {
       auto p = line.find(':');
       if (p != std::string::npos) return line.substr(line.find_first_not_of(" \t", p + 1));
     }
@@ -442,7 +443,8 @@ std::string DnnlCpuInfo::bf16_kernel() const {
 const DnnlCpuInfo& dnnl_cpu_info() {
   static const DnnlCpuInfo info = [] {
     DnnlCpuInfo i;
-    i.cpu_model = read_cpu_model();
+    i.cpu_model = read_cpuinfo("model name");
+    i.vendor = read_cpuinfo("vendor_id");
     auto isa = dnnl::get_effective_cpu_isa();
     i.isa = isa_name(isa);
     auto has = [&](dnnl_cpu_isa_t want) { return (unsigned(isa) & unsigned(want)) == unsigned(want); };
