@@ -216,6 +216,9 @@ std::vector<std::string> Adam::buffer_names() const {
 }
 
 void Adam::step() {
+  // Every parameter's update in one parallel region (kernels::adam_update_all).
+  std::vector<Tensor> grads;  // contiguous grads, alive until the updates ran
+  std::vector<kernels::AdamUpdate> updates;
   for_each_grad([&](const ParamGroup& g, Tensor& p, const Tensor& grad, size_t i) {
     State& s = state(i);
     if (s.step == 0)
@@ -230,9 +233,12 @@ void Adam::step() {
     h.step = s.step;
     h.decoupled = decoupled_;
     h.amsgrad = amsgrad_;
-    kernels::adam_update(p, grad, s.buffers["exp_avg"], s.buffers["exp_avg_sq"],
-                         amsgrad_ ? &s.buffers["max_exp_avg_sq"] : nullptr, h);
+    grads.push_back(grad);
+    updates.push_back({&p, nullptr, &s.buffers["exp_avg"], &s.buffers["exp_avg_sq"],
+                       amsgrad_ ? &s.buffers["max_exp_avg_sq"] : nullptr, h});
   });
+  for (size_t i = 0; i < updates.size(); ++i) updates[i].g = &grads[i];  // grads no longer grows
+  kernels::adam_update_all(updates);
 }
 
 }  // namespace qkv

@@ -116,6 +116,37 @@ TEST(Determinism, OptimizerAndClipAreThreadCountInvariant) {
   EXPECT_GT(n1[0], 100.0);  // the grads really were scaled
 }
 
+// Adam::step updates every parameter in one parallel region (kernels::adam_update_all): the same
+// bits as kernels::adam_update on each parameter in turn, for 1 and 2 threads. Two parameters
+// take the parallel path (one of a size that is not a multiple of 64), three the serial one.
+TEST(Determinism, AdamInOneRegionEqualsOneParameterAtATime) {
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    ThreadGuard guard(threads);
+    const std::vector<Shape> shapes = {{300, 200}, {129, 257}, {100}, {7, 9}, {5000}};
+    std::vector<Tensor> ps, refs, m, v, vmax;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      ps.push_back(randn(shapes[i], 40 + i).set_requires_grad(true));
+      refs.push_back(ps.back().detach().clone());
+      m.push_back(Tensor::zeros(shapes[i]));
+      v.push_back(Tensor::zeros(shapes[i]));
+      vmax.push_back(Tensor::zeros(shapes[i]));
+    }
+    AdamW opt(single_group(ps), 1e-2, {0.9, 0.99}, 1e-8, 0.05, true);
+    for (int s = 0; s < 3; ++s) {
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const Tensor g = randn(shapes[i], 100 * uint64_t(s) + i);
+        ps[i].set_grad(g);
+        kernels::AdamStep h;
+        h.lr = 1e-2, h.beta2 = 0.99, h.weight_decay = 0.05, h.step = s + 1, h.decoupled = true, h.amsgrad = true;
+        kernels::adam_update(refs[i], g, m[i], v[i], &vmax[i], h);
+      }
+      opt.step();
+    }
+    for (size_t i = 0; i < shapes.size(); ++i) EXPECT_TRUE(bit_equal(ps[i], refs[i])) << "parameter " << i;
+  }
+}
+
 // clip_grad_norm's sum of squares: fixed blocks summed in order, so any thread count gives the
 // same bits (an OpenMP reduction would not); n is not a multiple of the block size.
 TEST(Determinism, SumSquaresIsThreadCountInvariant) {

@@ -53,6 +53,13 @@ void adam_chunk(T* __restrict p, const T* __restrict g, T* __restrict m, T* __re
 // Static partition of [0, n) over the OpenMP threads (serial below kParallelGrain). Chunks start
 // at multiples of 64 elements, so an element takes the same (vector or scalar-tail) code path
 // whatever the thread count, and the result is bit-identical across thread counts.
+// Thread t's chunk [lo, hi) of [0, n) among nt (possibly empty).
+void chunk_of(int64_t n, int64_t t, int64_t nt, int64_t* lo, int64_t* hi) {
+  const int64_t per = ((n + nt - 1) / nt + 63) / 64 * 64;
+  *lo = std::min(n, t * per);
+  *hi = std::min(n, *lo + per);
+}
+
 template <typename Body>
 void parallel_chunks(int64_t n, Body&& body) {
   if (n < kParallelGrain) {
@@ -61,15 +68,20 @@ void parallel_chunks(int64_t n, Body&& body) {
   }
 #pragma omp parallel
   {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t per = ((n + nt - 1) / nt + 63) / 64 * 64;
-    const int64_t lo = std::min(n, t * per), hi = std::min(n, lo + per);
+    int64_t lo, hi;
+    chunk_of(n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
     if (lo < hi) body(lo, hi);
   }
 }
 
-template <typename T, bool L2, bool Decoupled, bool Amsgrad>
-void adam_loop(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, const AdamStep& h) {
+// Calls fn(std::bool_constant<b>) so a runtime flag picks a template instance.
+template <typename Fn>
+void with_flag(bool b, Fn&& fn) {
+  if (b) fn(std::true_type{});
+  else fn(std::false_type{});
+}
+
+AdamConsts adam_consts(const AdamStep& h) {
   AdamConsts k;
   k.b1 = h.beta1;
   k.one_m_b1 = 1.0 - h.beta1;
@@ -80,9 +92,35 @@ void adam_loop(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, const AdamStep&
   k.neg_step = -(h.lr / (1.0 - std::pow(h.beta1, double(h.step))));      // addcdiv_ value = -lr / bc1
   k.bc2s = std::sqrt(1.0 - std::pow(h.beta2, double(h.step)));
   k.eps = h.eps;
-  parallel_chunks(n, [&](int64_t lo, int64_t hi) {
-    adam_chunk<T, L2, Decoupled, Amsgrad>(p, g, m, v, vmax, lo, hi, k);
+  return k;
+}
+
+// One parameter's update: its loop (the template instance for its dtype and options), constants and size.
+struct AdamPlan {
+  void (*chunk)(const AdamUpdate&, int64_t, int64_t, const AdamConsts&);
+  AdamConsts k;
+  int64_t n;
+};
+
+template <typename T, bool L2, bool Decoupled, bool Amsgrad>
+void adam_chunk_of(const AdamUpdate& u, int64_t lo, int64_t hi, const AdamConsts& k) {
+  adam_chunk<T, L2, Decoupled, Amsgrad>(u.p->data<T>(), u.g->data<T>(), u.m->data<T>(), u.v->data<T>(),
+                                        Amsgrad ? u.vmax->data<T>() : nullptr, lo, hi, k);
+}
+
+AdamPlan adam_plan(const AdamUpdate& u) {
+  AdamPlan plan{nullptr, adam_consts(u.h), u.p->numel()};
+  const AdamStep& h = u.h;
+  dispatch_float(u.p->dtype(), "adam_update", [&](auto tag) {
+    using T = decltype(tag);
+    const bool l2 = !h.decoupled && h.weight_decay != 0, dec = h.decoupled && h.weight_decay != 0;
+    with_flag(l2, [&](auto L2) {
+      with_flag(dec, [&](auto Dec) {
+        with_flag(h.amsgrad, [&](auto Ams) { plan.chunk = &adam_chunk_of<T, L2(), Dec(), Ams()>; });
+      });
+    });
   });
+  return plan;
 }
 
 template <typename T, bool Decay, bool Momentum, bool First, bool Nesterov>
@@ -108,29 +146,38 @@ void sgd_loop(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t
   });
 }
 
-// Calls fn(std::bool_constant<b>) so a runtime flag picks a template instance.
-template <typename Fn>
-void with_flag(bool b, Fn&& fn) {
-  if (b) fn(std::true_type{});
-  else fn(std::false_type{});
-}
-
 }  // namespace
 
+void adam_update_all(const std::vector<AdamUpdate>& updates) {
+  std::vector<AdamPlan> plans;
+  plans.reserve(updates.size());
+  bool any_large = false;
+  for (const AdamUpdate& u : updates) {
+    plans.push_back(adam_plan(u));
+    any_large = any_large || plans.back().n >= kParallelGrain;
+  }
+  // Each parameter at or above kParallelGrain is split as parallel_chunks splits it; a smaller one is
+  // updated whole by one thread (dealt round the threads). The same chunks as one update at a time.
+#pragma omp parallel if (any_large)
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t small = 0;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const AdamPlan& a = plans[i];
+      if (a.n < kParallelGrain) {
+        if (small++ % nt == t) a.chunk(updates[i], 0, a.n, a.k);
+        continue;
+      }
+      int64_t lo, hi;
+      chunk_of(a.n, t, nt, &lo, &hi);
+      if (lo < hi) a.chunk(updates[i], lo, hi, a.k);
+    }
+  }
+  for (const AdamUpdate& u : updates) u.p->mark_modified();  // packed copies of p (ops/packed.h) are stale now
+}
+
 void adam_update(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, Tensor* vmax, const AdamStep& h) {
-  dispatch_float(p.dtype(), "adam_update", [&](auto tag) {
-    using T = decltype(tag);
-    T* vm = h.amsgrad ? vmax->data<T>() : nullptr;
-    const bool l2 = !h.decoupled && h.weight_decay != 0, dec = h.decoupled && h.weight_decay != 0;
-    with_flag(l2, [&](auto L2) {
-      with_flag(dec, [&](auto Dec) {
-        with_flag(h.amsgrad, [&](auto Ams) {
-          adam_loop<T, L2(), Dec(), Ams()>(p.data<T>(), g.data<T>(), m.data<T>(), v.data<T>(), vm, p.numel(), h);
-        });
-      });
-    });
-  });
-  p.mark_modified();  // packed copies of p (PackedWeights, ops/packed.h) are stale now
+  adam_update_all({AdamUpdate{&p, &g, &m, &v, vmax, h}});
 }
 
 void sgd_update(Tensor& p, const Tensor& g, Tensor& buf, const SgdStep& h) {
