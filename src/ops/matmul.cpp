@@ -72,13 +72,20 @@ struct LinearBackward : Node {  // y (R, N) = x (R, K) @ w^T (w (N, K)) + b (N)
     int64_t R = x2.size(0), K = x2.size(1), N = w.size(0);
     Tensor gy = reshape(g[0], {R, N});
     Tensor gx, gw, gb;
-    // bf16 (native): dY rounded once for both products rather than once per product.
+    const bool want_gb = next.size() > 2 && next[2].valid();
+    // bf16 (native): dY rounded once for both products rather than once per product, in the same
+    // pass over dY as the bias gradient's column sums when there is one.
     std::optional<kernels::Bf16RoundedOperand> gy16;
     if (next[0].valid() && next[1].valid() && gy.dtype() == DType::f32 &&
         kernels::matmul_precision() == kernels::MatmulPrecision::bf16 &&
         kernels::bf16_products() == kernels::Bf16Products::native) {
       gy = gy.contiguous();
-      gy16.emplace(gy.data<float>(), R, N, N);
+      if (want_gb) {
+        gb = Tensor::empty({N}, w.dtype());
+        gy16.emplace(gy, gb);
+      } else {
+        gy16.emplace(gy.data<float>(), R, N, N);
+      }
     }
     if (next[0].valid()) {  // dx = dy @ w
       gx = Tensor::empty({R, K}, w.dtype());
@@ -89,7 +96,7 @@ struct LinearBackward : Node {  // y (R, N) = x (R, K) @ w^T (w (N, K)) + b (N)
       gw = Tensor::empty({N, K}, w.dtype());
       kernels::matmul_2d(mT(gy), x2, gw);
     }
-    if (next.size() > 2 && next[2].valid()) {  // db = 1^T @ dy: column sums of dy
+    if (want_gb && !gb.defined()) {  // db = 1^T @ dy: column sums of dy
       gb = Tensor::empty({N}, w.dtype());
       kernels::column_sums(gy.contiguous(), gb);
     }

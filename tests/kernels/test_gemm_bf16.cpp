@@ -466,17 +466,21 @@ TEST(Bf16StepWeights, LinearProductsUseOneCopyPerRole) {
     EXPECT_EQ(copies.copies_made(), 2);
     EXPECT_THROW(kernels::Bf16StepWeights second({w}), Error);  // one scope at a time
   }
-  // The optimizer changes the weight between steps: the next step's scope refills its copy (the
-  // storage is kept from step to step) with the new values.
+  // The optimizer changes the weight between steps: the next step's scope refills both its copies
+  // (the storage is kept from step to step) with the new values as it opens, before any product.
   for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] *= -2.f;
   {
     const kernels::MatmulPrecisionScope bf16(MatmulPrecision::bf16);
     kernels::Bf16StepWeights copies({w});
-    Tensor y = Tensor::empty(Shape{M, N});
+    EXPECT_EQ(copies.copies_made(), 2);
+    Tensor y = Tensor::empty(Shape{M, N}), dx = Tensor::empty(Shape{M, K});
     kernels::linear(x, w, Tensor(), y);
     check_gemm(false, true, M, N, K, 1.f, values(x), K, values(w), K, 0.f, std::vector<float>(size_t(M * N)),
                values(y), N);
-    EXPECT_EQ(copies.copies_made(), 1);
+    kernels::matmul_2d(dy, w, dx);
+    check_gemm(false, false, M, K, N, 1.f, values(dy), N, values(w), K, 0.f, std::vector<float>(size_t(M * K)),
+               values(dx), K);
+    EXPECT_EQ(copies.copies_made(), 2);
   }
   EXPECT_EQ(kernels::bf16_weights_packed(), packed_before + 2);  // refilled, not made again
   kernels::set_bf16_products(process);
@@ -517,6 +521,32 @@ TEST(Bf16RoundedOperand, ProductsReadTheOneCopy) {
   EXPECT_EQ(dx1, dx0);
   EXPECT_EQ(dw1, dw0);
   EXPECT_EQ(y1, y0);
+}
+
+// The constructor that also sums dY's columns (a Linear's bias gradient, in the same pass): the sums
+// have kernels::column_sums' bits and the copy is the one the products read, for column counts
+// below and above column_sums' 1,024 tile switch, with partial tiles.
+TEST(Bf16RoundedOperand, ColumnSumsInTheSamePassKeepTheirBits) {
+  SKIP_WITHOUT_BF16();
+  for (int64_t N : {300, 1100}) {
+    SCOPED_TRACE(N);
+    const int64_t R = 37, K = 20;
+    Tensor dy = Tensor::from_vector(randn_values(R * N, 51), Shape{R, N});
+    auto w = randn_values(N * K, 52);
+    Tensor sums0 = Tensor::empty(Shape{N}), sums1 = Tensor::empty(Shape{N});
+    kernels::column_sums(dy, sums0);
+    std::vector<float> dx0(size_t(R * K)), dx1(dx0.size());
+    kernels::gemm_bf16_rounded(Bf16Products::native, false, false, R, K, N, 1.f, dy.data<float>(), N, w.data(), K,
+                               0.f, dx0.data(), K);
+    {
+      kernels::Bf16RoundedOperand once(dy, sums1);
+      kernels::gemm_bf16_rounded(Bf16Products::native, false, false, R, K, N, 1.f, dy.data<float>(), N, w.data(), K,
+                                 0.f, dx1.data(), K);
+      EXPECT_EQ(once.uses(), 1);
+    }
+    EXPECT_EQ(sums1.to_vector<float>(), sums0.to_vector<float>());
+    EXPECT_EQ(dx1, dx0);
+  }
 }
 
 }  // namespace

@@ -9,7 +9,9 @@
 //   dY @ W   (a Linear's backward for its input): W as B (K = out, N = in).
 // A copy is made at the weight's first product in that role and kept until the scope ends, so a
 // step converts each weight at most once per role however many micro-batches it runs, and the
-// copies' storage is kept from step to step (refilled, not allocated again). On an AMD EPYC (Zen 5,
+// copies' storage is kept from step to step (refilled, not allocated again). The copies an earlier
+// step used are refilled when the scope opens, all in one parallel region (a region per copy cost
+// its threads' wake-up each, ~50 us under OMP_WAIT_POLICY=PASSIVE on a VM). On an AMD EPYC (Zen 5,
 // AVX512_BF16; `bench_matmul bf16step`) the products against the blocked copy took 0.78-0.89x the
 // time of rounding both operands per call into plain layouts, and a refill (once per step and role)
 // cost 4-11% of one such product: GPT training in bf16 ran 2-16% faster (BENCHMARKS.md). Written
@@ -54,6 +56,9 @@ class Bf16StepWeights {
 class Bf16RoundedOperand {
  public:
   Bf16RoundedOperand(const float* p, int64_t rows, int64_t cols, int64_t ld);
+  // The same for a contiguous f32 x (R, N), whose column sums (kernels::column_sums' bits) are
+  // written into column_sums (N) by the same pass: a Linear's dY and its bias gradient.
+  Bf16RoundedOperand(const Tensor& x, Tensor& column_sums);
   ~Bf16RoundedOperand();
   Bf16RoundedOperand(const Bf16RoundedOperand&) = delete;
   Bf16RoundedOperand& operator=(const Bf16RoundedOperand&) = delete;

@@ -109,6 +109,9 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out);
 // row order, in x's dtype (like the GEMM against a row of ones it replaces); threads own column
 // tiles, so results do not depend on the thread count.
 void column_sums(const Tensor& x, Tensor& out);
+// column_sums of an f32 x, and x rounded to bf16 (to_bf16, row-major (R, N)) into `rounded` in the
+// same pass over x: a Linear's bias gradient and its bf16 dY for the two products (bf16_step_weights.h).
+void column_sums_and_bf16(const Tensor& x, Tensor& out, uint16_t* rounded);
 
 // The f32 backend for large products: "onednn" (oneDNN's f32 matmul, one primitive per shape,
 // cached) or "openblas". The default is onednn on CPUs where oneDNN runs AVX-512, else openblas;

@@ -3,11 +3,14 @@
 #include "qkv/kernels/bf16_step_weights.h"
 
 #include <atomic>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "qkv/kernels/bf16.h"
+#include "qkv/kernels/gemm.h"
 #include "qkv/util/error.h"
 
 namespace qkv::kernels {
@@ -47,6 +50,38 @@ std::mutex g_mu;  // guards g_copies, g_scopes and State::made
 std::unordered_map<CopyKey, Copy, CopyKeyHash> g_copies;
 uint64_t g_scopes = 0;  // scope numbers handed out
 
+// Refills, in one parallel region, the kept copies of this scope's weights (those an earlier step
+// used): the step would refill each at its first product anyway, one parallel region per copy, and
+// a region's start costs ~50 us where idle threads sleep (OMP_WAIT_POLICY=PASSIVE on a VM). Called
+// by the scope's constructor once it is the active one, before any product.
+void refill_kept_copies(Bf16StepWeights::State& st) {
+  struct Job {
+    Copy* c;
+    const float* src;
+  };
+  std::vector<Job> jobs;
+  const std::lock_guard<std::mutex> lock(g_mu);  // held throughout: no product runs before the constructor returns
+  for (auto& [key, c] : g_copies) {
+    auto it = st.weights.find(key.p);
+    if (it != st.weights.end() && c.w && c.rows == it->second.rows && c.cols == it->second.cols)
+      jobs.push_back({&c, key.p});
+  }
+  std::vector<std::exception_ptr> failed(jobs.size());  // an exception must not leave the parallel loop
+#pragma omp parallel for schedule(dynamic) if (jobs.size() > 1)
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    try {
+      refill_bf16_weight(*jobs[i].c->w, jobs[i].src, jobs[i].c->cols);
+    } catch (...) {
+      failed[i] = std::current_exception();
+    }
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (failed[i]) std::rethrow_exception(failed[i]);  // that copy keeps its old scope: refilled at its first use
+    jobs[i].c->scope = st.number;
+    ++st.made;
+  }
+}
+
 }  // namespace
 
 Bf16StepWeights::Bf16StepWeights(const std::vector<Tensor>& params) : state_(new State) {
@@ -61,6 +96,13 @@ Bf16StepWeights::Bf16StepWeights(const std::vector<Tensor>& params) : state_(new
   if (!g_active.compare_exchange_strong(none, state_, std::memory_order_acq_rel)) {
     delete state_;
     fail("Bf16StepWeights", "another step's weight copies are in use: one scope at a time");
+  }
+  try {
+    refill_kept_copies(*state_);
+  } catch (...) {
+    g_active.store(nullptr, std::memory_order_release);
+    delete state_;
+    throw;
   }
 }
 
@@ -121,6 +163,14 @@ Bf16RoundedOperand::Bf16RoundedOperand(const float* p, int64_t rows, int64_t col
   bits_.swap(t_spare);
   bits_.resize(size_t(rows * cols));
   round_to_bf16(p, rows, cols, ld, bits_.data());
+  t_operand = this;
+}
+
+Bf16RoundedOperand::Bf16RoundedOperand(const Tensor& x, Tensor& column_sums)
+    : p_(x.data<float>()), rows_(x.size(0)), cols_(x.size(1)), ld_(x.size(1)), outer_(t_operand) {
+  bits_.swap(t_spare);
+  bits_.resize(size_t(rows_ * cols_));
+  column_sums_and_bf16(x, column_sums, bits_.data());  // checks x (contiguous f32 (R, N)) and the sums
   t_operand = this;
 }
 

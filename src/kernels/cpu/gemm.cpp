@@ -344,34 +344,54 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
   matmul_2d_bias(x, wt, out, 0.0, b);
 }
 
-void column_sums(const Tensor& x, Tensor& out) {
+namespace {
+// column_sums, and with Round (f32 only) x rounded to bf16 into `rounded` ((R, N), contiguous) in
+// the same pass: one read of x for both.
+template <typename T, bool Round>
+void column_sums_pass(const Tensor& x, Tensor& out, uint16_t* rounded) {
+  // Columns per task: rows are read as 2 KiB runs and acc stays in L1; below 1,024 columns tasks
+  // of 128, so that a (tokens, 256) gradient's bias sum takes both threads (1.4x faster; at 1,024+
+  // columns 128 was slower; AMD EPYC Zen 5). Each column is summed in row order either way.
+  constexpr int64_t kMaxTile = 512;
+  const int64_t R = x.size(0), N = x.size(1), tile = N >= 1024 ? kMaxTile : 128, tiles = (N + tile - 1) / tile;
+  const T* xp = x.data<T>();
+  T* op = out.data<T>();
+#pragma omp parallel for schedule(static) if (R * N >= (int64_t(1) << 16) && tiles > 1)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t j0 = t * tile, n = std::min(tile, N - j0);
+    T acc[kMaxTile] = {};
+    for (int64_t r = 0; r < R; ++r) {
+      const T* row = xp + r * N + j0;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
+      if constexpr (Round) {
+        uint16_t* rr = rounded + r * N + j0;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) rr[j] = to_bf16(row[j]);
+      }
+    }
+    std::copy(acc, acc + n, op + j0);
+  }
+}
+
+void check_column_sums(const Tensor& x, const Tensor& out, const char* who) {
   QKV_CHECK(x.ndim() == 2 && x.is_contiguous() && out.is_contiguous() && out.numel() == x.size(1) &&
                 out.dtype() == x.dtype(),
-            "column_sums", "expected contiguous x (R, N) and out (N), got ", x.str(), " and ", out.str());
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    // Columns per task: rows are read as 2 KiB runs and acc stays in L1; below 1,024 columns tasks
-    // of 128, so that a (tokens, 256) gradient's bias sum takes both threads (1.4x faster; at 1,024+
-    // columns 128 was slower; AMD EPYC Zen 5). Each column is summed in row order either way.
-    constexpr int64_t kMaxTile = 512;
-    const int64_t R = x.size(0), N = x.size(1), tile = N >= 1024 ? kMaxTile : 128, tiles = (N + tile - 1) / tile;
-    const T* xp = x.data<T>();
-    T* op = out.data<T>();
-#pragma omp parallel for schedule(static) if (R * N >= (int64_t(1) << 16) && tiles > 1)
-    for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t j0 = t * tile, n = std::min(tile, N - j0);
-      T acc[kMaxTile] = {};
-      for (int64_t r = 0; r < R; ++r) {
-        const T* row = xp + r * N + j0;
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
-      }
-      std::copy(acc, acc + n, op + j0);
-    }
-  };
-  if (x.dtype() == DType::f32) run(float{});
-  else if (x.dtype() == DType::f64) run(double{});
+            who, "expected contiguous x (R, N) and out (N), got ", x.str(), " and ", out.str());
+}
+}  // namespace
+
+void column_sums(const Tensor& x, Tensor& out) {
+  check_column_sums(x, out, "column_sums");
+  if (x.dtype() == DType::f32) column_sums_pass<float, false>(x, out, nullptr);
+  else if (x.dtype() == DType::f64) column_sums_pass<double, false>(x, out, nullptr);
   else fail("column_sums", "dtype ", dtype_name(x.dtype()), " is not supported (f32, f64)");
+}
+
+void column_sums_and_bf16(const Tensor& x, Tensor& out, uint16_t* rounded) {
+  check_column_sums(x, out, "column_sums_and_bf16");
+  QKV_CHECK(x.dtype() == DType::f32, "column_sums_and_bf16", "expected f32, got ", x.str());
+  column_sums_pass<float, true>(x, out, rounded);
 }
 
 int64_t gemm_operand_copies() { return g_operand_copies.load(); }
