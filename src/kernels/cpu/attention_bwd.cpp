@@ -95,9 +95,10 @@ struct Bwd {
   }
 };
 
+// Zeroes x's (B, H, T_, D) rows: a worksharing loop of the enclosing parallel region (no barrier).
 template <typename T>
-void zero_rows(const View<T>& x, const Dims& d, int64_t T_, int64_t D) {
-#pragma omp parallel for collapse(2) schedule(static) if (d.parallel())
+void zero_rows_nowait(const View<T>& x, const Dims& d, int64_t T_, int64_t D) {
+#pragma omp for collapse(2) schedule(static) nowait
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h)
       for (int64_t t = 0; t < T_; ++t) std::fill(x.row(b, h, t), x.row(b, h, t) + D, T(0));
@@ -110,52 +111,50 @@ void backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   const Dims d = dims_of(q, v);
   const MaskCtx<T> mc(mask, d);
   const View<T> O(out), dO(dout);
-  // D = rowsum(dO * out)   (B, H, Tq)
-  std::vector<T> Drow(size_t(d.B * d.H * d.Tq));
-#pragma omp parallel for collapse(2) schedule(static) if (d.parallel())
-  for (int64_t b = 0; b < d.B; ++b)
-    for (int64_t h = 0; h < d.H; ++h)
-      for (int64_t i = 0; i < d.Tq; ++i) {
-        const T *o = O.row(b, h, i), *g = dO.row(b, h, i);
-        T s = 0;
-        for (int64_t c = 0; c < d.Dv; ++c) s += o[c] * g[c];
-        Drow[size_t((b * d.H + h) * d.Tq + i)] = s;
-      }
+  std::vector<T> Drow(size_t(d.B * d.H * d.Tq));  // D = rowsum(dO * out)   (B, H, Tq)
   const Bwd<T> bw{d, View<T>(q), View<T>(k), View<T>(v), dO, View<T>(dq), View<T>(dk), View<T>(dv),
                   lse.data<T>(), Drow.data(), mc, drop, T(scale), tile_gemm_for_caller<T>()};
-  zero_rows(bw.dQ, d, d.Tq, d.Dh);
-  zero_rows(bw.dK, d, d.Tk, d.Dh);
-  zero_rows(bw.dV, d, d.Tk, d.Dv);
   const int64_t nqb = (d.Tq + kAttnBlockQ - 1) / kAttnBlockQ, nkb = (d.Tk + kAttnBlockK - 1) / kAttnBlockK;
   const int64_t heads = d.B * d.H, threads = d.parallel() ? omp_get_max_threads() : 1;
-  if (heads % threads == 0 || heads >= 4 * threads) {
+  const bool by_heads = heads % threads == 0 || heads >= 4 * threads;
+  // One parallel region for the whole backward (a region's start costs the idle threads' wake-up).
 #pragma omp parallel if (d.parallel())
-    {
-      const TilePrecision tile_precision;  // gemm() in fp32 on every thread (attention_common.h)
-      typename Bwd<T>::Scratch w;
+  {
+    // D's rows, and dQ, dK, dV zeroed (the tiles accumulate into them); then a barrier.
+#pragma omp for collapse(2) schedule(static) nowait
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t h = 0; h < d.H; ++h)
+        for (int64_t i = 0; i < d.Tq; ++i) {
+          const T *o = O.row(b, h, i), *g = dO.row(b, h, i);
+          T s = 0;
+          for (int64_t c = 0; c < d.Dv; ++c) s += o[c] * g[c];
+          Drow[size_t((b * d.H + h) * d.Tq + i)] = s;
+        }
+    zero_rows_nowait(bw.dQ, d, d.Tq, d.Dh);
+    zero_rows_nowait(bw.dK, d, d.Tk, d.Dh);
+    zero_rows_nowait(bw.dV, d, d.Tk, d.Dv);
+#pragma omp barrier
+    const TilePrecision tile_precision;  // gemm() in fp32 on every thread (attention_common.h)
+    typename Bwd<T>::Scratch w;
+    if (by_heads) {
 #pragma omp for schedule(static)
       for (int64_t bh = 0; bh < heads; ++bh)
         for (int64_t kb = 0; kb < nkb; ++kb)
           for (int64_t qb = 0; qb < nqb; ++qb)
             bw.tile(w, bh / d.H, bh % d.H, qb * kAttnBlockQ, kb * kAttnBlockK, true, true);
-    }
-    return;
-  }
-#pragma omp parallel if (d.parallel())
-  {
-    const TilePrecision tile_precision;  // gemm() in fp32 on every thread (attention_common.h)
-    typename Bwd<T>::Scratch w;
+    } else {
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < heads * nkb; ++task) {
-      const int64_t bh = task / nkb, kb = task % nkb;
-      for (int64_t qb = 0; qb < nqb; ++qb)
-        bw.tile(w, bh / d.H, bh % d.H, qb * kAttnBlockQ, kb * kAttnBlockK, true, false);
-    }
+      for (int64_t task = 0; task < heads * nkb; ++task) {
+        const int64_t bh = task / nkb, kb = task % nkb;
+        for (int64_t qb = 0; qb < nqb; ++qb)
+          bw.tile(w, bh / d.H, bh % d.H, qb * kAttnBlockQ, kb * kAttnBlockK, true, false);
+      }
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < heads * nqb; ++task) {
-      const int64_t bh = task / nqb, qb = task % nqb;
-      for (int64_t kb = 0; kb < nkb; ++kb)
-        bw.tile(w, bh / d.H, bh % d.H, qb * kAttnBlockQ, kb * kAttnBlockK, false, true);
+      for (int64_t task = 0; task < heads * nqb; ++task) {
+        const int64_t bh = task / nqb, qb = task % nqb;
+        for (int64_t kb = 0; kb < nkb; ++kb)
+          bw.tile(w, bh / d.H, bh % d.H, qb * kAttnBlockQ, kb * kAttnBlockK, false, true);
+      }
     }
   }
 }
