@@ -64,8 +64,15 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& batch) {
   return out;
 }
 
+// True when products run as native bf16 here (mixed-precision training's products).
+bool native_bf16_products() {
+  return kernels::matmul_precision() == kernels::MatmulPrecision::bf16 &&
+         kernels::bf16_products() == kernels::Bf16Products::native;
+}
+
 struct LinearBackward : Node {  // y (R, N) = x (R, K) @ w^T (w (N, K)) + b (N)
   Tensor x2, w;                 // x2: x as (R, K)
+  Tensor x16;                   // x2 rounded to bf16 by the forward (native bf16 products), for dW
   const char* name() const override { return "LinearBackward"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     const Shape& xs = input_shapes[0];
@@ -76,13 +83,11 @@ struct LinearBackward : Node {  // y (R, N) = x (R, K) @ w^T (w (N, K)) + b (N)
     // bf16 (native): dY rounded once for both products rather than once per product, in the same
     // pass over dY as the bias gradient's column sums when there is one.
     std::optional<kernels::Bf16RoundedOperand> gy16;
-    if (next[0].valid() && next[1].valid() && gy.dtype() == DType::f32 &&
-        kernels::matmul_precision() == kernels::MatmulPrecision::bf16 &&
-        kernels::bf16_products() == kernels::Bf16Products::native) {
+    if (next[0].valid() && next[1].valid() && gy.dtype() == DType::f32 && native_bf16_products()) {
       gy = gy.contiguous();
       if (want_gb) {
         gb = Tensor::empty({N}, w.dtype());
-        gy16.emplace(gy, gb);
+        gy16.emplace(gy, &gb);
       } else {
         gy16.emplace(gy.data<float>(), R, N, N);
       }
@@ -93,6 +98,8 @@ struct LinearBackward : Node {  // y (R, N) = x (R, K) @ w^T (w (N, K)) + b (N)
       gx = reshape(gx, xs);
     }
     if (next[1].valid()) {  // dw = dy^T @ x
+      std::optional<kernels::Bf16RoundedOperand> x2_16;  // x as the forward rounded it
+      if (x16.defined() && native_bf16_products()) x2_16.emplace(x2, x16);
       gw = Tensor::empty({N, K}, w.dtype());
       kernels::matmul_2d(mT(gy), x2, gw);
     }
@@ -102,7 +109,7 @@ struct LinearBackward : Node {  // y (R, N) = x (R, K) @ w^T (w (N, K)) + b (N)
     }
     return {gx, gw, gb};
   }
-  void release_saved() override { x2 = w = Tensor(); }
+  void release_saved() override { x2 = w = x16 = Tensor(); }
 };
 
 }  // namespace
@@ -154,14 +161,21 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   }
   Tensor x2 = reshape(x.detach(), {R, K});  // a view when x's leading axes merge, else a copy
   Tensor out = Tensor::empty({R, N}, x.dtype());
+  const bool record = any_requires_grad({x, w, b});
+  // Mixed-precision training: x rounded to bf16 once, for this product and for dW in the backward.
+  std::optional<kernels::Bf16RoundedOperand> x16;
+  if (record && w.requires_grad() && x2.dtype() == DType::f32 && R > 0 && K > 0 && x2.strides()[1] == 1 &&
+      native_bf16_products())
+    x16.emplace(x2, Tensor());
   kernels::linear(x2, w, b, out);
   std::vector<int64_t> os = x.shape().vec();
   os.back() = N;
   Tensor y = out.as_strided(Shape(os), Shape::contiguous_strides(Shape(os)), 0);
-  if (any_requires_grad({x, w, b})) {
+  if (record) {
     auto node = make_node<LinearBackward>({x, w, b});
     node->x2 = x2;
     node->w = w.detach();
+    if (x16) node->x16 = x16->kept();
     set_history(y, node);
   }
   return y;

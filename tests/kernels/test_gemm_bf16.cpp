@@ -489,7 +489,8 @@ TEST(Bf16StepWeights, LinearProductsUseOneCopyPerRole) {
 
 // A matrix rounded once (Bf16RoundedOperand) for the products that read it as A (either transpose)
 // or as gemm_bf16_packed's x: the same bits as rounding it per product, so the same results bit for
-// bit; another pointer, shape or stride rounds as before.
+// bit; another pointer, shape or stride rounds as before, and an inner operand that does not match
+// leaves the outer one visible.
 TEST(Bf16RoundedOperand, ProductsReadTheOneCopy) {
   SKIP_WITHOUT_BF16();
   const int64_t R = 45, N = 36, K = 28, ld = N + 3;  // dY (R, N) with row stride ld
@@ -516,7 +517,7 @@ TEST(Bf16RoundedOperand, ProductsReadTheOneCopy) {
       EXPECT_EQ(dx2, dx0);
       EXPECT_EQ(other.uses(), 0);
     }
-    EXPECT_EQ(once.uses(), 3);
+    EXPECT_EQ(once.uses(), 4);
   }
   EXPECT_EQ(dx1, dx0);
   EXPECT_EQ(dw1, dw0);
@@ -539,7 +540,7 @@ TEST(Bf16RoundedOperand, ColumnSumsInTheSamePassKeepTheirBits) {
     kernels::gemm_bf16_rounded(Bf16Products::native, false, false, R, K, N, 1.f, dy.data<float>(), N, w.data(), K,
                                0.f, dx0.data(), K);
     {
-      kernels::Bf16RoundedOperand once(dy, sums1);
+      kernels::Bf16RoundedOperand once(dy, &sums1);
       kernels::gemm_bf16_rounded(Bf16Products::native, false, false, R, K, N, 1.f, dy.data<float>(), N, w.data(), K,
                                  0.f, dx1.data(), K);
       EXPECT_EQ(once.uses(), 1);
@@ -547,6 +548,45 @@ TEST(Bf16RoundedOperand, ColumnSumsInTheSamePassKeepTheirBits) {
     EXPECT_EQ(sums1.to_vector<float>(), sums0.to_vector<float>());
     EXPECT_EQ(dx1, dx0);
   }
+}
+
+// A Linear's x rounded once in the forward and kept for the backward (the third constructor): read
+// as x @ W^T's A and as dW = dY^T x's B with the bits of rounding per product, and made live again
+// from the kept tensor for a later product; a row stride above K is honoured.
+TEST(Bf16RoundedOperand, KeptCopyServesForwardAndWeightGradient) {
+  SKIP_WITHOUT_BF16();
+  const int64_t R = 29, K = 33, N = 21, ld = K + 5;
+  Tensor xs = Tensor::from_vector(randn_values(R * ld, 61), Shape{R, ld});
+  Tensor x = xs.as_strided(Shape{R, K}, Shape{ld, 1}, 0);  // (R, K), row stride ld
+  auto w = randn_values(N * K, 62), dy = randn_values(R * N, 63);
+  const auto native = Bf16Products::native;
+  auto products = [&](std::vector<float>& y, std::vector<float>& dw) {
+    kernels::gemm_bf16_rounded(native, false, true, R, N, K, 1.f, x.data<float>(), ld, w.data(), K, 0.f, y.data(), N);
+    kernels::gemm_bf16_rounded(native, true, false, N, K, R, 1.f, dy.data(), N, x.data<float>(), ld, 0.f, dw.data(),
+                               K);
+  };
+  std::vector<float> y0(size_t(R * N)), dw0(size_t(N * K)), y1(y0.size()), dw1(dw0.size()), y2(y0.size()),
+      dw2(dw0.size());
+  products(y0, dw0);
+  Tensor kept;
+  {
+    kernels::Bf16RoundedOperand once(x, Tensor());
+    products(y1, dw1);
+    EXPECT_EQ(once.uses(), 2);
+    kept = once.kept();
+  }
+  ASSERT_TRUE(kept.defined());
+  EXPECT_EQ(kept.numel(), R * K * 2);
+  {
+    kernels::Bf16RoundedOperand again(x, kept);
+    products(y2, dw2);
+    EXPECT_EQ(again.uses(), 2);
+  }
+  EXPECT_EQ(y1, y0);
+  EXPECT_EQ(dw1, dw0);
+  EXPECT_EQ(y2, y0);
+  EXPECT_EQ(dw2, dw0);
+  EXPECT_THROW(kernels::Bf16RoundedOperand(x, Tensor::empty(Shape{R * K}, DType::u8)), Error);
 }
 
 }  // namespace

@@ -49,29 +49,38 @@ class Bf16StepWeights {
 };
 
 // One bf16 copy of an f32 matrix for several products on the calling thread: while alive, a native
-// bf16 product that would round the (rows, cols) matrix at p with row stride ld as its A operand
-// (gemm_bf16, either transpose; or x of gemm_bf16_packed) reads the copy made at construction
-// instead. A Linear's backward rounds dY once for dX = dY W and dW = dY^T X rather than twice. The
-// matrix must not change while it is alive. Nested ones: the innermost is consulted.
+// bf16 product that would round the (rows, cols) matrix at p with row stride ld as one of its
+// operands (gemm_bf16's A or B, either transpose; or x of gemm_bf16_packed) reads the copy instead.
+// A Linear's backward rounds dY once for dX = dY W and dW = dY^T X rather than twice; in training, a
+// Linear's forward rounds x once for x @ W^T and keeps the copy for its backward's dW = dY^T x. The
+// matrix must not change while it is alive. Nested ones: the innermost that matches is read.
 class Bf16RoundedOperand {
  public:
   Bf16RoundedOperand(const float* p, int64_t rows, int64_t cols, int64_t ld);
   // The same for a contiguous f32 x (R, N), whose column sums (kernels::column_sums' bits) are
-  // written into column_sums (N) by the same pass: a Linear's dY and its bias gradient.
-  Bf16RoundedOperand(const Tensor& x, Tensor& column_sums);
+  // written into *column_sums (N) by the same pass: a Linear's dY and its bias gradient.
+  Bf16RoundedOperand(const Tensor& x, Tensor* column_sums);
+  // For an f32 x (R, K) with unit column stride: rounded into a new copy (kept(): its R K bf16 values
+  // as 2 R K bytes of a u8 tensor) when `kept` is undefined; otherwise `kept` is such a copy of x
+  // made earlier (x unchanged since), live again.
+  Bf16RoundedOperand(const Tensor& x, const Tensor& kept);
   ~Bf16RoundedOperand();
   Bf16RoundedOperand(const Bf16RoundedOperand&) = delete;
   Bf16RoundedOperand& operator=(const Bf16RoundedOperand&) = delete;
   int64_t uses() const { return uses_; }  // products that read the copy so far
+  const Tensor& kept() const { return kept_; }  // the copy of the third constructor
 
   // The live copy of (p, rows, cols, ld) on this thread (a hit counts as a use), or null.
   static const uint16_t* lookup(const float* p, int64_t rows, int64_t cols, int64_t ld);
 
  private:
+  void push();  // makes this the innermost live operand
   const float* p_;
   int64_t rows_, cols_, ld_, uses_ = 0;
-  std::vector<uint16_t> bits_;
-  Bf16RoundedOperand* outer_;
+  std::vector<uint16_t> bits_;  // the copy, unless it is kept_
+  Tensor kept_;
+  const uint16_t* data_ = nullptr;
+  Bf16RoundedOperand* outer_ = nullptr;
 };
 
 // The GEMM front-end's hook: C (M, N), row stride ldc = A (M, K) @ op(B) (+ bias on every row) from a

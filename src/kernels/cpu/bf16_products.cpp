@@ -83,15 +83,16 @@ void gemm_bf16_rounded(Bf16Products how, bool ta, bool tb, int64_t M, int64_t N,
     return gemm(ta, tb, M, N, K, alpha, abuf.data(), ac, bbuf.data(), bc, beta, C, ldc);
   }
   thread_local std::vector<uint16_t> abuf, bbuf;
-  const uint16_t* a16 = Bf16RoundedOperand::lookup(A, ar, ac, lda);  // rounded once for several products
-  if (a16 == nullptr) {
-    abuf.resize(size_t(ar * ac));
-    round_to_bf16(A, ar, ac, lda, abuf.data());
-    a16 = abuf.data();
-  }
-  bbuf.resize(size_t(br * bc));
-  round_to_bf16(B, br, bc, ldb, bbuf.data());
-  gemm_bf16(ta, tb, M, N, K, alpha, a16, ac, bbuf.data(), bc, beta, C, ldc);
+  // Each operand from a live copy rounded once for several products, else rounded here.
+  const auto rounded = [](const float* x, int64_t rows, int64_t cols, int64_t ld, std::vector<uint16_t>& buf) {
+    if (const uint16_t* once = Bf16RoundedOperand::lookup(x, rows, cols, ld)) return once;
+    buf.resize(size_t(rows * cols));
+    round_to_bf16(x, rows, cols, ld, buf.data());
+    return static_cast<const uint16_t*>(buf.data());
+  };
+  const uint16_t* a16 = rounded(A, ar, ac, lda, abuf);
+  const uint16_t* b16 = rounded(B, br, bc, ldb, bbuf);
+  gemm_bf16(ta, tb, M, N, K, alpha, a16, ac, b16, bc, beta, C, ldc);
 }
 
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,

@@ -157,20 +157,45 @@ thread_local std::vector<uint16_t> t_spare;
 }  // namespace
 
 Bf16RoundedOperand::Bf16RoundedOperand(const float* p, int64_t rows, int64_t cols, int64_t ld)
-    : p_(p), rows_(rows), cols_(cols), ld_(ld), outer_(t_operand) {
+    : p_(p), rows_(rows), cols_(cols), ld_(ld) {
   QKV_CHECK(rows >= 0 && cols >= 0 && ld >= cols, "Bf16RoundedOperand",
             "expected a (rows, cols) matrix with row stride >= cols, got (", rows, ", ", cols, ") with ", ld);
   bits_.swap(t_spare);
   bits_.resize(size_t(rows * cols));
   round_to_bf16(p, rows, cols, ld, bits_.data());
-  t_operand = this;
+  push();
 }
 
-Bf16RoundedOperand::Bf16RoundedOperand(const Tensor& x, Tensor& column_sums)
-    : p_(x.data<float>()), rows_(x.size(0)), cols_(x.size(1)), ld_(x.size(1)), outer_(t_operand) {
+Bf16RoundedOperand::Bf16RoundedOperand(const Tensor& x, Tensor* column_sums)
+    : p_(x.data<float>()), rows_(x.size(0)), cols_(x.size(1)), ld_(x.size(1)) {
   bits_.swap(t_spare);
   bits_.resize(size_t(rows_ * cols_));
-  column_sums_and_bf16(x, column_sums, bits_.data());  // checks x (contiguous f32 (R, N)) and the sums
+  column_sums_and_bf16(x, *column_sums, bits_.data());  // checks x (contiguous f32 (R, N)) and the sums
+  push();
+}
+
+Bf16RoundedOperand::Bf16RoundedOperand(const Tensor& x, const Tensor& kept) {
+  QKV_CHECK(x.ndim() == 2 && x.dtype() == DType::f32 && (x.strides()[1] == 1 || x.size(1) <= 1) &&
+                x.strides()[0] >= x.size(1),
+            "Bf16RoundedOperand", "expected an f32 (R, K) matrix with unit column stride, got ", x.str());
+  p_ = x.data<float>(), rows_ = x.size(0), cols_ = x.size(1), ld_ = std::max<int64_t>(x.strides()[0], cols_);
+  // The copy's bytes in a u8 tensor (bf16 is not a dtype tensors are made with): from the caching
+  // allocator, so a step's copies reuse the last step's blocks rather than fault in new pages.
+  const int64_t bytes = rows_ * cols_ * int64_t(sizeof(uint16_t));
+  if (kept.defined()) {
+    QKV_CHECK(kept.dtype() == DType::u8 && kept.numel() == bytes && kept.is_contiguous(), "Bf16RoundedOperand",
+              "a kept copy of an ", x.shape().str(), " matrix is ", bytes, " contiguous u8 bytes, got ", kept.str());
+    kept_ = kept;
+  } else {
+    kept_ = Tensor::empty(Shape{bytes}, DType::u8);
+    round_to_bf16(p_, rows_, cols_, ld_, static_cast<uint16_t*>(kept_.raw_data()));
+  }
+  push();
+}
+
+void Bf16RoundedOperand::push() {
+  data_ = kept_.defined() ? static_cast<const uint16_t*>(kept_.raw_data()) : bits_.data();
+  outer_ = t_operand;
   t_operand = this;
 }
 
@@ -180,10 +205,12 @@ Bf16RoundedOperand::~Bf16RoundedOperand() {
 }
 
 const uint16_t* Bf16RoundedOperand::lookup(const float* p, int64_t rows, int64_t cols, int64_t ld) {
-  Bf16RoundedOperand* o = t_operand;
-  if (o == nullptr || o->p_ != p || o->rows_ != rows || o->cols_ != cols || o->ld_ != ld) return nullptr;
-  ++o->uses_;
-  return o->bits_.data();
+  for (Bf16RoundedOperand* o = t_operand; o != nullptr; o = o->outer_)
+    if (o->p_ == p && o->rows_ == rows && o->cols_ == cols && o->ld_ == ld) {
+      ++o->uses_;
+      return o->data_;
+    }
+  return nullptr;
 }
 
 }  // namespace qkv::kernels
