@@ -217,27 +217,32 @@ std::vector<std::string> Adam::buffer_names() const {
 
 void Adam::step() {
   // Every parameter's update in one parallel region (kernels::adam_update_all).
+  // Every grad is checked (for_each_grad) before any parameter or step count changes.
   std::vector<Tensor> grads;  // contiguous grads, alive until the updates ran
+  std::vector<State*> states;
   std::vector<kernels::AdamUpdate> updates;
   for_each_grad([&](const ParamGroup& g, Tensor& p, const Tensor& grad, size_t i) {
     State& s = state(i);
     if (s.step == 0)
       for (const std::string& n : buffer_names()) s.buffers[n] = Tensor::zeros_like(p);
-    ++s.step;
     kernels::AdamStep h;
     h.lr = *g.lr;
     h.beta1 = beta1_;
     h.beta2 = beta2_;
     h.eps = eps_;
     h.weight_decay = *g.weight_decay;
-    h.step = s.step;
+    h.step = s.step + 1;
     h.decoupled = decoupled_;
     h.amsgrad = amsgrad_;
     grads.push_back(grad);
+    states.push_back(&s);
     updates.push_back({&p, nullptr, &s.buffers["exp_avg"], &s.buffers["exp_avg_sq"],
                        amsgrad_ ? &s.buffers["max_exp_avg_sq"] : nullptr, h});
   });
-  for (size_t i = 0; i < updates.size(); ++i) updates[i].g = &grads[i];  // grads no longer grows
+  for (size_t i = 0; i < updates.size(); ++i) {
+    updates[i].g = &grads[i];  // grads no longer grows
+    ++states[i]->step;
+  }
   kernels::adam_update_all(updates);
 }
 

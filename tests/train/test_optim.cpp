@@ -208,4 +208,13 @@ TEST(Optim, BadInputsThrowNamingTheOptimizer) {
     expect_error([&] { opt.load_state_dict(st); }, {"unexpected", "param.7.exp_avg"});
     expect_error([&] { opt.set_lr(NAN); }, {"Adam.set_lr"});
   }
+  {  // a bad grad on the second parameter: the first is not updated and no step is counted
+    Tensor a = Tensor::ones({4}).set_requires_grad(true), b = Tensor::ones({2}).set_requires_grad(true);
+    Adam opt(single_group({a, b}), 0.1);
+    a.set_grad(Tensor::ones({4}));
+    b.set_grad(Tensor::ones({3}));
+    expect_error([&] { opt.step(); }, {"Adam.step", "parameter 1"});
+    EXPECT_EQ(a.to_vector<float>(), std::vector<float>(4, 1.f));
+    EXPECT_TRUE(opt.state_dict().count("param.0.step") == 0) << "no step counted";
+  }
 }

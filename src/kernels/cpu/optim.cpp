@@ -50,16 +50,16 @@ void adam_chunk(T* __restrict p, const T* __restrict g, T* __restrict m, T* __re
   }
 }
 
-// Static partition of [0, n) over the OpenMP threads (serial below kParallelGrain). Chunks start
-// at multiples of 64 elements, so an element takes the same (vector or scalar-tail) code path
-// whatever the thread count, and the result is bit-identical across thread counts.
-// Thread t's chunk [lo, hi) of [0, n) among nt (possibly empty).
+// Thread t's chunk [lo, hi) of [0, n) among nt (possibly empty). Chunks start at multiples of 64
+// elements, so an element takes the same (vector or scalar-tail) code path whatever the thread
+// count, and the result is bit-identical across thread counts.
 void chunk_of(int64_t n, int64_t t, int64_t nt, int64_t* lo, int64_t* hi) {
   const int64_t per = ((n + nt - 1) / nt + 63) / 64 * 64;
   *lo = std::min(n, t * per);
   *hi = std::min(n, *lo + per);
 }
 
+// Static partition of [0, n) over the OpenMP threads by chunk_of (serial below kParallelGrain).
 template <typename Body>
 void parallel_chunks(int64_t n, Body&& body) {
   if (n < kParallelGrain) {
