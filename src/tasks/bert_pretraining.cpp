@@ -170,20 +170,12 @@ BertRunResult train_bert(const TrainingRun& run) {
   manual_seed(sec.seed);  // initialisation and dropout draw from the default generator
   if (!spec.resuming()) {
     fs::create_directories(spec.dir);
+    nlohmann::json& m = spec.config["model"];
+    const nlohmann::json defaults{{"max_position_embeddings", max_len}};
+    check_model_section<models::BertConfig>(m, defaults, spec.where);
     std::shared_ptr<text::Tokenizer> tok = make_bert_tokenizer(sec.tokenizer, spec.where, run.tokenizer_path, train_docs,
                                                           (fs::path(spec.dir) / "work").string());
-    nlohmann::json& m = spec.config["model"];
-    if (!m.contains("vocab_size")) m["vocab_size"] = tok->vocab_size();
-    if (!m.contains("max_position_embeddings")) m["max_position_embeddings"] = max_len;
-    models::BertConfig cfg;
-    try {
-      cfg = m.get<models::BertConfig>();
-    } catch (const Error& e) {
-      fail(spec.where, "section 'model': ", e.what());
-    }
-    cfg.validate();
-    QKV_CHECK(cfg.vocab_size >= tok->vocab_size(), spec.where, "field 'model.vocab_size': ", cfg.vocab_size,
-              " is smaller than the tokenizer's ", tok->vocab_size(), " tokens");
+    const auto cfg = new_model_config<models::BertConfig>(m, defaults, *tok, spec.where);
     fix_cosine_schedule(spec.config, topt, spec.where);
     bundle = io::make_bert(cfg, {true, true});
     bundle.tokenizer = tok;

@@ -91,6 +91,7 @@ io::GptClassifierBundle new_gpt_classifier(const std::string& init_from, nlohman
     bundle.tokenizer = g.tokenizer;
     body = g.model;
   } else {
+    check_model_section<models::GptConfig>(model_cfg, nlohmann::json::object(), where);
     std::fprintf(stderr, "qkv train: learning byte-level BPE from %zu training examples ...\n", train_set.gold.size());
     bundle.tokenizer = learn_tokenizer(tok_cfg, train_set);
   }
@@ -106,16 +107,8 @@ io::GptClassifierBundle new_gpt_classifier(const std::string& init_from, nlohman
     std::fprintf(stderr, "qkv train: %d tokens added to the tokenizer of %s; vocabulary %lld\n", added,
                  init_from.c_str(), (long long)body->config().vocab_size);
   } else {
-    model_cfg["vocab_size"] = bundle.tokenizer->vocab_size();
-    models::GptConfig gc;
-    try {
-      gc = model_cfg.get<models::GptConfig>();
-    } catch (const nlohmann::json::exception& e) {
-      fail(where, "field 'model': ", e.what());
-    } catch (const Error& e) {
-      fail(where, "section 'model': ", e.what());
-    }
-    body = std::make_shared<models::Gpt>(gc);
+    body = std::make_shared<models::Gpt>(
+        new_model_config<models::GptConfig>(model_cfg, nlohmann::json::object(), *bundle.tokenizer, where));
   }
   const int64_t P = body->config().n_positions;
   bundle.max_len = max_len > 0 ? std::min(max_len, P) : P;
@@ -136,31 +129,16 @@ io::BertClassifierBundle new_bert_classifier(const std::string& init_from, nlohm
     std::fprintf(stderr, "qkv train: from %s: %s", init_from.c_str(), b.report.summary().c_str());
     return b;
   }
-  auto parse = [&](const nlohmann::json& m) {
-    try {
-      return m.get<models::BertConfig>();
-    } catch (const nlohmann::json::exception& e) {
-      fail(where, "section 'model': ", e.what());
-    } catch (const Error& e) {
-      fail(where, "section 'model': ", e.what());
-    }
-  };
-  if (!model_cfg.contains("vocab_size")) {  // its keys checked before the vocabulary is learned
-    nlohmann::json probe = model_cfg;
-    probe["vocab_size"] = int64_t(1) << 40;  // a stand-in larger than any pad_token_id; nothing is allocated
-    parse(probe);
-  }
+  nlohmann::json defaults = nlohmann::json::object();
+  if (spec.max_len > 0) defaults["max_position_embeddings"] = spec.max_len;
+  check_model_section<models::BertConfig>(model_cfg, defaults, where);
   std::vector<std::string> texts;
   for (auto& x : train_set.inputs) {
     texts.push_back(x.a);
     if (x.pair) texts.push_back(x.b);
   }
   std::shared_ptr<text::Tokenizer> tok = make_bert_tokenizer(tok_cfg, where, flag_tokenizer, texts, work_dir);
-  if (!model_cfg.contains("vocab_size")) model_cfg["vocab_size"] = tok->vocab_size();
-  if (!model_cfg.contains("max_position_embeddings") && spec.max_len > 0) model_cfg["max_position_embeddings"] = spec.max_len;
-  const models::BertConfig cfg = parse(model_cfg);
-  QKV_CHECK(cfg.vocab_size >= tok->vocab_size(), where, "field 'model.vocab_size': ", cfg.vocab_size,
-            " is smaller than the tokenizer's ", tok->vocab_size(), " tokens");
+  const auto cfg = new_model_config<models::BertConfig>(model_cfg, defaults, *tok, where);
   return io::make_bert_classifier(cfg, spec, tok);
 }
 

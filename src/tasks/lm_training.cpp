@@ -120,19 +120,12 @@ LmRunResult train_lm(const LmRun& run) {
   manual_seed(sec.seed);  // initialisation and dropout draw from the default generator
   if (!spec.resuming()) {
     fs::create_directories(spec.dir);
+    nlohmann::json& m = spec.config["model"];
+    const nlohmann::json defaults{{"n_positions", context}};
+    check_model_section<models::GptConfig>(m, defaults, spec.where);
     bundle.tokenizer = make_tokenizer(sec.tokenizer, spec.where, run.tokenizer_path, train_docs,
                                       (fs::path(spec.dir) / "work").string());
-    nlohmann::json& m = spec.config["model"];
-    if (!m.contains("vocab_size")) m["vocab_size"] = bundle.tokenizer->vocab_size();
-    if (!m.contains("n_positions")) m["n_positions"] = context;
-    try {
-      bundle.config = m.get<models::GptConfig>();
-    } catch (const Error& e) {
-      fail(spec.where, "section 'model': ", e.what());
-    }
-    bundle.config.validate();
-    QKV_CHECK(bundle.config.vocab_size >= bundle.tokenizer->vocab_size(), spec.where, "field 'model.vocab_size': ",
-              bundle.config.vocab_size, " is smaller than the tokenizer's ", bundle.tokenizer->vocab_size(), " tokens");
+    bundle.config = new_model_config<models::GptConfig>(m, defaults, *bundle.tokenizer, spec.where);
     fix_cosine_schedule(spec.config, topt, spec.where);
     bundle.model = std::make_shared<models::Gpt>(bundle.config);
     write_run_json(spec);

@@ -125,21 +125,12 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
         if (seen.insert(e.context).second) texts.push_back(e.context);
         texts.push_back(e.question);
       }
+      nlohmann::json& m = spec.config["model"];
+      const nlohmann::json defaults{{"max_position_embeddings", qa_opt.window.max_len}};
+      check_model_section<models::BertConfig>(m, defaults, spec.where);
       std::shared_ptr<text::Tokenizer> tok =
           make_bert_tokenizer(sec.tokenizer, spec.where, run.tokenizer_path, texts, (fs::path(spec.dir) / "work").string());
-      nlohmann::json& m = spec.config["model"];
-      if (!m.contains("vocab_size")) m["vocab_size"] = tok->vocab_size();
-      if (!m.contains("max_position_embeddings")) m["max_position_embeddings"] = qa_opt.window.max_len;
-      models::BertConfig cfg;
-      try {
-        cfg = m.get<models::BertConfig>();
-      } catch (const Error& e) {
-        fail(spec.where, "section 'model': ", e.what());
-      }
-      cfg.validate();
-      QKV_CHECK(cfg.vocab_size >= tok->vocab_size(), spec.where, "field 'model.vocab_size': ", cfg.vocab_size,
-                " is smaller than the tokenizer's ", tok->vocab_size(), " tokens");
-      bundle = io::make_bert_qa(cfg);
+      bundle = io::make_bert_qa(new_model_config<models::BertConfig>(m, defaults, *tok, spec.where));
       bundle.tokenizer = tok;
     }
     spec.config["model"] = bundle.config;

@@ -114,21 +114,13 @@ TaggerRunResult train_bert_tagger(const TrainingRun& run) {
       QKV_CHECK(bundle.tokenizer != nullptr, init_from, "has no tokenizer (tokenizer.json or vocab.txt)");
       std::fprintf(stderr, "qkv train: from %s: %s", init_from.c_str(), bundle.report.summary().c_str());
     } else {
-      std::shared_ptr<text::Tokenizer> tok = make_bert_tokenizer(
-          tok_cfg, spec.where, run.tokenizer_path, sentence_texts(train_set), (fs::path(spec.dir) / "work").string());
       nlohmann::json& m = spec.config["model"];
       if (!m.is_object()) m = nlohmann::json::object();
-      if (!m.contains("vocab_size")) m["vocab_size"] = tok->vocab_size();
-      if (!m.contains("max_position_embeddings")) m["max_position_embeddings"] = max_len;
-      models::BertConfig cfg;
-      try {
-        cfg = m.get<models::BertConfig>();
-      } catch (const Error& e) {
-        fail(spec.where, "section 'model': ", e.what());
-      }
-      cfg.validate();
-      QKV_CHECK(cfg.vocab_size >= tok->vocab_size(), spec.where, "field 'model.vocab_size': ", cfg.vocab_size,
-                " is smaller than the tokenizer's ", tok->vocab_size(), " tokens");
+      const nlohmann::json defaults{{"max_position_embeddings", max_len}};
+      check_model_section<models::BertConfig>(m, defaults, spec.where);
+      std::shared_ptr<text::Tokenizer> tok = make_bert_tokenizer(
+          tok_cfg, spec.where, run.tokenizer_path, sentence_texts(train_set), (fs::path(spec.dir) / "work").string());
+      const auto cfg = new_model_config<models::BertConfig>(m, defaults, *tok, spec.where);
       bundle = io::make_bert_tagger(cfg, std::move(labels));
       bundle.tokenizer = tok;
     }

@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using qkv::testing::qkv_bin;
+using qkv::testing::run_qkv;
 using qkv::testing::spawn;
 using qkv::testing::step_dir;
 using qkv::testing::wait_exit;
@@ -106,4 +107,37 @@ TEST(BertPretrainCli, SigkillThenResumeIsBitIdenticalAndModelLoads) {
   }
   EXPECT_TRUE(has_nsp && has_mlm) << b.report.summary();
   if (!HasFailure()) fs::remove_all(dir);  // kept for inspection otherwise
+}
+
+// A mistake in the model section (a key BertConfig does not have, hidden_size not a multiple of
+// the heads) is an error naming the config and the key, found before a WordPiece vocabulary is
+// learned (which takes minutes on a real corpus).
+TEST(BertPretrainCli, ModelSectionMistakesAreNamedBeforeTheVocabularyIsLearned) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_bert_badmodel_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  qkv::testing::write_lm_corpus(dir, 50, 10, 11);
+  const auto base = nlohmann::json::parse(kConfig);
+  struct Case {
+    const char* key;
+    nlohmann::json value;
+    const char* expected;
+  } cases[] = {{"hidden_sise", 32, "hidden_sise"},
+               {"num_attention_heads", 3, "hidden_size must be a positive multiple of num_attention_heads"}};
+  for (const Case& c : cases) {
+    nlohmann::json cfg = base;
+    cfg["model"][c.key] = c.value;
+    const fs::path config = dir / (std::string(c.key) + ".json");
+    qkv::write_file_atomic(config.string(), cfg.dump());
+    EXPECT_NE(run_qkv({"train", "--config", config.string(), "--train", (dir / "train.txt").string(), "--valid",
+                       (dir / "valid.txt").string(), "--out", (dir / (std::string("run_") + c.key)).string()},
+                      dir / "bad.log"),
+              0);
+    const std::string log = qkv::read_file((dir / "bad.log").string());
+    EXPECT_NE(log.find(config.string()), std::string::npos) << log;
+    EXPECT_NE(log.find("section 'model'"), std::string::npos) << log;
+    EXPECT_NE(log.find(c.expected), std::string::npos) << log;
+    EXPECT_EQ(log.find("learning"), std::string::npos) << log;
+  }
+  if (!HasFailure()) fs::remove_all(dir);
 }

@@ -161,6 +161,20 @@ TEST(LmTrainCli, BadConfigKeysAreNamed) {
               0);
     std::string log = qkv::read_file((dir / "bad.log").string());
     EXPECT_NE(log.find(c.key), std::string::npos) << c.section << "." << c.key << ": " << log;
+    // A mistake in the model section is found before minutes go into learning a tokenizer.
+    if (std::string(c.section) == "model") EXPECT_EQ(log.find("learning"), std::string::npos) << log;
   }
+  // So is a model section that parses but cannot be built (n_embd not a multiple of n_head).
+  nlohmann::json cfg = base;
+  cfg["model"]["n_head"] = 3;
+  qkv::write_file_atomic((dir / "heads.json").string(), cfg.dump());
+  EXPECT_NE(run_qkv({"train", "--config", (dir / "heads.json").string(), "--train", (dir / "train.txt").string(),
+                     "--valid", (dir / "valid.txt").string(), "--out", (dir / "run_heads").string()},
+                    dir / "bad.log"),
+            0);
+  const std::string log = qkv::read_file((dir / "bad.log").string());
+  EXPECT_NE(log.find("section 'model': GptConfig: n_embd must be a positive multiple of n_head"), std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("learning"), std::string::npos) << log;
   fs::remove_all(dir);
 }

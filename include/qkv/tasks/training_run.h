@@ -12,8 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "qkv/text/tokenizer.h"
 #include "qkv/train/schedule.h"
 #include "qkv/train/trainer.h"
+#include "qkv/util/error.h"
 
 namespace qkv::tasks {
 
@@ -70,6 +72,41 @@ struct RunSections {
 };
 RunSections read_run_sections(nlohmann::json& config, const std::string& where,
                               const std::string& default_model_type);
+
+// A new run's model config (models::GptConfig, models::BertConfig: a type with from_json and
+// validate()) from its "model" section `m`: every key of `defaults` and vocab_size (the
+// tokenizer's size) that `m` lacks is written into it, so that run.json records them; the result is
+// validated and must have a row for every token of `tok`. check_model_section reads the same keys
+// with a stand-in vocabulary, before a tokenizer is learned: a mistake in the section costs no
+// minutes of learning. Errors name `where`, the section and the key.
+template <class Config>
+Config read_model_section(nlohmann::json& m, const nlohmann::json& defaults, const std::string& where) {
+  for (const auto& [key, value] : defaults.items())
+    if (!m.contains(key)) m[key] = value;
+  try {
+    Config cfg = m.get<Config>();
+    cfg.validate();
+    return cfg;
+  } catch (const nlohmann::json::exception& e) {
+    fail(where, "section 'model': ", e.what());
+  } catch (const Error& e) {
+    fail(where, "section 'model': ", e.what());
+  }
+}
+template <class Config>
+void check_model_section(nlohmann::json m, nlohmann::json defaults, const std::string& where) {
+  defaults["vocab_size"] = int64_t(1) << 40;  // larger than any pad token id; only checked, nothing allocated
+  read_model_section<Config>(m, defaults, where);
+}
+template <class Config>
+Config new_model_config(nlohmann::json& m, nlohmann::json defaults, const text::Tokenizer& tok,
+                        const std::string& where) {
+  defaults["vocab_size"] = tok.vocab_size();
+  const Config cfg = read_model_section<Config>(m, defaults, where);
+  QKV_CHECK(cfg.vocab_size >= tok.vocab_size(), where, "field 'model.vocab_size': ", cfg.vocab_size,
+            " is smaller than the tokenizer's ", tok.vocab_size(), " tokens");
+  return cfg;
+}
 
 // Where a family's named corpora live: build(name, data_dir) builds corpus `name` if needed (or
 // throws naming the corpora it knows) and returns its directory, which holds `train` and `valid`.
