@@ -1,4 +1,5 @@
 #include "qkv/data/corpus.h"
+#include "qkv/data/corpus_mt.h"  // BuildResult
 
 #include <algorithm>
 #include <cmath>
@@ -199,6 +200,12 @@ std::map<std::string, Split> split_groups(const std::vector<std::string>& groups
   for (size_t i = 0; i < g.size(); ++i)
     out[g[i]] = i < n_test ? Split::Test : i < n_test + n_valid ? Split::Valid : Split::Train;
   return out;
+}
+
+bool reuse_build(BuildResult& res, const nlohmann::json& key, const std::vector<std::string>& files, bool force) {
+  if (force || !is_up_to_date(res.out_dir, key, files)) return false;
+  res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
+  return true;
 }
 
 bool is_up_to_date(const std::string& out_dir, const nlohmann::json& key,

@@ -22,10 +22,7 @@ BuildResult build_cls_corpus(const ExtraBuildOptions& opt) {
                               {"indexes", description_indexes_key()},
                               {"valid_frac", valid_frac}, {"test_frac", test_frac}, {"seed", opt.seed}};
   const std::vector<std::string> outputs = {"train.tsv", "valid.tsv", "test.tsv", "stats.json"};
-  if (!opt.force && is_up_to_date(res.out_dir, key, outputs)) {
-    res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
-    return res;
-  }
+  if (reuse_build(res, key, outputs, opt.force)) return res;
   const DescriptionIndexes idx = fetch_description_indexes(opt.cache_dir, opt.verbose);
   const auto long_desc = long_descriptions(idx.translations);  // Description-md5 -> long text
 
@@ -39,8 +36,7 @@ BuildResult build_cls_corpus(const ExtraBuildOptions& opt) {
     std::string section = rec["Section"];
     if (section.empty()) continue;
     if (size_t sl = section.rfind('/'); sl != std::string::npos) section.erase(0, sl + 1);
-    std::string source = rec.count("Source") ? rec["Source"] : rec["Package"];
-    if (size_t sp = source.find(' '); sp != std::string::npos) source.resize(sp);  // "src (ver)"
+    const std::string source = source_package(rec);
     std::string text = normalize_whitespace(to_utf8(rec["Description"]));
     auto it = long_desc.find(rec["Description-md5"]);
     if (it != long_desc.end() && !it->second.empty()) text += " " + it->second;

@@ -39,10 +39,7 @@ BuildResult build_lm_corpus(const ExtraBuildOptions& opt) {
                               {"index", "bookworm main/i18n/Translation-en.xz"},
                               {"min_tokens", kMinTokens}, {"seed", opt.seed}};
   const std::vector<std::string> outputs = {"train.txt", "valid.txt", "test.txt", "stats.json"};
-  if (!opt.force && is_up_to_date(res.out_dir, key, outputs)) {
-    res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
-    return res;
-  }
+  if (reuse_build(res, key, outputs, opt.force)) return res;
   const std::string cache = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
   const std::string tr = fetch_archive_index("main/i18n/Translation-en.xz", cache, "bookworm", opt.verbose);
   auto debs = fetch_debs(kLmPackages, cache + "/debs", opt.verbose);

@@ -86,10 +86,7 @@ BuildResult build_mt_corpus(const MtBuildOptions& opt) {
                         {"max_len_ratio", c.filter.max_len_ratio}};
   const std::vector<std::string> outputs = {"train.tsv", "valid.tsv", "test.tsv", "stats.json",
                                             "packages.tsv"};
-  if (!opt.force && is_up_to_date(res.out_dir, key, outputs)) {
-    res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
-    return res;
-  }
+  if (reuse_build(res, key, outputs, opt.force)) return res;
   if (!opt.force && opt.keep_explicit_list && opt.package_list.empty()) {
     if (auto kept = explicit_list_corpus(res.out_dir, outputs)) {
       res.stats = std::move(*kept);

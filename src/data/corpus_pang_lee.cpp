@@ -107,10 +107,8 @@ BuildResult build_pattern_csv_corpus(const ExtraBuildOptions& opt, const Pattern
   };
   const std::vector<std::string> outputs = {"train.tsv", "valid.tsv", "test.tsv", "stats.json"};
   if (std::string cached = find_cached_deb(deb_dir, "python3-pattern");
-      !opt.force && !cached.empty() && is_up_to_date(res.out_dir, key_for(cached), outputs)) {
-    res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
+      !cached.empty() && reuse_build(res, key_for(cached), outputs, opt.force))
     return res;
-  }
   const std::string deb = fetch_debs({"python3-pattern"}, deb_dir, opt.verbose).at("python3-pattern");
   std::string csv;
   extract_deb_files(deb, [&](const std::string& p) { return p == member; },

@@ -156,6 +156,14 @@ std::vector<std::string> wordnet_glosses(std::string_view data) {
   return out;
 }
 
+std::string source_package(const std::map<std::string, std::string>& rec) {
+  const auto src = rec.find("Source");
+  const auto pkg = rec.find("Package");
+  std::string name = src != rec.end() ? src->second : (pkg != rec.end() ? pkg->second : "");
+  if (size_t sp = name.find(' '); sp != std::string::npos) name.resize(sp);  // "src (ver)"
+  return name;
+}
+
 std::unordered_map<std::string, std::string> long_descriptions(const std::string& translation_index) {
   std::unordered_map<std::string, std::string> out;
   for (auto& rec : parse_deb822(read_compressed(translation_index))) {

@@ -129,10 +129,7 @@ BuildResult build_qa_corpus(const QaCorpusOptions& qo) {
                               {"valid_frac", valid_frac}, {"test_frac", test_frac}, {"seed", opt.seed},
                               {"max_packages", qo.max_packages}};
   const std::vector<std::string> outputs = {"train.jsonl", "valid.jsonl", "test.jsonl", "stats.json"};
-  if (!opt.force && is_up_to_date(res.out_dir, key, outputs)) {
-    res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
-    return res;
-  }
+  if (reuse_build(res, key, outputs, opt.force)) return res;
   const DescriptionIndexes idx = fetch_description_indexes(opt.cache_dir, opt.verbose);
   const auto long_desc = long_descriptions(idx.translations);  // Description-md5 -> long text
   std::vector<QaPackage> packages;
@@ -140,8 +137,7 @@ BuildResult build_qa_corpus(const QaCorpusOptions& qo) {
   for (auto& rec : parse_deb822(read_compressed(idx.packages))) {
     QaPackage p;
     p.package = rec["Package"];
-    p.source = rec.count("Source") ? rec["Source"] : "";
-    if (size_t sp = p.source.find(' '); sp != std::string::npos) p.source.resize(sp);  // "src (ver)"
+    p.source = source_package(rec);  // the package itself when it has no Source field
     p.version = rec["Version"];
     p.maintainer = normalize_whitespace(to_utf8(rec["Maintainer"]));
     p.section = rec["Section"];
@@ -166,7 +162,7 @@ BuildResult build_qa_corpus(const QaCorpusOptions& qo) {
                      [](const QaPackage& a, const QaPackage& b) { return a.package < b.package; });
   }
   std::vector<std::string> sources;
-  for (auto& p : packages) sources.push_back(p.source.empty() ? p.package : p.source);
+  for (auto& p : packages) sources.push_back(p.source);
   const auto split_of = split_groups(sources, valid_frac, test_frac, opt.seed);
   SplitTexts splits;
   std::map<std::string, uint64_t> rules[3];

@@ -28,10 +28,7 @@ BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
   const nlohmann::json key = {{"builder", "qkv sentiment corpus v1"}, {"npm", kSpec},
                               {"valid_frac", valid_frac}, {"test_frac", test_frac}, {"seed", opt.seed}};
   const std::vector<std::string> outputs = {"train.tsv", "valid.tsv", "test.tsv", "stats.json"};
-  if (!opt.force && is_up_to_date(res.out_dir, key, outputs)) {
-    res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
-    return res;
-  }
+  if (reuse_build(res, key, outputs, opt.force)) return res;
   const std::string cache = opt.cache_dir.empty() ? default_cache_dir() : opt.cache_dir;
   const std::string npm_dir = cache + "/npm";
   fs::create_directories(npm_dir);

@@ -241,10 +241,8 @@ BuildResult build_pos_wsj_corpus(const ExtraBuildOptions& opt) {
   };
   const std::vector<std::string> outputs = {"train.conll", "valid.conll", "test.conll", "stats.json"};
   if (std::string cached = find_cached_deb(deb_dir, "python3-pattern");
-      !opt.force && !cached.empty() && is_up_to_date(res.out_dir, key_for(cached), outputs)) {
-    res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
+      !cached.empty() && reuse_build(res, key_for(cached), outputs, opt.force))
     return res;
-  }
   const std::string deb = fetch_debs({"python3-pattern"}, deb_dir, opt.verbose).at("python3-pattern");
   std::string text;
   extract_deb_files(deb, [&](const std::string& p) { return p == member; },
@@ -293,10 +291,7 @@ BuildResult build_ner_debian_corpus(const ExtraBuildOptions& opt) {
   const nlohmann::json key = {{"builder", "qkv ner-debian corpus v2"}, {"indexes", description_indexes_key()},
                               {"valid_frac", valid_frac}, {"test_frac", test_frac}, {"seed", opt.seed}};
   const std::vector<std::string> outputs = {"train.conll", "valid.conll", "test.conll", "stats.json"};
-  if (!opt.force && is_up_to_date(res.out_dir, key, outputs)) {
-    res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
-    return res;
-  }
+  if (reuse_build(res, key, outputs, opt.force)) return res;
   const DescriptionIndexes idx = fetch_description_indexes(opt.cache_dir, opt.verbose);
   const auto long_desc = long_descriptions(idx.translations);  // Description-md5 -> long text
 
@@ -311,8 +306,7 @@ BuildResult build_ner_debian_corpus(const ExtraBuildOptions& opt) {
   for (auto& rec : parse_deb822(read_compressed(idx.packages))) {
     if (rec["Package"].empty()) continue;
     ++packages;
-    std::string source = rec.count("Source") ? rec["Source"] : rec["Package"];
-    if (size_t sp = source.find(' '); sp != std::string::npos) source.resize(sp);  // "src (ver)"
+    const std::string source = source_package(rec);
     auto it = long_desc.find(rec["Description-md5"]);
     for (auto& t : ner_label_package(rec, it == long_desc.end() ? std::string_view() : std::string_view(it->second))) {
       if (!seen.insert(conll_block(t)).second) {

@@ -57,6 +57,10 @@ std::map<std::string, Split> split_groups(const std::vector<std::string>& groups
 bool is_up_to_date(const std::string& out_dir, const nlohmann::json& key,
                    const std::vector<std::string>& files);
 void write_stamp(const std::string& out_dir, const nlohmann::json& key);
+// A builder's first step: true (and res.stats read from its stats.json) when res.out_dir holds a
+// finished build of `key` with every file and the build is not forced; the builder returns res.
+struct BuildResult;
+bool reuse_build(BuildResult& res, const nlohmann::json& key, const std::vector<std::string>& files, bool force);
 
 // ---- the end of every corpus build ----
 // The three splits' text and statistics, indexed by int(Split).

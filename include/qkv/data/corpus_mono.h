@@ -46,6 +46,8 @@ BuildResult build_conll2010_corpus(const ExtraBuildOptions& opt);
 // Records of a deb822 file (Packages, Translation-en): field -> value; continuation lines are
 // kept, joined with "\n" (their leading space included).
 std::vector<std::map<std::string, std::string>> parse_deb822(std::string_view text);
+// A Packages record's source package: the name in Source (without a "(version)"), else Package.
+std::string source_package(const std::map<std::string, std::string>& rec);
 
 // Paragraphs of a Debian long description (the continuation lines of Description):
 // " ." separates paragraphs; a line indented by two or more spaces, or a bullet (" * ", " - ",
