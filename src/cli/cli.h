@@ -9,6 +9,10 @@
 
 #include "qkv/kernels/bf16.h"
 
+namespace CLI {
+class App;
+}
+
 namespace qkv::cli {
 
 struct Command {
@@ -29,14 +33,12 @@ struct Register {
 // stdin), the line and `what` the lines are (e.g. "sentences to translate").
 std::vector<std::string> read_input_lines(const std::string& path, const std::string& what);
 
-// --precision of the inference commands (translate, generate, classify, embed, serve): its help
-// text, and the value read, checked before the model loads: bf16 on a CPU without AMX or
+// --precision of the inference commands (translate, generate, classify, embed, serve):
+// add_precision_option registers it on `app` (fp32 | bf16 | int8, default fp32, stored in
+// `value`); read_precision checks the value before the model loads: bf16 on a CPU without AMX or
 // AVX512_BF16, or int8 without AVX512-VNNI or AMX, is an error naming `command`
 // (kernels::check_precision_supported).
-inline constexpr const char* kPrecisionHelp =
-    "matrix products in fp32, bf16 (weights converted once to bf16, f32 accumulation; needs AMX or AVX512_BF16) or "
-    "int8 (the large weights quantized once per output channel, activations per row, exact int32 sums; needs "
-    "AVX512-VNNI or AMX)";
+void add_precision_option(CLI::App& app, std::string& value);
 kernels::MatmulPrecision read_precision(const std::string& value, const char* command);
 
 }  // namespace qkv::cli

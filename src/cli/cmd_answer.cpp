@@ -47,11 +47,7 @@ int run(int argc, char** argv) {
   app.add_option("--max-len", max_len, "window length in tokens (default: the model's qa.json)");
   app.add_option("--doc-stride", doc_stride, "context tokens between window starts (default: the model's qa.json)");
   app.add_option("--batch-size", batch_size, "windows per forward pass")->check(CLI::PositiveNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  CLI11_PARSE(app, argc, argv);
   tasks::QuestionAnswerer qa(model_dir);
   tasks::QaOptions& o = qa.options();
   o.n_best = n_best;

@@ -21,11 +21,7 @@ int run(int argc, char** argv) {
   app.add_option("--run", run_dir, "a run directory: average its newest checkpoints (with --last)");
   app.add_option("--last", last, "how many of the run's newest checkpoints")->check(CLI::PositiveNumber);
   app.add_option("--out", out, "the averaged model directory (written atomically)")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  CLI11_PARSE(app, argc, argv);
   if (!run_dir.empty()) {
     QKV_CHECK(dirs.empty(), "average", "give checkpoint directories or --run, not both");
     QKV_CHECK(last > 0, "average", "--run needs --last N");

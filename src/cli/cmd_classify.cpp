@@ -24,12 +24,8 @@ int run(int argc, char** argv) {
   app.add_flag("--all-probs", opt.all_probabilities, "with --json: every label's probability");
   app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(CLI::PositiveNumber);
   std::string precision = "fp32";
-  app.add_option("--precision", precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "int8"}))->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  add_precision_option(app, precision);
+  CLI11_PARSE(app, argc, argv);
   opt.precision = read_precision(precision, "qkv classify");
   const tasks::Classifier clf(model_dir);
   std::vector<tasks::ClsInput> inputs;

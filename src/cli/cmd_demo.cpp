@@ -109,11 +109,7 @@ int run(int argc, char** argv) {
   app.add_option("--seed", seed, "seed of the data and the initial weights");
   app.add_option("--min-accuracy", min_acc, "exit 1 if the test accuracy ends below this (0..1)")
       ->check(CLI::Range(0.0, 1.0));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  CLI11_PARSE(app, argc, argv);
   QKV_CHECK(warmup < steps, "demo-mlp", "--warmup must be below --steps, got warmup ", warmup, ", steps ", steps);
 
   const auto t0 = std::chrono::steady_clock::now();

@@ -39,12 +39,8 @@ int run(int argc, char** argv) {
   app.add_option("--input,-i", input, "one input per line: text, or a<TAB>b for pairs (default: stdin)");
   app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(CLI::PositiveNumber);
   std::string precision = "fp32";
-  app.add_option("--precision", precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "int8"}))->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  add_precision_option(app, precision);
+  CLI11_PARSE(app, argc, argv);
   opt.precision = read_precision(precision, "qkv embed");
   opt.pooling = tasks::parse_pooling(pooling);
   const tasks::Embedder emb(model_dir);

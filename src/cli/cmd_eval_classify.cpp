@@ -24,11 +24,7 @@ int run(int argc, char** argv) {
   app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "print one JSON object");
   app.add_flag("--per-label", per_label, "also print each label's precision, recall, F1 and support");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  CLI11_PARSE(app, argc, argv);
   const tasks::Classifier clf(model_dir);
   const tasks::LabelledSet set = tasks::read_labelled_tsv(data);
   QKV_CHECK(clf.accepts(set.pairs), data, "holds ", set.pairs ? "pairs" : "single texts", " but the model classifies ",

@@ -24,11 +24,7 @@ int run(int argc, char** argv) {
   app.add_option("--batch-size", opt.batch_size, "windows per batch")->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "print one JSON object");
   app.add_flag("--per-type", per_type, "also print each entity type's precision, recall, F1 and support");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  CLI11_PARSE(app, argc, argv);
   const tasks::Tagger tagger(model_dir);
   const auto set = tasks::read_conll_file(data);
   std::vector<std::vector<std::string>> words, gold, pred;

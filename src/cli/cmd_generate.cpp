@@ -50,12 +50,8 @@ int run(int argc, char** argv) {
   app.add_flag("--truncate", opt.truncate_long, "keep the last tokens of a prompt too long for the context (else error)");
   app.add_flag("--quiet,-q", opt.quiet, "no warnings");
   std::string precision = "fp32";
-  app.add_option("--precision", precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "int8"}))->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  add_precision_option(app, precision);
+  CLI11_PARSE(app, argc, argv);
   opt.precision = read_precision(precision, "qkv generate");
   have_prompt = app.count("--prompt") > 0;
   QKV_CHECK(std::filesystem::is_directory(model_dir), model_dir, "model directory not found");

@@ -23,11 +23,7 @@ int run(int argc, char** argv) {
   app.add_option("--input,-i", input, "UTF-8 text file")->required();
   app.add_option("--context", context, "window length in tokens (default: the model's n_positions)");
   app.add_option("--stride", stride, "tokens the window moves each time (default: half the context)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  CLI11_PARSE(app, argc, argv);
   io::GptBundle b = io::load_gpt2(model_dir);
   QKV_CHECK(b.tokenizer != nullptr, model_dir, "has no tokenizer (tokenizer.json, or encoder.json + vocab.bpe)");
   const std::string text = read_file(input);

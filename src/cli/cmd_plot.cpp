@@ -23,11 +23,7 @@ int run(int argc, char** argv) {
   app.add_option("--x", x_key, "key of the x axis");
   app.add_option("--title", title, "figure title");
   app.add_option("--width", width, "image width in pixels (curves)")->check(CLI::Range(320, 8192));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  CLI11_PARSE(app, argc, argv);
   QKV_CHECK(metrics.empty() != (pe_len == 0), "plot",
             "give exactly one of --metrics FILE or --positional-encoding N");
   if (!metrics.empty()) {

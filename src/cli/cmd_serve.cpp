@@ -55,12 +55,8 @@ int run(int argc, char** argv) {
   bool quiet = false;
   app.add_flag("--quiet,-q", quiet, "no request log on stderr");
   std::string precision = "fp32";
-  app.add_option("--precision", precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "int8"}))->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  add_precision_option(app, precision);
+  CLI11_PARSE(app, argc, argv);
   opt.precision = read_precision(precision, "qkv serve");
   opt.batch.max_wait = std::chrono::microseconds(int64_t(max_wait_ms * 1000));
   opt.log = !quiet;

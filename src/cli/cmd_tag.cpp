@@ -29,11 +29,7 @@ int run(int argc, char** argv) {
   app.add_option("--batch-size", opt.batch_size, "windows per batch")->check(CLI::PositiveNumber);
   app.add_option("--stride", opt.stride, "pieces between the starts of overlapping windows (default: half a window)")
       ->check(CLI::PositiveNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  CLI11_PARSE(app, argc, argv);
   const tasks::Tagger tagger(model_dir);
   std::vector<int64_t> lines;
   std::vector<std::vector<std::string>> sentences;

@@ -43,11 +43,7 @@ int run(int argc, char** argv) {
   app.add_option("--unk", unk, "unknown token (bpe/char/word; default <unk> or [UNK] if listed)");
   app.add_option("--template", templ, "add-special-tokens template")
       ->check(CLI::IsMember({"none", "bert", "roberta", "bos-eos", "gpt-finetune"}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  CLI11_PARSE(app, argc, argv);
   std::vector<std::string> specials = specials_opt.empty()
       ? (kind == "bytebpe" ? std::vector<std::string>{"<|endoftext|>"}
                            : std::vector<std::string>{"<pad>", "<unk>", "<s>", "</s>"})

@@ -62,11 +62,7 @@ int run(int argc, char** argv) {
   app.add_option("--max-minutes", r.max_minutes, "override train.max_minutes (wall-clock budget of this run)");
   app.add_option("--precision", r.precision, "override train.precision of a new run: fp32 or bf16 (mixed precision)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  CLI11_PARSE(app, argc, argv);
   // Under mpirun: data-parallel training (qkv/train/distributed.h, docs/mpi.md). Rank 0 prepares
   // the run alone; the others then repeat its setup, a new run's files (run.json, the tokenizer
   // they learn) going to a scratch directory of their own, RUN/.rank<R> (removed at the end),

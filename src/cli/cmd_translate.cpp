@@ -41,12 +41,8 @@ int run(int argc, char** argv) {
                  "interactive viewer (qkv viz)");
   app.add_option("--attention-line", attention_line, "which input line to draw (1-based)");
   std::string precision = "fp32";
-  app.add_option("--precision", precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "int8"}))->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  add_precision_option(app, precision);
+  CLI11_PARSE(app, argc, argv);
   req.precision = read_precision(precision, "qkv translate");
   req.refuse_long = on_long == "refuse";
 

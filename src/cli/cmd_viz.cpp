@@ -23,11 +23,7 @@ int run(int argc, char** argv) {
   app.add_option("--layers", opt.layers, "layers to include (default: all)");
   app.add_option("--heads", opt.heads, "heads to include (default: all)");
   app.add_option("--max-mb", max_mb, "refuse a page that could be larger than this many MiB")->check(CLI::PositiveNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  CLI11_PARSE(app, argc, argv);
   if (app.count("--target")) in.target = target;
   if (app.count("--pair")) in.pair = pair;
   opt.max_bytes = int64_t(max_mb * (1 << 20));

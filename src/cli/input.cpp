@@ -1,3 +1,4 @@
+#include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
 
@@ -6,6 +7,15 @@
 #include "qkv/util/utf8.h"
 
 namespace qkv::cli {
+
+void add_precision_option(CLI::App& app, std::string& value) {
+  app.add_option("--precision", value,
+                 "matrix products in fp32, bf16 (weights converted once to bf16, f32 accumulation; needs AMX or "
+                 "AVX512_BF16) or int8 (the large weights quantized once per output channel, activations per row, "
+                 "exact int32 sums; needs AVX512-VNNI or AMX)")
+      ->check(CLI::IsMember({"fp32", "bf16", "int8"}))
+      ->capture_default_str();
+}
 
 kernels::MatmulPrecision read_precision(const std::string& value, const char* command) {
   const kernels::MatmulPrecision p = kernels::parse_precision(value);
