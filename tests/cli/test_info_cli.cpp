@@ -43,7 +43,9 @@ std::string info(const std::map<std::string, std::optional<std::string>>& vars) 
   fs::path dir = fs::path(::testing::TempDir()) / ("info_cli_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   EXPECT_EQ(run_qkv({"info"}, dir / "log", (dir / "out").string()), 0) << qkv::read_file((dir / "log").string());
-  return qkv::read_file((dir / "out").string());
+  std::string out = qkv::read_file((dir / "out").string());
+  fs::remove_all(dir);
+  return out;
 }
 }  // namespace
 
@@ -120,6 +122,7 @@ TEST(InfoCli, Bf16OnACappedIsaIsAClearErrorInEveryInferenceCommand) {
               std::string::npos) << err;
     EXPECT_NE(err.find("Use precision fp32"), std::string::npos) << err;
   }
+  if (!HasFailure()) fs::remove_all(dir);
 }
 
 // The measured product speeds: positive rates, and bf16 products as fp32 FMA on rounded operands
@@ -155,6 +158,7 @@ TEST(InfoCli, MeasuresTheProductSpeedAndSaysWhenBf16IsSlower) {
   EXPECT_NE(run_qkv({"info"}, log), 0);
   const std::string err = qkv::read_file(log.string());
   EXPECT_NE(err.find("QKV_BF16_PRODUCTS: expected native, fp32_fma or auto, got 'fast'"), std::string::npos) << err;
+  if (!HasFailure()) fs::remove(log);
 }
 
 // --precision int8 without AVX512-VNNI or AMX (oneDNN capped to plain AVX-512, whose int8 kernels
@@ -174,6 +178,7 @@ TEST(InfoCli, Int8WithoutVnniIsAClearErrorInEveryInferenceCommand) {
                 std::string::npos) << err;
       EXPECT_NE(err.find("use precision fp32"), std::string::npos) << err;
     }
+    if (!HasFailure()) fs::remove_all(dir);
   }
   const std::string capped = info({{"ONEDNN_MAX_CPU_ISA", "AVX512_CORE"}});
   EXPECT_NE(capped.find("int8 products    unavailable (no AVX512-VNNI or AMX in oneDNN's 'avx512_core')"),

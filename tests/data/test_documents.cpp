@@ -7,13 +7,14 @@
 #include "qkv/data/documents.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
+#include "scratch_util.h"
 
 namespace fs = std::filesystem;
 using qkv::data::read_documents;
 
 namespace {
 std::string write_tmp(const std::string& name, const std::string& text) {
-  fs::path p = fs::path(::testing::TempDir()) / (name + "_" + std::to_string(getpid()) + ".txt");
+  fs::path p = fs::path(qkv_test::scratch_dir("documents_" + name)) / "documents.txt";  // under the build tree
   qkv::write_file_atomic(p.string(), text);
   return p.string();
 }

@@ -183,7 +183,8 @@ def main():
     proc = subprocess.Popen([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
                              "--disable-extensions", "--remote-debugging-port=0", f"--user-data-dir={profile}",
                              "--window-size=1400,1000", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, TMPDIR=profile))  # its own temporary files go with the profile
     try:
         port_file = os.path.join(profile, "DevToolsActivePort")
         for _ in range(300):
