@@ -16,14 +16,13 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/elementwise.h"
 #include "qkv/ops/elementwise.h"
@@ -44,23 +43,14 @@ struct Timing {
   double wall = 1e30, cpu = 1e30;  // best of the passes, each
 };
 
-double cpu_now() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
 Timing best_seconds(int reps, const std::function<void()>& fn) {
   fn();  // warm-up: page faults, allocator cache
   Timing best;
   for (int r = 0; r < reps; ++r) {
-    double c0 = cpu_now();
-    auto t0 = std::chrono::steady_clock::now();
+    const double c0 = bench::process_cpu_seconds(), t0 = bench::now_ms();
     fn();
-    auto t1 = std::chrono::steady_clock::now();
-    double c1 = cpu_now();
-    best.wall = std::min(best.wall, std::chrono::duration<double>(t1 - t0).count());
-    best.cpu = std::min(best.cpu, c1 - c0);
+    best.wall = std::min(best.wall, (bench::now_ms() - t0) * 1e-3);
+    best.cpu = std::min(best.cpu, bench::process_cpu_seconds() - c0);
   }
   return best;
 }

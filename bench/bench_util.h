@@ -4,14 +4,17 @@
 // collecting its output.
 #pragma once
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qkv/kernels/bf16.h"
@@ -106,6 +109,41 @@ inline double median(std::vector<double> v) {
   if (v.empty()) return -1;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Wall and process CPU time (all threads) of a run, seconds: on a shared machine CPU time is the
+// fairer measure of work. CLOCK_PROCESS_CPUTIME_ID, precise enough for runs of microseconds.
+struct Timed {
+  double wall, cpu;
+};
+inline double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+// Medians over `reps` runs of each function, run in alternation (a, b, ..., a, b, ...) after
+// `warm` warm-up rounds, so that drifting machine speed (shared host, clock frequency) affects
+// every side alike.
+inline std::vector<Timed> timed_all(const std::vector<std::function<void()>>& fns, int reps, int warm = 2) {
+  for (int i = 0; i < warm; ++i)
+    for (const auto& f : fns) f();
+  std::vector<std::vector<double>> wall(fns.size()), cpu(fns.size());
+  for (int i = 0; i < reps; ++i)
+    for (size_t j = 0; j < fns.size(); ++j) {
+      const double w0 = now_ms() * 1e-3, c0 = process_cpu_seconds();
+      fns[j]();
+      wall[j].push_back(now_ms() * 1e-3 - w0);
+      cpu[j].push_back(process_cpu_seconds() - c0);
+    }
+  std::vector<Timed> out;
+  for (size_t j = 0; j < fns.size(); ++j) out.push_back({median(wall[j]), median(cpu[j])});
+  return out;
+}
+inline Timed timed(const std::function<void()>& fn, int reps, int warm = 2) { return timed_all({fn}, reps, warm)[0]; }
+inline std::pair<Timed, Timed> timed_pair(const std::function<void()>& fa, const std::function<void()>& fb, int reps,
+                                          int warm = 2) {
+  const std::vector<Timed> t = timed_all({fa, fb}, reps, warm);
+  return {t[0], t[1]};
 }
 
 // OMP_NUM_THREADS, or `fallback` when unset.

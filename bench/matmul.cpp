@@ -18,19 +18,17 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "bench_util.h"
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
@@ -41,65 +39,9 @@
 #include "qkv/tensor/rng.h"
 
 using namespace qkv;
+using namespace qkv::bench;  // Timed, timed, timed_pair, timed_all
 
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// CPU time of the whole process (all threads): on a shared machine the fairer work measure.
-double cpu_now() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-// The CPU time of the last median_time call (median over its runs).
-double g_last_cpu = 0;
-
-// Median wall time of `reps` runs after `warm` warm-up runs (median CPU time in g_last_cpu).
-double median_time(const std::function<void()>& fn, int reps, int warm = 2) {
-  for (int i = 0; i < warm; ++i) fn();
-  std::vector<double> t, c;
-  for (int i = 0; i < reps; ++i) {
-    double t0 = now(), c0 = cpu_now();
-    fn();
-    t.push_back(now() - t0);
-    c.push_back(cpu_now() - c0);
-  }
-  std::sort(t.begin(), t.end());
-  std::sort(c.begin(), c.end());
-  g_last_cpu = c[c.size() / 2];
-  return t[t.size() / 2];
-}
-
-struct Timed {
-  double wall, cpu;
-};
-Timed timed(const std::function<void()>& fn, int reps, int warm = 2) {
-  double w = median_time(fn, reps, warm);
-  return {w, g_last_cpu};
-}
-
-// Medians of a and b timed in alternation (a, b, a, b, ...), so that drifting machine speed
-// (shared host, frequency) affects both sides alike.
-std::pair<Timed, Timed> timed_pair(const std::function<void()>& fa, const std::function<void()>& fb, int reps,
-                                   int warm = 2) {
-  for (int i = 0; i < warm; ++i) fa(), fb();
-  std::vector<double> ta, ca, tb, cb;
-  for (int i = 0; i < reps; ++i) {
-    for (auto [fn, t, c] : {std::tuple{&fa, &ta, &ca}, std::tuple{&fb, &tb, &cb}}) {
-      double t0 = now(), c0 = cpu_now();
-      (*fn)();
-      t->push_back(now() - t0);
-      c->push_back(cpu_now() - c0);
-    }
-  }
-  auto med = [](std::vector<double>& v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  return {{med(ta), med(ca)}, {med(tb), med(cb)}};
-}
 
 Tensor rand_t(const Shape& s, uint64_t seed) {
   Generator g(seed);
@@ -125,27 +67,6 @@ void row(const char* name, double flops, Timed q, Timed r) {
 void sgemm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta, float* C) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.f, A, lda, B,
               ldb, beta, C, N);
-}
-
-// Medians of several functions timed in alternation (as timed_pair, for more sides).
-std::vector<Timed> timed_all(const std::vector<std::function<void()>>& fns, int reps, int warm = 2) {
-  for (int i = 0; i < warm; ++i)
-    for (const auto& f : fns) f();
-  std::vector<std::vector<double>> t(fns.size()), c(fns.size());
-  for (int i = 0; i < reps; ++i)
-    for (size_t j = 0; j < fns.size(); ++j) {
-      double t0 = now(), c0 = cpu_now();
-      fns[j]();
-      t[j].push_back(now() - t0);
-      c[j].push_back(cpu_now() - c0);
-    }
-  std::vector<Timed> out;
-  for (size_t j = 0; j < fns.size(); ++j) {
-    std::sort(t[j].begin(), t[j].end());
-    std::sort(c[j].begin(), c[j].end());
-    out.push_back({t[j][t[j].size() / 2], c[j][c[j].size() / 2]});
-  }
-  return out;
 }
 
 // oneDNN's own bf16 matmul, the reference the bf16 GEMM is measured against: one primitive made
@@ -655,17 +576,17 @@ int main(int argc, char** argv) {
     std::vector<Tensor> a, c;
     for (int i = 0; i < 2; ++i) a.push_back(rand_t({n, n}, 30 + uint64_t(i))), c.push_back(Tensor::empty({n, n}));
     auto one = [&](int i) { sgemm(false, false, n, n, n, a[size_t(i)].data<float>(), n, a[size_t(i)].data<float>(), n, 0.f, c[size_t(i)].data<float>()); };
-    double t_out = median_time([&] { one(0); }, 5);  // BLAS's own threads
+    double t_out = timed([&] { one(0); }, 5).wall;  // BLAS's own threads
     int omp_threads = omp_get_max_threads();
     openblas_set_num_threads(1);
-    double t_single = median_time([&] { one(0); }, 5);
+    double t_single = timed([&] { one(0); }, 5).wall;
     openblas_set_num_threads(omp_threads);
     omp_set_num_threads(omp_threads);
     int threads_before = process_threads();
-    double t_in = median_time([&] {
+    double t_in = timed([&] {
 #pragma omp parallel num_threads(2)
       one(omp_get_thread_num() % 2);
-    }, 5);
+    }, 5).wall;
     std::printf("\nOpenBLAS in a parallel region (%dx%dx%d sgemm): alone with %d BLAS threads %.1f ms, alone\n"
                 "single-threaded %.1f ms, two at once (one per OpenMP thread) %.1f ms; process threads\n"
                 "before %d, after %d; omp max active levels %d\n",
