@@ -1,8 +1,10 @@
 #include "ref.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -29,6 +31,16 @@ std::string installed_torch() {
   return v;
 }
 }  // namespace
+
+std::string case_dir(const RefFile& ref, const std::string& c) {
+  return (std::filesystem::path(ref_dir()) / ref.params(c)["dir"].get<std::string>()).string();
+}
+
+Tol scaled_tol(const Tensor& ref) {
+  double mx = 0;
+  for (double v : ref.to_vector<double>()) mx = std::max(mx, std::abs(v));
+  return {kF32.rtol, kF32.atol * std::max(1.0, mx)};
+}
 
 RefFile::RefFile(const std::string& stem) : path_(ref_dir() + "/" + stem + ".safetensors") {
   contents_ = safetensors::load(path_);

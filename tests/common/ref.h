@@ -38,6 +38,16 @@ class RefFile {
   safetensors::Contents contents_;
 };
 
+// The directory of a case's checkpoint: its "dir" parameter, under ref_dir().
+std::string case_dir(const RefFile& ref, const std::string& c);
+
+// f32 for a result that sums terms of the size of the reference's largest values (a model's
+// logits, a parameter's gradient): rtol 1e-5 and the absolute floor 1e-6 times that largest
+// magnitude (at least 1). When such terms cancel to a small result, its rounding error stays
+// relative to the terms (a logit of 0.028 among logits up to ~3 differs by 1.4e-6 between -O1
+// and -O3 builds: the order of summation).
+Tol scaled_tol(const Tensor& ref);
+
 // Adds a gtest failure (with the worst element, its index and the values) if not close.
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, Tol tol);
 #define EXPECT_CLOSE(actual, expected, tol) EXPECT_TRUE(::qkv::testing::all_close((actual), (expected), (tol)))

@@ -22,17 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string case_dir(const RefFile& ref, const std::string& c) {
-  return (fs::path(ref_dir()) / ref.params(c)["dir"].get<std::string>()).string();
-}
-
-// f32: rtol 1e-5, the absolute floor 1e-6 scaled by the largest reference value (as test_bert.cpp).
-Tol scaled_tol(const Tensor& ref) {
-  double mx = 0;
-  for (double v : ref.to_vector<double>()) mx = std::max(mx, std::abs(v));
-  return {kF32.rtol, kF32.atol * std::max(1.0, mx)};
-}
-
 std::string scratch(const std::string& name) {
   fs::path p = fs::path(::testing::TempDir()) / ("qkv_bert_tagger_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);

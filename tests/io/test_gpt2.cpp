@@ -27,23 +27,11 @@ namespace {
 
 const std::vector<std::string> kCases = {"gpt2", "gpt2_prefixed", "gpt1_post_ln"};
 
-std::string case_dir(const RefFile& ref, const std::string& c) {
-  return (fs::path(ref_dir()) / ref.params(c)["dir"].get<std::string>()).string();
-}
-
 // Logits (B, T, V) with the padding positions' rows set to zero in both tensors' copies: a padding
 // query attends to nothing in qkv (zeros) and is never read by a model's user.
 std::pair<Tensor, Tensor> real_positions(const Tensor& ours, const Tensor& ref, const Tensor& key_pad) {
   Tensor keep = unsqueeze(key_pad, 2);  // (B, T, 1)
   return {masked_fill(ours, keep, 0.0), masked_fill(ref, keep, 0.0)};
-}
-
-// f32 with the absolute floor scaled by the largest reference value: each logit and gradient is
-// a sum of terms of that size (see tests/models/test_transformer.cpp).
-Tol scaled_tol(const Tensor& ref) {
-  double mx = 0;
-  for (double v : ref.to_vector<double>()) mx = std::max(mx, std::abs(v));
-  return {kF32.rtol, kF32.atol * std::max(1.0, mx)};
 }
 
 std::string scratch(const std::string& name) {

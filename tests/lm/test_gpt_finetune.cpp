@@ -31,12 +31,6 @@ class OneBatch : public train::ClsBatchStream {
   int64_t i_ = 0;
 };
 
-Tol scaled_tol(const Tensor& ref) {  // see tests/io/test_gpt2.cpp
-  double mx = 0;
-  for (double v : ref.to_vector<double>()) mx = std::max(mx, std::abs(v));
-  return {kF32.rtol, kF32.atol * std::max(1.0, mx)};
-}
-
 struct Finetune {
   std::unique_ptr<models::GptClassifier> model;
   train::ClsBatch batch;

@@ -41,14 +41,6 @@ Tensor logits_at(const Tensor& logits, const std::vector<int64_t>& rows, int64_t
   return contiguous(reshape(slice(index_select(logits, 0, idx), 1, t, t + 1), {int64_t(rows.size()), logits.size(2)}));
 }
 
-// f32 tolerance with the absolute floor scaled by the reference's largest element (a gradient
-// element sums terms of the size of the largest ones; cancellation leaves their rounding error).
-Tol scaled_tol(const Tensor& ref) {
-  double mx = 0;
-  for (double v : ref.to_vector<double>()) mx = std::max(mx, std::abs(v));
-  return {kF32.rtol, kF32.atol * std::max(1.0, mx)};
-}
-
 std::string error_of(const nlohmann::json& j) {
   try {
     RnnSeq2SeqConfig::parse(j, "cfg.json", "model");

@@ -37,16 +37,6 @@ Tensor logits_at(const Tensor& logits, const std::vector<int64_t>& rows, int64_t
   return contiguous(reshape(slice(index_select(logits, 0, idx), 1, t, t + 1), {int64_t(rows.size()), logits.size(2)}));
 }
 
-// f32 tolerance with the absolute floor scaled by the reference's largest element. A logit or a
-// gradient element is a sum of terms of the size of the tensor's largest values; when they cancel
-// to a small result its rounding error stays relative to those terms (e.g. a logit of 0.028 among
-// logits up to ~3 differs by 1.4e-6 between -O1 and -O3 builds: summation order).
-Tol scaled_tol(const Tensor& ref) {
-  double mx = 0;
-  for (double v : ref.to_vector<double>()) mx = std::max(mx, std::abs(v));
-  return {kF32.rtol, kF32.atol * std::max(1.0, mx)};
-}
-
 // The last four put positions inside self-attention (relative: Shaw et al.; rope: RoFormer, both
 // pair layouts); their reference is plain torch written from the papers (PosTransformer).
 const std::vector<std::string> kModels = {"model_post_relu_separate",      "model_pre_gelu_shared_tied",

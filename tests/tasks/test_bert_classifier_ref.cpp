@@ -25,16 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string case_dir(const RefFile& ref, const std::string& c) {
-  return (fs::path(ref_dir()) / ref.params(c)["dir"].get<std::string>()).string();
-}
-
-Tol scaled_tol(const Tensor& ref) {  // see tests/io/test_bert.cpp
-  double mx = 0;
-  for (double v : ref.to_vector<double>()) mx = std::max(mx, std::abs(v));
-  return {kF32.rtol, kF32.atol * std::max(1.0, mx)};
-}
-
 train::ClsBatch batch_of(const RefFile& ref, const std::string& c) {
   train::ClsBatch b;
   b.ids = ref.get(c, "ids");

@@ -54,12 +54,6 @@ std::shared_ptr<text::Tokenizer> char_tokenizer() {
   return std::make_shared<text::VocabTokenizer>(text::VocabTokenizer::Level::Char, vocab, "<unk>");
 }
 
-Tol scaled_tol(const Tensor& ref) {
-  double mx = 0;
-  for (double v : ref.to_vector<double>()) mx = std::max(mx, std::abs(v));
-  return {kF32.rtol, kF32.atol * std::max(1.0, mx)};
-}
-
 }  // namespace
 
 TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
