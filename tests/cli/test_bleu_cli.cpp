@@ -3,6 +3,7 @@
 // hypotheses equal their references scores 100, one with no matching unigram scores 0 without
 // smoothing, an empty bucket reports 0 sentences. The whole-corpus line is unchanged.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -17,7 +18,7 @@ void write(const fs::path& p, const std::string& text) { std::ofstream(p) << tex
 }  // namespace
 
 TEST(BleuCli, ScoresBySourceLengthBucket) {
-  fs::path dir = fs::path(::testing::TempDir()) / "bleu_buckets";
+  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_bleu_buckets_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   // Source lengths in 13a tokens: 3 ("Hello , world"), 2, 7, 22.
   std::string long_src, long_ref;

@@ -2,6 +2,7 @@
 // MLM + NSP loss of tools/refs/bert_trajectory.py (same weights, same batches with the masking
 // decisions fed in, AdamW, warm-up + cosine, clipping).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -62,7 +63,7 @@ TEST(BertTrajectory, PretrainingStepsMatchPyTorch) {
   o.label_smoothing = 0;
   o.clip_norm = p["clip"];
   train::BertPretrainTask task(model, stream);
-  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/bert_trajectory", {});
+  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/qkv_bert_trajectory_" + std::to_string(::getpid()), {});
 
   std::vector<double> expect = ref.get(c, "losses").to_vector<double>();
   std::vector<double> exact = ref.get(c, "losses64").to_vector<double>();

@@ -2,6 +2,7 @@
 // at [EXTRACT], the auxiliary LM loss weighted 0.5) against PyTorch (tools/refs/gpt_finetune.py):
 // the gradients of the first step and the loss of 5 AdamW steps through the one Trainer.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -96,7 +97,7 @@ TEST(GptFinetune, FiveTrainerStepsMatchTorch) {
   o.label_smoothing = 0;
   o.clip_norm = 0;
   train::GptClassificationTask task(*s.model, stream, s.params["lm_weight"]);
-  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/gpt_finetune", {});
+  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/qkv_gpt_finetune_" + std::to_string(::getpid()), {});
   std::vector<double> expect = ref.get("run", "losses").to_vector<double>();
   for (size_t i = 0; i < expect.size(); ++i) {
     double loss = trainer.train_step();

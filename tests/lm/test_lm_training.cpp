@@ -2,6 +2,7 @@
 // a GPT loaded from the published layout equal to PyTorch step by step
 // (tools/refs/lm_trajectory.py: same weights and batches, AdamW, warm-up + cosine, clipping).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -57,7 +58,7 @@ TEST(LmTraining, HundredStepsMatchPyTorch) {
   o.label_smoothing = 0;
   o.clip_norm = p["clip"];
   train::LmTask task(*b.model, stream);
-  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/lm_trajectory", {});
+  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/qkv_lm_trajectory_" + std::to_string(::getpid()), {});
 
   std::vector<double> expect = ref.get(c, "losses").to_vector<double>();
   std::vector<double> exact = ref.get(c, "losses64").to_vector<double>();

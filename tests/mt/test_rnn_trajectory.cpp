@@ -2,6 +2,7 @@
 // tools/refs/mt_rnn_trajectory.py step by step: same weights, data order, Adam at a constant
 // learning rate, label smoothing, clipping, dropout 0, on a reversal task.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -34,7 +35,7 @@ void run_variant(const std::string& c) {
   o.label_smoothing = p["label_smoothing"];
   o.clip_norm = p["clip"];
   train::Seq2SeqTask task(model, stream, cfg.pad_id);
-  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/rnn_trajectory_" + c, {});
+  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/qkv_rnn_trajectory_" + c + "_" + std::to_string(::getpid()), {});
 
   std::vector<double> expect = ref.get(c, "losses").to_vector<double>();
   std::vector<double> exact = ref.get(c, "losses64").to_vector<double>();

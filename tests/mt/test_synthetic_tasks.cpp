@@ -121,7 +121,7 @@ double train_and_score(Task task, int64_t steps, int64_t* wrong_out,
   o.save_every = 0;
   o.precision = precision;
   train::Seq2SeqTask training(model, stream, kPad);
-  train::Trainer trainer(training, opt, sched, o, ::testing::TempDir() + "/synthetic", {});
+  train::Trainer trainer(training, opt, sched, o, ::testing::TempDir() + "/qkv_synthetic_" + std::to_string(::getpid()), {});
   for (int64_t s = 0; s < steps; ++s) {
     const double loss = trainer.train_step();
     if (losses) losses->push_back(loss);
@@ -224,7 +224,7 @@ TEST(SyntheticTasks, TrainerStopsAtWallClockBudget) {
   train::TrainOptions o = train::TrainOptions::from_config(r);
   // A fresh run directory: checkpoints of an earlier run there (another build's test run) would
   // outrank this run's and be kept instead of it.
-  std::string dir = ::testing::TempDir() + "/budget." + std::to_string(::getpid());
+  std::string dir = ::testing::TempDir() + "/qkv_budget_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   train::Seq2SeqTask task(model, stream, kPad);
   train::Trainer trainer(task, opt, sched, o, dir, {});

@@ -3,6 +3,7 @@
 // smoothing, clipping, dropout 0. The same for 40 steps of the relative-position and the rotary
 // Transformer against plain torch written from the papers (tools/refs/mt_trajectory_positions.py).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 
@@ -37,7 +38,7 @@ size_t expect_trajectory_matches(const std::string& stem, const std::string& c) 
   o.label_smoothing = p["label_smoothing"];
   o.clip_norm = p["clip"];
   train::Seq2SeqTask task(model, stream, cfg.pad_id);
-  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/trajectory", {});
+  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/qkv_trajectory_" + std::to_string(::getpid()), {});
 
   std::vector<double> expect = ref.get(c, "losses").to_vector<double>();
   std::vector<double> exact = ref.get(c, "losses64").to_vector<double>();
