@@ -221,26 +221,30 @@ TEST(ClassifyCli, FineTunesPairsAndRefusesLinesWithoutTwoFields) {
   EXPECT_NE(log.find("2 tab-separated fields"), std::string::npos) << log;
 }
 
-TEST(ClassifyCli, ResumedRunEndsWithTheSameBits) {
-  const ClsRun straight = train_run("straight", false, 40);
-  // The same run stopped at step 20 and resumed to 40.
-  ClsRun split;
-  split.dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_split_" + std::to_string(::getpid()));
-  fs::remove_all(split.dir);
-  fs::create_directories(split.dir);
-  for (auto f : {"train.tsv", "valid.tsv", "config.json"}) fs::copy_file(straight.dir / f, split.dir / f);
-  ASSERT_EQ(run_qkv({"train", "--config", (split.dir / "config.json").string(), "--train",
-                     (split.dir / "train.tsv").string(), "--valid", (split.dir / "valid.tsv").string(), "--out",
-                     (split.dir / "run").string(), "--max-steps", "20"},
-                    split.dir / "a.log"), 0) << read_file((split.dir / "a.log").string());
-  ASSERT_EQ(run_qkv({"train", "--resume", (split.dir / "run").string(), "--max-steps", "40"}, split.dir / "b.log"), 0)
-      << read_file((split.dir / "b.log").string());
-  EXPECT_NE(read_file((split.dir / "b.log").string()).find("resumed"), std::string::npos);
+namespace {
+// A run of `config` stopped at step 20 and resumed to 40 ends with the weights of the same run
+// trained to 40 without a stop.
+void expect_resume_matches_straight_run(const std::string& name, const char* config) {
+  const ClsRun straight = train_run(name + "_straight", false, 40, config);
+  const fs::path split = fs::path(::testing::TempDir()) / ("qkv_classify_cli_" + name + "_split_" +
+                                                           std::to_string(::getpid()));
+  fs::remove_all(split);
+  fs::create_directories(split);
+  for (auto f : {"train.tsv", "valid.tsv", "config.json"}) fs::copy_file(straight.dir / f, split / f);
+  ASSERT_EQ(run_qkv({"train", "--config", (split / "config.json").string(), "--train", (split / "train.tsv").string(),
+                     "--valid", (split / "valid.tsv").string(), "--out", (split / "run").string(), "--max-steps", "20"},
+                    split / "a.log"), 0) << read_file((split / "a.log").string());
+  ASSERT_EQ(run_qkv({"train", "--resume", (split / "run").string(), "--max-steps", "40"}, split / "b.log"), 0)
+      << read_file((split / "b.log").string());
+  EXPECT_NE(read_file((split / "b.log").string()).find("resumed"), std::string::npos);
   const std::string ck = "checkpoints/step-000000040/model.safetensors";
   ASSERT_TRUE(fs::exists(straight.dir / "run" / ck));
-  EXPECT_TRUE(read_file((straight.dir / "run" / ck).string()) == read_file((split.dir / "run" / ck).string()))
-      << "the resumed run's weights differ from the uninterrupted run's";
+  EXPECT_TRUE(read_file((straight.dir / "run" / ck).string()) == read_file((split / "run" / ck).string()))
+      << name << ": the resumed run's weights differ from the uninterrupted run's";
 }
+}  // namespace
+
+TEST(ClassifyCli, ResumedRunEndsWithTheSameBits) { expect_resume_matches_straight_run("gpt", kConfig); }
 
 TEST(ClassifyCli, FineTunesFromAPretrainedDirectoryGrowingItsVocabulary) {
   // A "pretrained" GPT-2-layout directory: random weights, a character tokenizer of 30 symbols.
@@ -329,25 +333,7 @@ TEST(ClassifyCli, BertFineTunesSingleTextsAndPairsAndClassifies) {
   EXPECT_NE(read_file((p.dir / "bad.log").string()).find("bad.txt:2"), std::string::npos);
 }
 
-TEST(ClassifyCli, BertResumedRunEndsWithTheSameBits) {
-  const ClsRun straight = train_run("bert_straight", false, 40, kBertConfig);
-  ClsRun split;
-  split.dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_bert_split_" + std::to_string(::getpid()));
-  fs::remove_all(split.dir);
-  fs::create_directories(split.dir);
-  for (auto f : {"train.tsv", "valid.tsv", "config.json"}) fs::copy_file(straight.dir / f, split.dir / f);
-  ASSERT_EQ(run_qkv({"train", "--config", (split.dir / "config.json").string(), "--train",
-                     (split.dir / "train.tsv").string(), "--valid", (split.dir / "valid.tsv").string(), "--out",
-                     (split.dir / "run").string(), "--max-steps", "20"},
-                    split.dir / "a.log"), 0) << read_file((split.dir / "a.log").string());
-  ASSERT_EQ(run_qkv({"train", "--resume", (split.dir / "run").string(), "--max-steps", "40"}, split.dir / "b.log"), 0)
-      << read_file((split.dir / "b.log").string());
-  EXPECT_NE(read_file((split.dir / "b.log").string()).find("resumed"), std::string::npos);
-  const std::string ck = "checkpoints/step-000000040/model.safetensors";
-  ASSERT_TRUE(fs::exists(straight.dir / "run" / ck));
-  EXPECT_TRUE(read_file((straight.dir / "run" / ck).string()) == read_file((split.dir / "run" / ck).string()))
-      << "the resumed run's weights differ from the uninterrupted run's";
-}
+TEST(ClassifyCli, BertResumedRunEndsWithTheSameBits) { expect_resume_matches_straight_run("bert", kBertConfig); }
 
 TEST(ClassifyCli, BertFineTunesFromAPretrainingDirectoryReportingTheNewHead) {
   // A BertForPreTraining directory as `qkv train`'s BERT pretraining writes it: random weights,
