@@ -274,16 +274,11 @@ AttentionMaps RnnSeq2Seq::cross_attention(const Tensor& src, const Tensor& src_p
   NoGradGuard ng;
   AttentionMaps maps;
   if (!attention) return maps;
-  const bool was_training = is_training();
-  eval();
   Tensor w;  // (B, T, S) over the encoder's (possibly reversed) positions
-  try {
+  {
+    const nn::EvalScope eval_mode(*this);
     decode(tgt_in, encode(src, src_pad), &w);
-  } catch (...) {
-    train(was_training);
-    throw;
   }
-  train(was_training);
   if (cfg_.reverse_source) {  // back to source order: column j of row b is reversed position rev[b][j]
     Tensor rev = source_layout(src, src_pad, true).reverse;  // (B, S)
     w = gather(w, 2, contiguous(expand(unsqueeze(rev, 1), w.shape())));

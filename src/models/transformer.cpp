@@ -143,16 +143,9 @@ Tensor Transformer::step(DecoderState& state, const Tensor& last_tokens) {
 
 AttentionMaps Transformer::cross_attention(const Tensor& src, const Tensor& src_pad, const Tensor& tgt_in) {
   NoGradGuard ng;
-  const bool was_training = is_training();
-  eval();
+  const nn::EvalScope eval_mode(*this);
   AttentionMaps maps;
-  try {
-    decode(tgt_in, encode(src, src_pad), src_pad, &maps.layers);
-  } catch (...) {
-    train(was_training);
-    throw;
-  }
-  train(was_training);
+  decode(tgt_in, encode(src, src_pad), src_pad, &maps.layers);
   return maps;
 }
 

@@ -160,17 +160,10 @@ viz::AttentionPage rnn_attention_page(models::Seq2Seq& m, const std::vector<int6
   models::AttentionMaps maps;
   {
     NoGradGuard ng;
-    const bool was_training = m.is_training();
-    m.eval();
-    try {
-      maps = m.cross_attention(Tensor::from_vector(src, Shape{1, int64_t(src.size())}),
-                               Tensor::zeros({1, int64_t(src.size())}, DType::u8),
-                               Tensor::from_vector(tgt_in, Shape{1, int64_t(tgt_in.size())}));
-    } catch (...) {
-      m.train(was_training);
-      throw;
-    }
-    m.train(was_training);
+    const nn::EvalScope eval_mode(m);
+    maps = m.cross_attention(Tensor::from_vector(src, Shape{1, int64_t(src.size())}),
+                             Tensor::zeros({1, int64_t(src.size())}, DType::u8),
+                             Tensor::from_vector(tgt_in, Shape{1, int64_t(tgt_in.size())}));
   }
   QKV_CHECK(!maps.layers.empty(), "viz", "the model has no attention to show (an RNN with \"attention\": \"none\")");
   pick(opt.layers, 1, "layers");
@@ -236,18 +229,10 @@ viz::AttentionPage translation_attention_page(const Translator& t, const ViewInp
   {
     Recorders rec(*model, opt.naive);
     NoGradGuard ng;
-    const bool was_training = model->is_training();
-    model->eval();
-    Tensor src_t = Tensor::from_vector(src, Shape{1, int64_t(src.size())});
-    Tensor pad = Tensor::zeros({1, int64_t(src.size())}, DType::u8);
-    Tensor tgt_t = Tensor::from_vector(tgt_in, Shape{1, int64_t(tgt_in.size())});
-    try {
-      model->forward(src_t, pad, tgt_t);
-    } catch (...) {
-      model->train(was_training);
-      throw;
-    }
-    model->train(was_training);
+    const nn::EvalScope eval_mode(*model);
+    model->forward(Tensor::from_vector(src, Shape{1, int64_t(src.size())}),
+                   Tensor::zeros({1, int64_t(src.size())}, DType::u8),
+                   Tensor::from_vector(tgt_in, Shape{1, int64_t(tgt_in.size())}));
     viz::AttentionSet enc, dec, cross;
     enc.name = "encoder self-attention", enc.queries = "source", enc.keys = "source";
     dec.name = "decoder self-attention (causal)", dec.queries = "decoder input", dec.keys = "decoder input",
@@ -288,15 +273,8 @@ viz::AttentionPage gpt_attention_page(const io::GptBundle& b, const ViewInput& i
   {
     Recorders rec(*b.model, opt.naive);
     NoGradGuard ng;
-    const bool was_training = b.model->is_training();
-    b.model->eval();
-    try {
-      b.model->hidden(Tensor::from_vector(ids, Shape{1, int64_t(ids.size())}));
-    } catch (...) {
-      b.model->train(was_training);
-      throw;
-    }
-    b.model->train(was_training);
+    const nn::EvalScope eval_mode(*b.model);
+    b.model->hidden(Tensor::from_vector(ids, Shape{1, int64_t(ids.size())}));
     viz::AttentionSet s;
     s.name = "self-attention (causal)", s.queries = "prompt", s.keys = "prompt", s.causal = true;
     page.sets.push_back(make_set(rec, "decoder.layers.", ".self_attn", opt, s));
@@ -334,17 +312,10 @@ viz::AttentionPage bert_attention_page(const io::BertBundle& b, const ViewInput&
   {
     Recorders rec(*b.bert, opt.naive);
     NoGradGuard ng;
-    const bool was_training = b.bert->is_training();
-    b.bert->eval();
-    std::vector<int64_t> types(seg.begin(), seg.end());
-    try {
-      b.bert->forward(Tensor::from_vector(ids, Shape{1, int64_t(ids.size())}),
-                      Tensor::from_vector(types, Shape{1, int64_t(types.size())}));
-    } catch (...) {
-      b.bert->train(was_training);
-      throw;
-    }
-    b.bert->train(was_training);
+    const nn::EvalScope eval_mode(*b.bert);
+    const std::vector<int64_t> types(seg.begin(), seg.end());
+    b.bert->forward(Tensor::from_vector(ids, Shape{1, int64_t(ids.size())}),
+                    Tensor::from_vector(types, Shape{1, int64_t(types.size())}));
     viz::AttentionSet s;
     s.name = "self-attention", s.queries = "text", s.keys = "text";
     page.sets.push_back(make_set(rec, "encoder.layers.", ".self_attn", opt, s));

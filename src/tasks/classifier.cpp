@@ -108,12 +108,7 @@ std::vector<Classification> Classifier::classify(const std::vector<ClsInput>& in
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ex[x].ids.size() < ex[y].ids.size(); });
 
   nn::Module& model = module();
-  struct EvalMode {  // eval for the forward passes, the caller's mode afterwards (also on errors)
-    nn::Module& m;
-    bool was = m.is_training();
-    ~EvalMode() { m.train(was); }
-  } mode{model};
-  model.eval();
+  const nn::EvalScope eval_mode(model);
   NoGradGuard ng;
   kernels::MatmulPrecisionScope precision(opt.precision);
   const int64_t C = int64_t(labels().size());

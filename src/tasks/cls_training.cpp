@@ -144,9 +144,7 @@ io::BertClassifierBundle new_bert_classifier(const std::string& init_from, nlohm
 
 // Validation loss (classification only), accuracy and macro-F1 over the batches, in eval mode.
 std::map<std::string, double> validate(const Classifier& clf, const std::vector<train::ClsBatch>& batches) {
-  nn::Module& model = clf.module();
-  const bool was = model.is_training();
-  model.eval();
+  const nn::EvalScope eval_mode(clf.module());
   NoGradGuard ng;
   std::vector<int> pred, gold;
   double nll = 0;
@@ -165,7 +163,6 @@ std::map<std::string, double> validate(const Classifier& clf, const std::vector<
       gold.push_back(int(y[r]));
     }
   }
-  model.train(was);
   const eval::ClassificationReport rep = eval::classification_report(pred, gold, int(C));
   std::map<std::string, double> m{{"valid_loss", nll / double(gold.size())},
                                   {"valid_accuracy", rep.accuracy},

@@ -47,12 +47,7 @@ std::vector<SentenceEmbedding> Embedder::embed(const std::vector<ClsInput>& inpu
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return rows[x].ids.size() < rows[y].ids.size(); });
 
   models::Bert& model = *bundle_.bert;
-  struct EvalMode {  // eval for the forward passes, the caller's mode afterwards (also on errors)
-    models::Bert& m;
-    bool was = m.is_training();
-    ~EvalMode() { m.train(was); }
-  } mode{model};
-  model.eval();
+  const nn::EvalScope eval_mode(model);
   NoGradGuard ng;
   kernels::MatmulPrecisionScope precision(opt.precision);
   const int64_t D = cfg.hidden_size;

@@ -94,9 +94,8 @@ std::vector<std::vector<QaAnswerSpan>> QuestionAnswerer::answer(
   std::vector<std::vector<std::vector<float>>> start(inputs.size()), end(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) start[i].resize(windows[i].size()), end[i].resize(windows[i].size());
   models::BertForQuestionAnswering& model = *bundle_.model;
-  const bool was_training = model.is_training();
-  model.eval();
   {
+    const nn::EvalScope eval_mode(model);
     NoGradGuard ng;
     for (size_t b = 0; b < all.size(); b += size_t(opt_.batch_size)) {
       const size_t e = std::min(all.size(), b + size_t(opt_.batch_size));
@@ -117,7 +116,6 @@ std::vector<std::vector<QaAnswerSpan>> QuestionAnswerer::answer(
       }
     }
   }
-  model.train(was_training);
   decode::SpanSearchOptions so;
   so.max_answer_length = opt_.max_answer_length;
   so.n_best = opt_.n_best;

@@ -61,12 +61,7 @@ std::vector<Tagging> Tagger::tag(const std::vector<std::vector<std::string>>& se
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return examples[x].ids.size() < examples[y].ids.size(); });
   models::BertForTokenClassification& model = *bundle_.model;
-  struct EvalMode {  // eval for the forward passes, the caller's mode afterwards (also on errors)
-    models::BertForTokenClassification& m;
-    bool was = m.is_training();
-    ~EvalMode() { m.train(was); }
-  } mode{model};
-  model.eval();
+  const nn::EvalScope eval_mode(model);
   NoGradGuard ng;
   const int64_t C = model.num_labels();
   for (size_t s = 0; s < order.size(); s += size_t(opt.batch_size)) {

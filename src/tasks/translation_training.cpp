@@ -123,10 +123,11 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   cb.validate = [&]() {
     std::map<std::string, double> m;
     m["valid_loss"] = train::Seq2SeqTask::evaluate_loss(*bundle.model, valid_batches, ids.pad);
-    bool was = bundle.model->is_training();
-    bundle.model->eval();
-    auto hyp = validator.translate(vsrc, vreq).text;
-    bundle.model->train(was);
+    std::vector<std::string> hyp;
+    {
+      const nn::EvalScope eval_mode(*bundle.model);
+      hyp = validator.translate(vsrc, vreq).text;
+    }
     m["valid_bleu"] = eval::corpus_bleu(hyp, vref).score;
     m["valid_chrf"] = eval::corpus_chrf(hyp, vref).score;
     std::fprintf(stderr, "\nqkv train: valid loss %.4f  BLEU %.2f  chrF %.2f\n", m["valid_loss"], m["valid_bleu"],

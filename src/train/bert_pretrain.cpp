@@ -228,8 +228,7 @@ TrainingTask::MicroBatch BertPretrainTask::next() {
 
 BertEval BertPretrainTask::evaluate(models::BertForPreTraining& model, const std::vector<BertBatch>& batches) {
   NoGradGuard ng;
-  const bool was = model.is_training();
-  model.eval();
+  const nn::EvalScope eval_mode(model);
   BertEval e;
   double mlm_sum = 0;
   int64_t mlm_right = 0, nsp_right = 0;
@@ -246,7 +245,6 @@ BertEval BertPretrainTask::evaluate(models::BertForPreTraining& model, const std
     e.predicted += b.predicted;
     e.sequences += b.sequences;
   }
-  model.train(was);
   if (e.predicted) e.mlm_loss = mlm_sum / double(e.predicted), e.mlm_accuracy = double(mlm_right) / double(e.predicted);
   if (e.sequences) e.nsp_accuracy = double(nsp_right) / double(e.sequences);
   return e;

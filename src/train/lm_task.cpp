@@ -75,15 +75,13 @@ TrainingTask::MicroBatch LmTask::next() {
 
 double LmTask::evaluate_nll(models::Gpt& model, const std::vector<LmBatch>& batches) {
   NoGradGuard ng;
-  const bool was = model.is_training();
-  model.eval();
+  const nn::EvalScope eval_mode(model);
   double total = 0;
   int64_t tokens = 0;
   for (const LmBatch& b : batches) {
     total += summed_loss(model, b).item();
     tokens += b.tokens;
   }
-  model.train(was);
   return tokens ? total / double(tokens) : 0.0;
 }
 
@@ -93,8 +91,7 @@ NllSum strided_nll(models::Gpt& model, const std::vector<int64_t>& ids, int64_t 
   QKV_CHECK(stride >= 1 && stride <= context, "perplexity", "stride must be in [1, context=", context, "], got ", stride);
   QKV_CHECK(ids.size() >= 2, "perplexity", "the text has ", ids.size(), " tokens: at least 2 are needed");
   NoGradGuard ng;
-  const bool was = model.is_training();
-  model.eval();
+  const nn::EvalScope eval_mode(model);
   NllSum r;
   const int64_t n = int64_t(ids.size());
   int64_t prev_end = 1;  // tokens before this are scored (the first token never is)
@@ -109,7 +106,6 @@ NllSum strided_nll(models::Gpt& model, const std::vector<int64_t>& ids, int64_t 
     prev_end = end;
     if (end == n) break;
   }
-  model.train(was);
   return r;
 }
 

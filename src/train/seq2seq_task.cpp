@@ -73,15 +73,13 @@ TrainingTask::MicroBatch Seq2SeqTask::next() {
 double Seq2SeqTask::evaluate_loss(models::Seq2Seq& model, const std::vector<Seq2SeqBatch>& batches, int64_t pad_id,
                                   double ls) {
   NoGradGuard ng;
-  bool was_training = model.is_training();
-  model.eval();
+  const nn::EvalScope eval_mode(model);
   double total = 0;
   int64_t tokens = 0;
   for (const Seq2SeqBatch& b : batches) {
     total += summed_loss(model.forward(b.src, b.src_pad, b.tgt_in), b.tgt_out, pad_id, ls).item();
     tokens += b.tgt_tokens;
   }
-  model.train(was_training);
   return tokens ? total / double(tokens) : 0.0;
 }
 

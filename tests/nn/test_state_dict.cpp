@@ -1,11 +1,13 @@
 // nn::Module state dicts through safetensors files: round trips and every malformed-file error.
-// Each error test asserts that the message names the file and the offending tensor.
+// Each error test asserts that the message names the file and the offending tensor. Also
+// nn::EvalScope.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "qkv/io/format/safetensors.h"
 #include "qkv/nn/module.h"
@@ -216,4 +218,32 @@ TEST(StateDict, GarbageHeaderIsAnError) {
   write_bytes(path, bytes + body);
   expect_error([&] { safetensors::load(path); }, {path, "JSON"});
   expect_error([&] { safetensors::load(tmp_path("does_not_exist.safetensors")); }, {"does_not_exist.safetensors"});
+}
+
+// nn::EvalScope: eval mode for every submodule inside the scope, the mode from before it after the
+// scope, also when an exception leaves it.
+TEST(EvalScope, RestoresTheModeOnExitAndOnException) {
+  Tiny m(1);
+  auto every_module_in = [&](bool training) {
+    if (m.is_training() != training) return false;
+    for (const auto& [name, child] : m.named_children())
+      if (child->is_training() != training) return false;
+    return true;
+  };
+  ASSERT_TRUE(every_module_in(true));
+  {
+    const nn::EvalScope scope(m);
+    EXPECT_TRUE(every_module_in(false));
+  }
+  EXPECT_TRUE(every_module_in(true));
+  EXPECT_THROW(
+      {
+        const nn::EvalScope scope(m);
+        throw std::runtime_error("a forward pass failed");
+      },
+      std::runtime_error);
+  EXPECT_TRUE(every_module_in(true));
+  m.eval();  // a module already in eval mode stays there
+  { const nn::EvalScope scope(m); }
+  EXPECT_TRUE(every_module_in(false));
 }

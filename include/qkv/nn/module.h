@@ -96,4 +96,19 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
+// Eval mode (dropout off) for the life of a scope, then the module's mode before it, also when an
+// exception leaves the scope: every forward pass that is not training (validation, inference,
+// attention maps) runs under one.
+class EvalScope {
+ public:
+  explicit EvalScope(Module& m) : module_(m), was_training_(m.is_training()) { m.eval(); }
+  ~EvalScope() { module_.train(was_training_); }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  Module& module_;
+  bool was_training_;
+};
+
 }  // namespace qkv::nn
