@@ -1,10 +1,10 @@
 #include "qkv/data/corpus.h"
-#include "qkv/data/corpus_mt.h"  // BuildResult
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 
+#include "qkv/data/corpus_mt.h"  // BuildResult
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
 #include "qkv/util/hash.h"
