@@ -204,7 +204,11 @@ std::map<std::string, Split> split_groups(const std::vector<std::string>& groups
 
 bool reuse_build(BuildResult& res, const nlohmann::json& key, const std::vector<std::string>& files, bool force) {
   if (force || !is_up_to_date(res.out_dir, key, files)) return false;
-  res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
+  try {
+    res.stats = nlohmann::json::parse(read_file(res.out_dir + "/stats.json"));
+  } catch (const nlohmann::json::exception&) {
+    return false;  // a damaged stats.json (edited, or a disk that filled): the build runs again
+  }
   return true;
 }
 

@@ -91,6 +91,23 @@ TEST(CorpusStamp, MatchesOnlySameKeyAndFiles) {
   EXPECT_FALSE(is_up_to_date(d, key, {}));
 }
 
+// reuse_build: the stamped build's stats when it is up to date and not forced; a build again when
+// forced, when the key differs, or when stats.json is damaged.
+TEST(CorpusStamp, ReuseBuildReadsTheStatsOfAnUpToDateBuild) {
+  BuildResult res;
+  res.out_dir = qkv_test::scratch_dir("reuse");
+  const nlohmann::json key = {{"builder", "test"}};
+  EXPECT_FALSE(reuse_build(res, key, {"stats.json"}, false));  // nothing built yet
+  qkv::write_file_atomic(res.out_dir + "/stats.json", R"({"pairs": 7})");
+  write_stamp(res.out_dir, key);
+  EXPECT_TRUE(reuse_build(res, key, {"stats.json"}, false));
+  EXPECT_EQ(res.stats, nlohmann::json({{"pairs", 7}}));
+  EXPECT_FALSE(reuse_build(res, key, {"stats.json"}, true));
+  EXPECT_FALSE(reuse_build(res, {{"builder", "other"}}, {"stats.json"}, false));
+  qkv::write_file_atomic(res.out_dir + "/stats.json", R"({"pairs": )");
+  EXPECT_FALSE(reuse_build(res, key, {"stats.json"}, false));
+}
+
 TEST(CorpusParsers, Deb822AndDescriptions) {
   const std::string text =
       "Package: foo\nSource: foo-src (1.2)\nSection: utils\nDescription-en: short one\n"
@@ -155,4 +172,11 @@ TEST(CorpusDebian, PackageListParsing) {
     auto l = read_package_list(std::string(QKV_SOURCE_DIR) + "/corpora/" + f);
     EXPECT_GE(l.size(), 10u) << f;
   }
+}
+
+TEST(CorpusParsers, SourcePackageIsTheSourceNameElseThePackage) {
+  EXPECT_EQ(source_package({{"Package", "libfoo1"}, {"Source", "foo (1.2-3)"}}), "foo");
+  EXPECT_EQ(source_package({{"Package", "libfoo1"}, {"Source", "foo"}}), "foo");
+  EXPECT_EQ(source_package({{"Package", "bar"}}), "bar");
+  EXPECT_EQ(source_package({}), "");
 }

@@ -59,6 +59,7 @@ bool is_up_to_date(const std::string& out_dir, const nlohmann::json& key,
 void write_stamp(const std::string& out_dir, const nlohmann::json& key);
 // A builder's first step: true (and res.stats read from its stats.json) when res.out_dir holds a
 // finished build of `key` with every file and the build is not forced; the builder returns res.
+// A stats.json that does not parse counts as no build.
 struct BuildResult;
 bool reuse_build(BuildResult& res, const nlohmann::json& key, const std::vector<std::string>& files, bool force);
 
