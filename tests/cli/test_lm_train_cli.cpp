@@ -162,7 +162,9 @@ TEST(LmTrainCli, BadConfigKeysAreNamed) {
     std::string log = qkv::read_file((dir / "bad.log").string());
     EXPECT_NE(log.find(c.key), std::string::npos) << c.section << "." << c.key << ": " << log;
     // A mistake in the model section is found before minutes go into learning a tokenizer.
-    if (std::string(c.section) == "model") EXPECT_EQ(log.find("learning"), std::string::npos) << log;
+    if (std::string(c.section) == "model") {
+      EXPECT_EQ(log.find("learning"), std::string::npos) << log;
+    }
   }
   // So is a model section that parses but cannot be built (n_embd not a multiple of n_head).
   nlohmann::json cfg = base;
