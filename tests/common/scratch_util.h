@@ -20,6 +20,12 @@ inline std::string scratch_dir(const std::string& name) {
   return p.string();
 }
 
+// TempDir()/qkv_<what>_<pid>, not created: the path a test gives a component that makes its own
+// directory (a Trainer's run directory). test_main removes it after a passing run.
+inline std::string temp_run_dir(const std::string& what) {
+  return ::testing::TempDir() + "/qkv_" + what + "_" + std::to_string(getpid());
+}
+
 // Runs a shell command; returns its exit status (0 = success).
 inline int run_shell(const std::string& cmd) {
   int rc = std::system(cmd.c_str());

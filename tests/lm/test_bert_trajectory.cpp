@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "scratch_util.h"
 #include "qkv/io/bert.h"
 #include "qkv/train/bert_pretrain.h"
 #include "qkv/train/optim.h"
@@ -63,7 +64,7 @@ TEST(BertTrajectory, PretrainingStepsMatchPyTorch) {
   o.label_smoothing = 0;
   o.clip_norm = p["clip"];
   train::BertPretrainTask task(model, stream);
-  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/qkv_bert_trajectory_" + std::to_string(::getpid()), {});
+  train::Trainer trainer(task, opt, sched, o, qkv_test::temp_run_dir("bert_trajectory"), {});
 
   std::vector<double> expect = ref.get(c, "losses").to_vector<double>();
   std::vector<double> exact = ref.get(c, "losses64").to_vector<double>();

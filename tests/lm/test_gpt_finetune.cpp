@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "scratch_util.h"
 #include "qkv/autograd/node.h"
 #include "qkv/io/gpt2.h"
 #include "qkv/ops/shape.h"
@@ -97,7 +98,7 @@ TEST(GptFinetune, FiveTrainerStepsMatchTorch) {
   o.label_smoothing = 0;
   o.clip_norm = 0;
   train::GptClassificationTask task(*s.model, stream, s.params["lm_weight"]);
-  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/qkv_gpt_finetune_" + std::to_string(::getpid()), {});
+  train::Trainer trainer(task, opt, sched, o, qkv_test::temp_run_dir("gpt_finetune"), {});
   std::vector<double> expect = ref.get("run", "losses").to_vector<double>();
   for (size_t i = 0; i < expect.size(); ++i) {
     double loss = trainer.train_step();

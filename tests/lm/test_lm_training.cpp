@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "scratch_util.h"
 #include "qkv/io/gpt2.h"
 #include "qkv/train/lm_task.h"
 #include "qkv/train/schedule.h"
@@ -58,7 +59,7 @@ TEST(LmTraining, HundredStepsMatchPyTorch) {
   o.label_smoothing = 0;
   o.clip_norm = p["clip"];
   train::LmTask task(*b.model, stream);
-  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/qkv_lm_trajectory_" + std::to_string(::getpid()), {});
+  train::Trainer trainer(task, opt, sched, o, qkv_test::temp_run_dir("lm_trajectory"), {});
 
   std::vector<double> expect = ref.get(c, "losses").to_vector<double>();
   std::vector<double> exact = ref.get(c, "losses64").to_vector<double>();

@@ -19,6 +19,7 @@
 #include <random>
 #include <unistd.h>
 
+#include "scratch_util.h"
 #include "qkv/decode/search.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/models/transformer.h"
@@ -121,7 +122,7 @@ double train_and_score(Task task, int64_t steps, int64_t* wrong_out,
   o.save_every = 0;
   o.precision = precision;
   train::Seq2SeqTask training(model, stream, kPad);
-  train::Trainer trainer(training, opt, sched, o, ::testing::TempDir() + "/qkv_synthetic_" + std::to_string(::getpid()), {});
+  train::Trainer trainer(training, opt, sched, o, qkv_test::temp_run_dir("synthetic"), {});
   for (int64_t s = 0; s < steps; ++s) {
     const double loss = trainer.train_step();
     if (losses) losses->push_back(loss);

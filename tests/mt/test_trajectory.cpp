@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "scratch_util.h"
 #include "qkv/models/transformer.h"
 #include "qkv/train/seq2seq_task.h"
 #include "ref.h"
@@ -38,7 +39,7 @@ size_t expect_trajectory_matches(const std::string& stem, const std::string& c) 
   o.label_smoothing = p["label_smoothing"];
   o.clip_norm = p["clip"];
   train::Seq2SeqTask task(model, stream, cfg.pad_id);
-  train::Trainer trainer(task, opt, sched, o, ::testing::TempDir() + "/qkv_trajectory_" + std::to_string(::getpid()), {});
+  train::Trainer trainer(task, opt, sched, o, qkv_test::temp_run_dir("trajectory"), {});
 
   std::vector<double> expect = ref.get(c, "losses").to_vector<double>();
   std::vector<double> exact = ref.get(c, "losses64").to_vector<double>();
