@@ -114,8 +114,7 @@ TaggerRunResult train_bert_tagger(const TrainingRun& run) {
       QKV_CHECK(bundle.tokenizer != nullptr, init_from, "has no tokenizer (tokenizer.json or vocab.txt)");
       std::fprintf(stderr, "qkv train: from %s: %s", init_from.c_str(), bundle.report.summary().c_str());
     } else {
-      nlohmann::json& m = spec.config["model"];
-      if (!m.is_object()) m = nlohmann::json::object();
+      nlohmann::json& m = spec.config["model"];  // null when absent: the defaults make it an object
       const nlohmann::json defaults{{"max_position_embeddings", max_len}};
       check_model_section<models::BertConfig>(m, defaults, spec.where);
       std::shared_ptr<text::Tokenizer> tok = make_bert_tokenizer(
