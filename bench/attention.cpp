@@ -104,8 +104,9 @@ double median_us(F f, int reps) {
 
 int run_tiles(int64_t B, int64_t H, int64_t T, int64_t Dh) {
   kernels::check_precision_supported(kernels::MatmulPrecision::bf16, "bench_attention tiles");
-  std::printf("# tile products, one thread (%s), us per product; GF/s\n",
-              kernels::bf16_tile_native() ? "bf16: qkv's AVX512_BF16 kernel" : "bf16: fp32 GEMM on rounded values");
+  std::printf("# tile products, one thread, us per product (GF/s): fp32 GEMM; each bf16 kernel this CPU has "
+              "(gemm_bf16_tile takes %s)\n",
+              kernels::bf16_tile_kernel_name(kernels::bf16_tile_kernel()));
   const int64_t bq = kernels::kAttnBlockQ, bk = kernels::kAttnBlockK;
   struct Case {
     const char* name;
@@ -121,16 +122,22 @@ int run_tiles(int64_t B, int64_t H, int64_t T, int64_t Dh) {
   const kernels::MatmulPrecisionScope fp32(kernels::MatmulPrecision::fp32);
   const int blas_threads = openblas_get_num_threads();
   openblas_set_num_threads(1);  // as inside the kernels' parallel regions (else OpenBLAS splits a tile)
+  using kernels::Bf16TileKernel;
   for (const Case& k : cases) {
     const int64_t lda = k.ta ? k.M : k.K, ldb = k.tb ? k.K : k.N;
+    const double gf = 2.0 * k.M * k.N * k.K * 1e-3;
     const double t32 = median_us([&] { kernels::gemm(k.ta, k.tb, k.M, k.N, k.K, 1.f, ap, lda, bp, ldb, 1.f, cp, k.N); },
                                  200);
-    const double t16 = median_us(
-        [&] { kernels::gemm_bf16_tile(k.ta, k.tb, k.M, k.N, k.K, 1.f, ap, lda, bp, ldb, 1.f, cp, k.N); }, 200);
-    const double gf = 2.0 * k.M * k.N * k.K * 1e-3;
-    std::printf("%-14s %4lld x %4lld x %4lld  fp32 %6.2f us (%4.0f GF/s)  bf16 %6.2f us (%4.0f GF/s)  "
-                "fp32/bf16 %.2fx\n",
-                k.name, (long long)k.M, (long long)k.N, (long long)k.K, t32, gf / t32, t16, gf / t16, t32 / t16);
+    std::printf("%-14s %4lld x %4lld x %4lld  fp32 %6.2f (%4.0f)", k.name, (long long)k.M, (long long)k.N,
+                (long long)k.K, t32, gf / t32);
+    for (Bf16TileKernel kern : {Bf16TileKernel::amx, Bf16TileKernel::avx512_bf16, Bf16TileKernel::fp32_fma}) {
+      if (!kernels::bf16_tile_kernel_available(kern)) continue;
+      const double t16 = median_us([&] {
+        kernels::gemm_bf16_tile_with(kern, k.ta, k.tb, k.M, k.N, k.K, 1.f, ap, lda, bp, ldb, 1.f, cp, k.N);
+      }, 200);
+      std::printf("  %s %6.2f (%4.0f)", kernels::bf16_tile_kernel_name(kern), t16, gf / t16);
+    }
+    std::printf("\n");
   }
   openblas_set_num_threads(blas_threads);
   Tensor q = randn({B, H, T, Dh}, 1), kk = randn({B, H, T, Dh}, 2), v = randn({B, H, T, Dh}, 3);

@@ -74,6 +74,7 @@ void check_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
 }
 
 using kernels::Bf16Products;
+using kernels::Bf16TileKernel;
 
 void run_gemm_case(Bf16Products how, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t pad, float alpha,
                    float beta, uint64_t seed) {
@@ -155,24 +156,24 @@ TEST(Bf16Gemm, Fp32FmaIsTheFp32GemmOnRoundedOperands) {
     }
 }
 
-// gemm_bf16_tile, the attention tiles' products (one thread, no oneDNN): both ways of running it
-// (qkv's vdpbf16ps kernel under native, the fp32 GEMM on rounded values under fp32_fma), every
-// transpose, the tile shapes and ragged ones around the kernel's 8 x 32 micro-tiles and 16-column
-// vectors, odd K (a zero-padded pair), beta 0 and 1; padding columns of C untouched.
+// gemm_bf16_tile, the attention tiles' products (one thread, no oneDNN): every kernel the build and
+// CPU have (AMX tiles, qkv's vdpbf16ps kernel, the fp32 GEMM on rounded values), every transpose,
+// the tile shapes and ragged ones around the kernels' blocks (AMX: 16 x 16 tiles, 32 values of K
+// per tile, 2 x 2 tiles per block; vdpbf16ps: 8 x 32 micro-tiles of 16-column vectors), odd K (a
+// zero-padded pair), beta 0 and 1; padding columns of C untouched.
 TEST(Bf16Tile, ShapeClassesWithinTheF32AccumulationBound) {
-  const Bf16Products saved = kernels::bf16_products();
-  for (Bf16Products how : {Bf16Products::native, Bf16Products::fp32_fma}) {
-    kernels::set_bf16_products(how);
-    if (how == Bf16Products::native && !kernels::bf16_tile_native()) {
-      std::printf("gemm_bf16_tile: no AVX512_BF16 in this build (-march=native): native not checked\n");
+  for (Bf16TileKernel kernel : {Bf16TileKernel::amx, Bf16TileKernel::avx512_bf16, Bf16TileKernel::fp32_fma}) {
+    if (!kernels::bf16_tile_kernel_available(kernel)) {
+      std::printf("gemm_bf16_tile: no %s kernel in this build or on this CPU: not checked\n",
+                  kernels::bf16_tile_kernel_name(kernel));
       continue;
     }
     uint64_t seed = 500;
     for (auto [ta, tb] : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
       for (auto [M, N, K, pad] : {std::array<int64_t, 4>{7, 5, 3, 0}, {64, 128, 64, 0}, {128, 64, 64, 0},
                                   {64, 64, 128, 0}, {63, 127, 65, 1}, {37, 29, 131, 3}, {9, 33, 17, 2},
-                                  {1, 40, 31, 0}, {17, 1, 64, 0}}) {
-        SCOPED_TRACE(::testing::Message() << kernels::bf16_products_name(how) << " " << (ta ? "t" : "n")
+                                  {1, 40, 31, 0}, {17, 1, 64, 0}, {48, 80, 96, 0}, {33, 47, 33, 1}}) {
+        SCOPED_TRACE(::testing::Message() << kernels::bf16_tile_kernel_name(kernel) << " " << (ta ? "t" : "n")
                                           << (tb ? "t" : "n") << " M " << M << " N " << N << " K " << K);
         for (float beta : {0.f, 1.f}) {
           const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
@@ -180,29 +181,56 @@ TEST(Bf16Tile, ShapeClassesWithinTheF32AccumulationBound) {
           auto C0 = randn_values(M * ldc, seed + 2);
           seed += 3;
           auto C = C0;
-          kernels::gemm_bf16_tile(ta, tb, M, N, K, 0.125f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+          kernels::gemm_bf16_tile_with(kernel, ta, tb, M, N, K, 0.125f, A.data(), lda, B.data(), ldb, beta, C.data(),
+                                       ldc);
           check_gemm(ta, tb, M, N, K, 0.125f, A, lda, B, ldb, beta, C0, C, ldc);
           for (int64_t i = 0; i < M; ++i)
             for (int64_t j = N; j < ldc; ++j) ASSERT_EQ(C[size_t(i * ldc + j)], C0[size_t(i * ldc + j)]);
         }
       }
   }
-  kernels::set_bf16_products(saved);
 }
 
-// NaN and infinity reach the results as in fp32; beta outside {0, 1} is refused.
+// Which kernel gemm_bf16_tile takes: a bf16 one under native products where there is one (AMX
+// before vdpbf16ps), the fp32 GEMM under fp32_fma.
+TEST(Bf16Tile, KernelFollowsTheProcessChoice) {
+  const Bf16Products saved = kernels::bf16_products();
+  kernels::set_bf16_products(Bf16Products::fp32_fma);
+  EXPECT_EQ(kernels::bf16_tile_kernel(), Bf16TileKernel::fp32_fma);
+  EXPECT_FALSE(kernels::bf16_tile_native());
+  kernels::set_bf16_products(Bf16Products::native);
+  const Bf16TileKernel want = kernels::bf16_tile_kernel_available(Bf16TileKernel::amx)           ? Bf16TileKernel::amx
+                              : kernels::bf16_tile_kernel_available(Bf16TileKernel::avx512_bf16) ? Bf16TileKernel::avx512_bf16
+                                                                                                 : Bf16TileKernel::fp32_fma;
+  EXPECT_EQ(kernels::bf16_tile_kernel(), want);
+  kernels::set_bf16_products(saved);
+  for (Bf16TileKernel kernel : {Bf16TileKernel::amx, Bf16TileKernel::avx512_bf16})
+    if (!kernels::bf16_tile_kernel_available(kernel)) {
+      std::vector<float> C(4);
+      EXPECT_THROW(kernels::gemm_bf16_tile_with(kernel, false, false, 2, 2, 2, 1.f, C.data(), 2, C.data(), 2, 0.f,
+                                                C.data(), 2),
+                   Error);
+    }
+}
+
+// NaN and infinity reach the results as in fp32, through every kernel; beta outside {0, 1} is refused.
 TEST(Bf16Tile, NonFiniteOperandsAndBadBeta) {
   const int64_t M = 9, N = 20, K = 7;
   auto A = randn_values(M * K, 1), B = randn_values(K * N, 2);
   A[size_t(2 * K + 3)] = NAN;       // row 2 of C: NaN
   A[size_t(5 * K + 1)] = INFINITY;  // row 5: +-inf (B has no zeros)
-  std::vector<float> C(size_t(M * N), 0.f);
-  kernels::gemm_bf16_tile(false, false, M, N, K, 1.f, A.data(), K, B.data(), N, 0.f, C.data(), N);
-  for (int64_t j = 0; j < N; ++j) {
-    EXPECT_TRUE(std::isnan(C[size_t(2 * N + j)])) << j;
-    EXPECT_TRUE(std::isinf(C[size_t(5 * N + j)])) << j;
-    EXPECT_TRUE(std::isfinite(C[size_t(4 * N + j)])) << j;
+  for (Bf16TileKernel kernel : {Bf16TileKernel::amx, Bf16TileKernel::avx512_bf16, Bf16TileKernel::fp32_fma}) {
+    if (!kernels::bf16_tile_kernel_available(kernel)) continue;
+    SCOPED_TRACE(kernels::bf16_tile_kernel_name(kernel));
+    std::vector<float> C(size_t(M * N), 0.f);
+    kernels::gemm_bf16_tile_with(kernel, false, false, M, N, K, 1.f, A.data(), K, B.data(), N, 0.f, C.data(), N);
+    for (int64_t j = 0; j < N; ++j) {
+      EXPECT_TRUE(std::isnan(C[size_t(2 * N + j)])) << j;
+      EXPECT_TRUE(std::isinf(C[size_t(5 * N + j)])) << j;
+      EXPECT_TRUE(std::isfinite(C[size_t(4 * N + j)])) << j;
+    }
   }
+  std::vector<float> C(size_t(M * N), 0.f);
   EXPECT_THROW(kernels::gemm_bf16_tile(false, false, M, N, K, 1.f, A.data(), K, B.data(), N, 0.5f, C.data(), N),
                Error);
 }

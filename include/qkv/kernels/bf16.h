@@ -101,12 +101,23 @@ void gemm_bf16_rounded(Bf16Products how, bool transA, bool transB, int64_t M, in
 // A small bf16 product on the calling thread alone (no worker threads, no oneDNN primitive): the
 // attention kernels' tiles (kernels/attention.h), a few hundred thousand multiply-adds each, where
 // oneDNN's per-call cost would outweigh what bf16 saves. C = alpha op(A) op(B) + beta C (beta 0 or
-// 1), A and B rounded by to_bf16 into per-thread buffers, f32 accumulation: qkv's own AVX512_BF16
-// kernel (vdpbf16ps; it reads bf16 subnormals as zero, as oneDNN's does) when bf16_tile_native(),
-// else the rounded values through the fp32 GEMM (the fp32_fma way).
+// 1), A and B rounded by to_bf16 into per-thread buffers, f32 accumulation: qkv's own AMX or
+// AVX512_BF16 kernel (bf16_tile_kernel(); both read bf16 subnormals as zero, as oneDNN's do), else
+// the rounded values through the fp32 GEMM (the fp32_fma way).
 void gemm_bf16_tile(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
-// True when gemm_bf16_tile runs the vdpbf16ps kernel: built with AVX512_BF16 and bf16_products() native.
+// The kernel gemm_bf16_tile runs: under bf16_products() native, AMX tiles where the build, the CPU
+// (within oneDNN's ISA cap, ONEDNN_MAX_CPU_ISA) and the OS allow them, else qkv's vdpbf16ps kernel
+// when built with AVX512_BF16; otherwise (and under fp32_fma) the fp32 GEMM on rounded values.
+// All three sum the same exact products in f32, in different orders.
+enum class Bf16TileKernel : uint8_t { amx, avx512_bf16, fp32_fma };
+Bf16TileKernel bf16_tile_kernel();
+bool bf16_tile_kernel_available(Bf16TileKernel k);
+const char* bf16_tile_kernel_name(Bf16TileKernel k);  // "AMX" | "AVX512_BF16" | "fp32_fma"
+// gemm_bf16_tile through a named kernel (tests, benches); throws if it is not available.
+void gemm_bf16_tile_with(Bf16TileKernel kernel, bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// True when gemm_bf16_tile runs bf16 instructions (AMX or vdpbf16ps), not the fp32 GEMM.
 bool bf16_tile_native();
 // y = the f32 values of to_bf16(x) for a (rows, cols) matrix with leading dimension ld, into
 // contiguous y (fp32_fma's operands).
