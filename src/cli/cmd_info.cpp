@@ -68,6 +68,9 @@ int run(int argc, char** argv) {
                   ? ": training's bf16 products run as fp32 FMA on bf16-rounded operands; products against "
                     "converted weights (inference) stay native"
                   : "");
+  const qkv::kernels::Bf16TileKernel tiles = qkv::kernels::bf16_tile_kernel();
+  std::printf("bf16 attention   %s tiles%s\n", qkv::kernels::bf16_tile_kernel_name(tiles),
+              tiles == qkv::kernels::Bf16TileKernel::fp32_fma ? " (the fp32 GEMM on bf16-rounded operands)" : "");
   return 0;
 }
 

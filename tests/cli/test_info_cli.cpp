@@ -149,6 +149,10 @@ TEST(InfoCli, MeasuresTheProductSpeedAndSaysWhenBf16IsSlower) {
     EXPECT_NE(chosen.find(std::string("bf16 products    ") + how + " (QKV_BF16_PRODUCTS=" + how + ")"),
               std::string::npos)
         << chosen;
+    // The attention tiles follow the choice: under native, AMX where oneDNN found it, else vdpbf16ps.
+    const bool amx = chosen.find("bf16 GEMM AMX") != std::string::npos;
+    const std::string tiles = std::string(how) == "fp32_fma" ? "fp32_fma" : amx ? "AMX" : "AVX512_BF16";
+    EXPECT_NE(chosen.find("bf16 attention   " + tiles + " tiles"), std::string::npos) << chosen;
   }
   ScopedEnv bad(std::map<std::string, std::optional<std::string>>{{"QKV_BF16_PRODUCTS", "fast"}});
   const fs::path log = fs::path(::testing::TempDir()) / ("qkv_info_cli_bad_" + std::to_string(::getpid()));
