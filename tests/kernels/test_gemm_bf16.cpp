@@ -199,9 +199,9 @@ TEST(Bf16Tile, KernelFollowsTheProcessChoice) {
   EXPECT_EQ(kernels::bf16_tile_kernel(), Bf16TileKernel::fp32_fma);
   EXPECT_FALSE(kernels::bf16_tile_native());
   kernels::set_bf16_products(Bf16Products::native);
-  const Bf16TileKernel want = kernels::bf16_tile_kernel_available(Bf16TileKernel::amx)           ? Bf16TileKernel::amx
-                              : kernels::bf16_tile_kernel_available(Bf16TileKernel::avx512_bf16) ? Bf16TileKernel::avx512_bf16
-                                                                                                 : Bf16TileKernel::fp32_fma;
+  Bf16TileKernel want = Bf16TileKernel::fp32_fma;  // the first available of AMX, vdpbf16ps, fp32_fma
+  if (kernels::bf16_tile_kernel_available(Bf16TileKernel::avx512_bf16)) want = Bf16TileKernel::avx512_bf16;
+  if (kernels::bf16_tile_kernel_available(Bf16TileKernel::amx)) want = Bf16TileKernel::amx;
   EXPECT_EQ(kernels::bf16_tile_kernel(), want);
   kernels::set_bf16_products(saved);
   for (Bf16TileKernel kernel : {Bf16TileKernel::amx, Bf16TileKernel::avx512_bf16})
