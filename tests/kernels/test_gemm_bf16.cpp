@@ -2,15 +2,8 @@
 // (double) product of the bf16-rounded operands, the precision setting, the primitive cache and
 // the refusal on a CPU without AMX / AVX512_BF16 (oneDNN's ISA capped in a child process).
 //
-// Error bound. A and B are rounded to bf16 (8-bit significands), so every product a*b is exact in
-// f32 (16 significant bits <= 24). What remains is the f32 accumulation of K exact products: for any
-// summation order (oneDNN blocks K and may sum pairs first) the computed sum s^ of K terms satisfies
-//   |s^ - s| <= gamma_{K-1} sum|a_k b_k|,  gamma_n = n u / (1 - n u),  u = 2^-24 (f32 unit roundoff),
-// then alpha * s^ + beta * c0 adds at most two more roundings (the scale and the sum post-op), each
-// <= u * |value|. The test checks |C - C_exact| <= (K + 2) u (1 + 1e-6) sum_k |alpha a_k b_k| + 2 u |beta c0|
-// + 2 u |C_exact| with C_exact in double (its own error, ~2^-53, is negligible). AVX512_BF16's dot
-// instruction flushes bf16 subnormals to zero, so the inputs here are normal numbers (the rounding
-// test covers subnormals).
+// Error bound: see bf16_bound.h (products of bf16-rounded operands are exact in f32; what remains
+// is the f32 accumulation).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -22,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bf16_bound.h"
 #include "helpers.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/bf16_step_weights.h"
@@ -33,7 +27,6 @@ namespace qkv {
 namespace {
 
 using kernels::MatmulPrecision;
-constexpr double kU32 = 1.0 / (1 << 24);
 
 bool capped() { return std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MAX_CPU_ISA"); }
 
@@ -43,38 +36,11 @@ bool capped() { return std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MA
 
 using testing::randn_values;
 
-float bf(float x) { return kernels::from_bf16(kernels::to_bf16(x)); }
-
-// Checks C (M, N, row stride ldc) against the exact product of the rounded operands.
-void check_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const std::vector<float>& A,
-                int64_t lda, const std::vector<float>& B, int64_t ldb, float beta, const std::vector<float>& C0,
-                const std::vector<float>& C, int64_t ldc) {
-  int64_t bad = 0;
-  double worst = 0;
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      double s = 0, abs_s = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        double a = bf(ta ? A[size_t(k * lda + i)] : A[size_t(i * lda + k)]);
-        double b = bf(tb ? B[size_t(j * ldb + k)] : B[size_t(k * ldb + j)]);
-        s += a * b;
-        abs_s += std::fabs(a * b);
-      }
-      double c0 = C0[size_t(i * ldc + j)];
-      double exact = alpha * s + beta * c0;
-      double bound = (K + 2) * kU32 * (1 + 1e-6) * std::fabs(alpha) * abs_s + 2 * kU32 * std::fabs(beta * c0) +
-                     2 * kU32 * std::fabs(exact);
-      double err = std::fabs(C[size_t(i * ldc + j)] - exact);
-      worst = std::max(worst, bound > 0 ? err / bound : err);
-      if (err > bound && bad++ < 5)
-        ADD_FAILURE() << "C[" << i << "," << j << "] = " << C[size_t(i * ldc + j)] << ", exact " << exact
-                      << ", error " << err << " > bound " << bound;
-    }
-  EXPECT_EQ(bad, 0) << "of " << M * N << " (worst error / bound " << worst << ")";
-}
+using bf16_test::bf;
+using bf16_test::check_gemm;
+using bf16_test::kU32;
 
 using kernels::Bf16Products;
-using kernels::Bf16TileKernel;
 
 void run_gemm_case(Bf16Products how, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t pad, float alpha,
                    float beta, uint64_t seed) {
@@ -154,85 +120,6 @@ TEST(Bf16Gemm, Fp32FmaIsTheFp32GemmOnRoundedOperands) {
       EXPECT_EQ(got, want);
       EXPECT_NE(got, unrounded);
     }
-}
-
-// gemm_bf16_tile, the attention tiles' products (one thread, no oneDNN): every kernel the build and
-// CPU have (AMX tiles, qkv's vdpbf16ps kernel, the fp32 GEMM on rounded values), every transpose,
-// the tile shapes and ragged ones around the kernels' blocks (AMX: 16 x 16 tiles, 32 values of K
-// per tile, 2 x 2 tiles per block; vdpbf16ps: 8 x 32 micro-tiles of 16-column vectors), odd K (a
-// zero-padded pair), beta 0 and 1; padding columns of C untouched.
-TEST(Bf16Tile, ShapeClassesWithinTheF32AccumulationBound) {
-  for (Bf16TileKernel kernel : {Bf16TileKernel::amx, Bf16TileKernel::avx512_bf16, Bf16TileKernel::fp32_fma}) {
-    if (!kernels::bf16_tile_kernel_available(kernel)) {
-      std::printf("gemm_bf16_tile: no %s kernel in this build or on this CPU: not checked\n",
-                  kernels::bf16_tile_kernel_name(kernel));
-      continue;
-    }
-    uint64_t seed = 500;
-    for (auto [ta, tb] : {std::pair{false, false}, {false, true}, {true, false}, {true, true}})
-      for (auto [M, N, K, pad] : {std::array<int64_t, 4>{7, 5, 3, 0}, {64, 128, 64, 0}, {128, 64, 64, 0},
-                                  {64, 64, 128, 0}, {63, 127, 65, 1}, {37, 29, 131, 3}, {9, 33, 17, 2},
-                                  {1, 40, 31, 0}, {17, 1, 64, 0}, {48, 80, 96, 0}, {33, 47, 33, 1}}) {
-        SCOPED_TRACE(::testing::Message() << kernels::bf16_tile_kernel_name(kernel) << " " << (ta ? "t" : "n")
-                                          << (tb ? "t" : "n") << " M " << M << " N " << N << " K " << K);
-        for (float beta : {0.f, 1.f}) {
-          const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
-          auto A = randn_values((ta ? K : M) * lda, seed), B = randn_values((tb ? N : K) * ldb, seed + 1, 0.5f);
-          auto C0 = randn_values(M * ldc, seed + 2);
-          seed += 3;
-          auto C = C0;
-          kernels::gemm_bf16_tile_with(kernel, ta, tb, M, N, K, 0.125f, A.data(), lda, B.data(), ldb, beta, C.data(),
-                                       ldc);
-          check_gemm(ta, tb, M, N, K, 0.125f, A, lda, B, ldb, beta, C0, C, ldc);
-          for (int64_t i = 0; i < M; ++i)
-            for (int64_t j = N; j < ldc; ++j) ASSERT_EQ(C[size_t(i * ldc + j)], C0[size_t(i * ldc + j)]);
-        }
-      }
-  }
-}
-
-// Which kernel gemm_bf16_tile takes: a bf16 one under native products where there is one (AMX
-// before vdpbf16ps), the fp32 GEMM under fp32_fma.
-TEST(Bf16Tile, KernelFollowsTheProcessChoice) {
-  const Bf16Products saved = kernels::bf16_products();
-  kernels::set_bf16_products(Bf16Products::fp32_fma);
-  EXPECT_EQ(kernels::bf16_tile_kernel(), Bf16TileKernel::fp32_fma);
-  EXPECT_FALSE(kernels::bf16_tile_native());
-  kernels::set_bf16_products(Bf16Products::native);
-  Bf16TileKernel want = Bf16TileKernel::fp32_fma;  // the first available of AMX, vdpbf16ps, fp32_fma
-  if (kernels::bf16_tile_kernel_available(Bf16TileKernel::avx512_bf16)) want = Bf16TileKernel::avx512_bf16;
-  if (kernels::bf16_tile_kernel_available(Bf16TileKernel::amx)) want = Bf16TileKernel::amx;
-  EXPECT_EQ(kernels::bf16_tile_kernel(), want);
-  kernels::set_bf16_products(saved);
-  for (Bf16TileKernel kernel : {Bf16TileKernel::amx, Bf16TileKernel::avx512_bf16})
-    if (!kernels::bf16_tile_kernel_available(kernel)) {
-      std::vector<float> C(4);
-      EXPECT_THROW(kernels::gemm_bf16_tile_with(kernel, false, false, 2, 2, 2, 1.f, C.data(), 2, C.data(), 2, 0.f,
-                                                C.data(), 2),
-                   Error);
-    }
-}
-
-// NaN and infinity reach the results as in fp32, through every kernel; beta outside {0, 1} is refused.
-TEST(Bf16Tile, NonFiniteOperandsAndBadBeta) {
-  const int64_t M = 9, N = 20, K = 7;
-  auto A = randn_values(M * K, 1), B = randn_values(K * N, 2);
-  A[size_t(2 * K + 3)] = NAN;       // row 2 of C: NaN
-  A[size_t(5 * K + 1)] = INFINITY;  // row 5: +-inf (B has no zeros)
-  for (Bf16TileKernel kernel : {Bf16TileKernel::amx, Bf16TileKernel::avx512_bf16, Bf16TileKernel::fp32_fma}) {
-    if (!kernels::bf16_tile_kernel_available(kernel)) continue;
-    SCOPED_TRACE(kernels::bf16_tile_kernel_name(kernel));
-    std::vector<float> C(size_t(M * N), 0.f);
-    kernels::gemm_bf16_tile_with(kernel, false, false, M, N, K, 1.f, A.data(), K, B.data(), N, 0.f, C.data(), N);
-    for (int64_t j = 0; j < N; ++j) {
-      EXPECT_TRUE(std::isnan(C[size_t(2 * N + j)])) << j;
-      EXPECT_TRUE(std::isinf(C[size_t(5 * N + j)])) << j;
-      EXPECT_TRUE(std::isfinite(C[size_t(4 * N + j)])) << j;
-    }
-  }
-  std::vector<float> C(size_t(M * N), 0.f);
-  EXPECT_THROW(kernels::gemm_bf16_tile(false, false, M, N, K, 1.f, A.data(), K, B.data(), N, 0.5f, C.data(), N),
-               Error);
 }
 
 TEST(Bf16Gemm, EmptyAndZeroK) {
