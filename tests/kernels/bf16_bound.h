@@ -28,8 +28,8 @@ inline float bf(float x) { return kernels::from_bf16(kernels::to_bf16(x)); }
 
 // Checks C (M, N, row stride ldc) against the exact product of the rounded operands.
 inline void check_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const std::vector<float>& A,
-                int64_t lda, const std::vector<float>& B, int64_t ldb, float beta, const std::vector<float>& C0,
-                const std::vector<float>& C, int64_t ldc) {
+                       int64_t lda, const std::vector<float>& B, int64_t ldb, float beta, const std::vector<float>& C0,
+                       const std::vector<float>& C, int64_t ldc) {
   int64_t bad = 0;
   double worst = 0;
   for (int64_t i = 0; i < M; ++i)

@@ -365,19 +365,15 @@ const char* bf16_tile_kernel_name(Bf16TileKernel k) {
 
 bool bf16_tile_native() { return bf16_tile_kernel() != Bf16TileKernel::fp32_fma; }
 
-void gemm_bf16_tile(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  gemm_bf16_tile_with(bf16_tile_kernel(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
+namespace {
 
-void gemm_bf16_tile_with(Bf16TileKernel kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                         const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+// gemm_bf16_tile through `kernel`, which the caller knows is available.
+void tile_product(Bf16TileKernel kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   QKV_CHECK(beta == 0.f || beta == 1.f, "gemm_bf16_tile", "beta must be 0 or 1, got ", beta);
   QKV_CHECK(lda >= std::max<int64_t>(1, ta ? M : K) && ldb >= std::max<int64_t>(1, tb ? K : N) &&
                 ldc >= std::max<int64_t>(1, N),
             "gemm_bf16_tile", "lda = ", lda, ", ldb = ", ldb, ", ldc = ", ldc, " below the stored row lengths");
-  QKV_CHECK(bf16_tile_kernel_available(kernel), "gemm_bf16_tile", "the ", bf16_tile_kernel_name(kernel),
-            " kernel is not available on this CPU or build");
   if (M == 0 || N == 0) return;
   if (K == 0 || alpha == 0.f) {  // an empty sum
     for (int64_t i = 0; i < M; ++i)
@@ -399,6 +395,21 @@ void gemm_bf16_tile_with(Bf16TileKernel kernel, bool ta, bool tb, int64_t M, int
 #endif
   // The same exact products summed in f32 by the fp32 GEMM (single-threaded inside a parallel region).
   gemm_bf16_rounded(Bf16Products::fp32_fma, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+}  // namespace
+
+// bf16_tile_kernel() is always available: no check per tile.
+void gemm_bf16_tile(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  tile_product(bf16_tile_kernel(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_bf16_tile_with(Bf16TileKernel kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  QKV_CHECK(bf16_tile_kernel_available(kernel), "gemm_bf16_tile", "the ", bf16_tile_kernel_name(kernel),
+            " kernel is not available on this CPU or build");
+  tile_product(kernel, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace qkv::kernels
