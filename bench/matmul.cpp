@@ -386,7 +386,8 @@ void bench_int8_packed() {
 // `bench_matmul gpt2stream`: one batch-1 decoding step's products for GPT-2 124M (12 layers of
 // Wqkv 2304x768, Wo 768x768, W1 3072x768, W2 768x3072, then the 50257x768 vocabulary), every
 // weight distinct, so each "token" streams all of them from memory as generation does: fp32 rows
-// (read in place, the Generator's default), fp32 panels, bf16 blocked and int8, alternating. The
+// (read in place, the Generator's default), fp32 panels, bf16 blocked (oneDNN) and rows (qkv's
+// kernel on a bf16 copy, the Generator's bf16 form) and int8, alternating. The
 // weight bytes each form reads, divided by its time, is the bandwidth it reaches; attention,
 // layer norms and the rest of a real step are not included.
 void bench_gpt2_stream(int tokens) {
@@ -400,7 +401,7 @@ void bench_gpt2_stream(int tokens) {
   for (int l = 0; l < 12; ++l) shapes.insert(shapes.end(), {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}});
   shapes.push_back({50257, 768});
   std::vector<Tensor> w, x, y;
-  std::vector<kernels::PackedLinear> rows, panels;
+  std::vector<kernels::PackedLinear> rows, panels, rows16;
   std::vector<std::shared_ptr<const kernels::Bf16Weight>> b16;
   std::vector<std::shared_ptr<const kernels::Int8Weight>> i8;
   double f32_bytes = 0, b16_bytes = 0, i8_bytes = 0;
@@ -412,6 +413,7 @@ void bench_gpt2_stream(int tokens) {
     rows.push_back(kernels::pack_linear_rows({w.back()}, Tensor()));
     panels.push_back(kernels::pack_linear(w.back(), Tensor()));
     if (info.bf16_native()) b16.push_back(kernels::pack_bf16_weight(w.back().data<float>(), s.N, s.K, s.K));
+    if (info.bf16_native()) rows16.push_back(kernels::pack_linear_rows({w.back()}, {}, kernels::MatmulPrecision::bf16));
     if (kernels::int8_native()) i8.push_back(kernels::pack_int8_weight(w.back().data<float>(), s.N, s.K, s.K));
     f32_bytes += 4.0 * double(s.N * s.K);
     if (!b16.empty()) b16_bytes += double(kernels::bf16_weight_bytes(*b16.back()));
@@ -427,8 +429,9 @@ void bench_gpt2_stream(int tokens) {
       for (size_t i = 0; i < shapes.size(); ++i)
         kernels::gemm_bf16_packed(1, x[i].data<float>(), shapes[i].K, *b16[i], nullptr, y[i].data<float>(), shapes[i].N);
     });
-    names.push_back("bf16 blocked");
-    bytes.push_back(b16_bytes);
+    runs.push_back([&] { for (size_t i = 0; i < shapes.size(); ++i) kernels::packed_linear(x[i], rows16[i], y[i]); });
+    names.insert(names.end(), {"bf16 blocked", "bf16 rows"});
+    bytes.insert(bytes.end(), {b16_bytes, f32_bytes / 2});
   }
   if (!i8.empty()) {
     runs.push_back([&] {

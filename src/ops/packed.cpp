@@ -46,7 +46,8 @@ void PackedWeights::set_layout(kernels::PackLayout layout) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (layout_ == layout) return;
   layout_ = layout;
-  packed_[0].reset();  // the fp32 form was made in the other layout (a rows pack is only pointers)
+  packed_[0].reset();  // the fp32 and bf16 forms were made in the other layout
+  packed_[1].reset();
 }
 
 kernels::PackLayout PackedWeights::layout() const {
@@ -93,11 +94,11 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
   for (const Tensor& b : biases)
     QKV_CHECK(b.defined() == has_bias, "PackedWeights", "either every weight has a bias or none does");
   Tensor b = !has_bias ? Tensor() : biases.size() == 1 ? biases[0] : concat(biases, 0);  // (N)
-  bool in_place = layout_ == kernels::PackLayout::rows && precision == kernels::MatmulPrecision::fp32;
+  bool rows = layout_ == kernels::PackLayout::rows && precision != kernels::MatmulPrecision::int8;
   for (const Tensor& w : weights)
-    in_place = in_place && w.defined() && w.dtype() == DType::f32 && w.ndim() == 2 && w.is_contiguous();
-  if (in_place) {  // the weights read where they are: nothing copied but the bias
-    packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear_rows(weights, b));
+    rows = rows && w.defined() && w.dtype() == DType::f32 && w.ndim() == 2 && w.is_contiguous();
+  if (rows) {  // fp32: the weights read where they are, nothing copied but the bias; bf16: one bf16 copy
+    packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear_rows(weights, b, precision));
   } else {
     Tensor w = weights.size() == 1 ? weights[0] : concat(weights, 0);  // (N, K)
     packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear(w, b, precision));

@@ -156,6 +156,46 @@ TEST(PackedWeights, RowsLayoutReadsTheWeightsInPlace) {
   EXPECT_CLOSE(linear_packed(x, *pt), linear(x, transpose(wt, 0, 1), Tensor()), kF32);
 }
 
+// The rows layout under bf16: the stacked weights converted once into one bf16 copy (not oneDNN's
+// layout), the same pack while nothing changes, converted again after a weight is written; a
+// switch to panels drops it.
+TEST(PackedWeights, RowsLayoutInBf16ConvertsOnce) {
+  NoGradGuard ng;
+  Tensor wq = randn({16, 24}, 81), wk = randn({16, 24}, 82), x = randn({5, 24}, 83);
+  PackedWeights cache;
+  cache.set_layout(kernels::PackLayout::rows);
+  const int64_t before = kernels::bf16_weights_packed();
+  auto p = cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16);
+  EXPECT_EQ(p->layout, kernels::PackLayout::rows);
+  EXPECT_TRUE(p->rows_bf16 != nullptr);
+  EXPECT_TRUE(p->bf16 == nullptr);
+  EXPECT_EQ(cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16), p);
+  EXPECT_EQ(kernels::bf16_weights_packed() - before, 1);
+  auto f = cache.get({wq, wk}, {}, kernels::MatmulPrecision::fp32);  // its own form, in place
+  EXPECT_TRUE(f->rows_bf16 == nullptr);
+  EXPECT_EQ(f->rows[0].data<float>(), wq.data<float>());
+  // The products of bf16 values: the fp32 rows' bits on operands rounded beforehand.
+  auto rounded = [](const Tensor& t) {
+    Tensor r = Tensor::empty(t.shape());
+    kernels::round_to_bf16_values(t.data<float>(), 1, t.numel(), t.numel(), r.data<float>());
+    return r;
+  };
+  PackedWeights f32_rows;
+  f32_rows.set_layout(kernels::PackLayout::rows);
+  EXPECT_TRUE(bit_equal(linear_packed(x, *p), linear_packed(rounded(x), *f32_rows.get({rounded(wq), rounded(wk)}))));
+  wk.data<float>()[3] = 100.f;
+  wk.mark_modified();
+  auto p2 = cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16);
+  EXPECT_NE(p2, p);
+  EXPECT_EQ(kernels::bf16_weights_packed() - before, 2);
+  if (!kernels::dnnl_cpu_info().bf16_native()) return;  // oneDNN's bf16 form needs AMX or AVX512_BF16
+  cache.set_layout(kernels::PackLayout::panels);
+  auto q = cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16);
+  EXPECT_EQ(q->layout, kernels::PackLayout::panels);
+  EXPECT_TRUE(q->bf16 != nullptr);
+  EXPECT_TRUE(q->rows_bf16 == nullptr);
+}
+
 TEST(PackedWeights, RowsLayoutRecordsThroughTheConcatenation) {
   Tensor wq = randn({8, 6}, 51), wk = randn({8, 6}, 52), x = randn({3, 6}, 53);
   wq.set_requires_grad(true);

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/ops/shape.h"
 #include "qkv/text/char_word.h"
 #include "ref.h"
@@ -192,6 +193,38 @@ TEST(Generator, SeededSamplingIsPerPromptBatchedOrNot) {
   size_t differ = 0;
   for (size_t i = 0; i < prompts.size(); ++i) differ += other[i].tokens != one[i].tokens;
   EXPECT_GT(differ, 0u);  // another seed, other draws
+}
+
+// bf16 in the rows layout (a large model's, Generator::decoding_layout; its products' bits do not
+// depend on the batch: test_packed_rows_bf16.cpp): greedy and seeded sampling give the same tokens
+// batched (left-padded) or one prompt at a time, as in fp32.
+TEST(Generator, Bf16RowsBatchedEqualsOneAtATime) {
+  if (!kernels::dnnl_cpu_info().bf16_native())
+    GTEST_SKIP() << "oneDNN has no bf16 kernel here (" << kernels::dnnl_cpu_info().isa << "): bf16 is refused";
+  RefFile ref("gpt_generate");
+  for (auto& c : kModels) {
+    SCOPED_TRACE(c);
+    tasks::Generator g(load(ref, c));
+    g.bundle().model->set_pack_layout(kernels::PackLayout::rows);
+    auto prompts = prompts_of(ref, c);
+    for (bool sample : {false, true}) {
+      SCOPED_TRACE(sample ? "sampled" : "greedy");
+      tasks::GenerateOptions o;
+      o.precision = kernels::MatmulPrecision::bf16;
+      o.sample = sample;
+      o.eos_id = -1;
+      o.max_new_tokens = 16;
+      o.logits = {0.9, 20, 0.95, 1.1};
+      o.seed = 7;
+      o.batch_size = 1;
+      auto one = g.generate_ids(prompts, o);
+      for (int64_t bs : {5, 3}) {
+        o.batch_size = bs;
+        auto batched = g.generate_ids(prompts, o);
+        for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(batched[i].tokens, one[i].tokens) << i << ", batch " << bs;
+      }
+    }
+  }
 }
 
 TEST(LogitsProcess, FiltersEqualHuggingFacesAlgorithms) {

@@ -154,7 +154,8 @@ void gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& 
                       int64_t ldo);
 bool try_gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& w, const float* bias, float* out,
                           int64_t ldo);
-// Weights converted by pack_bf16_weight so far (tests count them: converted once, not per call).
+// Weights converted to bf16 so far, by pack_bf16_weight or as a rows pack (pack_linear_rows in
+// gemm.h): tests count them (converted once, not per call).
 int64_t bf16_weights_packed();
 // Bytes the converted weight occupies (oneDNN's blocked layout pads N and K to its blocks), and
 // where (tests compare layouts byte for byte).

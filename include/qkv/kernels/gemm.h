@@ -67,8 +67,12 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 // The layers above hold a PackedLinear in a PackedWeights (ops/packed.h), which packs again
 // whenever a weight changed (a rows pack only re-reads its pointers and bias: no copy).
 //
-// Packed for precision bf16, the weight is instead converted once to bf16 in oneDNN's preferred
-// layout (Bf16Weight, bf16.h) and x is rounded to bf16 per product (f32 accumulation, f32 out);
+// Packed for precision bf16, the weight is instead converted once to bf16 and x is rounded to bf16
+// per product (f32 accumulation, f32 out). In the rows layout the copy is the rows themselves in
+// bf16 (row-major (N, K), stacked weights one after another: half the bytes of f32 to stream at
+// batch 1), read by the same kernel as f32 rows with the weights widened in registers, so a row's
+// output is again the same alone or in a batch. In the panels layout the copy is in oneDNN's
+// preferred layout (Bf16Weight, bf16.h) and oneDNN multiplies;
 // from bf16_fma_min_rows rows on a CPU whose bf16 products run as fp32_fma (bf16.h), the original
 // f32 weight and x are rounded per product and multiplied by the fp32 GEMM instead.
 // Packed for precision int8, a weight large enough to pay (int8_pays, kernels/int8.h) is quantized
@@ -83,8 +87,9 @@ struct PackedLinear {
   // several stacked weights leaves `weight` undefined (it would be a copy): see `rows`.
   Tensor weight, bias;
   Tensor panels;           // (ceil(N / 32), K, 32) f32; panels layout only
-  std::vector<Tensor> rows;  // rows layout: the weights (N_i, K), f32, contiguous, stacked on N
-  std::shared_ptr<const Bf16Weight> bf16;  // precision bf16 (f32 weights only), else null
+  std::vector<Tensor> rows;  // rows layout: the weights (N_i, K), f32, contiguous, stacked on N (fp32 reads them)
+  std::shared_ptr<const uint16_t> rows_bf16;  // rows layout, bf16: the stacked weights as bf16 bits, (N, K)
+  std::shared_ptr<const Bf16Weight> bf16;  // panels layout, bf16 (f32 weights only), else null
   std::shared_ptr<const Int8Weight> int8;  // precision int8 and int8_pays (f32 weights only), else null
   Tensor dense_bias;    // bias, contiguous
   Tensor padded_bias;   // (ceil(N / 32) * 32) when N is not a multiple of 32 (panels)
@@ -95,14 +100,17 @@ struct PackedLinear {
 };
 PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision precision = MatmulPrecision::fp32);
 // The rows layout over weights (N_i, K) stacked on axis 0 (e.g. [W_q; W_k; W_v]), each f32 and
-// contiguous, read in place; bias (sum N_i) or undefined. Nothing is copied but the bias.
-PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias);
+// contiguous; bias (sum N_i) or undefined. fp32: read in place, nothing copied but the bias.
+// bf16: converted once (to_bf16) into one (sum N_i, K) copy. Other precisions are refused.
+PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias,
+                              MatmulPrecision precision = MatmulPrecision::fp32);
 // out (M, N) = x (M, K) @ w^T + bias; x rows unit-stride (row stride free), out contiguous.
 // fp32: each output element is one dot product whose order of additions is fixed by K alone (the
 // panels: k-ordered; the rows: 16 k-ordered lane sums, then a fixed tree), so results depend
 // neither on the thread count nor on M (a row's output is the same alone or in a batch).
-// bf16: oneDNN's matmul against the converted weight (or fp32_fma from bf16_fma_min_rows rows, as
-// above); int8: kernels/int8.h's scheme.
+// bf16 rows: the same, on x rounded to bf16 and the bf16 weights. bf16 panels: oneDNN's matmul
+// against the converted weight (or fp32_fma from bf16_fma_min_rows rows, as above); int8:
+// kernels/int8.h's scheme.
 void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out);
 
 // out (N) = sum over the rows of x (R, N) (a Linear's bias gradient); x, out contiguous. Sums in

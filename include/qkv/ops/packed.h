@@ -23,14 +23,15 @@ Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w);
 // integer compares, so callers ask for it at every decoding step and never see old weights.
 // Thread-safe: get() returns a shared snapshot that stays valid while another thread repacks.
 // A copy starts empty (it packs again on first use).
-// One packed form per matmul precision: fp32 panels, (bf16) the weight converted once to bf16
-// in oneDNN's layout, or (int8) quantized once per output channel; under int8 a stack too small
-// to pay (kernels::int8_pays) gets the fp32 form instead. get() returns the form for `precision`
-// (by default the calling thread's, kernels::matmul_precision()); a stale source drops every
-// form, so none is ever older than the weights.
-// The fp32 form's layout (kernels::PackLayout) is the owner's choice: panels (a copy, the
-// default) or rows (the f32 weights read in place: no copy; taken only when every weight is f32
-// and contiguous, else panels). set_layout drops an fp32 form of the other layout.
+// One packed form per matmul precision: fp32, (bf16) the weight converted once to bf16, or (int8)
+// quantized once per output channel; under int8 a stack too small to pay (kernels::int8_pays)
+// gets the fp32 form instead. get() returns the form for `precision` (by default the calling
+// thread's, kernels::matmul_precision()); a stale source drops every form, so none is ever older
+// than the weights.
+// The layout of the fp32 and bf16 forms (kernels::PackLayout) is the owner's choice: panels (a
+// copy, the default; bf16 in oneDNN's layout) or rows (fp32: the f32 weights read in place, no
+// copy; bf16: the rows converted once to bf16; taken only when every weight is f32 and
+// contiguous, else panels). set_layout drops the forms of the other layout.
 class PackedWeights {
  public:
   PackedWeights() = default;
@@ -62,7 +63,7 @@ class PackedWeights {
   mutable std::mutex mutex_;
   mutable std::vector<Source> sources_;  // weights then biases
   mutable std::shared_ptr<const kernels::PackedLinear> packed_[3];  // by MatmulPrecision: fp32, bf16, int8
-  kernels::PackLayout layout_ = kernels::PackLayout::panels;         // of the fp32 form
+  kernels::PackLayout layout_ = kernels::PackLayout::panels;         // of the fp32 and bf16 forms
 };
 
 // True when a product of x against the weight w should take the weight's cached bf16 or int8

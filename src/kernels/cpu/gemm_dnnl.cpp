@@ -354,6 +354,7 @@ const void* bf16_weight_data(const Bf16Weight& w) { return w.data.get(); }
 size_t bf16_weight_bytes(const Bf16Weight& w) { return w.md.get_size(); }
 
 int64_t bf16_weights_packed() { return g_weights_packed.load(); }
+void count_bf16_rows_copy() { g_weights_packed.fetch_add(1); }
 
 bool try_gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& w, const float* bias, float* out,
                           int64_t ldo) {

@@ -8,21 +8,18 @@
 // panel row, 8 broadcasts, 16 FMAs. Panels are split among threads (disjoint output columns,
 // so results do not depend on the thread count: each element is one k-ordered dot product).
 //
-// The rows layout (PackLayout::rows) keeps no copy: the product reads the weights' own (N, K)
-// rows. At batch 1 a decoding step is memory-bound (GPT-2 124M reads 500 MB of weights per
-// token), so what matters is that every weight byte is read once, in long contiguous streams, by
-// both threads at once: threads own disjoint ranges of 8-row blocks (a block is 8 * K contiguous
-// floats) and every x row is multiplied with a block while it is in L1. At batch 1 a thread
-// reads its range as two streams, its halves a row of each at a time, with a software prefetch
-// ahead (see rows_product).
+// The rows layout (PackLayout::rows) keeps no copy in fp32: the product (gemm_rows.cpp) reads
+// the weights' own (N, K) rows; in bf16 it reads one copy of them converted to bf16, row-major.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "gemm_rows.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/int8.h"
 #include "qkv/kernels/parallel.h"
@@ -107,219 +104,36 @@ void tile_rows(int64_t mr, const float* x, int64_t ldx, const float* panel, int6
   }
 }
 
-// ---------------------------------------------------------------- rows layout
-
-constexpr int64_t kBlock = 8;  // weight rows per block (outputs per tile, at most)
-
-// Where global row n of a rows pack lives: the stacked weights (N_i, K), in order.
-struct RowSource {
-  const float* const* base;  // segment s starts at base[s], its global rows at start[s]
-  const int64_t* start;      // nseg + 1 entries, start[nseg] = N
-  int nseg;
-  int64_t K;
-  const float* row(int64_t n) const {
-    int s = 0;
-    while (n >= start[s + 1]) ++s;
-    return base[s] + (n - start[s]) * K;
-  }
-};
-
-#if defined(__AVX512F__)
-// The sum of v's 16 lanes by a fixed tree: lane l + lane l+8, then + 4, + 2, + 1 (what GCC's
-// _mm512_reduce_add_ps does, written with in-register shuffles; the masked forms with every lane
-// selected, because GCC 12 warns about the unmasked ones' undefined pass-through operand).
-inline float lane_sum(__m512 v) {
-  constexpr __mmask16 all = 0xFFFF;
-  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, 0x4E));  // 256-bit halves swapped
-  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, 0xB1));  // 128-bit quarters swapped in pairs
-  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, 0x4E));        // 64-bit pairs swapped
-  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, 0xB1));        // neighbours swapped
-  return _mm512_cvtss_f32(v);
-}
-
-// out[m * ldo + r] = bias[r] + dot(x[m * ldx ..], w[r][..]) for MR rows of x and NR weight rows.
-// Lane l of acc[m][r] sums the products at k = l, l + 16, ... in k order (the tail masked); the
-// 16 lanes are then added by lane_sum (a fixed tree). So an output depends only on
-// its x row, its weight row and K. Stream (batch 1, where a thread's weight rows are read one
-// after another as one contiguous run): each 64-byte line is requested kStreamAhead floats before
-// it is used. For 8-row blocks the next block is not prefetched in software: into L1 (T0) it made
-// the rows 1.17-1.20x slower than the panels (Intel Xeon); into L2 (T1) it was level with none
-// there and 8-10% slower than none on AMD EPYC Zen 5 (bench_matmul gpt2stream, BENCHMARKS.md).
-constexpr int64_t kStreamAhead = 2048;  // 8 KB: the best of 1, 2 and 4K floats (Zen 5)
-// A hint for the line kStreamAhead floats past p (the address may lie past the weight's end: never a fault).
-inline void prefetch_ahead(const float* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kStreamAhead * 4), _MM_HINT_T0);
-}
-template <int MR, int NR, bool Stream = false>
-void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, const float* bias, float* out,
-               int64_t ldo) {
-  __m512 acc[MR][NR];
-  for (int m = 0; m < MR; ++m)
-    for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    __m512 xv[MR];
-    for (int m = 0; m < MR; ++m) xv[m] = _mm512_loadu_ps(x + m * ldx + k);
-    if constexpr (Stream)
-      for (int r = 0; r < NR; ++r) prefetch_ahead(w[r] + k);
-    for (int r = 0; r < NR; ++r) {
-      const __m512 wv = _mm512_loadu_ps(w[r] + k);
-      for (int m = 0; m < MR; ++m) acc[m][r] = _mm512_fmadd_ps(xv[m], wv, acc[m][r]);
-    }
-  }
-  if (k < K) {  // the last K % 16 columns: masked loads read zeros past K
-    const __mmask16 tail = __mmask16((1u << (K - k)) - 1);
-    __m512 xv[MR];
-    for (int m = 0; m < MR; ++m) xv[m] = _mm512_maskz_loadu_ps(tail, x + m * ldx + k);
-    for (int r = 0; r < NR; ++r) {
-      const __m512 wv = _mm512_maskz_loadu_ps(tail, w[r] + k);
-      for (int m = 0; m < MR; ++m) acc[m][r] = _mm512_fmadd_ps(xv[m], wv, acc[m][r]);
-    }
-  }
-  for (int m = 0; m < MR; ++m)
-    for (int r = 0; r < NR; ++r) out[m * ldo + r] = lane_sum(acc[m][r]) + (bias ? bias[r] : 0.f);
-}
-
-// Two weight rows far apart (the two halves of a thread's range) against one x row, each read as
-// its own prefetched stream: out_a / out_b get exactly what rows_tile<1, 1> computes for each row.
-void row_pair_stream(const float* x, const float* wa, const float* wb, int64_t K, const float* bias_a,
-                     const float* bias_b, float* out_a, float* out_b) {
-  __m512 acc_a = _mm512_setzero_ps(), acc_b = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    prefetch_ahead(wa + k);
-    prefetch_ahead(wb + k);
-    const __m512 xv = _mm512_loadu_ps(x + k);
-    acc_a = _mm512_fmadd_ps(xv, _mm512_loadu_ps(wa + k), acc_a);
-    acc_b = _mm512_fmadd_ps(xv, _mm512_loadu_ps(wb + k), acc_b);
-  }
-  if (k < K) {
-    const __mmask16 tail = __mmask16((1u << (K - k)) - 1);
-    const __m512 xv = _mm512_maskz_loadu_ps(tail, x + k);
-    acc_a = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(tail, wa + k), acc_a);
-    acc_b = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(tail, wb + k), acc_b);
-  }
-  *out_a = lane_sum(acc_a) + (bias_a ? *bias_a : 0.f);
-  *out_b = lane_sum(acc_b) + (bias_b ? *bias_b : 0.f);
-}
-#else
-template <int MR, int NR, bool Stream = false>
-void rows_tile(const float* x, int64_t ldx, const float* const* w, int64_t K, const float* bias, float* out,
-               int64_t ldo) {
-  // The same order of additions as the AVX-512 version: 16 k-ordered lane sums, then lane_sum's
-  // tree (lane l + lane l+8, then + 4, + 2, + 1).
-  for (int m = 0; m < MR; ++m)
-    for (int r = 0; r < NR; ++r) {
-      float lane[16] = {};
-      for (int64_t k = 0; k < K; ++k) lane[k % 16] = std::fma(x[m * ldx + k], w[r][k], lane[k % 16]);
-      for (int half = 8; half >= 1; half /= 2)
-        for (int l = 0; l < half; ++l) lane[l] += lane[l + half];
-      out[m * ldo + r] = lane[0] + (bias ? bias[r] : 0.f);
-    }
-}
-// Two rows, each as rows_tile<1, 1> computes it (the AVX-512 version's bits).
-void row_pair_stream(const float* x, const float* wa, const float* wb, int64_t K, const float* bias_a,
-                     const float* bias_b, float* out_a, float* out_b) {
-  rows_tile<1, 1>(x, 0, &wa, K, bias_a, out_a, 0);
-  rows_tile<1, 1>(x, 0, &wb, K, bias_b, out_b, 0);
-}
-#endif
-
-// One block of nrows <= kBlock weight rows (pointers w) against all M rows of x: the block is
-// read from memory once and from L1 by every later group of x rows. Up to 2 x rows take the
-// block 8 rows wide (16 accumulators), 3-4 x rows take it as two halves of 4 (16 accumulators).
-void rows_block(int64_t M, const float* x, int64_t ldx, const float* const* w, int64_t nrows, int64_t K,
-                const float* bias, float* out, int64_t ldo) {
-  for (int64_t m0 = 0; m0 < M; m0 += 4) {
-    const int64_t mr = std::min<int64_t>(4, M - m0);
-    const float* xm = x + m0 * ldx;
-    float* om = out + m0 * ldo;
-    if (nrows == kBlock) {
-      switch (mr) {
-        case 1: rows_tile<1, 8>(xm, ldx, w, K, bias, om, ldo); break;
-        case 2: rows_tile<2, 8>(xm, ldx, w, K, bias, om, ldo); break;
-        case 3:
-          rows_tile<3, 4>(xm, ldx, w, K, bias, om, ldo);
-          rows_tile<3, 4>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo);
-          break;
-        default:
-          rows_tile<4, 4>(xm, ldx, w, K, bias, om, ldo);
-          rows_tile<4, 4>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo);
-      }
-    } else {  // the last, partial block: one weight row at a time
-      for (int64_t r = 0; r < nrows; ++r) {
-        const float* const* wr = w + r;
-        const float* br = bias ? bias + r : nullptr;
-        switch (mr) {
-          case 1: rows_tile<1, 1>(xm, ldx, wr, K, br, om + r, ldo); break;
-          case 2: rows_tile<2, 1>(xm, ldx, wr, K, br, om + r, ldo); break;
-          case 3: rows_tile<3, 1>(xm, ldx, wr, K, br, om + r, ldo); break;
-          default: rows_tile<4, 1>(xm, ldx, wr, K, br, om + r, ldo);
-        }
-      }
-    }
-  }
-}
-
-// out (M, N) = x (M, K) @ W^T + bias with W's rows read in place (RowSource). Blocks of 8 rows
-// are split among threads in contiguous ranges (schedule static): each thread streams its own
-// part of every weight, and each output is computed by one thread in a fixed order. At batch 1
-// rows are taken one at a time (rows_tile<1, 1>, the same order of additions as the 8-row tiles)
-// rather than as eight interleaved streams: GPT-2 124M's products streamed from DRAM at 73-87 GB/s
-// against 38 for 8-row tiles in a standalone loop of the two (AMD EPYC Zen 5). A thread (on the
-// pool, or alone when the product is too small for it) reads its range as two streams, its two
-// halves a row of each at a time (row_pair_stream), each prefetched ahead: one core keeps more
-// lines in flight than with one stream. GPT-2's 49 products of a token: 60-61 -> 67-68 GB/s in a loop where the machine
-// was fast (/tmp/scratch/streams.cpp of 2026-11-28), level when other tenants held it to 45.
-void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource& src, int64_t N, const float* bias,
-                  float* out, int64_t min_macs) {
-  const int64_t K = src.K, nb = (N + kBlock - 1) / kBlock;
-  if (M == 1) {
-    // Rows [lo, hi) as two streams, its halves a row of each at a time, and for an odd count the
-    // last row alone.
-    const auto rows_as_two_streams = [&](int64_t lo, int64_t hi) {
-      const int64_t half = (hi - lo) / 2, mid = lo + half;
-      const auto b = [&](int64_t n) { return bias ? bias + n : nullptr; };
-      for (int64_t j = 0; j < half; ++j)
-        row_pair_stream(x, src.row(lo + j), src.row(mid + j), K, b(lo + j), b(mid + j), out + lo + j, out + mid + j);
-      if (mid + half < hi) {
-        const float* w = src.row(hi - 1);
-        rows_tile<1, 1, true>(x, ldx, &w, K, b(hi - 1), out + hi - 1, N);
-      }
-    };
-    if (N * K < min_macs || nb < 2) return rows_as_two_streams(0, N);
-#pragma omp parallel
-    {  // each thread a contiguous share of the 8-row blocks
-      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-      rows_as_two_streams(std::min(N, nb * t / nt * kBlock), std::min(N, nb * (t + 1) / nt * kBlock));
-    }
-    return;
-  }
-  parallel_for_if(M * N * K >= min_macs && nb > 1, nb, [&](int64_t b) {
-    const int64_t n0 = b * kBlock, nrows = std::min(kBlock, N - n0);
-    const float* w[kBlock];
-    for (int64_t r = 0; r < nrows; ++r) w[r] = src.row(n0 + r);
-    rows_block(M, x, ldx, w, nrows, K, bias ? bias + n0 : nullptr, out + n0, N);
-  });
-}
-
 }  // namespace
 
 const char* pack_layout_name(PackLayout l) { return l == PackLayout::rows ? "rows" : "panels"; }
 
-PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias) {
+PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias, MatmulPrecision precision) {
   QKV_CHECK(!weights.empty(), "pack_linear_rows", "needs at least one weight");
+  QKV_CHECK(precision != MatmulPrecision::int8, "pack_linear_rows", "takes precision fp32 or bf16, got int8");
   PackedLinear p;
   p.layout = PackLayout::rows;
+  p.precision = precision;
   p.K = weights[0].defined() && weights[0].ndim() == 2 ? weights[0].size(1) : -1;
   for (const Tensor& w : weights) {
     QKV_CHECK(w.defined() && w.ndim() == 2 && w.size(1) == p.K && w.dtype() == DType::f32 && w.is_contiguous(),
               "pack_linear_rows", "every weight must be (N_i, ", p.K, ") f32 and contiguous, got ",
               w.defined() ? w.str() : std::string("undefined"));
     p.N += w.size(0);
-    p.rows.push_back(w);  // the tensor itself (requires_grad too): read in place, never copied
+    p.rows.push_back(w);  // the tensor itself (requires_grad too): fp32 reads it in place, never copied
   }
   if (weights.size() == 1) p.weight = weights[0];
+  if (precision == MatmulPrecision::bf16) {  // one (N, K) copy in bf16, 64-byte aligned, weights in order
+    const size_t bytes = (size_t(std::max<int64_t>(p.N * p.K, 1)) * sizeof(uint16_t) + 63) / 64 * 64;
+    uint16_t* dst = static_cast<uint16_t*>(std::aligned_alloc(64, bytes));
+    QKV_CHECK(dst != nullptr, "pack_linear_rows", "out of memory for a bf16 copy of ", bytes, " bytes");
+    p.rows_bf16 = std::shared_ptr<const uint16_t>(dst, std::free);
+    for (const Tensor& w : weights) {
+      round_to_bf16(w.data<float>(), dst, w.numel());
+      dst += w.numel();
+    }
+    count_bf16_rows_copy();
+  }
   if (bias.defined()) {
     QKV_CHECK(bias.ndim() == 1 && bias.size(0) == p.N && bias.dtype() == DType::f32, "pack_linear_rows",
               "bias must be (", p.N, ") f32, got ", bias.str());
@@ -386,23 +200,6 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision pr
 
 void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
   const int64_t M = x.size(0), K = p.K, N = p.N;
-  if (p.bf16 && x.dtype() == DType::f32 && x.strides()[1] == 1) {
-    const int64_t ldx = M == 1 ? K : x.strides()[0];
-    const float* bias = p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr;
-    if (M >= bf16_fma_min_rows && p.weight.defined() && bf16_products() == Bf16Products::fp32_fma) {
-      // A batch's worth of rows: compute-bound, where this CPU's fp32 FMA beats its bf16 kernel.
-      // The unpacked bf16 product against the original weight (bf16_products() runs it as fp32_fma).
-      const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
-      return linear(x, p.weight, p.dense_bias, out);
-    }
-    gemm_bf16_packed(M, x.data<float>(), ldx, *p.bf16, bias, out.data<float>(), N);
-    return;
-  }
-  if (p.int8 && x.dtype() == DType::f32 && x.strides()[1] == 1) {
-    gemm_int8_packed(M, x.data<float>(), M == 1 ? K : x.strides()[0], *p.int8,
-                     p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr, out.data<float>(), N);
-    return;
-  }
   // Multiply-adds below which one thread is cheaper than the pool. With spinning idle threads a
   // region costs a few microseconds, and the pool pays from 2^16: at batch 1 a product is a
   // stream over its weight (GPT cfg1's 256 x 768 .. 1024 x 256 weights, 65K-262K multiply-adds,
@@ -412,20 +209,46 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
   // more on a VM) only the 4M+ products take the pool. Results are the same either way: each
   // output is one thread's fixed-order dot product.
   const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 16) : (int64_t(1) << 22);
+  const float* dense_bias = p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr;
   if (p.layout == PackLayout::rows) {
     QKV_CHECK(x.dtype() == DType::f32 && x.strides()[1] == 1 && x.size(1) == K && out.is_contiguous() &&
                   out.size(0) == M && out.size(1) == N,
               "packed_linear", "a rows pack takes x (M, ", K, ") f32 with unit-stride rows and out (M, ", N,
               ") contiguous, got x ", x.str(), ", out ", out.str());
+    const int64_t ldx = M == 1 ? K : x.strides()[0];
+    if (p.rows_bf16) {  // bf16 products: x rounded to bf16 values (per-thread buffer), the weights' bf16 copy
+      const int64_t start[2] = {0, N};
+      thread_local std::vector<float> rounded;
+      rounded.resize(size_t(M * K));
+      round_to_bf16_values(x.data<float>(), M, K, ldx, rounded.data());
+      const uint16_t* base = p.rows_bf16.get();
+      rows_product(M, rounded.data(), K, RowSource<uint16_t>{&base, start, 1, K}, N, dense_bias, out.data<float>(),
+                   min_macs);
+      return;
+    }
     std::vector<const float*> base;
-    std::vector<int64_t> start{0};
+    std::vector<int64_t> starts{0};
     for (const Tensor& w : p.rows) {
       base.push_back(w.data<float>());
-      start.push_back(start.back() + w.size(0));
+      starts.push_back(starts.back() + w.size(0));
     }
-    const RowSource src{base.data(), start.data(), int(base.size()), K};
-    rows_product(M, x.data<float>(), M == 1 ? K : x.strides()[0], src, N,
-                 p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr, out.data<float>(), min_macs);
+    rows_product(M, x.data<float>(), ldx, RowSource<float>{base.data(), starts.data(), int(base.size()), K}, N,
+                 dense_bias, out.data<float>(), min_macs);
+    return;
+  }
+  if (p.bf16 && x.dtype() == DType::f32 && x.strides()[1] == 1) {
+    const int64_t ldx = M == 1 ? K : x.strides()[0];
+    if (M >= bf16_fma_min_rows && p.weight.defined() && bf16_products() == Bf16Products::fp32_fma) {
+      // A batch's worth of rows: compute-bound, where this CPU's fp32 FMA beats its bf16 kernel.
+      // The unpacked bf16 product against the original weight (bf16_products() runs it as fp32_fma).
+      const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+      return linear(x, p.weight, p.dense_bias, out);
+    }
+    gemm_bf16_packed(M, x.data<float>(), ldx, *p.bf16, dense_bias, out.data<float>(), N);
+    return;
+  }
+  if (p.int8 && x.dtype() == DType::f32 && x.strides()[1] == 1) {
+    gemm_int8_packed(M, x.data<float>(), M == 1 ? K : x.strides()[0], *p.int8, dense_bias, out.data<float>(), N);
     return;
   }
   if (!p.panels.defined() || x.dtype() != DType::f32 || x.strides()[1] != 1) {

@@ -1,0 +1,239 @@
+// The rows layout's product (gemm_rows.h): each output a dot product of an x row with a weight
+// row, weight rows streamed contiguously. At batch 1 a decoding step is memory-bound (GPT-2 124M
+// reads 500 MB of f32 weights per token, 250 MB in bf16), so what matters is that every weight
+// byte is read once, in long contiguous streams, by both threads at once: threads own disjoint
+// ranges of 8-row blocks (a block is 8 * K contiguous elements) and every x row is multiplied with
+// a block while it is in L1. At batch 1 a thread reads its range as two streams, its halves a row
+// of each at a time, with a software prefetch ahead (see rows_product).
+//
+// bf16 weights (uint16_t bits) are made f32 in registers (zero-extended, shifted left by 16: exact),
+// so a product is the same fused multiply-add as for f32 weights holding the same values.
+#include "gemm_rows.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "qkv/kernels/bf16.h"
+#include "qkv/kernels/parallel.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace qkv::kernels {
+namespace {
+
+constexpr int64_t kBlock = 8;  // weight rows per block (outputs per tile, at most)
+
+#if defined(__AVX512F__)
+// The sum of v's 16 lanes by a fixed tree: lane l + lane l+8, then + 4, + 2, + 1 (what GCC's
+// _mm512_reduce_add_ps does, written with in-register shuffles; the masked forms with every lane
+// selected, because GCC 12 warns about the unmasked ones' undefined pass-through operand).
+inline float lane_sum(__m512 v) {
+  constexpr __mmask16 all = 0xFFFF;
+  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, 0x4E));  // 256-bit halves swapped
+  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, 0xB1));  // 128-bit quarters swapped in pairs
+  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, 0x4E));        // 64-bit pairs swapped
+  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, 0xB1));        // neighbours swapped
+  return _mm512_cvtss_f32(v);
+}
+
+// 16 weights as f32: loaded, or 16 bf16 bits widened (bits << 16 is the value, exactly; the
+// zero-masking forms with every lane selected, for GCC 12's warning as in lane_sum).
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  constexpr __mmask16 all = 0xFFFF;
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, bits), 16));
+}
+// The first n < 16 of them, zeros after (never reading past p + n).
+inline __m512 load_tail(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p); }
+inline __m512 load_tail(const uint16_t* p, int64_t n) {
+  uint16_t buf[16] = {};
+  std::memcpy(buf, p, size_t(n) * sizeof(uint16_t));
+  return load16(buf);
+}
+
+// out[m * ldo + r] = bias[r] + dot(x[m * ldx ..], w[r][..]) for MR rows of x and NR weight rows.
+// Lane l of acc[m][r] sums the products at k = l, l + 16, ... in k order (the tail zero-padded);
+// the 16 lanes are then added by lane_sum (a fixed tree). So an output depends only on its x
+// row, its weight row and K. Stream (batch 1, where a thread's weight rows are read one after
+// another as one contiguous run): each 64-byte line is requested kStreamAheadBytes before it is
+// used. For 8-row blocks the next block is not prefetched in software: into L1 (T0) it made the
+// rows 1.17-1.20x slower than the panels (Intel Xeon); into L2 (T1) it was level with none there
+// and 8-10% slower than none on AMD EPYC Zen 5 (bench_matmul gpt2stream, BENCHMARKS.md).
+constexpr int64_t kStreamAheadBytes = 8192;  // the best of 4, 8 and 16 KB (f32 weights, Zen 5)
+// A hint for the line kStreamAheadBytes past p (the address may lie past the weight's end: never a fault).
+inline void prefetch_ahead(const void* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kStreamAheadBytes), _MM_HINT_T0);
+}
+template <int MR, int NR, bool Stream = false, typename W>
+void rows_tile(const float* x, int64_t ldx, const W* const* w, int64_t K, const float* bias, float* out, int64_t ldo) {
+  __m512 acc[MR][NR];
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    __m512 xv[MR];
+    for (int m = 0; m < MR; ++m) xv[m] = _mm512_loadu_ps(x + m * ldx + k);
+    if constexpr (Stream)
+      for (int r = 0; r < NR; ++r) prefetch_ahead(w[r] + k);
+    for (int r = 0; r < NR; ++r) {
+      const __m512 wv = load16(w[r] + k);
+      for (int m = 0; m < MR; ++m) acc[m][r] = _mm512_fmadd_ps(xv[m], wv, acc[m][r]);
+    }
+  }
+  if (k < K) {  // the last K % 16 columns, zeros past K
+    __m512 xv[MR];
+    for (int m = 0; m < MR; ++m) xv[m] = load_tail(x + m * ldx + k, K - k);
+    for (int r = 0; r < NR; ++r) {
+      const __m512 wv = load_tail(w[r] + k, K - k);
+      for (int m = 0; m < MR; ++m) acc[m][r] = _mm512_fmadd_ps(xv[m], wv, acc[m][r]);
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) out[m * ldo + r] = lane_sum(acc[m][r]) + (bias ? bias[r] : 0.f);
+}
+
+// Two weight rows far apart (the two halves of a thread's range) against one x row, each read as
+// its own prefetched stream: out_a / out_b get exactly what rows_tile<1, 1> computes for each row.
+template <typename W>
+void row_pair_stream(const float* x, const W* wa, const W* wb, int64_t K, const float* bias_a, const float* bias_b,
+                     float* out_a, float* out_b) {
+  __m512 acc_a = _mm512_setzero_ps(), acc_b = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    prefetch_ahead(wa + k);
+    prefetch_ahead(wb + k);
+    const __m512 xv = _mm512_loadu_ps(x + k);
+    acc_a = _mm512_fmadd_ps(xv, load16(wa + k), acc_a);
+    acc_b = _mm512_fmadd_ps(xv, load16(wb + k), acc_b);
+  }
+  if (k < K) {
+    const __m512 xv = load_tail(x + k, K - k);
+    acc_a = _mm512_fmadd_ps(xv, load_tail(wa + k, K - k), acc_a);
+    acc_b = _mm512_fmadd_ps(xv, load_tail(wb + k, K - k), acc_b);
+  }
+  *out_a = lane_sum(acc_a) + (bias_a ? *bias_a : 0.f);
+  *out_b = lane_sum(acc_b) + (bias_b ? *bias_b : 0.f);
+}
+#else
+inline float as_f32(float w) { return w; }
+inline float as_f32(uint16_t w) { return from_bf16(w); }
+template <int MR, int NR, bool Stream = false, typename W>
+void rows_tile(const float* x, int64_t ldx, const W* const* w, int64_t K, const float* bias, float* out, int64_t ldo) {
+  // The same order of additions as the AVX-512 version: 16 k-ordered lane sums, then lane_sum's
+  // tree (lane l + lane l+8, then + 4, + 2, + 1).
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) {
+      float lane[16] = {};
+      for (int64_t k = 0; k < K; ++k) lane[k % 16] = std::fma(x[m * ldx + k], as_f32(w[r][k]), lane[k % 16]);
+      for (int half = 8; half >= 1; half /= 2)
+        for (int l = 0; l < half; ++l) lane[l] += lane[l + half];
+      out[m * ldo + r] = lane[0] + (bias ? bias[r] : 0.f);
+    }
+}
+// Two rows, each as rows_tile<1, 1> computes it (the AVX-512 version's bits).
+template <typename W>
+void row_pair_stream(const float* x, const W* wa, const W* wb, int64_t K, const float* bias_a, const float* bias_b,
+                     float* out_a, float* out_b) {
+  rows_tile<1, 1>(x, 0, &wa, K, bias_a, out_a, 0);
+  rows_tile<1, 1>(x, 0, &wb, K, bias_b, out_b, 0);
+}
+#endif
+
+// One block of nrows <= kBlock weight rows (pointers w) against all M rows of x: the block is
+// read from memory once and from L1 by every later group of x rows. Up to 2 x rows take the
+// block 8 rows wide (16 accumulators), 3-4 x rows take it as two halves of 4 (16 accumulators).
+template <typename W>
+void rows_block(int64_t M, const float* x, int64_t ldx, const W* const* w, int64_t nrows, int64_t K,
+                const float* bias, float* out, int64_t ldo) {
+  for (int64_t m0 = 0; m0 < M; m0 += 4) {
+    const int64_t mr = std::min<int64_t>(4, M - m0);
+    const float* xm = x + m0 * ldx;
+    float* om = out + m0 * ldo;
+    if (nrows == kBlock) {
+      switch (mr) {
+        case 1: rows_tile<1, 8>(xm, ldx, w, K, bias, om, ldo); break;
+        case 2: rows_tile<2, 8>(xm, ldx, w, K, bias, om, ldo); break;
+        case 3:
+          rows_tile<3, 4>(xm, ldx, w, K, bias, om, ldo);
+          rows_tile<3, 4>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo);
+          break;
+        default:
+          rows_tile<4, 4>(xm, ldx, w, K, bias, om, ldo);
+          rows_tile<4, 4>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo);
+      }
+    } else {  // the last, partial block: one weight row at a time
+      for (int64_t r = 0; r < nrows; ++r) {
+        const W* const* wr = w + r;
+        const float* br = bias ? bias + r : nullptr;
+        switch (mr) {
+          case 1: rows_tile<1, 1>(xm, ldx, wr, K, br, om + r, ldo); break;
+          case 2: rows_tile<2, 1>(xm, ldx, wr, K, br, om + r, ldo); break;
+          case 3: rows_tile<3, 1>(xm, ldx, wr, K, br, om + r, ldo); break;
+          default: rows_tile<4, 1>(xm, ldx, wr, K, br, om + r, ldo);
+        }
+      }
+    }
+  }
+}
+
+// Blocks of 8 rows are split among threads in contiguous ranges (schedule static): each thread
+// streams its own part of every weight, and each output is computed by one thread in a fixed
+// order. At batch 1 rows are taken one at a time (rows_tile<1, 1>, the same order of additions as
+// the 8-row tiles) rather than as eight interleaved streams: GPT-2 124M's products streamed from
+// DRAM at 73-87 GB/s against 38 for 8-row tiles in a standalone loop of the two (AMD EPYC Zen 5).
+// A thread (on the pool, or alone when the product is too small for it) reads its range as two
+// streams, its two halves a row of each at a time (row_pair_stream), each prefetched ahead: one
+// core keeps more lines in flight than with one stream. GPT-2's 49 products of a token: 60-61 ->
+// 67-68 GB/s in a loop where the machine was fast (/tmp/scratch/streams.cpp of 2026-11-28), level
+// when other tenants held it to 45.
+template <typename W>
+void rows_product_of(int64_t M, const float* x, int64_t ldx, const RowSource<W>& src, int64_t N, const float* bias,
+                     float* out, int64_t min_macs) {
+  const int64_t K = src.K, nb = (N + kBlock - 1) / kBlock;
+  if (M == 1) {
+    // Rows [lo, hi) as two streams, its halves a row of each at a time, and for an odd count the
+    // last row alone.
+    const auto rows_as_two_streams = [&](int64_t lo, int64_t hi) {
+      const int64_t half = (hi - lo) / 2, mid = lo + half;
+      const auto b = [&](int64_t n) { return bias ? bias + n : nullptr; };
+      for (int64_t j = 0; j < half; ++j)
+        row_pair_stream(x, src.row(lo + j), src.row(mid + j), K, b(lo + j), b(mid + j), out + lo + j, out + mid + j);
+      if (mid + half < hi) {
+        const W* w = src.row(hi - 1);
+        rows_tile<1, 1, true>(x, ldx, &w, K, b(hi - 1), out + hi - 1, N);
+      }
+    };
+    if (N * K < min_macs || nb < 2) return rows_as_two_streams(0, N);
+#pragma omp parallel
+    {  // each thread a contiguous share of the 8-row blocks
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      rows_as_two_streams(std::min(N, nb * t / nt * kBlock), std::min(N, nb * (t + 1) / nt * kBlock));
+    }
+    return;
+  }
+  parallel_for_if(M * N * K >= min_macs && nb > 1, nb, [&](int64_t b) {
+    const int64_t n0 = b * kBlock, nrows = std::min(kBlock, N - n0);
+    const W* w[kBlock];
+    for (int64_t r = 0; r < nrows; ++r) w[r] = src.row(n0 + r);
+    rows_block(M, x, ldx, w, nrows, K, bias ? bias + n0 : nullptr, out + n0, N);
+  });
+}
+
+}  // namespace
+
+void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource<float>& src, int64_t N, const float* bias,
+                  float* out, int64_t min_macs) {
+  rows_product_of(M, x, ldx, src, N, bias, out, min_macs);
+}
+void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource<uint16_t>& src, int64_t N,
+                  const float* bias, float* out, int64_t min_macs) {
+  rows_product_of(M, x, ldx, src, N, bias, out, min_macs);
+}
+
+}  // namespace qkv::kernels

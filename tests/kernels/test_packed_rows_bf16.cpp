@@ -1,0 +1,133 @@
+// The rows layout at precision bf16 (pack_linear_rows(..., bf16), packed_linear): the stacked
+// weights converted once to bf16 bits, x rounded to bf16 per product, the rows kernel with the
+// weights widened in registers. Checked against the exact product of the rounded operands within
+// the f32 accumulation bound (bf16_bound.h) for every tile shape; the bits depend neither on the
+// thread count nor on the other rows of x (a row alone equals its row in a batch, on the pool too);
+// stacked weights equal their concatenation bit for bit; the copy is counted once.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "bf16_bound.h"
+#include "helpers.h"
+#include "qkv/kernels/gemm.h"
+
+namespace qkv {
+namespace {
+
+Tensor product(const Tensor& x, const kernels::PackedLinear& p) {
+  Tensor out = Tensor::empty({x.size(0), p.N});
+  kernels::packed_linear(x, p, out);
+  return out;
+}
+
+std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
+
+// out (M, N) against x (M, K) @ [w_0; w_1; ...]^T + b, every operand rounded to bf16 (b is not).
+void check(const Tensor& x, const std::vector<Tensor>& ws, const Tensor& b, const Tensor& out) {
+  const int64_t M = x.size(0), K = x.size(1), N = out.size(1);
+  std::vector<float> w;
+  for (const Tensor& wi : ws) {
+    const std::vector<float> v = values(wi);
+    w.insert(w.end(), v.begin(), v.end());
+  }
+  std::vector<float> c0(size_t(M * N), 0.f);
+  if (b.defined())
+    for (int64_t m = 0; m < M; ++m) std::memcpy(&c0[size_t(m * N)], b.data<float>(), size_t(N) * sizeof(float));
+  bf16_test::check_gemm(false, true, M, N, K, 1.f, values(x), K, w, K, 1.f, c0, values(out), N);
+}
+
+TEST(PackedRowsBf16, MatchesTheExactProductOfRoundedOperandsForEveryTileShape) {
+  // M: 1 (two streams), 2 (8 weight rows at once), 3-4 (two halves of 4) and several passes; N:
+  // whole and partial 8-row blocks; K: whole and partial 16-wide vectors (the tail read through
+  // a buffer: never past the row).
+  for (int64_t M : {1, 2, 3, 4, 5, 8, 13}) {
+    for (int64_t N : {1, 7, 8, 9, 17, 50}) {
+      for (int64_t K : {1, 5, 16, 17, 40, 129}) {
+        for (bool bias : {true, false}) {
+          SCOPED_TRACE(::testing::Message() << "M " << M << " N " << N << " K " << K << " bias " << bias);
+          Tensor x = testing::randn({M, K}, uint64_t(M * 1000 + N * 10 + K));
+          Tensor w = testing::randn({N, K}, uint64_t(N * 31 + K));
+          Tensor b = bias ? testing::randn({N}, uint64_t(N + 5)) : Tensor();
+          const auto p = kernels::pack_linear_rows({w}, b, kernels::MatmulPrecision::bf16);
+          ASSERT_TRUE(p.rows_bf16 != nullptr);
+          EXPECT_EQ(p.precision, kernels::MatmulPrecision::bf16);
+          check(x, {w}, b, product(x, p));
+        }
+      }
+    }
+  }
+}
+
+TEST(PackedRowsBf16, RoundsBothOperands) {
+  // The products are of bf16 values: the fp32 rows on the same operands differ from them, and
+  // equal them once the operands are rounded beforehand (same kernel order, exact products).
+  const int64_t M = 3, N = 24, K = 100;
+  Tensor x = testing::randn({M, K}, 61), w = testing::randn({N, K}, 62), b = testing::randn({N}, 63);
+  const Tensor bf16 = product(x, kernels::pack_linear_rows({w}, b, kernels::MatmulPrecision::bf16));
+  const Tensor f32 = product(x, kernels::pack_linear_rows({w}, b));
+  EXPECT_NE(std::memcmp(bf16.data<float>(), f32.data<float>(), size_t(M * N) * sizeof(float)), 0);
+  Tensor xr = Tensor::empty({M, K}), wr = Tensor::empty({N, K});
+  kernels::round_to_bf16_values(x.data<float>(), M, K, K, xr.data<float>());
+  kernels::round_to_bf16_values(w.data<float>(), N, K, K, wr.data<float>());
+  const Tensor f32_rounded = product(xr, kernels::pack_linear_rows({wr}, b));
+  EXPECT_EQ(std::memcmp(bf16.data<float>(), f32_rounded.data<float>(), size_t(M * N) * sizeof(float)), 0);
+}
+
+TEST(PackedRowsBf16, StackedWeightsEqualTheirConcatenationAndConvertOnce) {
+  // [W_q; W_k; W_v] copied into one bf16 (39, 37) buffer: an 8-row block straddles two of them.
+  Tensor wq = testing::randn({13, 37}, 11), wk = testing::randn({13, 37}, 12), wv = testing::randn({13, 37}, 13);
+  Tensor b = testing::randn({39}, 14);
+  const int64_t before = kernels::bf16_weights_packed();
+  const auto stacked = kernels::pack_linear_rows({wq, wk, wv}, b, kernels::MatmulPrecision::bf16);
+  EXPECT_EQ(kernels::bf16_weights_packed() - before, 1);
+  EXPECT_EQ(stacked.N, 39);
+  EXPECT_EQ(stacked.rows.size(), 3u);  // the f32 sources, kept for a recorded product
+  Tensor all = Tensor::empty({39, 37});  // the concatenation [W_q; W_k; W_v]
+  for (int i = 0; i < 3; ++i)
+    std::memcpy(all.data<float>() + i * 13 * 37, (i == 0 ? wq : i == 1 ? wk : wv).data<float>(), 13 * 37 * sizeof(float));
+  const auto whole = kernels::pack_linear_rows({all}, b, kernels::MatmulPrecision::bf16);
+  for (int64_t M : {1, 2, 4, 6}) {
+    SCOPED_TRACE(::testing::Message() << "M " << M);
+    Tensor x = testing::randn({M, 37}, 15);
+    const Tensor a = product(x, stacked), c = product(x, whole);
+    EXPECT_EQ(std::memcmp(a.data<float>(), c.data<float>(), size_t(M * 39) * sizeof(float)), 0);
+    check(x, {wq, wk, wv}, b, a);
+  }
+  EXPECT_THROW(kernels::pack_linear_rows({wq}, Tensor(), kernels::MatmulPrecision::int8), Error);
+}
+
+TEST(PackedRowsBf16, BitsDependNeitherOnThreadsNorOnTheOtherRows) {
+  // Large enough for the pool whatever the wait policy (N * K >= 2^22), N = 1001 (a partial last
+  // block) from two stacked weights: a row alone (two streams per thread, a segment boundary
+  // inside a thread's range) has the batch's bits, on one thread and on two.
+  const int64_t M = 6, K = 4200;
+  Tensor w1 = testing::randn({500, K}, 31), w2 = testing::randn({501, K}, 32), b = testing::randn({1001}, 33);
+  Tensor x = testing::randn({M, K}, 34);
+  const auto p = kernels::pack_linear_rows({w1, w2}, b, kernels::MatmulPrecision::bf16);
+  Tensor one, two;
+  {
+    testing::ThreadGuard t(1);
+    one = product(x, p);
+  }
+  {
+    testing::ThreadGuard t(2);
+    two = product(x, p);
+  }
+  EXPECT_EQ(std::memcmp(one.data<float>(), two.data<float>(), size_t(M * 1001) * sizeof(float)), 0);
+  check(x, {w1, w2}, b, two);
+  for (int threads : {1, 2}) {
+    testing::ThreadGuard t(threads);
+    for (int64_t m = 0; m < M; ++m) {
+      Tensor row = Tensor::empty({1, K});
+      std::memcpy(row.data<float>(), x.data<float>() + m * K, size_t(K) * sizeof(float));
+      const Tensor alone = product(row, p);
+      EXPECT_EQ(std::memcmp(alone.data<float>(), two.data<float>() + m * 1001, 1001 * sizeof(float)), 0)
+          << "threads " << threads << ", row " << m;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qkv
