@@ -22,9 +22,10 @@
 //        [layout=auto|rows|panels|both]
 // (precision: GenerateOptions::precision; a comma-separated list (both = fp32,bf16) alternates
 // the generations and reports each against the first: the speed-up and how many tokens agree.
-// layout: the fp32 products' kernels::PackLayout; auto is what tasks::Generator chooses for the
-// shape (decoding_layout: panels for cfg1, rows for GPT-2 124M); both alternates a rows and a
-// panels model, the same weights, in one sitting, and the peak RSS is then of the two together)
+// layout: the fp32 and bf16 products' kernels::PackLayout; auto is what tasks::Generator chooses
+// for the shape and precision (decoding_layout: fp32 panels for cfg1, rows for GPT-2 124M; bf16
+// rows); both alternates a rows and a panels model, the same weights, in one sitting, and the
+// peak RSS is then of the two together)
 // (GOMP_SPINCOUNT=5000 is what the qkv program sets for itself, util/blas_env.h; without it
 // libgomp's long default spin made cfg1 ~10x slower while another build shared the 2 cores.)
 // and in the same sitting:
@@ -75,7 +76,7 @@ void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<V
   };
   std::shared_ptr<models::Gpt> first = build();
   for (Variant& v : variants)
-    if (v.generator_layout) v.layout = tasks::Generator::decoding_layout(*first);
+    if (v.generator_layout) v.layout = tasks::Generator::decoding_layout(*first, v.precision);
   std::vector<std::unique_ptr<tasks::Generator>> gens(2);
   io::GptBundle b;
   b.config = cfg;
@@ -110,6 +111,10 @@ void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<V
       t.cpu.push_back(c);
     }
   }
+  auto label = [&](const Variant& v) {  // "fp32 rows", "bf16 panels", "int8" (whose weights have no layout)
+    return std::string(kernels::precision_name(v.precision)) +
+           (v.precision == kernels::MatmulPrecision::int8 ? "" : std::string(" ") + kernels::pack_layout_name(v.layout));
+  };
   const double rss = hwm_reset ? bench::peak_since_reset_mib() : bench::peak_rss_mib();  // before the second triads
   const double triad = std::max(triad_before, bench::triad_gbs());
   const double stream = std::max(stream_before, bench::triad_gbs(10, stream_bytes));
@@ -126,11 +131,9 @@ void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<V
     const double cache = 4.0 * 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * mean_len;
     const double floor_ms = (weights + cache) / (triad * 1e9) * 1e3;
     const double stream_floor_ms = (weights + cache) / (stream * 1e9) * 1e3;
-    std::printf("%-5s %s%s d %lld, layers %lld, heads %lld, vocab %lld: %.3f ms/token (%.1f tokens/s) wall, "
+    std::printf("%-5s %s d %lld, layers %lld, heads %lld, vocab %lld: %.3f ms/token (%.1f tokens/s) wall, "
                 "%.3f ms/token CPU; checksum %lld\n",
-                name.c_str(), kernels::precision_name(variants[p].precision),
-                bf16 || int8 ? "" : (std::string(" ") + kernels::pack_layout_name(variants[p].layout)).c_str(), (long long)cfg.n_embd, (long long)cfg.n_layer,
-                (long long)cfg.n_head, (long long)cfg.vocab_size, w / kNew, 1e3 * kNew / w, c / kNew,
+                name.c_str(), label(variants[p]).c_str(), (long long)cfg.n_embd, (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.vocab_size, w / kNew, 1e3 * kNew / w, c / kNew,
                 (long long)timing[p].checksum);
     std::printf("      bandwidth floor: %.1f MB per token / triad (64 MiB arrays) %.1f GB/s = %.3f ms/token; "
                 "measured / floor %.2fx\n",
@@ -147,10 +150,6 @@ void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<V
     while (same < timing[0].tokens.size() && same < timing[p].tokens.size() &&
            timing[0].tokens[same] == timing[p].tokens[same])
       ++same;
-    auto label = [&](const Variant& v) {
-      return std::string(kernels::precision_name(v.precision)) +
-             (v.precision != kernels::MatmulPrecision::fp32 ? "" : std::string(" ") + kernels::pack_layout_name(v.layout));
-    };
     std::printf("      %s / %s: %.2fx wall, %.2fx CPU; the first %zu of %lld tokens agree\n",
                 label(variants[p]).c_str(), label(variants[0]).c_str(),
                 bench::median(timing[0].wall) / bench::median(timing[p].wall),

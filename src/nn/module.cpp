@@ -139,8 +139,13 @@ void Module::train(bool on) {
 }
 
 void Module::set_pack_layout(kernels::PackLayout layout) {
-  on_pack_layout(layout);
-  for (auto& [n, m] : children_) m->set_pack_layout(layout);
+  set_pack_layout(layout, kernels::MatmulPrecision::fp32);
+  set_pack_layout(layout, kernels::MatmulPrecision::bf16);
+}
+
+void Module::set_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) {
+  on_pack_layout(layout, precision);
+  for (auto& [n, m] : children_) m->set_pack_layout(layout, precision);
 }
 
 void Module::zero_grad() {

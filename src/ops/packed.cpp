@@ -33,24 +33,36 @@ Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w) {
 
 PackedWeights& PackedWeights::operator=(const PackedWeights& other) {
   if (this != &other) {
-    const kernels::PackLayout layout = other.layout();
+    const Layouts layouts = other.layouts();
     std::lock_guard<std::mutex> lock(mutex_);
     sources_.clear();
     for (auto& p : packed_) p.reset();
-    layout_ = layout;
+    layout_ = layouts;
   }
   return *this;
 }
 
 void PackedWeights::set_layout(kernels::PackLayout layout) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (layout_ == layout) return;
-  layout_ = layout;
-  packed_[0].reset();  // the fp32 and bf16 forms were made in the other layout
-  packed_[1].reset();
+  set_layout(layout, kernels::MatmulPrecision::fp32);
+  set_layout(layout, kernels::MatmulPrecision::bf16);
 }
 
-kernels::PackLayout PackedWeights::layout() const {
+void PackedWeights::set_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) {
+  QKV_CHECK(precision != kernels::MatmulPrecision::int8, "PackedWeights::set_layout",
+            "a layout is for the fp32 or the bf16 form, not int8's");
+  const size_t i = size_t(precision);  // fp32 0, bf16 1: packed_'s index too
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (layout_[i] == layout) return;
+  layout_[i] = layout;
+  packed_[i].reset();  // made in the other layout
+}
+
+kernels::PackLayout PackedWeights::layout(kernels::MatmulPrecision precision) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return layout_[precision == kernels::MatmulPrecision::bf16 ? 1 : 0];
+}
+
+PackedWeights::Layouts PackedWeights::layouts() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return layout_;
 }
@@ -94,7 +106,7 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
   for (const Tensor& b : biases)
     QKV_CHECK(b.defined() == has_bias, "PackedWeights", "either every weight has a bias or none does");
   Tensor b = !has_bias ? Tensor() : biases.size() == 1 ? biases[0] : concat(biases, 0);  // (N)
-  bool rows = layout_ == kernels::PackLayout::rows && precision != kernels::MatmulPrecision::int8;
+  bool rows = precision != kernels::MatmulPrecision::int8 && layout_[size_t(precision)] == kernels::PackLayout::rows;
   for (const Tensor& w : weights)
     rows = rows && w.defined() && w.dtype() == DType::f32 && w.ndim() == 2 && w.is_contiguous();
   if (rows) {  // fp32: the weights read where they are, nothing copied but the bias; bf16: one bf16 copy

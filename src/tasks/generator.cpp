@@ -82,10 +82,16 @@ Generator::Generator(io::GptBundle bundle, int64_t eos_id, int64_t bos_id)
     : bundle_(std::move(bundle)), eos_(eos_id), bos_(bos_id) {
   QKV_CHECK(bundle_.model != nullptr, "Generator", "needs a GPT model");
   bundle_.model->eval();
-  bundle_.model->set_pack_layout(decoding_layout(*bundle_.model));
+  for (auto p : {kernels::MatmulPrecision::fp32, kernels::MatmulPrecision::bf16})
+    bundle_.model->set_pack_layout(decoding_layout(*bundle_.model, p), p);
 }
 
-kernels::PackLayout Generator::decoding_layout(const models::Gpt& model) {
+kernels::PackLayout Generator::decoding_layout(const models::Gpt& model, kernels::MatmulPrecision precision) {
+  // bf16: oneDNN's product of one row streams its blocked weights at 11 GB/s, the rows kernel at
+  // 22-24 (GPT-2 124M's products, `bench_matmul gpt2stream`, Intel Xeon with AMX): generation in
+  // 11-15 ms/token against 25.6, and cfg1's 0.49-0.57 against 0.80 (BENCHMARKS.md). Batched
+  // steps also keep a row's bits (a batch of many prompts would multiply faster in oneDNN).
+  if (precision == kernels::MatmulPrecision::bf16) return kernels::PackLayout::rows;
   // At batch 1 every weight is read once per token (kernels/gemm.h, PackLayout). A model whose
   // weights can stay in the last-level cache between tokens (GPT cfg1: 21.9 MB) reads panels
   // (AMD EPYC Zen 5, the two alternating: panels 0.225 ms/token in both sittings measured, rows

@@ -188,8 +188,14 @@ TEST(PackedWeights, RowsLayoutInBf16ConvertsOnce) {
   auto p2 = cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16);
   EXPECT_NE(p2, p);
   EXPECT_EQ(kernels::bf16_weights_packed() - before, 2);
+  EXPECT_EQ(cache.layout(kernels::MatmulPrecision::bf16), kernels::PackLayout::rows);
+  // Each form's layout on its own: fp32 back to panels keeps the bf16 rows pack.
+  cache.set_layout(kernels::PackLayout::panels, kernels::MatmulPrecision::fp32);
+  EXPECT_EQ(cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16), p2);
+  EXPECT_TRUE(cache.get({wq, wk}, {}, kernels::MatmulPrecision::fp32)->panels.defined());
+  EXPECT_THROW(cache.set_layout(kernels::PackLayout::rows, kernels::MatmulPrecision::int8), Error);
   if (!kernels::dnnl_cpu_info().bf16_native()) return;  // oneDNN's bf16 form needs AMX or AVX512_BF16
-  cache.set_layout(kernels::PackLayout::panels);
+  cache.set_layout(kernels::PackLayout::panels, kernels::MatmulPrecision::bf16);
   auto q = cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16);
   EXPECT_EQ(q->layout, kernels::PackLayout::panels);
   EXPECT_TRUE(q->bf16 != nullptr);

@@ -92,22 +92,26 @@ TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
   EXPECT_EQ(checked, 2 * 2 * 2 * 3 * 5);
 }
 
-TEST(Generator, DecodingLayoutIsPanelsUpTo64MiBOfWeights) {
+TEST(Generator, DecodingLayoutIsPanelsUpTo64MiBOfWeightsInFp32AndRowsInBf16) {
   // Weights zero (init none: nothing drawn); vocab V, width 1024, one layer with n_inner 1024:
   // V * 1024 + 6,311,936 parameters.
-  auto layout_for = [](int64_t V) {
+  using kernels::MatmulPrecision;
+  auto layout_for = [](int64_t V, MatmulPrecision p) {
     models::GptConfig cfg;
     cfg.vocab_size = V, cfg.n_positions = 8, cfg.n_embd = 1024, cfg.n_head = 8, cfg.n_layer = 1, cfg.n_inner = 1024;
     Generator init(0);
     const models::Gpt m(cfg, init, nn::init::Scheme::none);
-    return std::make_pair(m.num_parameters() * 4, tasks::Generator::decoding_layout(m));
+    return std::make_pair(m.num_parameters() * 4, tasks::Generator::decoding_layout(m, p));
   };
-  const auto [small_bytes, small] = layout_for(10200);  // 16,756,736 parameters: just under 64 MiB
-  const auto [large_bytes, large] = layout_for(10240);  // 16,797,696: just over
+  const auto [small_bytes, small] = layout_for(10200, MatmulPrecision::fp32);  // 16,756,736 parameters: under 64 MiB
+  const auto [large_bytes, large] = layout_for(10240, MatmulPrecision::fp32);  // 16,797,696: just over
   ASSERT_LE(small_bytes, int64_t(64) << 20);
   ASSERT_GT(large_bytes, int64_t(64) << 20);
   EXPECT_EQ(small, kernels::PackLayout::panels);
   EXPECT_EQ(large, kernels::PackLayout::rows);
+  EXPECT_EQ(layout_for(10200, MatmulPrecision::int8).second, kernels::PackLayout::panels);  // int8's fp32 products
+  EXPECT_EQ(layout_for(10200, MatmulPrecision::bf16).second, kernels::PackLayout::rows);
+  EXPECT_EQ(layout_for(10240, MatmulPrecision::bf16).second, kernels::PackLayout::rows);
 }
 
 TEST(Generator, CachedLogitsEqualTheFullForward) {

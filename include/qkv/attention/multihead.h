@@ -160,7 +160,9 @@ class MultiHeadAttention : public nn::Module {
   double dropout;
 
  protected:
-  void on_pack_layout(kernels::PackLayout layout) override { packed_qkv_.set_layout(layout); }
+  void on_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) override {
+    packed_qkv_.set_layout(layout, precision);
+  }
 
  private:
   Tensor split_heads(const Tensor& x) const;  // (B, T, d_model) -> (B, H, T, Dh) view

@@ -26,7 +26,9 @@ class Linear : public Module {
   Tensor bias;    // (out) or undefined
 
  protected:
-  void on_pack_layout(kernels::PackLayout layout) override { packed_.set_layout(layout); }
+  void on_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) override {
+    packed_.set_layout(layout, precision);
+  }
 
  private:
   PackedWeights packed_;
@@ -49,7 +51,9 @@ class Embedding : public Module {
   bool scale;
 
  protected:
-  void on_pack_layout(kernels::PackLayout layout) override { packed_.set_layout(layout); }
+  void on_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) override {
+    packed_.set_layout(layout, precision);
+  }
 
  private:
   PackedWeights packed_;

@@ -48,15 +48,18 @@ class Module {
   bool is_training() const { return training_; }
   void zero_grad();
 
-  // How the packed products of incremental decoding hold this module's fp32 weights, here and in
-  // every module below: kernels::PackLayout::panels (a packed copy next to each weight, the
-  // default) or rows (the weights read in place: an inference-only model holds each weight once;
-  // tasks::Generator sets it). Only speed and memory differ; packs stay in step with the weights.
+  // How the packed products of incremental decoding hold this module's weights, here and in every
+  // module below (PackedWeights, ops/packed.h): kernels::PackLayout::panels (a packed copy next to
+  // each weight, the default; in bf16 oneDNN's layout) or rows (fp32: the weights read in place, an
+  // inference-only model holds each weight once; bf16: the rows converted to bf16; tasks::Generator
+  // sets it). For the fp32 and the bf16 form both, or for the form of one precision (fp32 or bf16).
+  // Only speed and memory differ; packs stay in step with the weights.
   void set_pack_layout(kernels::PackLayout layout);
+  void set_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision);
 
  protected:
   // What a module that owns packed weights (a PackedWeights) does with set_pack_layout.
-  virtual void on_pack_layout(kernels::PackLayout) {}
+  virtual void on_pack_layout(kernels::PackLayout, kernels::MatmulPrecision) {}
   Tensor register_parameter(const std::string& name, Tensor t);
   Tensor register_buffer(const std::string& name, Tensor t, bool persistent = true);
   template <typename M>

@@ -2,6 +2,7 @@
 // the per-step projections of incremental decoding, and the cache that keeps a packed copy in
 // step with the weights it was made from.
 #pragma once
+#include <array>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -28,18 +29,21 @@ Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w);
 // gets the fp32 form instead. get() returns the form for `precision` (by default the calling
 // thread's, kernels::matmul_precision()); a stale source drops every form, so none is ever older
 // than the weights.
-// The layout of the fp32 and bf16 forms (kernels::PackLayout) is the owner's choice: panels (a
-// copy, the default; bf16 in oneDNN's layout) or rows (fp32: the f32 weights read in place, no
-// copy; bf16: the rows converted once to bf16; taken only when every weight is f32 and
-// contiguous, else panels). set_layout drops the forms of the other layout.
+// The layout of the fp32 and of the bf16 form (kernels::PackLayout) is the owner's choice, one
+// for each: panels (a copy, the default; bf16 in oneDNN's layout) or rows (fp32: the f32 weights
+// read in place, no copy; bf16: the rows converted once to bf16; taken only when every weight is
+// f32 and contiguous, else panels). set_layout drops a form made in the other layout.
 class PackedWeights {
  public:
   PackedWeights() = default;
-  PackedWeights(const PackedWeights& other) : layout_(other.layout()) {}
+  PackedWeights(const PackedWeights& other) : layout_(other.layouts()) {}
   PackedWeights& operator=(const PackedWeights&);
 
-  void set_layout(kernels::PackLayout layout);
-  kernels::PackLayout layout() const;
+  void set_layout(kernels::PackLayout layout);  // of both forms
+  // Of one form: precision fp32 or bf16 (int8's quantized form has no layout; a stack too small
+  // for int8 takes the fp32 form).
+  void set_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision);
+  kernels::PackLayout layout(kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32) const;
 
   // weights: (N_i, K) each; biases: one (N_i) per weight, or empty (no bias).
   std::shared_ptr<const kernels::PackedLinear> get(const std::vector<Tensor>& weights,
@@ -60,10 +64,12 @@ class PackedWeights {
     bool same_as(const Tensor& t) const;
   };
   static Source source_of(const Tensor& t);
+  using Layouts = std::array<kernels::PackLayout, 2>;  // of the fp32 and the bf16 form
+  Layouts layouts() const;
   mutable std::mutex mutex_;
   mutable std::vector<Source> sources_;  // weights then biases
   mutable std::shared_ptr<const kernels::PackedLinear> packed_[3];  // by MatmulPrecision: fp32, bf16, int8
-  kernels::PackLayout layout_ = kernels::PackLayout::panels;         // of the fp32 and bf16 forms
+  Layouts layout_{kernels::PackLayout::panels, kernels::PackLayout::panels};
 };
 
 // True when a product of x against the weight w should take the weight's cached bf16 or int8

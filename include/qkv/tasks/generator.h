@@ -72,13 +72,15 @@ struct Generation {
 class Generator {
  public:
   explicit Generator(const std::string& model_dir);  // io::load_gpt2 + config.json's bos/eos ids
-  // Puts the model in eval mode and sets its decoding products' layout (nn::Module::set_pack_layout
-  // with decoding_layout). The model is shared, so this holds for its other users too; their
-  // decoding results may differ in the last bits.
+  // Puts the model in eval mode and sets its decoding products' layouts (nn::Module::set_pack_layout
+  // with decoding_layout, for fp32 and for bf16). The model is shared, so this holds for its other
+  // users too; their decoding results may differ in the last bits.
   explicit Generator(io::GptBundle bundle, int64_t eos_id = -1, int64_t bos_id = -1);
-  // Panels (a packed copy) for a model of at most 64 MiB of f32 weights, which can stay in the
-  // last-level cache between tokens; rows (the weights read in place, no copy) for a larger one.
-  static kernels::PackLayout decoding_layout(const models::Gpt& model);
+  // fp32 (and int8's fp32 products): panels (a packed copy) for a model of at most 64 MiB of f32
+  // weights, which can stay in the last-level cache between tokens; rows (the weights read in
+  // place, no copy) for a larger one. bf16: rows (a bf16 copy of the rows) whatever the size.
+  static kernels::PackLayout decoding_layout(const models::Gpt& model,
+                                             kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 
   // Text prompts (encoded with the model's tokenizer; an empty prompt starts from bos if known).
   std::vector<Generation> generate(const std::vector<std::string>& prompts, const GenerateOptions& opt = {}) const;
