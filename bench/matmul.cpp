@@ -274,14 +274,15 @@ void bench_bf16_packed() {
     std::printf("no bf16 kernel on this CPU: skipped\n");
     return;
   }
-  std::printf("| %-34s | fp32 panels       | bf16 plain        | bf16 blocked      | blocked/plain | fp32/blocked |\n"
-              "|%s|-------------------|-------------------|-------------------|---------------|--------------|\n",
-              "case (M x N x K)", std::string(36, '-').c_str());
+  std::printf("| %-34s | fp32 panels       | bf16 plain        | bf16 blocked      | bf16 rows         | blocked/plain |"
+              " fp32/blocked | rows/blocked |\n|%s|%s|---------------|--------------|--------------|\n",
+              "case (M x N x K)", std::string(36, '-').c_str(), std::string(79, '-').c_str());
   for (const DecodeShape& sh : decode_shapes())
     for (int64_t M : {1, 8, 32, 128}) {
       if (sh.N > 10000 && M > 8) continue;
       Tensor w = rand_t({sh.N, sh.K}, 50), x = rand_t({M, sh.K}, 51), out = Tensor::empty({M, sh.N});
       const kernels::PackedLinear f32 = kernels::pack_linear(w, Tensor());
+      const kernels::PackedLinear rows = kernels::pack_linear_rows({w}, Tensor(), kernels::MatmulPrecision::bf16);
       auto plain = kernels::pack_bf16_weight(w.data<float>(), sh.N, sh.K, sh.K, kernels::Bf16WeightLayout::plain);
       auto blocked = kernels::pack_bf16_weight(w.data<float>(), sh.N, sh.K, sh.K, kernels::Bf16WeightLayout::blocked);
       const double macs = double(M) * double(sh.N) * double(sh.K);
@@ -289,13 +290,14 @@ void bench_bf16_packed() {
       float* y = out.data<float>();
       auto t = timed_all({[&] { kernels::packed_linear(x, f32, out); },
                           [&] { kernels::gemm_bf16_packed(M, x.data<float>(), sh.K, *plain, nullptr, y, sh.N); },
-                          [&] { kernels::gemm_bf16_packed(M, x.data<float>(), sh.K, *blocked, nullptr, y, sh.N); }},
+                          [&] { kernels::gemm_bf16_packed(M, x.data<float>(), sh.K, *blocked, nullptr, y, sh.N); },
+                          [&] { kernels::packed_linear(x, rows, out); }},
                          reps);
       char name[96];
       std::snprintf(name, sizeof name, "%s %lldx%lldx%lld", sh.name, (long long)M, (long long)sh.N, (long long)sh.K);
       std::printf("| %-34s |", name);
       for (const Timed& x : t) std::printf(" %7.1f (%7.1f) |", x.wall * 1e6, x.cpu * 1e6);
-      std::printf(" %12.2fx | %11.2fx |\n", t[1].wall / t[2].wall, t[0].wall / t[2].wall);
+      std::printf(" %12.2fx | %11.2fx | %11.2fx |\n", t[1].wall / t[2].wall, t[0].wall / t[2].wall, t[3].wall / t[2].wall);
     }
 }
 
@@ -357,6 +359,7 @@ void bench_int8_packed() {
       Tensor w = rand_t({sh.N, sh.K}, 50), x = rand_t({M, sh.K}, 51), out = Tensor::empty({M, sh.N});
       Tensor ref = Tensor::empty({M, sh.N});
       const kernels::PackedLinear f32 = kernels::pack_linear(w, Tensor());
+      const kernels::PackedLinear rows = kernels::pack_linear_rows({w}, Tensor(), kernels::MatmulPrecision::bf16);
       auto b16 = bf16 ? kernels::pack_bf16_weight(w.data<float>(), sh.N, sh.K, sh.K) : nullptr;
       auto i8 = kernels::pack_int8_weight(w.data<float>(), sh.N, sh.K, sh.K);
       const double macs = double(M) * double(sh.N) * double(sh.K);

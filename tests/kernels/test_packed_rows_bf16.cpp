@@ -1,11 +1,13 @@
 // The rows layout at precision bf16 (pack_linear_rows(..., bf16), packed_linear): the stacked
-// weights converted once to bf16 bits, x rounded to bf16 per product, the rows kernel with the
-// weights widened in registers. Checked against the exact product of the rounded operands within
+// weights converted once to bf16 bits, x rounded to bf16 per product, the rows kernel on pairs of
+// bf16 values (vdpbf16ps). Checked against the exact product of the rounded operands within
 // the f32 accumulation bound (bf16_bound.h) for every tile shape; the bits depend neither on the
 // thread count nor on the other rows of x (a row alone equals its row in a batch, on the pool too);
 // stacked weights equal their concatenation bit for bit; the copy is counted once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -40,11 +42,11 @@ void check(const Tensor& x, const std::vector<Tensor>& ws, const Tensor& b, cons
 
 TEST(PackedRowsBf16, MatchesTheExactProductOfRoundedOperandsForEveryTileShape) {
   // M: 1 (two streams), 2 (8 weight rows at once), 3-4 (two halves of 4) and several passes; N:
-  // whole and partial 8-row blocks; K: whole and partial 16-wide vectors (the tail read through
-  // a buffer: never past the row).
+  // whole and partial 8-row blocks; K: whole and partial steps of 32 values (vdpbf16ps) or 16
+  // (without AVX512_BF16), odd K (a row's last pair is half padding), a tail never read past the row.
   for (int64_t M : {1, 2, 3, 4, 5, 8, 13}) {
     for (int64_t N : {1, 7, 8, 9, 17, 50}) {
-      for (int64_t K : {1, 5, 16, 17, 40, 129}) {
+      for (int64_t K : {1, 5, 16, 17, 31, 32, 33, 40, 64, 129}) {
         for (bool bias : {true, false}) {
           SCOPED_TRACE(::testing::Message() << "M " << M << " N " << N << " K " << K << " bias " << bias);
           Tensor x = testing::randn({M, K}, uint64_t(M * 1000 + N * 10 + K));
@@ -61,18 +63,17 @@ TEST(PackedRowsBf16, MatchesTheExactProductOfRoundedOperandsForEveryTileShape) {
 }
 
 TEST(PackedRowsBf16, RoundsBothOperands) {
-  // The products are of bf16 values: the fp32 rows on the same operands differ from them, and
-  // equal them once the operands are rounded beforehand (same kernel order, exact products).
+  // The products are of bf16 values: the result stays within the f32 bound of the rounded
+  // operands' exact product (above) and far from the f32 product of the operands as given, whose
+  // distance is bf16's rounding (about 2^-9 relative per term), not f32's.
   const int64_t M = 3, N = 24, K = 100;
   Tensor x = testing::randn({M, K}, 61), w = testing::randn({N, K}, 62), b = testing::randn({N}, 63);
   const Tensor bf16 = product(x, kernels::pack_linear_rows({w}, b, kernels::MatmulPrecision::bf16));
   const Tensor f32 = product(x, kernels::pack_linear_rows({w}, b));
-  EXPECT_NE(std::memcmp(bf16.data<float>(), f32.data<float>(), size_t(M * N) * sizeof(float)), 0);
-  Tensor xr = Tensor::empty({M, K}), wr = Tensor::empty({N, K});
-  kernels::round_to_bf16_values(x.data<float>(), M, K, K, xr.data<float>());
-  kernels::round_to_bf16_values(w.data<float>(), N, K, K, wr.data<float>());
-  const Tensor f32_rounded = product(xr, kernels::pack_linear_rows({wr}, b));
-  EXPECT_EQ(std::memcmp(bf16.data<float>(), f32_rounded.data<float>(), size_t(M * N) * sizeof(float)), 0);
+  check(x, {w}, b, bf16);
+  float worst = 0.f;
+  for (int64_t i = 0; i < M * N; ++i) worst = std::max(worst, std::fabs(bf16.data<float>()[i] - f32.data<float>()[i]));
+  EXPECT_GT(worst, 1e-3f);
 }
 
 TEST(PackedRowsBf16, StackedWeightsEqualTheirConcatenationAndConvertOnce) {

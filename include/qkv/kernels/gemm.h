@@ -70,9 +70,9 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 // Packed for precision bf16, the weight is instead converted once to bf16 and x is rounded to bf16
 // per product (f32 accumulation, f32 out). In the rows layout the copy is the rows themselves in
 // bf16 (row-major (N, K), stacked weights one after another: half the bytes of f32 to stream at
-// batch 1), read by the same kernel as f32 rows with the weights widened in registers, so a row's
-// output is again the same alone or in a batch. In the panels layout the copy is in oneDNN's
-// preferred layout (Bf16Weight, bf16.h) and oneDNN multiplies;
+// batch 1), read by the rows kernel on pairs of bf16 values (vdpbf16ps), so a row's output is again
+// the same alone or in a batch. In the panels layout the copy is in oneDNN's preferred layout
+// (Bf16Weight, bf16.h) and oneDNN multiplies;
 // from bf16_fma_min_rows rows on a CPU whose bf16 products run as fp32_fma (bf16.h), the original
 // f32 weight and x are rounded per product and multiplied by the fp32 GEMM instead.
 // Packed for precision int8, a weight large enough to pay (int8_pays, kernels/int8.h) is quantized
@@ -108,7 +108,8 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
 // fp32: each output element is one dot product whose order of additions is fixed by K alone (the
 // panels: k-ordered; the rows: 16 k-ordered lane sums, then a fixed tree), so results depend
 // neither on the thread count nor on M (a row's output is the same alone or in a batch).
-// bf16 rows: the same, on x rounded to bf16 and the bf16 weights. bf16 panels: oneDNN's matmul
+// bf16 rows: the same, on x rounded to bf16 and the bf16 weights, 16 lanes of pairs (vdpbf16ps;
+// without AVX512_BF16 in the build, f32 FMAs in the fp32 order). bf16 panels: oneDNN's matmul
 // against the converted weight (or fp32_fma from bf16_fma_min_rows rows, as above); int8:
 // kernels/int8.h's scheme.
 void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out);

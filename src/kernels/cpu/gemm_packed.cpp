@@ -216,11 +216,11 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
               "packed_linear", "a rows pack takes x (M, ", K, ") f32 with unit-stride rows and out (M, ", N,
               ") contiguous, got x ", x.str(), ", out ", out.str());
     const int64_t ldx = M == 1 ? K : x.strides()[0];
-    if (p.rows_bf16) {  // bf16 products: x rounded to bf16 values (per-thread buffer), the weights' bf16 copy
+    if (p.rows_bf16) {  // bf16 products: x rounded to bf16 (per-thread buffer), the weights' bf16 copy
       const int64_t start[2] = {0, N};
-      thread_local std::vector<float> rounded;
+      thread_local std::vector<uint16_t> rounded;
       rounded.resize(size_t(M * K));
-      round_to_bf16_values(x.data<float>(), M, K, ldx, rounded.data());
+      round_to_bf16(x.data<float>(), M, K, ldx, rounded.data());
       const uint16_t* base = p.rows_bf16.get();
       rows_product(M, rounded.data(), K, RowSource<uint16_t>{&base, start, 1, K}, N, dense_bias, out.data<float>(),
                    min_macs);

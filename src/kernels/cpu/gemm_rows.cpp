@@ -6,8 +6,11 @@
 // a block while it is in L1. At batch 1 a thread reads its range as two streams, its halves a row
 // of each at a time, with a software prefetch ahead (see rows_product).
 //
-// bf16 weights (uint16_t bits) are made f32 in registers (zero-extended, shifted left by 16: exact),
-// so a product is the same fused multiply-add as for f32 weights holding the same values.
+// bf16 (uint16_t bits: x rounded by the caller, the weights converted once) runs on AVX512_BF16's
+// vdpbf16ps, 32 values of K per instruction as 16 pairs: lane l adds the exact products of the
+// pair (2l, 2l + 1) of every 32-value chunk to its f32 sum (bf16 subnormals read as zero). No
+// conversion is spent on the operands, so a few rows of x (batched generation) cost little more
+// than one. Without AVX512_BF16 in the build the pairs are widened to f32 and multiplied with FMAs.
 #include "gemm_rows.h"
 
 #include <omp.h>
@@ -15,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/parallel.h"
@@ -41,21 +45,42 @@ inline float lane_sum(__m512 v) {
   return _mm512_cvtss_f32(v);
 }
 
-// 16 weights as f32: loaded, or 16 bf16 bits widened (bits << 16 is the value, exactly; the
-// zero-masking forms with every lane selected, for GCC 12's warning as in lane_sum).
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const uint16_t* p) {
+// The products of one step of K into an accumulator: f32, 16 values by FMA; bf16, 32 values (16
+// pairs) by vdpbf16ps. load_tail reads the first n < kStep values and zeros after (never past p + n).
+template <typename T>
+constexpr int64_t kStep = std::is_same_v<T, float> ? 16 : 32;
+inline __m512 load(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load_tail(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p); }
+inline __m512 madd(__m512 acc, __m512 x, __m512 w) { return _mm512_fmadd_ps(x, w, acc); }
+#if defined(__AVX512BF16__)
+inline __m512i load(const uint16_t* p) { return _mm512_loadu_si512(p); }
+inline __m512i load_tail(const uint16_t* p, int64_t n) {
+  return _mm512_maskz_loadu_epi16(__mmask32((uint64_t(1) << n) - 1), p);
+}
+inline __m512 madd(__m512 acc, __m512i x, __m512i w) { return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w); }
+#else
+// 32 bf16 values as two f32 vectors (bits << 16 is the value, exactly); the zero-masking forms with
+// every lane selected, for GCC 12's warning as in lane_sum.
+struct Bf16x32 {
+  __m512 lo, hi;
+};
+inline __m512 widen(__m256i bits) {
   constexpr __mmask16 all = 0xFFFF;
-  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, bits), 16));
 }
-// The first n < 16 of them, zeros after (never reading past p + n).
-inline __m512 load_tail(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p); }
-inline __m512 load_tail(const uint16_t* p, int64_t n) {
-  uint16_t buf[16] = {};
-  std::memcpy(buf, p, size_t(n) * sizeof(uint16_t));
-  return load16(buf);
+inline Bf16x32 load(const uint16_t* p) {
+  return {widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
+          widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)))};
 }
+inline Bf16x32 load_tail(const uint16_t* p, int64_t n) {
+  uint16_t buf[32] = {};
+  std::memcpy(buf, p, size_t(n) * sizeof(uint16_t));
+  return load(buf);
+}
+inline __m512 madd(__m512 acc, const Bf16x32& x, const Bf16x32& w) {
+  return _mm512_fmadd_ps(x.hi, w.hi, _mm512_fmadd_ps(x.lo, w.lo, acc));
+}
+#endif
 
 // out[m * ldo + r] = bias[r] + dot(x[m * ldx ..], w[r][..]) for MR rows of x and NR weight rows.
 // Lane l of acc[m][r] sums the products at k = l, l + 16, ... in k order (the tail zero-padded);
@@ -70,28 +95,29 @@ constexpr int64_t kStreamAheadBytes = 8192;  // the best of 4, 8 and 16 KB (f32 
 inline void prefetch_ahead(const void* p) {
   _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kStreamAheadBytes), _MM_HINT_T0);
 }
-template <int MR, int NR, bool Stream = false, typename W>
-void rows_tile(const float* x, int64_t ldx, const W* const* w, int64_t K, const float* bias, float* out, int64_t ldo) {
+template <int MR, int NR, bool Stream = false, typename T>
+void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const float* bias, float* out, int64_t ldo) {
+  constexpr int64_t S = kStep<T>;
   __m512 acc[MR][NR];
   for (int m = 0; m < MR; ++m)
     for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_setzero_ps();
   int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    __m512 xv[MR];
-    for (int m = 0; m < MR; ++m) xv[m] = _mm512_loadu_ps(x + m * ldx + k);
+  for (; k + S <= K; k += S) {
+    decltype(load(x)) xv[MR];
+    for (int m = 0; m < MR; ++m) xv[m] = load(x + m * ldx + k);
     if constexpr (Stream)
       for (int r = 0; r < NR; ++r) prefetch_ahead(w[r] + k);
     for (int r = 0; r < NR; ++r) {
-      const __m512 wv = load16(w[r] + k);
-      for (int m = 0; m < MR; ++m) acc[m][r] = _mm512_fmadd_ps(xv[m], wv, acc[m][r]);
+      const auto wv = load(w[r] + k);
+      for (int m = 0; m < MR; ++m) acc[m][r] = madd(acc[m][r], xv[m], wv);
     }
   }
-  if (k < K) {  // the last K % 16 columns, zeros past K
-    __m512 xv[MR];
+  if (k < K) {  // the last K % S columns, zeros past K
+    decltype(load(x)) xv[MR];
     for (int m = 0; m < MR; ++m) xv[m] = load_tail(x + m * ldx + k, K - k);
     for (int r = 0; r < NR; ++r) {
-      const __m512 wv = load_tail(w[r] + k, K - k);
-      for (int m = 0; m < MR; ++m) acc[m][r] = _mm512_fmadd_ps(xv[m], wv, acc[m][r]);
+      const auto wv = load_tail(w[r] + k, K - k);
+      for (int m = 0; m < MR; ++m) acc[m][r] = madd(acc[m][r], xv[m], wv);
     }
   }
   for (int m = 0; m < MR; ++m)
@@ -100,85 +126,99 @@ void rows_tile(const float* x, int64_t ldx, const W* const* w, int64_t K, const 
 
 // Two weight rows far apart (the two halves of a thread's range) against one x row, each read as
 // its own prefetched stream: out_a / out_b get exactly what rows_tile<1, 1> computes for each row.
-template <typename W>
-void row_pair_stream(const float* x, const W* wa, const W* wb, int64_t K, const float* bias_a, const float* bias_b,
+template <typename T>
+void row_pair_stream(const T* x, const T* wa, const T* wb, int64_t K, const float* bias_a, const float* bias_b,
                      float* out_a, float* out_b) {
+  constexpr int64_t S = kStep<T>;
   __m512 acc_a = _mm512_setzero_ps(), acc_b = _mm512_setzero_ps();
   int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
+  for (; k + S <= K; k += S) {
     prefetch_ahead(wa + k);
     prefetch_ahead(wb + k);
-    const __m512 xv = _mm512_loadu_ps(x + k);
-    acc_a = _mm512_fmadd_ps(xv, load16(wa + k), acc_a);
-    acc_b = _mm512_fmadd_ps(xv, load16(wb + k), acc_b);
+    const auto xv = load(x + k);
+    acc_a = madd(acc_a, xv, load(wa + k));
+    acc_b = madd(acc_b, xv, load(wb + k));
   }
   if (k < K) {
-    const __m512 xv = load_tail(x + k, K - k);
-    acc_a = _mm512_fmadd_ps(xv, load_tail(wa + k, K - k), acc_a);
-    acc_b = _mm512_fmadd_ps(xv, load_tail(wb + k, K - k), acc_b);
+    const auto xv = load_tail(x + k, K - k);
+    acc_a = madd(acc_a, xv, load_tail(wa + k, K - k));
+    acc_b = madd(acc_b, xv, load_tail(wb + k, K - k));
   }
   *out_a = lane_sum(acc_a) + (bias_a ? *bias_a : 0.f);
   *out_b = lane_sum(acc_b) + (bias_b ? *bias_b : 0.f);
 }
 #else
-inline float as_f32(float w) { return w; }
-inline float as_f32(uint16_t w) { return from_bf16(w); }
-template <int MR, int NR, bool Stream = false, typename W>
-void rows_tile(const float* x, int64_t ldx, const W* const* w, int64_t K, const float* bias, float* out, int64_t ldo) {
-  // The same order of additions as the AVX-512 version: 16 k-ordered lane sums, then lane_sum's
-  // tree (lane l + lane l+8, then + 4, + 2, + 1).
+inline float as_f32(float v) { return v; }
+inline float as_f32(uint16_t v) { return from_bf16(v); }
+template <int MR, int NR, bool Stream = false, typename T>
+void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const float* bias, float* out, int64_t ldo) {
+  // f32: the same order of additions as the AVX-512 version: 16 k-ordered lane sums, then
+  // lane_sum's tree (lane l + lane l+8, then + 4, + 2, + 1). bf16: the same exact products, in
+  // that order too (not vdpbf16ps's pairs).
   for (int m = 0; m < MR; ++m)
     for (int r = 0; r < NR; ++r) {
       float lane[16] = {};
-      for (int64_t k = 0; k < K; ++k) lane[k % 16] = std::fma(x[m * ldx + k], as_f32(w[r][k]), lane[k % 16]);
+      for (int64_t k = 0; k < K; ++k)
+        lane[k % 16] = std::fma(as_f32(x[m * ldx + k]), as_f32(w[r][k]), lane[k % 16]);
       for (int half = 8; half >= 1; half /= 2)
         for (int l = 0; l < half; ++l) lane[l] += lane[l + half];
       out[m * ldo + r] = lane[0] + (bias ? bias[r] : 0.f);
     }
 }
 // Two rows, each as rows_tile<1, 1> computes it (the AVX-512 version's bits).
-template <typename W>
-void row_pair_stream(const float* x, const W* wa, const W* wb, int64_t K, const float* bias_a, const float* bias_b,
+template <typename T>
+void row_pair_stream(const T* x, const T* wa, const T* wb, int64_t K, const float* bias_a, const float* bias_b,
                      float* out_a, float* out_b) {
   rows_tile<1, 1>(x, 0, &wa, K, bias_a, out_a, 0);
   rows_tile<1, 1>(x, 0, &wb, K, bias_b, out_b, 0);
 }
 #endif
 
-// One block of nrows <= kBlock weight rows (pointers w) against all M rows of x: the block is
-// read from memory once and from L1 by every later group of x rows. Up to 2 x rows take the
-// block 8 rows wide (16 accumulators), 3-4 x rows take it as two halves of 4 (16 accumulators).
-template <typename W>
-void rows_block(int64_t M, const float* x, int64_t ldx, const W* const* w, int64_t nrows, int64_t K,
-                const float* bias, float* out, int64_t ldo) {
+// Up to 4 rows of x (mr) against a block of nrows <= kBlock weight rows (pointers w): up to 2 x
+// rows take the block 8 rows wide (16 accumulators), 3-4 x rows take it as two halves of 4 (16
+// accumulators); a partial block one weight row at a time. Stream: each weight row prefetched
+// ahead as it is read (rows_tile).
+template <bool Stream, typename T>
+void rows_pass(int64_t mr, const T* xm, int64_t ldx, const T* const* w, int64_t nrows, int64_t K, const float* bias,
+               float* om, int64_t ldo) {
+  if (nrows == kBlock) {
+    switch (mr) {
+      case 1: return rows_tile<1, 8, Stream>(xm, ldx, w, K, bias, om, ldo);
+      case 2: return rows_tile<2, 8, Stream>(xm, ldx, w, K, bias, om, ldo);
+      case 3:
+        rows_tile<3, 4, Stream>(xm, ldx, w, K, bias, om, ldo);
+        return rows_tile<3, 4, Stream>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo);
+      default:
+        rows_tile<4, 4, Stream>(xm, ldx, w, K, bias, om, ldo);
+        return rows_tile<4, 4, Stream>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo);
+    }
+  }
+  for (int64_t r = 0; r < nrows; ++r) {
+    const T* const* wr = w + r;
+    const float* br = bias ? bias + r : nullptr;
+    switch (mr) {
+      case 1: rows_tile<1, 1, Stream>(xm, ldx, wr, K, br, om + r, ldo); break;
+      case 2: rows_tile<2, 1, Stream>(xm, ldx, wr, K, br, om + r, ldo); break;
+      case 3: rows_tile<3, 1, Stream>(xm, ldx, wr, K, br, om + r, ldo); break;
+      default: rows_tile<4, 1, Stream>(xm, ldx, wr, K, br, om + r, ldo);
+    }
+  }
+}
+
+// One block of weight rows against all M rows of x, 4 x rows per pass: the block is read from
+// memory by the first pass and from L1 by the later ones. bf16's first pass prefetches the rows
+// ahead (into the blocks that follow): without it GPT-2's products at 8 rows read their weights at
+// 8 GB/s, the hardware prefetcher not catching 8 interleaved streams of 1.5 KB rows; f32 does
+// not (measured level with none on the Xeon, slower on AMD EPYC Zen 5: see rows_tile).
+template <typename T>
+void rows_block(int64_t M, const T* x, int64_t ldx, const T* const* w, int64_t nrows, int64_t K, const float* bias,
+                float* out, int64_t ldo) {
   for (int64_t m0 = 0; m0 < M; m0 += 4) {
     const int64_t mr = std::min<int64_t>(4, M - m0);
-    const float* xm = x + m0 * ldx;
-    float* om = out + m0 * ldo;
-    if (nrows == kBlock) {
-      switch (mr) {
-        case 1: rows_tile<1, 8>(xm, ldx, w, K, bias, om, ldo); break;
-        case 2: rows_tile<2, 8>(xm, ldx, w, K, bias, om, ldo); break;
-        case 3:
-          rows_tile<3, 4>(xm, ldx, w, K, bias, om, ldo);
-          rows_tile<3, 4>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo);
-          break;
-        default:
-          rows_tile<4, 4>(xm, ldx, w, K, bias, om, ldo);
-          rows_tile<4, 4>(xm, ldx, w + 4, K, bias ? bias + 4 : nullptr, om + 4, ldo);
-      }
-    } else {  // the last, partial block: one weight row at a time
-      for (int64_t r = 0; r < nrows; ++r) {
-        const W* const* wr = w + r;
-        const float* br = bias ? bias + r : nullptr;
-        switch (mr) {
-          case 1: rows_tile<1, 1>(xm, ldx, wr, K, br, om + r, ldo); break;
-          case 2: rows_tile<2, 1>(xm, ldx, wr, K, br, om + r, ldo); break;
-          case 3: rows_tile<3, 1>(xm, ldx, wr, K, br, om + r, ldo); break;
-          default: rows_tile<4, 1>(xm, ldx, wr, K, br, om + r, ldo);
-        }
-      }
-    }
+    if (std::is_same_v<T, uint16_t> && m0 == 0)
+      rows_pass<true>(mr, x + m0 * ldx, ldx, w, nrows, K, bias, out + m0 * ldo, ldo);
+    else
+      rows_pass<false>(mr, x + m0 * ldx, ldx, w, nrows, K, bias, out + m0 * ldo, ldo);
   }
 }
 
@@ -192,8 +232,8 @@ void rows_block(int64_t M, const float* x, int64_t ldx, const W* const* w, int64
 // core keeps more lines in flight than with one stream. GPT-2's 49 products of a token: 60-61 ->
 // 67-68 GB/s in a loop where the machine was fast (/tmp/scratch/streams.cpp of 2026-11-28), level
 // when other tenants held it to 45.
-template <typename W>
-void rows_product_of(int64_t M, const float* x, int64_t ldx, const RowSource<W>& src, int64_t N, const float* bias,
+template <typename T>
+void rows_product_of(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src, int64_t N, const float* bias,
                      float* out, int64_t min_macs) {
   const int64_t K = src.K, nb = (N + kBlock - 1) / kBlock;
   if (M == 1) {
@@ -205,7 +245,7 @@ void rows_product_of(int64_t M, const float* x, int64_t ldx, const RowSource<W>&
       for (int64_t j = 0; j < half; ++j)
         row_pair_stream(x, src.row(lo + j), src.row(mid + j), K, b(lo + j), b(mid + j), out + lo + j, out + mid + j);
       if (mid + half < hi) {
-        const W* w = src.row(hi - 1);
+        const T* w = src.row(hi - 1);
         rows_tile<1, 1, true>(x, ldx, &w, K, b(hi - 1), out + hi - 1, N);
       }
     };
@@ -219,7 +259,7 @@ void rows_product_of(int64_t M, const float* x, int64_t ldx, const RowSource<W>&
   }
   parallel_for_if(M * N * K >= min_macs && nb > 1, nb, [&](int64_t b) {
     const int64_t n0 = b * kBlock, nrows = std::min(kBlock, N - n0);
-    const W* w[kBlock];
+    const T* w[kBlock];
     for (int64_t r = 0; r < nrows; ++r) w[r] = src.row(n0 + r);
     rows_block(M, x, ldx, w, nrows, K, bias ? bias + n0 : nullptr, out + n0, N);
   });
@@ -231,7 +271,7 @@ void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource<float>
                   float* out, int64_t min_macs) {
   rows_product_of(M, x, ldx, src, N, bias, out, min_macs);
 }
-void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource<uint16_t>& src, int64_t N,
+void rows_product(int64_t M, const uint16_t* x, int64_t ldx, const RowSource<uint16_t>& src, int64_t N,
                   const float* bias, float* out, int64_t min_macs) {
   rows_product_of(M, x, ldx, src, N, bias, out, min_macs);
 }

@@ -21,15 +21,14 @@ struct RowSource {
   }
 };
 
-// out (M, N) = x (M, K) @ W^T + bias (N, or null); x rows with stride ldx, out contiguous. Each
-// output is one dot product in an order fixed by K alone (16 k-ordered lane sums of fused
-// multiply-adds, then a fixed tree), so its bits depend neither on M, nor on the other rows of x,
-// nor on the thread count. The pool is used from min_macs multiply-adds. For bf16 weights every
-// product is of a bf16 weight (made exact f32 by a shift) and x as given: callers that want bf16
-// products round x first.
+// out (M, N) = x (M, K) @ W^T + bias (N, or null); x rows with stride ldx, out contiguous; x and
+// W both f32, or both bf16 bits. Each output is one dot product in an order fixed by K alone
+// (f32: 16 k-ordered lane sums of fused multiply-adds; bf16: 16 lanes of vdpbf16ps pairs; then a
+// fixed tree), so its bits depend neither on M, nor on the other rows of x, nor on the thread
+// count. The pool is used from min_macs multiply-adds.
 void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource<float>& src, int64_t N, const float* bias,
                   float* out, int64_t min_macs);
-void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource<uint16_t>& src, int64_t N,
+void rows_product(int64_t M, const uint16_t* x, int64_t ldx, const RowSource<uint16_t>& src, int64_t N,
                   const float* bias, float* out, int64_t min_macs);
 
 // Counts a rows pack's bf16 copy among the weights converted to bf16 (bf16_weights_packed, whose
