@@ -112,8 +112,9 @@ void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<V
     }
   }
   auto label = [&](const Variant& v) {  // "fp32 rows", "bf16 panels", "int8" (whose weights have no layout)
-    return std::string(kernels::precision_name(v.precision)) +
-           (v.precision == kernels::MatmulPrecision::int8 ? "" : std::string(" ") + kernels::pack_layout_name(v.layout));
+    const bool int8 = v.precision == kernels::MatmulPrecision::int8;
+    return std::string(kernels::precision_name(v.precision)) + (int8 ? "" : " ") +
+           (int8 ? "" : kernels::pack_layout_name(v.layout));
   };
   const double rss = hwm_reset ? bench::peak_since_reset_mib() : bench::peak_rss_mib();  // before the second triads
   const double triad = std::max(triad_before, bench::triad_gbs());
@@ -133,7 +134,8 @@ void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<V
     const double stream_floor_ms = (weights + cache) / (stream * 1e9) * 1e3;
     std::printf("%-5s %s d %lld, layers %lld, heads %lld, vocab %lld: %.3f ms/token (%.1f tokens/s) wall, "
                 "%.3f ms/token CPU; checksum %lld\n",
-                name.c_str(), label(variants[p]).c_str(), (long long)cfg.n_embd, (long long)cfg.n_layer, (long long)cfg.n_head, (long long)cfg.vocab_size, w / kNew, 1e3 * kNew / w, c / kNew,
+                name.c_str(), label(variants[p]).c_str(), (long long)cfg.n_embd, (long long)cfg.n_layer,
+                (long long)cfg.n_head, (long long)cfg.vocab_size, w / kNew, 1e3 * kNew / w, c / kNew,
                 (long long)timing[p].checksum);
     std::printf("      bandwidth floor: %.1f MB per token / triad (64 MiB arrays) %.1f GB/s = %.3f ms/token; "
                 "measured / floor %.2fx\n",

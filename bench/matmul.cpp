@@ -6,10 +6,9 @@
 // `bench_matmul bf16fma`: native bf16 against fp32 FMA on rounded operands, decoding to batch rows.
 // `bench_matmul bf16step`: training products against a step's bf16 weight copy, against per call.
 // `bench_matmul bf16packed`: decoding's skinny products against a weight converted once to bf16,
-// oneDNN's blocked layout against plain row-major bf16, beside the fp32 packed panels.
+// oneDNN's blocked layout against plain row-major bf16 and qkv's bf16 rows, beside fp32 panels.
 // `bench_matmul int8`: the same products with the weight quantized once to int8 (kernels/int8.h).
-// `bench_matmul gpt2stream`: a GPT-2 124M decoding step's products, every weight streamed from
-// memory, per weight form (fp32 rows and panels, bf16, int8).
+// `bench_matmul gpt2stream`: a GPT-2 124M decoding step's products, weights streamed, per form.
 // `bench_matmul f32backends`: the two fp32 backends of kernels::gemm (kernels/gemm.h), oneDNN's f32
 // matmul against OpenBLAS's sgemm, at M = 1024 over N, K in 256..3072, for each transpose case the
 // models use (NT: a Linear's forward x @ W^T; NN: its input gradient; TN: its weight gradient).
@@ -274,8 +273,8 @@ void bench_bf16_packed() {
     std::printf("no bf16 kernel on this CPU: skipped\n");
     return;
   }
-  std::printf("| %-34s | fp32 panels       | bf16 plain        | bf16 blocked      | bf16 rows         | blocked/plain |"
-              " fp32/blocked | rows/blocked |\n|%s|%s|---------------|--------------|--------------|\n",
+  std::printf("| %-34s | fp32 panels       | bf16 plain        | bf16 blocked      | bf16 rows         "
+              "| blocked/plain | fp32/blocked | rows/blocked |\n|%s|%s|---------------|--------------|--------------|\n",
               "case (M x N x K)", std::string(36, '-').c_str(), std::string(79, '-').c_str());
   for (const DecodeShape& sh : decode_shapes())
     for (int64_t M : {1, 8, 32, 128}) {
@@ -297,7 +296,8 @@ void bench_bf16_packed() {
       std::snprintf(name, sizeof name, "%s %lldx%lldx%lld", sh.name, (long long)M, (long long)sh.N, (long long)sh.K);
       std::printf("| %-34s |", name);
       for (const Timed& x : t) std::printf(" %7.1f (%7.1f) |", x.wall * 1e6, x.cpu * 1e6);
-      std::printf(" %12.2fx | %11.2fx | %11.2fx |\n", t[1].wall / t[2].wall, t[0].wall / t[2].wall, t[3].wall / t[2].wall);
+      std::printf(" %12.2fx | %11.2fx | %11.2fx |\n", t[1].wall / t[2].wall, t[0].wall / t[2].wall,
+                  t[3].wall / t[2].wall);
     }
 }
 
@@ -389,10 +389,9 @@ void bench_int8_packed() {
 // `bench_matmul gpt2stream`: one batch-1 decoding step's products for GPT-2 124M (12 layers of
 // Wqkv 2304x768, Wo 768x768, W1 3072x768, W2 768x3072, then the 50257x768 vocabulary), every
 // weight distinct, so each "token" streams all of them from memory as generation does: fp32 rows
-// (read in place, the Generator's default), fp32 panels, bf16 blocked (oneDNN) and rows (qkv's
-// kernel on a bf16 copy, the Generator's bf16 form) and int8, alternating. The
-// weight bytes each form reads, divided by its time, is the bandwidth it reaches; attention,
-// layer norms and the rest of a real step are not included.
+// (in place: the Generator's fp32 form), fp32 panels, bf16 blocked (oneDNN), bf16 rows (the
+// Generator's bf16 form) and int8, alternating. Weight bytes over time is the bandwidth each
+// reaches; attention, layer norms and the rest of a real step are not included.
 void bench_gpt2_stream(int tokens) {
   const auto& info = kernels::dnnl_cpu_info();
   std::printf("\nGPT-2 124M batch-1 products, all weights streamed per token. CPU: %s; oneDNN ISA %s.\n",
@@ -552,9 +551,8 @@ int main(int argc, char** argv) {
   }
 
   // OpenBLAS inside an OpenMP parallel region: each thread's call must run on that thread only.
-  // Skinny decoding products (kernels::packed_linear, weights packed once) against cblas
-  // x @ W^T on the same buffers: 32 rows (a greedy batch) through the bench_seq2seq_decode
-  // model's layers (d 256, d_ff 1024, vocabulary 8000). Not in the default run.
+  // Skinny decoding products (kernels::packed_linear, weights packed once) against cblas x @ W^T on the same
+  // buffers: 32 rows (a greedy batch) through the bench_seq2seq_decode model's layers. Not in the default run.
   if (argc > 1 && want("packed")) {
     const int M = 32;
     for (auto [K, N] : {std::array<int, 2>{256, 256}, {256, 768}, {256, 1024}, {1024, 256}, {256, 8000}}) {
@@ -569,13 +567,12 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (argc > 1 && want("bf16")) bench_bf16();
-  if (argc > 1 && want("bf16packed")) bench_bf16_packed();
-  if (argc > 1 && want("bf16fma")) bench_bf16_fma();
-  if (argc > 1 && want("bf16step")) bench_bf16_step();
-  if (argc > 1 && want("int8")) bench_int8_packed();
-  if (argc > 1 && want("f32backends")) bench_f32_backends();
-  if (argc > 1 && want("gpt2stream")) bench_gpt2_stream(20);
+  using Section = std::pair<const char*, void (*)()>;  // run only when named
+  for (const auto& [name, run] : {Section{"bf16", bench_bf16}, Section{"bf16packed", bench_bf16_packed},
+                                  Section{"bf16fma", bench_bf16_fma}, Section{"bf16step", bench_bf16_step},
+                                  Section{"int8", bench_int8_packed}, Section{"f32backends", bench_f32_backends},
+                                  Section{"gpt2stream", [] { bench_gpt2_stream(20); }}})
+    if (argc > 1 && want(name)) run();
 
   if (want("omp")) {
     const int n = 768;

@@ -86,8 +86,9 @@ TEST(PackedRowsBf16, StackedWeightsEqualTheirConcatenationAndConvertOnce) {
   EXPECT_EQ(stacked.N, 39);
   EXPECT_EQ(stacked.rows.size(), 3u);  // the f32 sources, kept for a recorded product
   Tensor all = Tensor::empty({39, 37});  // the concatenation [W_q; W_k; W_v]
+  const Tensor parts[3] = {wq, wk, wv};
   for (int i = 0; i < 3; ++i)
-    std::memcpy(all.data<float>() + i * 13 * 37, (i == 0 ? wq : i == 1 ? wk : wv).data<float>(), 13 * 37 * sizeof(float));
+    std::memcpy(all.data<float>() + i * 13 * 37, parts[i].data<float>(), 13 * 37 * sizeof(float));
   const auto whole = kernels::pack_linear_rows({all}, b, kernels::MatmulPrecision::bf16);
   for (int64_t M : {1, 2, 4, 6}) {
     SCOPED_TRACE(::testing::Message() << "M " << M);

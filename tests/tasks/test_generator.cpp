@@ -48,6 +48,20 @@ std::vector<int64_t> ref_row(const Tensor& t, int64_t i) {
   return row;
 }
 
+// 16 new tokens past eos, sampled with a seed through every filter (temperature 0.9, top-k 20,
+// top-p 0.95, repetition penalty 1.1), one prompt at a time.
+tasks::GenerateOptions seeded_sampling(kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32) {
+  tasks::GenerateOptions o;
+  o.precision = precision;
+  o.sample = true;
+  o.eos_id = -1;
+  o.max_new_tokens = 16;
+  o.logits = {0.9, 20, 0.95, 1.1};
+  o.seed = 7;
+  o.batch_size = 1;
+  return o;
+}
+
 // 97 symbols, matching the reference models' vocabulary: <unk>, '\n' and printable ASCII.
 std::shared_ptr<text::Tokenizer> char_tokenizer() {
   std::vector<std::string> vocab = {"<unk>", "\n"};
@@ -170,13 +184,7 @@ TEST(Generator, SeededSamplingIsPerPromptBatchedOrNot) {
   tasks::Generator g(load(ref, "gen_gpt2"));
   g.bundle().model->set_pack_layout(kernels::PackLayout::rows);  // the large models' layout (panels: above)
   auto prompts = prompts_of(ref, "gen_gpt2");
-  tasks::GenerateOptions o;
-  o.sample = true;
-  o.eos_id = -1;
-  o.max_new_tokens = 16;
-  o.logits = {0.9, 20, 0.95, 1.1};
-  o.seed = 7;
-  o.batch_size = 1;
+  tasks::GenerateOptions o = seeded_sampling();
   auto one = g.generate_ids(prompts, o);
   o.batch_size = 5;
   auto all = g.generate_ids(prompts, o);
@@ -199,7 +207,7 @@ TEST(Generator, SeededSamplingIsPerPromptBatchedOrNot) {
   EXPECT_GT(differ, 0u);  // another seed, other draws
 }
 
-// bf16 in the rows layout (a large model's, Generator::decoding_layout; its products' bits do not
+// bf16 in the Generator's bf16 layout, rows (Generator::decoding_layout; its products' bits do not
 // depend on the batch: test_packed_rows_bf16.cpp): greedy and seeded sampling give the same tokens
 // batched (left-padded) or one prompt at a time, as in fp32.
 TEST(Generator, Bf16RowsBatchedEqualsOneAtATime) {
@@ -209,23 +217,17 @@ TEST(Generator, Bf16RowsBatchedEqualsOneAtATime) {
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
     tasks::Generator g(load(ref, c));
-    g.bundle().model->set_pack_layout(kernels::PackLayout::rows);
     auto prompts = prompts_of(ref, c);
     for (bool sample : {false, true}) {
       SCOPED_TRACE(sample ? "sampled" : "greedy");
-      tasks::GenerateOptions o;
-      o.precision = kernels::MatmulPrecision::bf16;
+      tasks::GenerateOptions o = seeded_sampling(kernels::MatmulPrecision::bf16);
       o.sample = sample;
-      o.eos_id = -1;
-      o.max_new_tokens = 16;
-      o.logits = {0.9, 20, 0.95, 1.1};
-      o.seed = 7;
-      o.batch_size = 1;
       auto one = g.generate_ids(prompts, o);
       for (int64_t bs : {5, 3}) {
         o.batch_size = bs;
         auto batched = g.generate_ids(prompts, o);
-        for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(batched[i].tokens, one[i].tokens) << i << ", batch " << bs;
+        for (size_t i = 0; i < prompts.size(); ++i)
+          EXPECT_EQ(batched[i].tokens, one[i].tokens) << "prompt " << i << ", batch " << bs;
       }
     }
   }

@@ -8,9 +8,9 @@
 //
 // bf16 (uint16_t bits: x rounded by the caller, the weights converted once) runs on AVX512_BF16's
 // vdpbf16ps, 32 values of K per instruction as 16 pairs: lane l adds the exact products of the
-// pair (2l, 2l + 1) of every 32-value chunk to its f32 sum (bf16 subnormals read as zero). No
-// conversion is spent on the operands, so a few rows of x (batched generation) cost little more
-// than one. Without AVX512_BF16 in the build the pairs are widened to f32 and multiplied with FMAs.
+// pair (2l, 2l + 1) of every 32-value chunk to its f32 sum (bf16 subnormals read as zero), with no
+// conversion in the loop. Without AVX512_BF16 in the build the values are widened to f32 in
+// registers and multiplied with FMAs.
 #include "gemm_rows.h"
 
 #include <omp.h>
