@@ -87,10 +87,11 @@ Generator::Generator(io::GptBundle bundle, int64_t eos_id, int64_t bos_id)
 }
 
 kernels::PackLayout Generator::decoding_layout(const models::Gpt& model, kernels::MatmulPrecision precision) {
-  // bf16: oneDNN's product of one row streams its blocked weights at 11 GB/s, the rows kernel at
-  // 22-24 (GPT-2 124M's products, `bench_matmul gpt2stream`, Intel Xeon with AMX): generation in
-  // 11-15 ms/token against 25.6, and cfg1's 0.49-0.57 against 0.80 (BENCHMARKS.md). Batched
-  // steps also keep a row's bits (a batch of many prompts would multiply faster in oneDNN).
+  // bf16: oneDNN's product of one row streams its blocked weights at 11-17 GB/s, the rows kernel
+  // at 22-28 (GPT-2 124M's products, `bench_matmul gpt2stream`, Intel Xeon with AMX): GPT-2
+  // generates in 10.6-12.3 ms/token against 25.6, cfg1 in 0.41-0.57 against 0.65-0.80
+  // (BENCHMARKS.md). A row's bits do not depend on the batch; a batch of 8 prompts multiplies
+  // about 2x slower than in oneDNN, which the rows kernel does not match at 8 rows.
   if (precision == kernels::MatmulPrecision::bf16) return kernels::PackLayout::rows;
   // At batch 1 every weight is read once per token (kernels/gemm.h, PackLayout). A model whose
   // weights can stay in the last-level cache between tokens (GPT cfg1: 21.9 MB) reads panels
