@@ -1,6 +1,8 @@
 // Scaled dot-product attention: validating front-end, fused/naive dispatch, autograd nodes.
 #include "qkv/attention/sdpa.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "qkv/autograd/node.h"
@@ -26,6 +28,54 @@ Tensor empty_bhtd(int64_t B, int64_t H, int64_t T, int64_t D, DType dt, const Te
     return buf.as_strided({B, H, T, D}, {T * H * D, D, H * D, 1}, 0);
   }
   return Tensor::empty({B, H, T, D}, dt);
+}
+
+// dq, dk, dv for q, k, v: each as empty_bhtd lays it out, except that the inputs which are
+// disjoint views of one buffer with the same shape and strides (the pieces of a fused projection
+// split along its last axis, as MultiHeadAttention makes them: (B, H, T, Dh) with strides
+// (T W, Dh, W, 1) at different column offsets of rows W wide) get the same views of one new buffer.
+// The split's backward then takes that buffer whole instead of copying the pieces side by side.
+std::array<Tensor, 3> empty_grads(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const Tensor* in[3] = {&q, &k, &v};
+  std::array<Tensor, 3> out;
+  // The pattern: 4-D, last axis unit-stride, heads then head dims contiguous within a row of
+  // strides()[2] elements, and every piece's columns [c, c + H Dh) inside that row.
+  auto pattern = [](const Tensor& x) {
+    const Shape& s = x.strides();
+    return x.ndim() == 4 && s[3] == 1 && s[1] == x.size(3) && s[0] == x.size(2) * s[2] && x.size(2) > 1 &&
+           s[2] >= x.size(1) * x.size(3);
+  };
+  for (int i = 0; i < 3; ++i) {
+    if (out[size_t(i)].defined() || !pattern(*in[i])) continue;
+    int members[3], n = 0;  // in[i] and the later inputs that share its buffer and layout
+    for (int j = i; j < 3; ++j)
+      if (!out[size_t(j)].defined() && pattern(*in[j]) && in[j]->storage() == in[i]->storage() &&
+          in[j]->shape() == in[i]->shape() && in[j]->strides() == in[i]->strides())
+        members[n++] = j;
+    const int64_t width = in[i]->strides()[2], piece = in[i]->size(1) * in[i]->size(3);
+    int64_t lo = in[i]->offset();
+    for (int m = 0; m < n; ++m) lo = std::min(lo, in[members[m]]->offset());
+    bool disjoint = n > 1;  // columns [offset - lo, + piece) of one row, pairwise apart
+    for (int a = 0; a < n && disjoint; ++a) {
+      const int64_t ca = in[members[a]]->offset() - lo;
+      disjoint = ca + piece <= width;
+      for (int b = 0; b < a && disjoint; ++b) {
+        const int64_t cb = in[members[b]]->offset() - lo;
+        disjoint = ca >= cb + piece || cb >= ca + piece;
+      }
+    }
+    if (!disjoint) continue;
+    const Tensor buf = Tensor::empty(Shape{in[i]->size(0) * in[i]->strides()[0]}, in[i]->dtype());
+    for (int m = 0; m < n; ++m) {
+      const Tensor& x = *in[members[m]];
+      out[size_t(members[m])] = buf.as_strided(x.shape(), x.strides(), x.offset() - lo);
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    const Tensor& x = *in[i];
+    if (!out[size_t(i)].defined()) out[size_t(i)] = empty_bhtd(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x);
+  }
+  return out;
 }
 
 void check_qkv(const Tensor& q, const Tensor& k, const Tensor* v, const char* op) {
@@ -106,10 +156,7 @@ struct SdpaBackward : Node {
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     // out = dropout(softmax(scale * q k^T + mask)) v
     Tensor dout = unit_last(g[0]);
-    const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
-    Tensor dq = empty_bhtd(B, H, Tq, q.size(3), q.dtype(), q);
-    Tensor dk = empty_bhtd(B, H, Tk, k.size(3), k.dtype(), k);
-    Tensor dv = empty_bhtd(B, H, Tk, v.size(3), v.dtype(), v);
+    auto [dq, dk, dv] = empty_grads(q, k, v);
     kernels::attention_backward(q, k, v, out, lse, dout, scale, mask, drop, dq, dk, dv);
     return {dq, dk, dv};
   }
@@ -124,12 +171,9 @@ struct SdpaNaiveBackward : Node {
   const char* name() const override { return "ScaledDotProductAttentionNaiveBackward"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     // out = dropout(P) v, P = softmax(scale * q k^T + mask); g[1] reaches P directly
-    const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
-    Tensor dout = g[0].defined() ? unit_last(g[0]) : Tensor::zeros({B, H, Tq, v.size(3)}, q.dtype());
+    Tensor dout = g[0].defined() ? unit_last(g[0]) : Tensor::zeros({q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype());
     Tensor dprobs = g[1].defined() ? g[1].contiguous() : Tensor();
-    Tensor dq = empty_bhtd(B, H, Tq, q.size(3), q.dtype(), q);
-    Tensor dk = empty_bhtd(B, H, Tk, k.size(3), k.dtype(), k);
-    Tensor dv = empty_bhtd(B, H, Tk, v.size(3), v.dtype(), v);
+    auto [dq, dk, dv] = empty_grads(q, k, v);
     kernels::attention_naive_backward(q, k, v, probs, dout, dprobs, scale, drop, dq, dk, dv);
     return {dq, dk, dv};
   }

@@ -122,10 +122,30 @@ struct ConcatBackward : Node {  // y = cat(xs, axis): dx_i = the slice of dy tha
 struct SplitBackward : Node {  // ys = split(x): dx = the pieces' gradients side by side (0 if none)
   int axis = 0;
   std::vector<int64_t> sizes;
+  // The pieces' gradients as one tensor of x's shape without a copy, when they already lie side
+  // by side in one buffer, as x's row-major layout puts them (the attention backward leaves the
+  // q, k, v gradients so: sdpa.cpp's empty_grads); else undefined.
+  Tensor pieces_side_by_side(const std::vector<Tensor>& g) const {
+    const Shape& shape = input_shapes[0];
+    const Shape strides = Shape::contiguous_strides(shape);
+    int64_t pos = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      Shape piece = shape;
+      piece[axis] = sizes[i];
+      if (g[i].storage() != g[0].storage() || g[i].dtype() != input_dtypes[0] || !(g[i].shape() == piece) ||
+          !(g[i].strides() == strides) || g[i].offset() != g[0].offset() + pos * strides[axis])
+        return Tensor();
+      pos += sizes[i];
+    }
+    return g[0].as_strided(shape, strides, g[0].offset());
+  }
   const char* name() const override { return "SplitBackward"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     bool all = true;  // every piece has a gradient: each element of gx is written once
     for (size_t i = 0; i < sizes.size(); ++i) all = all && g[i].defined();
+    if (all) {
+      if (Tensor whole = pieces_side_by_side(g); whole.defined()) return {whole};
+    }
     Tensor gx = all ? Tensor::empty(input_shapes[0], input_dtypes[0]) : Tensor::zeros(input_shapes[0], input_dtypes[0]);
     int64_t pos = 0;
     for (size_t i = 0; i < sizes.size(); ++i) {

@@ -9,6 +9,7 @@
 #include "gradcheck.h"
 #include "qkv/autograd/node.h"
 #include "qkv/ops/elementwise.h"
+#include "qkv/ops/shape.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -221,6 +222,59 @@ TEST(Sdpa, StridedInputsGiveTheSameResultsAndLayouts) {
   EXPECT_EQ(g[0].strides(), q.strides());
   EXPECT_EQ(g[1].strides(), k.strides());
   EXPECT_TRUE(bit_equal(g[0], want.dq));
+}
+
+// q, k, v as MultiHeadAttention makes them: heads of the pieces of one (B, T, 3 H Dh) projection,
+// split along the last axis. Their gradients come back as the same views of one new buffer, with
+// the bits of separate inputs', and the split's backward takes that buffer whole without a copy;
+// pieces' gradients that are not side by side are copied, as before. Fused and naive kernels.
+TEST(Sdpa, GradientsOfOneProjectionsPiecesShareOneBufferAndTheSplitTakesItWhole) {
+  const int64_t B = 2, T = 5, H = 3, Dh = 4, D = H * Dh;
+  Generator gen(7);
+  Tensor x = Tensor::empty({B, T, 3 * D}), gy = Tensor::empty({B, H, T, Dh});
+  gen.normal(x.data<float>(), x.numel());
+  gen.normal(gy.data<float>(), gy.numel());
+  auto heads = [&](const Tensor& piece) { return permute(reshape(piece, {B, T, H, Dh}), {0, 2, 1, 3}); };
+  AttentionMask causal;
+  causal.causal = true;
+  for (bool need_weights : {false, true}) {
+    SCOPED_TRACE(need_weights ? "naive" : "fused");
+    // Separate contiguous leaves: the reference bits.
+    std::vector<Tensor> sep;
+    for (int i = 0; i < 3; ++i) sep.push_back(heads(slice(x, 2, i * D, (i + 1) * D)).contiguous().set_requires_grad(true));
+    SdpaResult want = scaled_dot_product_attention(sep[0], sep[1], sep[2], causal, 0.0, false, need_weights);
+    backward(want.out, gy);
+
+    Tensor xl = x.clone().set_requires_grad(true);
+    std::vector<Tensor> pieces = split(xl, {D, D, D}, 2);
+    SdpaResult r = scaled_dot_product_attention(heads(pieces[0]), heads(pieces[1]), heads(pieces[2]), causal, 0.0,
+                                                false, need_weights);
+    std::vector<Tensor> g = r.out.grad_fn()->backward({gy, Tensor()});
+    ASSERT_EQ(g.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_TRUE(g[size_t(i)].storage() == g[0].storage());
+      EXPECT_EQ(g[size_t(i)].strides(), Shape({T * 3 * D, Dh, 3 * D, 1}));
+      EXPECT_EQ(g[size_t(i)].offset() - g[0].offset(), i * D);
+      EXPECT_TRUE(bit_equal(g[size_t(i)], sep[size_t(i)].grad()));
+    }
+    // The split's node, given the three pieces' gradients (B, T, D) side by side: no copy.
+    std::vector<Tensor> side;
+    for (const Tensor& gi : g) side.push_back(reshape(permute(gi, {0, 2, 1, 3}), {B, T, D}));
+    const auto& split_node = pieces[0].grad_fn();
+    Tensor whole = split_node->backward(side)[0];
+    EXPECT_TRUE(whole.storage() == g[0].storage());
+    EXPECT_EQ(whole.shape(), Shape({B, T, 3 * D}));
+    // Apart (each its own contiguous copy): copied into a new buffer, the same values.
+    std::vector<Tensor> apart;
+    for (const Tensor& si : side) apart.push_back(si.contiguous());
+    Tensor copied = split_node->backward(apart)[0];
+    EXPECT_FALSE(copied.storage() == apart[0].storage());
+    EXPECT_TRUE(bit_equal(copied, whole));
+    // And through the engine: x's gradient has the separate leaves' bits, side by side.
+    backward(r.out, gy);
+    for (int i = 0; i < 3; ++i)
+      EXPECT_TRUE(bit_equal(heads(slice(xl.grad(), 2, i * D, (i + 1) * D)).contiguous(), sep[size_t(i)].grad()));
+  }
 }
 
 TEST(Sdpa, EvalModeAppliesNoDropoutAndDrawsNothing) {
