@@ -27,6 +27,7 @@
 // closes it before the optimizer step. One scope at a time per process.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "qkv/tensor/tensor.h"
@@ -73,11 +74,18 @@ class Bf16RoundedOperand {
   // The live copy of (p, rows, cols, ld) on this thread (a hit counts as a use), or null.
   static const uint16_t* lookup(const float* p, int64_t rows, int64_t cols, int64_t ld);
 
+  // Room for a copy, lent by the thread's spare and grown without zero-filling (the rounding
+  // writes every element; a vector's resize wrote zeros first: 0.7% of a bf16 translation step).
+  struct Bits {
+    std::unique_ptr<uint16_t[]> data;
+    size_t capacity = 0;
+  };
+
  private:
   void push();  // makes this the innermost live operand
   const float* p_;
   int64_t rows_, cols_, ld_, uses_ = 0;
-  std::vector<uint16_t> bits_;  // the copy, unless it is kept_
+  Bits bits_;  // the copy, unless it is kept_
   Tensor kept_;
   const uint16_t* data_ = nullptr;
   Bf16RoundedOperand* outer_ = nullptr;

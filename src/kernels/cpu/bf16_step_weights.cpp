@@ -153,24 +153,31 @@ namespace {
 thread_local Bf16RoundedOperand* t_operand = nullptr;  // the innermost live one on this thread
 // The thread's buffer, lent to one live operand at a time and returned: a step's largest dY (the
 // vocabulary projection's, tens of MB) would otherwise be allocated, and faulted in, at every step.
-thread_local std::vector<uint16_t> t_spare;
+thread_local Bf16RoundedOperand::Bits t_spare;
+
+// bits (swapped with the thread's spare) with room for n values, their contents unspecified.
+void take_spare(Bf16RoundedOperand::Bits& bits, int64_t n) {
+  std::swap(bits, t_spare);
+  if (bits.capacity < size_t(n)) {
+    bits.data.reset(new uint16_t[size_t(n)]);  // default-initialised: not zeroed
+    bits.capacity = size_t(n);
+  }
+}
 }  // namespace
 
 Bf16RoundedOperand::Bf16RoundedOperand(const float* p, int64_t rows, int64_t cols, int64_t ld)
     : p_(p), rows_(rows), cols_(cols), ld_(ld) {
   QKV_CHECK(rows >= 0 && cols >= 0 && ld >= cols, "Bf16RoundedOperand",
             "expected a (rows, cols) matrix with row stride >= cols, got (", rows, ", ", cols, ") with ", ld);
-  bits_.swap(t_spare);
-  bits_.resize(size_t(rows * cols));
-  round_to_bf16(p, rows, cols, ld, bits_.data());
+  take_spare(bits_, rows * cols);
+  round_to_bf16(p, rows, cols, ld, bits_.data.get());
   push();
 }
 
 Bf16RoundedOperand::Bf16RoundedOperand(const Tensor& x, Tensor* column_sums)
     : p_(x.data<float>()), rows_(x.size(0)), cols_(x.size(1)), ld_(x.size(1)) {
-  bits_.swap(t_spare);
-  bits_.resize(size_t(rows_ * cols_));
-  column_sums_and_bf16(x, *column_sums, bits_.data());  // checks x (contiguous f32 (R, N)) and the sums
+  take_spare(bits_, rows_ * cols_);
+  column_sums_and_bf16(x, *column_sums, bits_.data.get());  // checks x (contiguous f32 (R, N)) and the sums
   push();
 }
 
@@ -194,14 +201,14 @@ Bf16RoundedOperand::Bf16RoundedOperand(const Tensor& x, const Tensor& kept) {
 }
 
 void Bf16RoundedOperand::push() {
-  data_ = kept_.defined() ? static_cast<const uint16_t*>(kept_.raw_data()) : bits_.data();
+  data_ = kept_.defined() ? static_cast<const uint16_t*>(kept_.raw_data()) : bits_.data.get();
   outer_ = t_operand;
   t_operand = this;
 }
 
 Bf16RoundedOperand::~Bf16RoundedOperand() {
   t_operand = outer_;
-  if (bits_.capacity() > t_spare.capacity()) bits_.swap(t_spare);
+  if (bits_.capacity > t_spare.capacity) std::swap(bits_, t_spare);
 }
 
 const uint16_t* Bf16RoundedOperand::lookup(const float* p, int64_t rows, int64_t cols, int64_t ld) {

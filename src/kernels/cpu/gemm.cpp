@@ -349,11 +349,15 @@ namespace {
 // the same pass: one read of x for both.
 template <typename T, bool Round>
 void column_sums_pass(const Tensor& x, Tensor& out, uint16_t* rounded) {
-  // Columns per task: rows are read as 2 KiB runs and acc stays in L1; below 1,024 columns tasks
-  // of 128, so that a (tokens, 256) gradient's bias sum takes both threads (1.4x faster; at 1,024+
-  // columns 128 was slower; AMD EPYC Zen 5). Each column is summed in row order either way.
-  constexpr int64_t kMaxTile = 512;
-  const int64_t R = x.size(0), N = x.size(1), tile = N >= 1024 ? kMaxTile : 128, tiles = (N + tile - 1) / tile;
+  // Columns per task: each thread an equal share of whole 16-column groups, at most kMaxTile (acc,
+  // 16 KiB, stays in L1), so that a thread reads each row as one long run (the hardware prefetcher
+  // follows it): a (2048, 8000) dY summed and rounded in 4.7 ms against 6.7 with tasks of 512 columns
+  // and 11.1 with 128 (Intel Xeon, 2 threads). Each column is summed in row order either way.
+  constexpr int64_t kMaxTile = 4096;
+  const int64_t R = x.size(0), N = x.size(1), nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t groups = (N + 15) / 16, per_thread = (groups + nt - 1) / nt;
+  const int64_t tasks = nt * ((per_thread * 16 + kMaxTile - 1) / kMaxTile);  // a multiple of the threads
+  const int64_t tile = std::min(kMaxTile, (groups + tasks - 1) / tasks * 16), tiles = (N + tile - 1) / tile;
   const T* xp = x.data<T>();
   T* op = out.data<T>();
 #pragma omp parallel for schedule(static) if (R * N >= (int64_t(1) << 16) && tiles > 1)
