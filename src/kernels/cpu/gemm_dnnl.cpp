@@ -23,6 +23,7 @@
 #include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/kernels/int8.h"
 #include "qkv/util/error.h"
+#include "transpose16.h"
 
 namespace qkv::kernels {
 namespace {
@@ -305,7 +306,23 @@ void write_blocked(const Bf16Weight& w, const float* src, int64_t ld) {
           }
         }
       } else {  // W: a row n holds the column's k values, pairs adjacent
-        for (int64_t c = 0; c < nn; ++c) {
+        int64_t c = 0;
+#if defined(__AVX512F__)
+        // A whole block's columns 16 at a time: 16 rows' 32 values rounded as vectors, then their
+        // 16 x 16 words transposed into place, one 64-byte store per word row (the loop below
+        // stores each word alone, 16 rows apart: 2.2% of a bf16 translation step, 5.5% of GPT cfg2's).
+        if (kn == 32)
+          for (; c + 16 <= nn; c += 16) {
+            alignas(64) uint16_t half[16][32];
+            for (int i = 0; i < 16; ++i) {
+              const float* s = src + (n0 + c + i) * ld + k0;
+#pragma omp simd
+              for (int r = 0; r < 32; ++r) half[i][r] = to_bf16(s[r]);
+            }
+            transpose16(reinterpret_cast<const uint32_t*>(half), 16, blk + c, nb);  // word j of i: half[i][2j, 2j + 1]
+          }
+#endif
+        for (; c < nn; ++c) {
           const float* s = src + (n0 + c) * ld + k0;
           uint32_t* o = blk + c;
           if (kn == 32) {  // a whole block: round the 32 values as a vector, then place the 16 words
