@@ -65,8 +65,15 @@ TEST(Int8Quantize, VectorAndScalarPathsFollowTheRule) {
   std::vector<uint8_t> q(40);
   EXPECT_EQ(kernels::quantize_row_u8(zeros.data(), 40, q.data()), 0.f);
   for (uint8_t v : q) EXPECT_EQ(v, 128);
-  zeros[7] = NAN;
-  EXPECT_TRUE(std::isnan(kernels::quantize_row_u8(zeros.data(), 40, q.data())));
+  zeros[7] = -0.f;  // -0: still a zero row
+  EXPECT_EQ(kernels::quantize_row_u8(zeros.data(), 40, q.data()), 0.f);
+  // A NaN or an infinity of either sign, in the 16-value steps or in the tail, makes the scale NaN.
+  for (int64_t at : {7, 37})
+    for (float bad : {NAN, INFINITY, -INFINITY}) {
+      std::vector<float> x = randn_values(40, 700 + uint64_t(at));
+      x[size_t(at)] = bad;
+      EXPECT_TRUE(std::isnan(kernels::quantize_row_u8(x.data(), 40, q.data()))) << at << " " << bad;
+    }
 }
 
 struct Case {

@@ -74,19 +74,37 @@ struct Int8Weight {
 
 float quantize_row_u8(const float* x, int64_t K, uint8_t* q) {
   if (K <= 0) return 0.f;
-  float amax = 0.f;
-  bool finite = true;
-  for (int64_t k = 0; k < K; ++k) {
-    amax = std::max(amax, std::fabs(x[k]));
-    finite = finite && std::isfinite(x[k]);
+  // max |x| as the largest bit pattern with the sign cleared: for finite floats the order of the
+  // patterns is the order of the values, and any pattern from 0x7F800000 up is an inf or a NaN.
+  // (A float max with an isfinite test did not vectorise: 10% of int8 greedy decoding's samples.)
+  uint32_t top = 0;
+  int64_t k = 0;
+#if defined(__AVX512F__)
+  {
+    constexpr __mmask16 all = 0xFFFF;  // the masked forms, as below
+    const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512i m = _mm512_setzero_si512();
+    for (; k + 16 <= K; k += 16)
+      m = _mm512_maskz_max_epu32(all, m, _mm512_and_si512(_mm512_loadu_si512(x + k), magnitude));
+    alignas(64) uint32_t lanes[16];
+    _mm512_store_si512(lanes, m);
+    for (uint32_t lane : lanes) top = std::max(top, lane);
   }
-  if (!finite) amax = NAN;
+#endif
+  for (; k < K; ++k) {
+    uint32_t u;
+    std::memcpy(&u, x + k, sizeof u);
+    top = std::max(top, u & 0x7FFFFFFFu);
+  }
+  float amax;
+  std::memcpy(&amax, &top, sizeof amax);
+  if (top >= 0x7F800000u) amax = NAN;
   if (!(amax > 0.f)) {  // zeros (scale 0), or NaN / inf (the scale carries NaN to every output)
     std::memset(q, 128, size_t(K));
     return amax == 0.f ? 0.f : NAN;
   }
   const float inv = 127.f / amax;
-  int64_t k = 0;
+  k = 0;
 #if defined(__AVX512F__)
   const __m512 vinv = _mm512_set1_ps(inv);
   const __m512i v128 = _mm512_set1_epi32(128);
