@@ -41,12 +41,15 @@ std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_hi, uint64_t c
 
 #ifdef __AVX512F__
 namespace {
-// (hi, lo) 32-bit halves of a * m for 16 lanes (vpmuludq on even and odd lanes).
+// (hi, lo) 32-bit halves of a * m for 16 lanes (vpmuludq on even and odd lanes). The 32-bit
+// moves within each 64-bit pair are shuffles (swap the pair's halves) rather than 64-bit shifts:
+// the multiplies and the shifts share one port on Intel's AVX-512 cores, the shuffles use another.
+inline __m512i swap_halves(__m512i v) { return _mm512_shuffle_epi32(v, _MM_PERM_CDAB); }
 inline void mulhilo16(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
-  const __m512i pe = _mm512_mul_epu32(a, m);                           // lanes 0, 2, ..: 64-bit products
-  const __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);    // lanes 1, 3, ..
-  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
-  lo = _mm512_mask_blend_epi32(0xAAAA, pe, _mm512_slli_epi64(po, 32));
+  const __m512i pe = _mm512_mul_epu32(a, m);               // lanes 0, 2, ..: 64-bit products
+  const __m512i po = _mm512_mul_epu32(swap_halves(a), m);  // lanes 1, 3, ..
+  hi = _mm512_mask_blend_epi32(0xAAAA, swap_halves(pe), po);
+  lo = _mm512_mask_blend_epi32(0xAAAA, pe, swap_halves(po));
 }
 }  // namespace
 #endif
@@ -56,28 +59,35 @@ void philox4x32_blocks(uint64_t key, uint64_t counter_hi, uint64_t counter_lo, i
   const uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
   const uint32_t hi2 = uint32_t(counter_hi), hi3 = uint32_t(counter_hi >> 32);
   for (int64_t b0 = 0; b0 < nblocks; b0 += kLanes) {
-    alignas(64) uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
-    for (int l = 0; l < kLanes; ++l) {
-      uint64_t ctr = counter_lo + uint64_t(b0 + l);
-      c0[l] = uint32_t(ctr);
-      c1[l] = uint32_t(ctr >> 32);
-      c2[l] = hi2;
-      c3[l] = hi3;
-    }
     const int64_t n = std::min<int64_t>(kLanes, nblocks - b0);
     uint32_t* o = out + 4 * b0;
+    const uint64_t first = counter_lo + uint64_t(b0);  // lane l's counter: first + l
 #ifdef __AVX512F__
-    __m512i x0 = _mm512_load_si512(c0), x1 = _mm512_load_si512(c1), x2 = _mm512_load_si512(c2),
-            x3 = _mm512_load_si512(c3);
+    // Counter words: the low word first + l (when it does not wrap inside the batch) and one high
+    // word; otherwise lane by lane.
+    __m512i x0, x1;
+    if (uint32_t(first) <= 0xFFFFFFFFu - (kLanes - 1)) {
+      const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+      x0 = _mm512_add_epi32(_mm512_set1_epi32(int(uint32_t(first))), lane);
+      x1 = _mm512_set1_epi32(int(uint32_t(first >> 32)));
+    } else {
+      alignas(64) uint32_t c0[kLanes], c1[kLanes];
+      for (int l = 0; l < kLanes; ++l) {
+        c0[l] = uint32_t(first + uint64_t(l));
+        c1[l] = uint32_t((first + uint64_t(l)) >> 32);
+      }
+      x0 = _mm512_load_si512(c0), x1 = _mm512_load_si512(c1);
+    }
+    __m512i x2 = _mm512_set1_epi32(int(hi2)), x3 = _mm512_set1_epi32(int(hi3));
     const __m512i m0 = _mm512_set1_epi32(int(kMul0)), m1 = _mm512_set1_epi32(int(kMul1));
     uint32_t r0 = k0, r1 = k1;
     for (int round = 0; round < 10; ++round) {
       __m512i hi0, lo0, hi1, lo1;
       mulhilo16(x0, m0, hi0, lo0);
       mulhilo16(x2, m1, hi1, lo1);
-      x0 = _mm512_xor_si512(_mm512_xor_si512(hi1, x1), _mm512_set1_epi32(int(r0)));
+      x0 = _mm512_ternarylogic_epi32(hi1, x1, _mm512_set1_epi32(int(r0)), 0x96);  // a ^ b ^ c
       x1 = lo1;
-      x2 = _mm512_xor_si512(_mm512_xor_si512(hi0, x3), _mm512_set1_epi32(int(r1)));
+      x2 = _mm512_ternarylogic_epi32(hi0, x3, _mm512_set1_epi32(int(r1)), 0x96);
       x3 = lo0;
       r0 += kWeyl0;
       r1 += kWeyl1;
@@ -100,6 +110,13 @@ void philox4x32_blocks(uint64_t key, uint64_t counter_hi, uint64_t counter_lo, i
       std::copy(tmp, tmp + 4 * n, o);
     }
 #else
+    alignas(64) uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+    for (int l = 0; l < kLanes; ++l) {
+      c0[l] = uint32_t(first + uint64_t(l));
+      c1[l] = uint32_t((first + uint64_t(l)) >> 32);
+      c2[l] = hi2;
+      c3[l] = hi3;
+    }
     uint32_t r0 = k0, r1 = k1;
     for (int round = 0; round < 10; ++round) {
 #pragma omp simd
