@@ -73,7 +73,8 @@ std::array<Tensor, 3> empty_grads(const Tensor& q, const Tensor& k, const Tensor
   }
   for (int i = 0; i < 3; ++i) {
     const Tensor& x = *in[i];
-    if (!out[size_t(i)].defined()) out[size_t(i)] = empty_bhtd(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x);
+    if (!out[size_t(i)].defined())
+      out[size_t(i)] = empty_bhtd(x.size(0), x.size(1), x.size(2), x.size(3), x.dtype(), x);
   }
   return out;
 }
@@ -171,7 +172,8 @@ struct SdpaNaiveBackward : Node {
   const char* name() const override { return "ScaledDotProductAttentionNaiveBackward"; }
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     // out = dropout(P) v, P = softmax(scale * q k^T + mask); g[1] reaches P directly
-    Tensor dout = g[0].defined() ? unit_last(g[0]) : Tensor::zeros({q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype());
+    Tensor dout = g[0].defined() ? unit_last(g[0])
+                                 : Tensor::zeros({q.size(0), q.size(1), q.size(2), v.size(3)}, q.dtype());
     Tensor dprobs = g[1].defined() ? g[1].contiguous() : Tensor();
     auto [dq, dk, dv] = empty_grads(q, k, v);
     kernels::attention_naive_backward(q, k, v, probs, dout, dprobs, scale, drop, dq, dk, dv);

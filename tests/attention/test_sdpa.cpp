@@ -241,7 +241,8 @@ TEST(Sdpa, GradientsOfOneProjectionsPiecesShareOneBufferAndTheSplitTakesItWhole)
     SCOPED_TRACE(need_weights ? "naive" : "fused");
     // Separate contiguous leaves: the reference bits.
     std::vector<Tensor> sep;
-    for (int i = 0; i < 3; ++i) sep.push_back(heads(slice(x, 2, i * D, (i + 1) * D)).contiguous().set_requires_grad(true));
+    for (int i = 0; i < 3; ++i)
+      sep.push_back(heads(slice(x, 2, i * D, (i + 1) * D)).contiguous().set_requires_grad(true));
     SdpaResult want = scaled_dot_product_attention(sep[0], sep[1], sep[2], causal, 0.0, false, need_weights);
     backward(want.out, gy);
 
