@@ -76,25 +76,15 @@ float quantize_row_u8(const float* x, int64_t K, uint8_t* q) {
   if (K <= 0) return 0.f;
   // max |x| as the largest bit pattern with the sign cleared: for finite floats the order of the
   // patterns is the order of the values, and any pattern from 0x7F800000 up is an inf or a NaN.
-  // (A float max with an isfinite test did not vectorise: 10% of int8 greedy decoding's samples.)
+  // An integer max vectorises (a float max with an isfinite test did not: 10% of int8 greedy
+  // decoding's samples).
   uint32_t top = 0;
-  int64_t k = 0;
-#if defined(__AVX512F__)
-  {
-    constexpr __mmask16 all = 0xFFFF;  // the masked forms, as below
-    const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
-    __m512i m = _mm512_setzero_si512();
-    for (; k + 16 <= K; k += 16)
-      m = _mm512_maskz_max_epu32(all, m, _mm512_and_si512(_mm512_loadu_si512(x + k), magnitude));
-    alignas(64) uint32_t lanes[16];
-    _mm512_store_si512(lanes, m);
-    for (uint32_t lane : lanes) top = std::max(top, lane);
-  }
-#endif
-  for (; k < K; ++k) {
+#pragma omp simd reduction(max : top)
+  for (int64_t i = 0; i < K; ++i) {
     uint32_t u;
-    std::memcpy(&u, x + k, sizeof u);
-    top = std::max(top, u & 0x7FFFFFFFu);
+    std::memcpy(&u, x + i, sizeof u);
+    u &= 0x7FFFFFFFu;
+    top = u > top ? u : top;
   }
   float amax;
   std::memcpy(&amax, &top, sizeof amax);
@@ -104,7 +94,7 @@ float quantize_row_u8(const float* x, int64_t K, uint8_t* q) {
     return amax == 0.f ? 0.f : NAN;
   }
   const float inv = 127.f / amax;
-  k = 0;
+  int64_t k = 0;
 #if defined(__AVX512F__)
   const __m512 vinv = _mm512_set1_ps(inv);
   const __m512i v128 = _mm512_set1_epi32(128);
