@@ -2,7 +2,7 @@
 // the weights in place, against a plain reference loop in double, for every tile shape (M = 1..8
 // and larger, N around the 8-row blocks, K around the 16-wide vectors); stacked weights equal
 // their concatenation; the bits depend neither on the thread count nor on the other rows of x;
-// one row on the pool (two streams per thread) has the batch's bits; the panels layout agrees with
+// one row on the pool (eight streams per thread) has the batch's bits; the panels layout agrees with
 // the same reference.
 #include <gtest/gtest.h>
 
@@ -131,9 +131,9 @@ TEST(PackedRows, BitsDependNeitherOnThreadsNorOnTheOtherRows) {
 
 TEST(PackedRows, OneRowOnThePoolHasTheBatchsBits) {
   // One x row large enough for the pool whatever the wait policy (N * K >= 2^22): each thread
-  // reads its range as two streams (its halves, a row of each at a time) and an odd range leaves a
-  // last row; stacked weights put a segment boundary inside a thread's range. Every output must
-  // still be the batch's bits, on one thread and on two.
+  // reads its range as eight streams (its eighths, a row of each at a time), and the second
+  // thread's 497 rows leave one over; stacked weights put a segment boundary inside a thread's
+  // range. Every output must still be the batch's bits, on one thread and on two.
   const int64_t K = 4200;
   Tensor w1 = testing::randn({500, K}, 31), w2 = testing::randn({501, K}, 32), b = testing::randn({1001}, 33);
   Tensor x = testing::randn({3, K}, 34);

@@ -41,7 +41,7 @@ void check(const Tensor& x, const std::vector<Tensor>& ws, const Tensor& b, cons
 }
 
 TEST(PackedRowsBf16, MatchesTheExactProductOfRoundedOperandsForEveryTileShape) {
-  // M: 1 (two streams), 2 (8 weight rows at once), 3-4 (two halves of 4) and several passes; N:
+  // M: 1 (eight streams; N < 8 rows one by one), 2 (8 weight rows at once), 3-4 (two halves of 4) and several passes; N:
   // whole and partial 8-row blocks; K: whole and partial steps of 32 values (vdpbf16ps) or 16
   // (without AVX512_BF16), odd K (a row's last pair is half padding), a tail never read past the row.
   for (int64_t M : {1, 2, 3, 4, 5, 8, 13}) {
@@ -102,7 +102,7 @@ TEST(PackedRowsBf16, StackedWeightsEqualTheirConcatenationAndConvertOnce) {
 
 TEST(PackedRowsBf16, BitsDependNeitherOnThreadsNorOnTheOtherRows) {
   // Large enough for the pool whatever the wait policy (N * K >= 2^22), N = 1001 (a partial last
-  // block) from two stacked weights: a row alone (two streams per thread, a segment boundary
+  // block) from two stacked weights: a row alone (eight streams per thread, a segment boundary
   // inside a thread's range) has the batch's bits, on one thread and on two.
   const int64_t M = 6, K = 4200;
   Tensor w1 = testing::randn({500, K}, 31), w2 = testing::randn({501, K}, 32), b = testing::randn({1001}, 33);

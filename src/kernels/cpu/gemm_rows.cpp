@@ -3,8 +3,8 @@
 // reads 500 MB of f32 weights per token, 250 MB in bf16), so what matters is that every weight
 // byte is read once, in long contiguous streams, by both threads at once: threads own disjoint
 // ranges of 8-row blocks (a block is 8 * K contiguous elements) and every x row is multiplied with
-// a block while it is in L1. At batch 1 a thread reads its range as two streams, its halves a row
-// of each at a time, with a software prefetch ahead (see rows_product).
+// a block while it is in L1. At batch 1 a thread reads its range as eight streams, its eighths a
+// row of each at a time (see rows_product_of).
 //
 // bf16 (uint16_t bits: x rounded by the caller, the weights converted once) runs on AVX512_BF16's
 // vdpbf16ps, 32 values of K per instruction as 16 pairs: lane l adds the exact products of the
@@ -85,12 +85,12 @@ inline __m512 madd(__m512 acc, const Bf16x32& x, const Bf16x32& w) {
 // out[m * ldo + r] = bias[r] + dot(x[m * ldx ..], w[r][..]) for MR rows of x and NR weight rows.
 // Lane l of acc[m][r] sums the products at k = l, l + 16, ... in k order (the tail zero-padded);
 // the 16 lanes are then added by lane_sum (a fixed tree). So an output depends only on its x
-// row, its weight row and K. Stream (batch 1, where a thread's weight rows are read one after
-// another as one contiguous run): each 64-byte line is requested kStreamAheadBytes before it is
-// used. For 8-row blocks the next block is not prefetched in software: into L1 (T0) it made the
-// rows 1.17-1.20x slower than the panels (Intel Xeon); into L2 (T1) it was level with none there
-// and 8-10% slower than none on AMD EPYC Zen 5 (bench_matmul gpt2stream, BENCHMARKS.md).
-constexpr int64_t kStreamAheadBytes = 8192;  // the best of 4, 8 and 16 KB (f32 weights, Zen 5)
+// row, its weight row and K. Stream (bf16's first pass over a block at batch > 1, rows_block):
+// each 64-byte line is requested kStreamAheadBytes before it is used. For f32's 8-row blocks the
+// next block is not prefetched in software: into L1 (T0) it made the rows 1.17-1.20x slower than
+// the panels (Intel Xeon); into L2 (T1) it was level with none there and 8-10% slower than none
+// on AMD EPYC Zen 5 (bench_matmul gpt2stream, BENCHMARKS.md).
+constexpr int64_t kStreamAheadBytes = 8192;  // the best of 4, 8 and 16 KB (f32 at batch 1, 2 streams, Zen 5)
 // A hint for the line kStreamAheadBytes past p (the address may lie past the weight's end: never a fault).
 inline void prefetch_ahead(const void* p) {
   _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kStreamAheadBytes), _MM_HINT_T0);
@@ -124,28 +124,26 @@ void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const floa
     for (int r = 0; r < NR; ++r) out[m * ldo + r] = lane_sum(acc[m][r]) + (bias ? bias[r] : 0.f);
 }
 
-// Two weight rows far apart (the two halves of a thread's range) against one x row, each read as
-// its own prefetched stream: out_a / out_b get exactly what rows_tile<1, 1> computes for each row.
+// kStreams weight rows far apart (one from each of the kStreams parts of a thread's range)
+// against one x row, each read as its own stream: out[s] gets exactly what rows_tile<1, 1>
+// computes for row s (bias[s] may be null). No software prefetch: with eight streams a line
+// requested 1 KB ahead measured level with none (Intel Xeon; see rows_product_of).
+constexpr int kStreams = 8;
 template <typename T>
-void row_pair_stream(const T* x, const T* wa, const T* wb, int64_t K, const float* bias_a, const float* bias_b,
-                     float* out_a, float* out_b) {
+void rows_far_apart(const T* x, const T* const* w, int64_t K, const float* const* bias, float* const* out) {
   constexpr int64_t S = kStep<T>;
-  __m512 acc_a = _mm512_setzero_ps(), acc_b = _mm512_setzero_ps();
+  __m512 acc[kStreams];
+  for (int s = 0; s < kStreams; ++s) acc[s] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + S <= K; k += S) {
-    prefetch_ahead(wa + k);
-    prefetch_ahead(wb + k);
     const auto xv = load(x + k);
-    acc_a = madd(acc_a, xv, load(wa + k));
-    acc_b = madd(acc_b, xv, load(wb + k));
+    for (int s = 0; s < kStreams; ++s) acc[s] = madd(acc[s], xv, load(w[s] + k));
   }
   if (k < K) {
     const auto xv = load_tail(x + k, K - k);
-    acc_a = madd(acc_a, xv, load_tail(wa + k, K - k));
-    acc_b = madd(acc_b, xv, load_tail(wb + k, K - k));
+    for (int s = 0; s < kStreams; ++s) acc[s] = madd(acc[s], xv, load_tail(w[s] + k, K - k));
   }
-  *out_a = lane_sum(acc_a) + (bias_a ? *bias_a : 0.f);
-  *out_b = lane_sum(acc_b) + (bias_b ? *bias_b : 0.f);
+  for (int s = 0; s < kStreams; ++s) *out[s] = lane_sum(acc[s]) + (bias[s] ? *bias[s] : 0.f);
 }
 #else
 inline float as_f32(float v) { return v; }
@@ -165,12 +163,11 @@ void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const floa
       out[m * ldo + r] = lane[0] + (bias ? bias[r] : 0.f);
     }
 }
-// Two rows, each as rows_tile<1, 1> computes it (the AVX-512 version's bits).
+// kStreams rows, each as rows_tile<1, 1> computes it (the AVX-512 version's bits).
+constexpr int kStreams = 8;
 template <typename T>
-void row_pair_stream(const T* x, const T* wa, const T* wb, int64_t K, const float* bias_a, const float* bias_b,
-                     float* out_a, float* out_b) {
-  rows_tile<1, 1>(x, 0, &wa, K, bias_a, out_a, 0);
-  rows_tile<1, 1>(x, 0, &wb, K, bias_b, out_b, 0);
+void rows_far_apart(const T* x, const T* const* w, int64_t K, const float* const* bias, float* const* out) {
+  for (int s = 0; s < kStreams; ++s) rows_tile<1, 1>(x, 0, &w[s], K, bias[s], out[s], 0);
 }
 #endif
 
@@ -224,36 +221,46 @@ void rows_block(int64_t M, const T* x, int64_t ldx, const T* const* w, int64_t n
 
 // Blocks of 8 rows are split among threads in contiguous ranges (schedule static): each thread
 // streams its own part of every weight, and each output is computed by one thread in a fixed
-// order. At batch 1 rows are taken one at a time (rows_tile<1, 1>, the same order of additions as
-// the 8-row tiles) rather than as eight interleaved streams: GPT-2 124M's products streamed from
-// DRAM at 73-87 GB/s against 38 for 8-row tiles in a standalone loop of the two (AMD EPYC Zen 5).
-// A thread (on the pool, or alone when the product is too small for it) reads its range as two
-// streams, its two halves a row of each at a time (row_pair_stream), each prefetched ahead: one
-// core keeps more lines in flight than with one stream. GPT-2's 49 products of a token: 60-61 ->
-// 67-68 GB/s in a loop where the machine was fast (/tmp/scratch/streams.cpp of 2026-11-28), level
-// when other tenants held it to 45.
+// order. At batch 1 rows are taken one at a time (the same order of additions as the 8-row tiles)
+// rather than as 8-row tiles: GPT-2 124M's products streamed from DRAM at 73-87 GB/s against 38
+// for 8-row tiles in a standalone loop of the two (AMD EPYC Zen 5). A thread (on the pool, or
+// alone when the product is too small for it) reads its range as kStreams streams, its kStreams
+// parts a row of each at a time (rows_far_apart): one core keeps more lines in flight with more
+// streams. GPT-2's 49 products of a token, in a loop on the Intel Xeon with AMX: 2 streams
+// prefetched 8 KB ahead 20.1 GB/s, 4 streams 22.0, 8 streams 25.6, 16 streams 26.0 (medians of
+// ten alternations, 2026-11-29); on AMD EPYC Zen 5 two streams had read 67-68 GB/s against one's
+// 60-61 (eight not measured there).
 template <typename T>
 void rows_product_of(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src, int64_t N, const float* bias,
                      float* out, int64_t min_macs) {
   const int64_t K = src.K, nb = (N + kBlock - 1) / kBlock;
   if (M == 1) {
-    // Rows [lo, hi) as two streams, its halves a row of each at a time, and for an odd count the
-    // last row alone.
-    const auto rows_as_two_streams = [&](int64_t lo, int64_t hi) {
-      const int64_t half = (hi - lo) / 2, mid = lo + half;
-      const auto b = [&](int64_t n) { return bias ? bias + n : nullptr; };
-      for (int64_t j = 0; j < half; ++j)
-        row_pair_stream(x, src.row(lo + j), src.row(mid + j), K, b(lo + j), b(mid + j), out + lo + j, out + mid + j);
-      if (mid + half < hi) {
-        const T* w = src.row(hi - 1);
-        rows_tile<1, 1, true>(x, ldx, &w, K, b(hi - 1), out + hi - 1, N);
+    // Rows [lo, hi) as kStreams streams, a row of each part at a time, then the rows left over
+    // (fewer than kStreams) one by one.
+    const auto rows_as_streams = [&](int64_t lo, int64_t hi) {
+      const int64_t per = (hi - lo) / kStreams;
+      const T* w[kStreams];
+      const float* b[kStreams];
+      float* o[kStreams];
+      for (int64_t j = 0; j < per; ++j) {
+        for (int s = 0; s < kStreams; ++s) {
+          const int64_t n = lo + s * per + j;
+          w[s] = src.row(n);
+          b[s] = bias ? bias + n : nullptr;
+          o[s] = out + n;
+        }
+        rows_far_apart(x, w, K, b, o);
+      }
+      for (int64_t n = lo + kStreams * per; n < hi; ++n) {
+        const T* wn = src.row(n);
+        rows_tile<1, 1>(x, ldx, &wn, K, bias ? bias + n : nullptr, out + n, N);
       }
     };
-    if (N * K < min_macs || nb < 2) return rows_as_two_streams(0, N);
+    if (N * K < min_macs || nb < 2) return rows_as_streams(0, N);
 #pragma omp parallel
     {  // each thread a contiguous share of the 8-row blocks
       const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-      rows_as_two_streams(std::min(N, nb * t / nt * kBlock), std::min(N, nb * (t + 1) / nt * kBlock));
+      rows_as_streams(std::min(N, nb * t / nt * kBlock), std::min(N, nb * (t + 1) / nt * kBlock));
     }
     return;
   }
