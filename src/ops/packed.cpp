@@ -89,7 +89,7 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
     int64_t N = 0;
     for (const Tensor& w : weights) N += w.defined() && w.ndim() == 2 ? w.size(0) : 0;
     const int64_t K = weights[0].defined() && weights[0].ndim() == 2 ? weights[0].size(1) : 0;
-    if (!kernels::int8_pays(N, K)) precision = kernels::MatmulPrecision::fp32;
+    if (!kernels::int8_pays(N, K) && !kernels::int8_pays_from_rows(N, K)) precision = kernels::MatmulPrecision::fp32;
   }
   auto& packed = packed_[size_t(precision)];
   bool fresh = sources_.size() == weights.size() + biases.size();

@@ -189,5 +189,16 @@ TEST(InfoCli, Int8WithoutVnniIsAClearErrorInEveryInferenceCommand) {
                            ">= 1000 values") != std::string::npos ||
                 fresh.find("int8 products    AMX") != std::string::npos)
         << fresh;
+    const std::string rows = info({{"ONEDNN_MAX_CPU_ISA", std::nullopt}, {"QKV_INT8_SMALL_WEIGHT_ROWS", "7"}});
+    EXPECT_NE(rows.find("and those of >= 65536 for products of >= 7 rows\n"), std::string::npos) << rows;
+    const std::string never = info({{"ONEDNN_MAX_CPU_ISA", std::nullopt}, {"QKV_INT8_SMALL_WEIGHT_ROWS", "0"}});
+    EXPECT_NE(never.find("values; smaller ones stay fp32\n"), std::string::npos) << never;
+    ScopedEnv bad({{"ONEDNN_MAX_CPU_ISA", std::nullopt}, {"QKV_INT8_SMALL_WEIGHT_ROWS", "many"}});
+    const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_info_cli_rows_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    EXPECT_NE(run_qkv({"info"}, dir / "log", (dir / "out").string()), 0);
+    const std::string err = qkv::read_file((dir / "log").string());
+    EXPECT_NE(err.find("QKV_INT8_SMALL_WEIGHT_ROWS: expected a row count >= 0 (0: never), got 'many'"),
+              std::string::npos) << err;
   }
 }

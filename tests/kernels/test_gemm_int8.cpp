@@ -22,6 +22,7 @@
 namespace qkv {
 namespace {
 
+using testing::Int8SmallWeightRows;
 using testing::Int8Threshold;
 
 #define SKIP_WITHOUT_INT8() \
@@ -231,6 +232,50 @@ TEST(Int8Pays, ByWeightSize) {
   Int8Threshold all(0);
   EXPECT_TRUE(kernels::int8_pays(1, 1));
   EXPECT_FALSE(kernels::int8_pays(0, 8));
+}
+
+// The batch rule: a weight under the threshold of at least 2^16 values pays from a batch when the
+// rule is on (never when it is 0); one that pays at every batch is not "from rows".
+TEST(Int8Pays, FromRowsForWeightsOfAtLeast2To16Values) {
+  Int8SmallWeightRows from32(32);
+  EXPECT_TRUE(kernels::int8_pays_from_rows(256, 256));
+  EXPECT_TRUE(kernels::int8_pays_from_rows(511, 256));
+  EXPECT_FALSE(kernels::int8_pays_from_rows(512, 256));  // pays always
+  EXPECT_FALSE(kernels::int8_pays_from_rows(255, 256));  // under 2^16
+  EXPECT_FALSE(kernels::int8_pays_from_rows(0, 1 << 20));
+  Int8SmallWeightRows never(0);
+  EXPECT_FALSE(kernels::int8_pays_from_rows(256, 256));
+}
+
+// A weight that pays only from a batch holds both forms under int8: products of fewer than
+// int8_small_weight_min_rows() rows are exactly the fp32 panels' (the same panels as an fp32
+// pack), from there on exactly gemm_int8_packed's; with the rule off it is packed as for fp32.
+TEST(Int8Gemm, SmallWeightRunsInt8FromTheRowThreshold) {
+  SKIP_WITHOUT_INT8();
+  Int8SmallWeightRows from32(32);
+  const int64_t N = 256, K = 256;
+  Tensor w = testing::randn(Shape{N, K}, 321), b = testing::randn(Shape{N}, 322);
+  const kernels::PackedLinear p = kernels::pack_linear(w, b, kernels::MatmulPrecision::int8);
+  const kernels::PackedLinear f = kernels::pack_linear(w, b, kernels::MatmulPrecision::fp32);
+  ASSERT_TRUE(p.int8 != nullptr);
+  ASSERT_TRUE(p.panels.defined());
+  EXPECT_EQ(p.precision, kernels::MatmulPrecision::int8);
+  EXPECT_EQ(p.panels.to_vector<float>(), f.panels.to_vector<float>());
+  for (int64_t M : {1, 8, 31, 32, 33, 64}) {
+    SCOPED_TRACE(::testing::Message() << "M " << M);
+    Tensor x = testing::randn(Shape{M, K}, uint64_t(330 + M));
+    Tensor out = Tensor::empty({M, N}), want = Tensor::empty({M, N});
+    kernels::packed_linear(x, p, out);
+    if (M < 32)
+      kernels::packed_linear(x, f, want);
+    else
+      kernels::gemm_int8_packed(M, x.data<float>(), K, *p.int8, b.data<float>(), want.data<float>(), N);
+    EXPECT_EQ(out.to_vector<float>(), want.to_vector<float>());
+  }
+  Int8SmallWeightRows never(0);
+  const kernels::PackedLinear q = kernels::pack_linear(w, b, kernels::MatmulPrecision::int8);
+  EXPECT_TRUE(q.int8 == nullptr);
+  EXPECT_EQ(q.precision, kernels::MatmulPrecision::fp32);
 }
 
 // pack_linear for precision int8: a weight that pays is quantized (and packed_linear is then

@@ -33,6 +33,7 @@
 
 using namespace qkv;
 using kernels::MatmulPrecision;
+using qkv::testing::Int8SmallWeightRows;
 using qkv::testing::Int8Threshold;
 using qkv::testing::max_rel;
 using qkv::testing::random_ids;
@@ -118,13 +119,15 @@ TEST(Int8Inference, BertHiddenNearFp32) {
   EXPECT_LT(fp32_vs_int8("bert", 12, [&] { return m.hidden(ids); }), 6e-3);
 }
 
-// At the default threshold (2^17 values) the (256, 256) weights of this model stay fp32 (they
-// measured faster there): per layer the attention output, and in the decoder the cross-attention's
-// q, k, v and output. The others pay: each layer's Wqkv (768, 256), W1 (1024, 256), W2 (256, 1024),
-// 3 x 3 in each stack, and the (3000, 256) output layer: 19.
+// At the default threshold (2^17 values), with the batch rule off (as without AMX), the (256, 256)
+// weights of this model stay fp32 (they measured faster there): per layer the attention output,
+// and in the decoder the cross-attention's q, k, v and output. The others pay: each layer's Wqkv
+// (768, 256), W1 (1024, 256), W2 (256, 1024), 3 x 3 in each stack, and the (3000, 256) output
+// layer: 19.
 TEST(Int8Inference, DefaultThresholdQuantizesOnlyTheLargeWeights) {
   SKIP_WITHOUT_INT8();
   ASSERT_EQ(kernels::int8_min_weight_elements(), int64_t(1) << 17);
+  Int8SmallWeightRows never(0);
   Generator g(17);
   models::Transformer m(transformer_config(), g);
   m.eval();
@@ -135,6 +138,45 @@ TEST(Int8Inference, DefaultThresholdQuantizesOnlyTheLargeWeights) {
   kernels::MatmulPrecisionScope int8(MatmulPrecision::int8);
   m.forward(src, pad, tgt);
   EXPECT_EQ(kernels::int8_weights_packed() - before, 19);
+}
+
+// With the batch rule on (kernels::int8_small_weight_min_rows 32, the default on AMX) the 18
+// (256, 256) weights above take both forms: a forward whose every product has fewer than 32 rows
+// keeps the bits of the rule off (their fp32 panels), and one whose every product has 32 rows or
+// more gives the bits of every weight in int8 (the same weights from the same seed).
+TEST(Int8Inference, SmallWeightsRunInt8FromTheRowThreshold) {
+  SKIP_WITHOUT_INT8();
+  ASSERT_EQ(kernels::int8_min_weight_elements(), int64_t(1) << 17);
+  Generator g(19), ids(20);
+  models::Transformer m(transformer_config(), g);
+  m.eval();
+  // small: 2 x 9 source and 2 x 7 target rows (18, 14); large: 4 x 9 and 4 x 8 (36, 32)
+  Tensor src_s = random_ids(ids, 2, 9, 3, 3000), tgt_s = random_ids(ids, 2, 7, 3, 3000);
+  Tensor src_l = random_ids(ids, 4, 9, 3, 3000), tgt_l = random_ids(ids, 4, 8, 3, 3000);
+  Tensor pad_s = Tensor::zeros({2, 9}, DType::u8), pad_l = Tensor::zeros({4, 9}, DType::u8);
+  NoGradGuard ng;
+  kernels::MatmulPrecisionScope int8(MatmulPrecision::int8);
+  Tensor off_s;
+  {
+    Int8SmallWeightRows never(0);
+    off_s = m.forward(src_s, pad_s, tgt_s);
+  }
+  Tensor all_l;
+  {
+    Int8Threshold all(0);
+    Generator g2(19);
+    models::Transformer every(transformer_config(), g2);
+    every.eval();
+    all_l = every.forward(src_l, pad_l, tgt_l);
+  }
+  Int8SmallWeightRows from32(32);
+  const int64_t before = kernels::int8_weights_packed();
+  const Tensor on_s = m.forward(src_s, pad_s, tgt_s);
+  EXPECT_EQ(kernels::int8_weights_packed() - before, 18) << "the (256, 256) weights' int8 forms";
+  EXPECT_EQ(on_s.to_vector<float>(), off_s.to_vector<float>()) << "fewer than 32 rows: the fp32 panels";
+  const Tensor on_l = m.forward(src_l, pad_l, tgt_l);
+  EXPECT_EQ(kernels::int8_weights_packed() - before, 18) << "quantized once";
+  EXPECT_EQ(on_l.to_vector<float>(), all_l.to_vector<float>()) << "32 rows or more: every product in int8";
 }
 
 // Products recorded for backward never take the int8 form: under an int8 scope a Linear whose

@@ -76,8 +76,9 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 // from bf16_fma_min_rows rows on a CPU whose bf16 products run as fp32_fma (bf16.h), the original
 // f32 weight and x are rounded per product and multiplied by the fp32 GEMM instead.
 // Packed for precision int8, a weight large enough to pay (int8_pays, kernels/int8.h) is quantized
-// once per output channel (Int8Weight) and x per row at each product; a smaller one is packed
-// as for fp32.
+// once per output channel (Int8Weight) and x per row at each product; a weight that pays only at
+// a batch (int8_pays_from_rows) gets both that and the fp32 panels, and products of at least
+// int8_small_weight_min_rows() rows use the int8 form; any other is packed as for fp32.
 struct Int8Weight;
 enum class PackLayout { panels, rows };
 const char* pack_layout_name(PackLayout l);  // "panels" | "rows"
@@ -90,7 +91,7 @@ struct PackedLinear {
   std::vector<Tensor> rows;  // rows layout: the weights (N_i, K), f32, contiguous, stacked on N (fp32 reads them)
   std::shared_ptr<const uint16_t> rows_bf16;  // rows layout, bf16: the stacked weights as bf16 bits, (N, K)
   std::shared_ptr<const Bf16Weight> bf16;  // panels layout, bf16 (f32 weights only), else null
-  std::shared_ptr<const Int8Weight> int8;  // precision int8 and int8_pays (f32 weights only), else null
+  std::shared_ptr<const Int8Weight> int8;  // precision int8, int8_pays or int8_pays_from_rows (f32 only), else null
   Tensor dense_bias;    // bias, contiguous
   Tensor padded_bias;   // (ceil(N / 32) * 32) when N is not a multiple of 32 (panels)
   int64_t N = 0, K = 0;

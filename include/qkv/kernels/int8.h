@@ -55,6 +55,17 @@ int64_t int8_min_weight_elements();  // 2^17 unless set, or the QKV_INT8_MIN_WEI
 // Forms already packed keep theirs.
 void set_int8_min_weight_elements(int64_t n);
 
+// A weight too small for int8_pays but of at least 2^16 values (the translation model's
+// (256, 256) projections) takes both forms under int8 when int8_small_weight_min_rows() > 0: its
+// fp32 panels and its int8 form, and products of at least that many rows use the int8 one. On
+// AMX, `bench_matmul int8` gives a (256, 256) weight in int8 against the fp32 panels 0.6-0.7x at
+// 1 row, 0.9-1.1x at 8, 0.8-1.4x at 32 (above 1 in 4 runs of 5) and 3.0-3.7x at 128 (Intel Xeon,
+// 2026-11-29): 32 by default there. Without AMX (AVX512-VNNI) it measured 0.72-0.91x at every
+// batch: 0 (never). The QKV_INT8_SMALL_WEIGHT_ROWS environment value overrides the default.
+bool int8_pays_from_rows(int64_t N, int64_t K);  // the weight takes both forms
+int64_t int8_small_weight_min_rows();
+void set_int8_small_weight_min_rows(int64_t rows);  // 0: never (tests, benches); forms already packed keep theirs
+
 // The activation rule alone: q (K) <- one row x (K); returns its scale sx.
 float quantize_row_u8(const float* x, int64_t K, uint8_t* q);
 

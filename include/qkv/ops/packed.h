@@ -26,7 +26,8 @@ Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w);
 // A copy starts empty (it packs again on first use).
 // One packed form per matmul precision: fp32, (bf16) the weight converted once to bf16, or (int8)
 // quantized once per output channel; under int8 a stack too small to pay (kernels::int8_pays)
-// gets the fp32 form instead. get() returns the form for `precision` (by default the calling
+// gets the fp32 form instead, unless it pays from a batch (kernels::int8_pays_from_rows: then
+// its int8 form holds fp32 panels too, used below that batch). get() returns the form for `precision` (by default the calling
 // thread's, kernels::matmul_precision()); a stale source drops every form, so none is ever older
 // than the weights.
 // The layout of the fp32 and of the bf16 form (kernels::PackLayout) is the owner's choice, one

@@ -43,6 +43,23 @@ std::atomic<int64_t>& min_weight_elements() {
   return n;
 }
 
+std::atomic<int64_t>& small_weight_min_rows() {
+  static std::atomic<int64_t> n = [] {
+    const char* env = std::getenv("QKV_INT8_SMALL_WEIGHT_ROWS");
+    if (env == nullptr || *env == '\0') {
+      const auto isa = unsigned(dnnl::get_effective_cpu_isa());
+      const auto amx = unsigned(dnnl_cpu_isa_avx512_core_amx);
+      return (isa & amx) == amx ? int64_t(32) : int64_t(0);
+    }
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    QKV_CHECK(end != env && *end == '\0' && v >= 0, "QKV_INT8_SMALL_WEIGHT_ROWS",
+              "expected a row count >= 0 (0: never), got '", env, "'");
+    return int64_t(v);
+  }();
+  return n;
+}
+
 void check_native(const char* where) {
   QKV_CHECK(int8_native(), where,
             "int8 needs AVX512-VNNI or AMX (exact int32 sums), but oneDNN's ISA on this CPU has neither "
@@ -63,6 +80,15 @@ void set_int8_min_weight_elements(int64_t n) {
   min_weight_elements().store(n);
 }
 bool int8_pays(int64_t N, int64_t K) { return N > 0 && K > 0 && N * K >= int8_min_weight_elements(); }
+
+int64_t int8_small_weight_min_rows() { return small_weight_min_rows().load(); }
+void set_int8_small_weight_min_rows(int64_t rows) {
+  QKV_CHECK(rows >= 0, "set_int8_small_weight_min_rows", "expected a row count >= 0, got ", rows);
+  small_weight_min_rows().store(rows);
+}
+bool int8_pays_from_rows(int64_t N, int64_t K) {
+  return !int8_pays(N, K) && N > 0 && K > 0 && N * K >= (int64_t(1) << 16) && int8_small_weight_min_rows() > 0;
+}
 
 struct Int8Weight {
   int64_t N = 0, K = 0;

@@ -163,12 +163,14 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision pr
     if (p.bias.defined()) p.dense_bias = bias.detach().contiguous();
     return p;
   }
-  if (precision == MatmulPrecision::int8 && int8_pays(p.N, p.K)) {  // quantized once per output channel
+  const bool int8_always = int8_pays(p.N, p.K), int8_by_rows = int8_pays_from_rows(p.N, p.K);
+  if (precision == MatmulPrecision::int8 && (int8_always || int8_by_rows)) {  // quantized once per output channel
     Tensor wc = w.detach().contiguous();
     p.precision = precision;
     p.int8 = pack_int8_weight(wc.data<float>(), p.N, p.K, p.K);
     if (p.bias.defined()) p.dense_bias = bias.detach().contiguous();
-    return p;
+    if (int8_always) return p;
+    // Paying only from int8_small_weight_min_rows() rows: the fp32 panels too, for fewer rows.
   }
   const int64_t np = (p.N + kPanel - 1) / kPanel;
   p.panels = Tensor::empty({np, p.K, kPanel});  // 64-byte aligned (the allocator's alignment)
@@ -247,7 +249,9 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
     gemm_bf16_packed(M, x.data<float>(), ldx, *p.bf16, dense_bias, out.data<float>(), N);
     return;
   }
-  if (p.int8 && x.dtype() == DType::f32 && x.strides()[1] == 1) {
+  const int64_t int8_rows = int8_small_weight_min_rows();  // a pack with panels too: int8 from this many rows
+  if (p.int8 && x.dtype() == DType::f32 && x.strides()[1] == 1 &&
+      (!p.panels.defined() || (int8_rows > 0 && M >= int8_rows))) {
     gemm_int8_packed(M, x.data<float>(), M == 1 ? K : x.strides()[0], *p.int8, dense_bias, out.data<float>(), N);
     return;
   }
