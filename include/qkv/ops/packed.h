@@ -27,9 +27,9 @@ Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w);
 // One packed form per matmul precision: fp32, (bf16) the weight converted once to bf16, or (int8)
 // quantized once per output channel; under int8 a stack too small to pay (kernels::int8_pays)
 // gets the fp32 form instead, unless it pays from a batch (kernels::int8_pays_from_rows: then
-// its int8 form holds fp32 panels too, used below that batch). get() returns the form for `precision` (by default the calling
-// thread's, kernels::matmul_precision()); a stale source drops every form, so none is ever older
-// than the weights.
+// its int8 form holds fp32 panels too, used below that batch). get() returns the form for
+// `precision` (by default the calling thread's, kernels::matmul_precision()); a stale source
+// drops every form, so none is ever older than the weights.
 // The layout of the fp32 and of the bf16 form (kernels::PackLayout) is the owner's choice, one
 // for each: panels (a copy, the default; bf16 in oneDNN's layout) or rows (fp32: the f32 weights
 // read in place, no copy; bf16: the rows converted once to bf16; taken only when every weight is
