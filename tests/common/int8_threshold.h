@@ -7,33 +7,23 @@
 
 namespace qkv::testing {
 
-// kernels::set_int8_small_weight_min_rows (from which batch a weight that pays only there runs in
-// int8; 0: never).
-class Int8SmallWeightRows {
+template <int64_t (*Get)(), void (*Set)(int64_t)>
+class ScopedInt8Setting {
  public:
-  explicit Int8SmallWeightRows(int64_t rows) : saved_(kernels::int8_small_weight_min_rows()) {
-    kernels::set_int8_small_weight_min_rows(rows);
-  }
-  ~Int8SmallWeightRows() { kernels::set_int8_small_weight_min_rows(saved_); }
-  Int8SmallWeightRows(const Int8SmallWeightRows&) = delete;
-  Int8SmallWeightRows& operator=(const Int8SmallWeightRows&) = delete;
+  explicit ScopedInt8Setting(int64_t value) : saved_(Get()) { Set(value); }
+  ~ScopedInt8Setting() { Set(saved_); }
+  ScopedInt8Setting(const ScopedInt8Setting&) = delete;
+  ScopedInt8Setting& operator=(const ScopedInt8Setting&) = delete;
 
  private:
   int64_t saved_;
 };
 
 // kernels::set_int8_min_weight_elements (which weights always take the int8 form).
-class Int8Threshold {
- public:
-  explicit Int8Threshold(int64_t n) : saved_(kernels::int8_min_weight_elements()) {
-    kernels::set_int8_min_weight_elements(n);
-  }
-  ~Int8Threshold() { kernels::set_int8_min_weight_elements(saved_); }
-  Int8Threshold(const Int8Threshold&) = delete;
-  Int8Threshold& operator=(const Int8Threshold&) = delete;
-
- private:
-  int64_t saved_;
-};
+using Int8Threshold = ScopedInt8Setting<kernels::int8_min_weight_elements, kernels::set_int8_min_weight_elements>;
+// kernels::set_int8_small_weight_min_rows (from which batch a weight that pays only there runs in
+// int8; 0: never).
+using Int8SmallWeightRows =
+    ScopedInt8Setting<kernels::int8_small_weight_min_rows, kernels::set_int8_small_weight_min_rows>;
 
 }  // namespace qkv::testing

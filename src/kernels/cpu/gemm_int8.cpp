@@ -30,33 +30,30 @@ bool int8_native() {
 
 namespace {
 
+// The environment variable `name` as a count >= 0 (`what` names it in the error), or fallback()
+// when it is unset or empty.
+template <typename Fallback>
+int64_t count_from_env(const char* name, const char* what, Fallback fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback();
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  QKV_CHECK(end != env && *end == '\0' && v >= 0, name, "expected ", what, ", got '", env, "'");
+  return int64_t(v);
+}
+
 std::atomic<int64_t>& min_weight_elements() {
-  static std::atomic<int64_t> n = [] {
-    const char* env = std::getenv("QKV_INT8_MIN_WEIGHT");
-    if (env == nullptr || *env == '\0') return int64_t(1) << 17;
-    char* end = nullptr;
-    const long long v = std::strtoll(env, &end, 10);
-    QKV_CHECK(end != env && *end == '\0' && v >= 0, "QKV_INT8_MIN_WEIGHT",
-              "expected a count of weight values >= 0, got '", env, "'");
-    return int64_t(v);
-  }();
+  static std::atomic<int64_t> n =
+      count_from_env("QKV_INT8_MIN_WEIGHT", "a count of weight values >= 0", [] { return int64_t(1) << 17; });
   return n;
 }
 
 std::atomic<int64_t>& small_weight_min_rows() {
-  static std::atomic<int64_t> n = [] {
-    const char* env = std::getenv("QKV_INT8_SMALL_WEIGHT_ROWS");
-    if (env == nullptr || *env == '\0') {
-      const auto isa = unsigned(dnnl::get_effective_cpu_isa());
-      const auto amx = unsigned(dnnl_cpu_isa_avx512_core_amx);
-      return (isa & amx) == amx ? int64_t(32) : int64_t(0);
-    }
-    char* end = nullptr;
-    const long long v = std::strtoll(env, &end, 10);
-    QKV_CHECK(end != env && *end == '\0' && v >= 0, "QKV_INT8_SMALL_WEIGHT_ROWS",
-              "expected a row count >= 0 (0: never), got '", env, "'");
-    return int64_t(v);
-  }();
+  static std::atomic<int64_t> n = count_from_env("QKV_INT8_SMALL_WEIGHT_ROWS", "a row count >= 0 (0: never)", [] {
+    const auto isa = unsigned(dnnl::get_effective_cpu_isa());
+    const auto amx = unsigned(dnnl_cpu_isa_avx512_core_amx);
+    return (isa & amx) == amx ? int64_t(32) : int64_t(0);
+  });
   return n;
 }
 
