@@ -41,9 +41,10 @@ void check(const Tensor& x, const std::vector<Tensor>& ws, const Tensor& b, cons
 }
 
 TEST(PackedRowsBf16, MatchesTheExactProductOfRoundedOperandsForEveryTileShape) {
-  // M: 1 (eight streams; N < 8 rows one by one), 2 (8 weight rows at once), 3-4 (two halves of 4) and several passes; N:
-  // whole and partial 8-row blocks; K: whole and partial steps of 32 values (vdpbf16ps) or 16
-  // (without AVX512_BF16), odd K (a row's last pair is half padding), a tail never read past the row.
+  // M: 1 (eight streams; N < 8 rows one by one), 2 (8 weight rows at once), 3-4 (two halves of 4)
+  // and several passes; N: whole and partial 8-row blocks; K: whole and partial steps of 32 values
+  // (vdpbf16ps) or 16 (without AVX512_BF16), odd K (a row's last pair is half padding), a tail
+  // never read past the row.
   for (int64_t M : {1, 2, 3, 4, 5, 8, 13}) {
     for (int64_t N : {1, 7, 8, 9, 17, 50}) {
       for (int64_t K : {1, 5, 16, 17, 31, 32, 33, 40, 64, 129}) {
