@@ -249,9 +249,12 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
     gemm_bf16_packed(M, x.data<float>(), ldx, *p.bf16, dense_bias, out.data<float>(), N);
     return;
   }
-  const int64_t int8_rows = int8_small_weight_min_rows();  // a pack with panels too: int8 from this many rows
-  if (p.int8 && x.dtype() == DType::f32 && x.strides()[1] == 1 &&
-      (!p.panels.defined() || (int8_rows > 0 && M >= int8_rows))) {
+  // A pack with panels too (int8_pays_from_rows) takes int8 only from int8_small_weight_min_rows() rows.
+  const auto int8_at_this_batch = [&] {
+    const int64_t rows = int8_small_weight_min_rows();
+    return !p.panels.defined() || (rows > 0 && M >= rows);
+  };
+  if (p.int8 && x.dtype() == DType::f32 && x.strides()[1] == 1 && int8_at_this_batch()) {
     gemm_int8_packed(M, x.data<float>(), M == 1 ? K : x.strides()[0], *p.int8, dense_bias, out.data<float>(), N);
     return;
   }
