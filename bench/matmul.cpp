@@ -213,9 +213,9 @@ void bench_bf16_fma() {
 }
 
 // `bench_matmul bf16step`: a training step's products against its weights (kernels/
-// bf16_step_weights.h) at the GPT bench's shapes: both operands rounded per call (plain layouts)
-// against the weight's step copy in oneDNN's blocked layout (x rounded per call), and the refill
-// of that copy (once per step and role). Microseconds, wall (CPU).
+// bf16_step_weights.h) at the GPT and translation benches' shapes: both operands rounded per call
+// (plain layouts) against the weight's step copy in oneDNN's blocked layout (x rounded per call; on
+// AMX a vocabulary's padded to 1024 columns), and the refill of that copy. Microseconds, wall (CPU).
 void bench_bf16_step() {
   const auto& info = kernels::dnnl_cpu_info();
   std::printf("\nbf16 training products against a weight: per call vs the step's copy. CPU: %s; oneDNN ISA %s.\n"
@@ -238,7 +238,7 @@ void bench_bf16_step() {
       {"cfg2 dY @ Wqkv (nn)", true, 1024, 512, 1536}, {"cfg2 dY @ W2 (nn)", true, 1024, 2048, 512},
       {"cfg2 dY @ Wvocab (nn)", true, 1024, 512, 8192}, {"cfg1 x @ W1^T", false, 4096, 1024, 256},
       {"cfg1 h @ W2^T", false, 4096, 256, 1024},    {"cfg1 dY @ W1 (nn)", true, 4096, 256, 1024},
-  };
+      {"mt x @ Wvocab^T", false, 2048, 8000, 256},  {"BERT-vocab x @ Wvocab^T", false, 1024, 30522, 256}};
   for (const Case& c : cases) {
     // W (out, in): for x @ W^T out = N, in = K; for dY @ W out = K, in = N.
     const int64_t out = c.kn ? c.K : c.N, in = c.kn ? c.N : c.K;

@@ -316,7 +316,9 @@ TEST(Bf16Gemm, ConcurrentExecutionsOfOnePrimitiveAgree) {
 // weight gives (pack_bf16_weight), padding included, in both roles and at sizes off the blocks.
 TEST(Bf16StepWeights, RefilledCopyIsOneDnnsLayoutOfTheRoundedWeight) {
   SKIP_WITHOUT_BF16();
-  for (auto [N, K] : {std::pair<int64_t, int64_t>{1536, 512}, {512, 2048}, {37, 100}, {64, 32}, {1, 3}, {130, 33}})
+  // 5000 x 40: a wide weight, its N padded to 5120 on AMX (gemm_dnnl.cpp's amx_padded_n).
+  for (auto [N, K] :
+       {std::pair<int64_t, int64_t>{1536, 512}, {512, 2048}, {37, 100}, {64, 32}, {1, 3}, {130, 33}, {5000, 40}})
     for (bool kn : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "N " << N << " K " << K << (kn ? " B (K, N)" : " W (N, K)"));
       // W (N, K) with row stride K + 3; for kn the same matrix stored as B = W^T (K, N), stride N + 5.
@@ -338,6 +340,45 @@ TEST(Bf16StepWeights, RefilledCopyIsOneDnnsLayoutOfTheRoundedWeight) {
       kernels::refill_bf16_weight(*copy, kn ? b.data() : w.data(), kn ? ldb : ldw);
       EXPECT_EQ(std::memcmp(kernels::bf16_weight_data(*copy), kernels::bf16_weight_data(*ref), bytes), 0);
     }
+}
+
+// A wide weight (a vocabulary projection) whose output rows would not start on 64-byte lines: on AMX
+// its products of 256 rows or more run 256 rows at a time against its columns padded to a multiple
+// of 1024, into an aligned scratch copied out (oneDNN's own product is 1.5x slower, gemm_dnnl.cpp),
+// and the rows past the last 256 against the weight as N columns. Those 256-row blocks have the
+// bits of the same rows' product against the weight padded by hand with zero rows to 5120 (not
+// padded again), the rows past them the bits of their own product (oneDNN's kernels at few rows
+// round differently for N 4100 and 5120), with and without a bias; the output's stride padding is
+// not written; all of it within the f32 bound.
+TEST(Bf16Gemm, WideWeightProductsAreThoseOfTheZeroPaddedWeight) {
+  SKIP_WITHOUT_BF16();
+  const int64_t N = 4100, Np = 5120, K = 48, M = 2 * 256 + 37, ldo = N + 3;  // rows off the 64-byte lines
+  auto w = randn_values(N * K, 61, 0.5f), x = randn_values(M * K, 62), bias = randn_values(N, 63);
+  std::vector<float> w_padded(size_t(Np * K), 0.f), bias_padded(size_t(Np), 0.f);
+  std::copy(w.begin(), w.end(), w_padded.begin());
+  std::copy(bias.begin(), bias.end(), bias_padded.begin());
+  auto packed = kernels::pack_bf16_weight(w.data(), N, K, K);
+  auto by_hand = kernels::pack_bf16_weight(w_padded.data(), Np, K, K);
+  const size_t k_blocks_bytes = size_t(64 * 2);  // K 48 in oneDNN's blocks of 32, bf16
+  if (kernels::dnnl_cpu_info().amx) EXPECT_EQ(kernels::bf16_weight_bytes(*packed), size_t(Np) * k_blocks_bytes);
+  EXPECT_EQ(kernels::bf16_weight_bytes(*by_hand), size_t(Np) * k_blocks_bytes);
+  for (bool with_bias : {false, true}) {
+    SCOPED_TRACE(with_bias ? "bias" : "no bias");
+    const std::vector<float> C0(size_t(M * ldo), -7.f);
+    auto y = C0, ref = C0;
+    kernels::gemm_bf16_packed(M, x.data(), K, *packed, with_bias ? bias.data() : nullptr, y.data(), ldo);
+    std::vector<float> wide(size_t(256 * Np));
+    for (int64_t r = 0; r + 256 <= M; r += 256) {  // the same row blocks against the padded-by-hand weight
+      kernels::gemm_bf16_packed(256, x.data() + r * K, K, *by_hand, with_bias ? bias_padded.data() : nullptr,
+                                wide.data(), Np);
+      for (int64_t i = 0; i < 256; ++i) std::copy_n(wide.begin() + i * Np, N, ref.begin() + (r + i) * ldo);
+    }
+    const int64_t rest = M % 256;
+    kernels::gemm_bf16_packed(rest, x.data() + (M - rest) * K, K, *packed, with_bias ? bias.data() : nullptr,
+                              ref.data() + (M - rest) * ldo, ldo);
+    EXPECT_TRUE(y == ref);  // bit for bit, stride padding (-7) included
+    if (!with_bias) check_gemm(false, true, M, N, K, 1.f, x, K, w, K, 0.f, C0, y, ldo);
+  }
 }
 
 // A training step's weight copies (kernels/bf16_step_weights.h): a Linear's forward (x @ W^T + b)

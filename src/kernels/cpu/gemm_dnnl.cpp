@@ -202,6 +202,11 @@ struct Bf16Weight {
   int64_t N = 0, K = 0;
   dnnl::memory::desc md;  // (K, N): W^T as matmul's weights argument, in the chosen layout
   int layout = 0;         // layout_id(md)
+  // A wide weight on AMX (amx_padded_n): md's N columns are the first of n_padded, the rest zero;
+  // md_padded (layout_padded) describes all n_padded. Otherwise n_padded == N and md_padded == md.
+  int64_t n_padded = 0;
+  dnnl::memory::desc md_padded;
+  int layout_padded = 0;
   bool kn = false;        // made from B (K, N) rather than W (N, K) (make_bf16_weight)
   int64_t n_block = 0;    // make_bf16_weight's: > 0 when md is BA16a<n_block>b2a (see write_blocked)
   std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, std::free};
@@ -221,14 +226,43 @@ dnnl::memory::desc blocked_layout(int64_t N, int64_t K, int64_t rows) {
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(x, any, b, y), engine()).weights_desc();
 }
 
-// An unfilled weight of layout md.
-std::shared_ptr<Bf16Weight> allocate_weight(const char* who, int64_t N, int64_t K, const dnnl::memory::desc& md) {
+// oneDNN 2.6's AMX bf16 matmul writes output rows that do not start on 64-byte lines at a fraction
+// of its speed from about 256 rows on: x (1024, 256) @ W^T with W (30522, 256), BERT's vocabulary,
+// takes 136-147 ms (the output's rows 122,088 bytes apart), where products of 256 rows against the
+// weight padded with zero rows to 30720 columns, into an aligned scratch whose first 30522 columns
+// are copied out, take 87-90 ms (GPT-2's 50257: 220-265 ms -> 154-165; padding only to a multiple
+// of 16, which aligns the rows, gave 117 and 194; BENCHMARKS.md). Rows on 64-byte lines (N 8000,
+// 16000, 32000) run at full speed as they are. So on AMX a wide weight (N >= 4096) whose output rows
+// would be off the lines is laid out for N rounded up to 1024, the extra columns zero.
+int64_t amx_padded_n(int64_t N) {
+  if (!dnnl_cpu_info().amx || N < 4096 || N % 16 == 0) return N;
+  return (N + 1023) / 1024 * 1024;
+}
+
+// The rows of one product against the padded columns; fewer rows use the weight as N columns.
+constexpr int64_t kPaddedRows = 256;
+
+// An unfilled (K, N) weight in the blocked layout oneDNN picks for products of `rows` rows, with
+// N padded as amx_padded_n says; `plain` instead: W (N, K) row-major, never padded.
+std::shared_ptr<Bf16Weight> allocate_weight(const char* who, int64_t N, int64_t K, int64_t rows, bool plain) {
+  using dims = dnnl::memory::dims;
   auto out = std::make_shared<Bf16Weight>();
-  out->N = N, out->K = K, out->md = md;
-  const size_t bytes = md.get_size();
+  out->N = N, out->K = K;
+  out->n_padded = plain ? N : amx_padded_n(N);
+  out->md_padded = plain ? dnnl::memory::desc({K, N}, dnnl::memory::data_type::bf16, dims{1, K})
+                         : blocked_layout(out->n_padded, K, out->n_padded > N ? std::min(rows, kPaddedRows) : rows);
+  out->md = out->md_padded;
+  if (out->n_padded > N) {  // the same blocks seen as N columns (oneDNN's padded_dims keep the rest)
+    dnnl_memory_desc_t d = out->md_padded.data;
+    d.dims[1] = N;
+    out->md = dnnl::memory::desc(d);
+  }
+  const size_t bytes = out->md_padded.get_size();
   out->data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
   QKV_CHECK(out->data != nullptr, who, "out of memory for ", bytes, " bytes");
-  out->layout = layout_id(md);
+  std::memset(out->data.get(), 0, bytes);  // the blocks' padding
+  out->layout = layout_id(out->md);
+  out->layout_padded = layout_id(out->md_padded);
   g_weights_packed.fetch_add(1);
   return out;
 }
@@ -251,8 +285,7 @@ std::shared_ptr<const Bf16Weight> pack_bf16_weight(const float* w, int64_t N, in
   auto w16 = std::make_unique<uint16_t[]>(size_t(N * K));
   round_to_bf16(w, N, K, ldw, w16.get());
   // 32 rows: a decoding batch.
-  auto out = allocate_weight("pack_bf16_weight", N, K,
-                             layout == Bf16WeightLayout::plain ? plain : blocked_layout(N, K, 32));
+  auto out = allocate_weight("pack_bf16_weight", N, K, 32, layout == Bf16WeightLayout::plain);
   if (layout == Bf16WeightLayout::plain) {
     std::memcpy(out->data.get(), w16.get(), out->md.get_size());
   } else {
@@ -346,10 +379,9 @@ void write_blocked(const Bf16Weight& w, const float* src, int64_t ld) {
 
 std::shared_ptr<Bf16Weight> make_bf16_weight(int64_t N, int64_t K, bool kn, int64_t rows) {
   check_weight_args("make_bf16_weight", kn, N, K, kn ? N : K);
-  auto out = allocate_weight("make_bf16_weight", N, K, blocked_layout(N, K, std::max<int64_t>(rows, 1)));
+  auto out = allocate_weight("make_bf16_weight", N, K, std::max<int64_t>(rows, 1), false);
   out->kn = kn;
   out->n_block = ba16a_b2a_block(out->md);
-  std::memset(out->data.get(), 0, out->md.get_size());  // the blocks' padding
   return out;
 }
 
@@ -373,6 +405,82 @@ size_t bf16_weight_bytes(const Bf16Weight& w) { return w.md.get_size(); }
 int64_t bf16_weights_packed() { return g_weights_packed.load(); }
 void count_bf16_rows_copy() { g_weights_packed.fetch_add(1); }
 
+namespace {
+
+// The primitive for products of M rows against a weight of layout `md` (layout id `layout`), N
+// columns, output row stride ldo: made once per key and cached. Null where oneDNN has no kernel
+// for this layout at this M (remembered, not asked again).
+std::shared_ptr<const PackedEntry> packed_entry(int64_t M, int64_t N, int64_t K, int64_t ldo,
+                                                const dnnl::memory::desc& md, int layout, bool bias, int threads) {
+  const PackedKey key{M, N, K, ldo, layout, bias, threads};
+  // Bounded like entry()'s cache: training products against a step's weight copies
+  // (kernels/bf16_step_weights.h) meet a new M at nearly every step.
+  static std::mutex mu;
+  static std::unordered_map<PackedKey, std::shared_ptr<const PackedEntry>, PackedKeyHash> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  dnnl::memory::desc xd({M, K}, dt::bf16, dims{K, 1});
+  dnnl::memory::desc bd = bias ? dnnl::memory::desc({1, N}, dt::f32, dims{N, 1}) : dnnl::memory::desc();
+  dnnl::memory::desc yd({M, N}, dt::f32, dims{ldo, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  std::shared_ptr<const PackedEntry> made;
+  try {  // the layout was chosen for one M; oneDNN takes it for every M on AVX512_BF16
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(xd, md, bd, yd), attr, engine());
+    made = std::make_shared<const PackedEntry>(PackedEntry{dnnl::matmul(pd), xd, bd, yd, pd.scratchpad_desc()});
+    g_created.fetch_add(1);
+  } catch (const dnnl::error&) {
+  }
+  if (cache.size() >= kMaxEntries) cache.clear();
+  return cache.emplace(key, std::move(made)).first->second;
+}
+
+// out = x16 (the entry's rows, bf16) @ the weight (data, of layout md) + bias.
+void run_packed(const PackedEntry& e, const uint16_t* x16, const dnnl::memory::desc& md, void* data,
+                const float* bias, float* out) {
+  thread_local std::vector<uint8_t> scratch_buf;
+  scratch_buf.resize(std::max<size_t>(scratch_buf.size(), e.scratch.get_size()));
+  dnnl::memory xm(e.x, engine(), const_cast<uint16_t*>(x16)), wm(md, engine(), data);
+  dnnl::memory ym(e.out, engine(), out);
+  dnnl::memory sm(e.scratch, engine(), scratch_buf.data());
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, engine(), const_cast<float*>(bias)));
+  thread_local dnnl::stream stream(engine());
+  e.prim.execute(stream, args);
+  stream.wait();
+}
+
+// The first `rows` rows (a multiple of kPaddedRows) of a product against a padded weight
+// (amx_padded_n): kPaddedRows at a time against all n_padded columns, into an aligned scratch whose
+// first N columns are copied to out. Returns the rows done (0 where oneDNN has no kernel for that).
+int64_t padded_products(int64_t rows, const uint16_t* x16, const Bf16Weight& w, const float* bias, float* out,
+                        int64_t ldo, int threads) {
+  const int64_t N = w.N, Np = w.n_padded, K = w.K;
+  auto e = packed_entry(kPaddedRows, Np, K, Np, w.md_padded, w.layout_padded, bias != nullptr, threads);
+  if (!e) return 0;
+  thread_local std::vector<float> y_buf, bias_padded;  // (kPaddedRows, Np): 31 MB for N 30522, kept
+  y_buf.resize(size_t(kPaddedRows * Np + 16));
+  float* y = y_buf.data() + (16 - reinterpret_cast<uintptr_t>(y_buf.data()) / sizeof(float) % 16) % 16;
+  if (bias) {
+    bias_padded.assign(size_t(Np), 0.f);
+    std::copy(bias, bias + N, bias_padded.begin());
+  }
+  int64_t done = 0;
+  for (; done + kPaddedRows <= rows; done += kPaddedRows) {
+    run_packed(*e, x16 + done * K, w.md_padded, w.data.get(), bias ? bias_padded.data() : nullptr, y);
+#pragma omp parallel for schedule(static) num_threads(threads) if (!omp_in_parallel())
+    for (int64_t i = 0; i < kPaddedRows; ++i)
+      std::memcpy(out + (done + i) * ldo, y + i * Np, size_t(N) * sizeof(float));
+  }
+  return done;
+}
+
+}  // namespace
+
 bool try_gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weight& w, const float* bias, float* out,
                           int64_t ldo) {
   const int64_t N = w.N, K = w.K;
@@ -382,55 +490,26 @@ bool try_gemm_bf16_packed(int64_t M, const float* x, int64_t ldx, const Bf16Weig
   check_native("gemm_bf16_packed");
   const int threads = dnnl_detail::product_threads(M, N, K);
   OmpThreadsScope team(threads);
-  const PackedKey key{M, N, K, ldo, w.layout, bias != nullptr, threads};
-  // Bounded like entry()'s cache: training products against a step's weight copies
-  // (kernels/bf16_step_weights.h) meet a new M at nearly every step. A null entry: oneDNN has no
-  // kernel for this layout at this M (remembered, not asked again).
-  static std::mutex mu;
-  static std::unordered_map<PackedKey, std::shared_ptr<const PackedEntry>, PackedKeyHash> cache;
+  // The product of the rows left after the padded ones (all of them for most weights, and where
+  // the output's rows are on 64-byte lines anyway): checked first, so that a false return has
+  // written nothing.
+  const bool aligned_out = ldo % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 64 == 0;
+  const int64_t padded_rows = w.n_padded > N && !aligned_out ? M - M % kPaddedRows : 0, rest = M - padded_rows;
   std::shared_ptr<const PackedEntry> e;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it == cache.end()) {
-      using dt = dnnl::memory::data_type;
-      using dims = dnnl::memory::dims;
-      dnnl::memory::desc xd({M, K}, dt::bf16, dims{K, 1});
-      dnnl::memory::desc bd = bias ? dnnl::memory::desc({1, N}, dt::f32, dims{N, 1}) : dnnl::memory::desc();
-      dnnl::memory::desc yd({M, N}, dt::f32, dims{ldo, 1});
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      std::shared_ptr<const PackedEntry> made;
-      try {  // the layout was chosen for one M; oneDNN takes it for every M on AVX512_BF16
-        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(xd, w.md, bd, yd), attr, engine());
-        made = std::make_shared<const PackedEntry>(PackedEntry{dnnl::matmul(pd), xd, bd, yd, pd.scratchpad_desc()});
-        g_created.fetch_add(1);
-      } catch (const dnnl::error&) {
-      }
-      if (cache.size() >= kMaxEntries) cache.clear();
-      it = cache.emplace(key, std::move(made)).first;
-    }
-    e = it->second;
-  }
-  if (!e) return false;
+  if (rest > 0 && !(e = packed_entry(rest, N, K, ldo, w.md, w.layout, bias != nullptr, threads))) return false;
   thread_local std::vector<uint16_t> xbuf;
-  thread_local std::vector<uint8_t> scratch_buf;
   const uint16_t* x16 = Bf16RoundedOperand::lookup(x, M, K, ldx);  // rounded once for several products
   if (x16 == nullptr) {
     xbuf.resize(std::max(xbuf.size(), size_t(M * K)));
     round_to_bf16(x, M, K, ldx, xbuf.data());
     x16 = xbuf.data();
   }
-  scratch_buf.resize(std::max<size_t>(scratch_buf.size(), e->scratch.get_size()));
-  dnnl::memory xm(e->x, engine(), const_cast<uint16_t*>(x16)), wm(w.md, engine(), w.data.get());
-  dnnl::memory ym(e->out, engine(), out);
-  dnnl::memory sm(e->scratch, engine(), scratch_buf.data());
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e->bias, engine(), const_cast<float*>(bias)));
-  thread_local dnnl::stream stream(engine());
-  e->prim.execute(stream, args);
-  stream.wait();
+  int64_t done = padded_rows > 0 ? padded_products(padded_rows, x16, w, bias, out, ldo, threads) : 0;
+  if (done < M) {  // the rest, or every row where the padded product has no kernel
+    if (done == 0 && rest != M && !(e = packed_entry(M, N, K, ldo, w.md, w.layout, bias != nullptr, threads)))
+      return false;
+    run_packed(*e, x16 + done * K, w.md, w.data.get(), bias, out + done * ldo);
+  }
   return true;
 }
 
