@@ -344,15 +344,15 @@ TEST(Bf16StepWeights, RefilledCopyIsOneDnnsLayoutOfTheRoundedWeight) {
 
 // A wide weight (a vocabulary projection) whose output rows would not start on 64-byte lines: on AMX
 // its products of 256 rows or more run 256 rows at a time against its columns padded to a multiple
-// of 1024, into an aligned scratch copied out (oneDNN's own product is 1.5x slower, gemm_dnnl.cpp),
+// of 256, into an aligned scratch copied out (oneDNN's own product is 1.5x slower, gemm_dnnl.cpp),
 // and the rows past the last 256 against the weight as N columns. Those 256-row blocks have the
-// bits of the same rows' product against the weight padded by hand with zero rows to 5120 (not
+// bits of the same rows' product against the weight padded by hand with zero rows to 4352 (not
 // padded again), the rows past them the bits of their own product (oneDNN's kernels at few rows
-// round differently for N 4100 and 5120), with and without a bias; the output's stride padding is
+// round differently for N 4100 and 4352), with and without a bias; the output's stride padding is
 // not written; all of it within the f32 bound.
 TEST(Bf16Gemm, WideWeightProductsAreThoseOfTheZeroPaddedWeight) {
   SKIP_WITHOUT_BF16();
-  const int64_t N = 4100, Np = 5120, K = 48, M = 2 * 256 + 37, ldo = N + 3;  // rows off the 64-byte lines
+  const int64_t N = 4100, Np = 4352, K = 48, M = 2 * 256 + 37, ldo = N + 3;  // rows off the 64-byte lines
   auto w = randn_values(N * K, 61, 0.5f), x = randn_values(M * K, 62), bias = randn_values(N, 63);
   std::vector<float> w_padded(size_t(Np * K), 0.f), bias_padded(size_t(Np), 0.f);
   std::copy(w.begin(), w.end(), w_padded.begin());
@@ -360,7 +360,9 @@ TEST(Bf16Gemm, WideWeightProductsAreThoseOfTheZeroPaddedWeight) {
   auto packed = kernels::pack_bf16_weight(w.data(), N, K, K);
   auto by_hand = kernels::pack_bf16_weight(w_padded.data(), Np, K, K);
   const size_t k_blocks_bytes = size_t(64 * 2);  // K 48 in oneDNN's blocks of 32, bf16
-  if (kernels::dnnl_cpu_info().amx) EXPECT_EQ(kernels::bf16_weight_bytes(*packed), size_t(Np) * k_blocks_bytes);
+  if (kernels::dnnl_cpu_info().amx) {
+    EXPECT_EQ(kernels::bf16_weight_bytes(*packed), size_t(Np) * k_blocks_bytes);
+  }
   EXPECT_EQ(kernels::bf16_weight_bytes(*by_hand), size_t(Np) * k_blocks_bytes);
   for (bool with_bias : {false, true}) {
     SCOPED_TRACE(with_bias ? "bias" : "no bias");

@@ -226,17 +226,18 @@ dnnl::memory::desc blocked_layout(int64_t N, int64_t K, int64_t rows) {
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(x, any, b, y), engine()).weights_desc();
 }
 
-// oneDNN 2.6's AMX bf16 matmul writes output rows that do not start on 64-byte lines at a fraction
-// of its speed from about 256 rows on: x (1024, 256) @ W^T with W (30522, 256), BERT's vocabulary,
-// takes 136-147 ms (the output's rows 122,088 bytes apart), where products of 256 rows against the
-// weight padded with zero rows to 30720 columns, into an aligned scratch whose first 30522 columns
-// are copied out, take 87-90 ms (GPT-2's 50257: 220-265 ms -> 154-165; padding only to a multiple
-// of 16, which aligns the rows, gave 117 and 194; BENCHMARKS.md). Rows on 64-byte lines (N 8000,
-// 16000, 32000) run at full speed as they are. So on AMX a wide weight (N >= 4096) whose output rows
-// would be off the lines is laid out for N rounded up to 1024, the extra columns zero.
+// oneDNN 2.6's AMX bf16 matmul writes output rows that do not start on 64-byte lines at 2/3 of its
+// speed from about 256 rows on: x (1024, 256) @ W^T with W (30522, 256), BERT's vocabulary, takes
+// 63-64 ms (the output's rows 122,088 bytes apart), where products of 256 rows against the weight
+// padded with zero columns to 30720, into an aligned scratch whose first 30522 columns are copied
+// out, take 43 ms; GPT-2's 50257: 106-111 -> 75-79 ms; N 8195 at 2048 rows 26.4 -> 18.8 ms. Padding
+// to a multiple of 16, 64, 256 or 1024 came out level but for the extra columns (1024: 4100 takes
+// 6.8 ms against 6.0-6.1); BENCHMARKS.md. Rows on 64-byte lines (N 8000, 16000, 32000) run at full
+// speed as they are. So on AMX a wide weight (N >= 4096) whose output rows would be off the lines is
+// laid out for N rounded up to 256, the extra columns zero.
 int64_t amx_padded_n(int64_t N) {
   if (!dnnl_cpu_info().amx || N < 4096 || N % 16 == 0) return N;
-  return (N + 1023) / 1024 * 1024;
+  return (N + 255) / 256 * 256;
 }
 
 // The rows of one product against the padded columns; fewer rows use the weight as N columns.
