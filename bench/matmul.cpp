@@ -215,7 +215,7 @@ void bench_bf16_fma() {
 // `bench_matmul bf16step`: a training step's products against its weights (kernels/
 // bf16_step_weights.h) at the GPT and translation benches' shapes: both operands rounded per call
 // (plain layouts) against the weight's step copy in oneDNN's blocked layout (x rounded per call; on
-// AMX a vocabulary's padded to 1024 columns), and the refill of that copy. Microseconds, wall (CPU).
+// AMX an odd-width vocabulary's padded to 256 columns), and the refill of it. Microseconds, wall (CPU).
 void bench_bf16_step() {
   const auto& info = kernels::dnnl_cpu_info();
   std::printf("\nbf16 training products against a weight: per call vs the step's copy. CPU: %s; oneDNN ISA %s.\n"

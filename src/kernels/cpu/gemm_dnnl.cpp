@@ -22,6 +22,7 @@
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/kernels/int8.h"
+#include "qkv/tensor/tensor.h"
 #include "qkv/util/error.h"
 #include "transpose16.h"
 
@@ -463,9 +464,11 @@ int64_t padded_products(int64_t rows, const uint16_t* x16, const Bf16Weight& w, 
   const int64_t N = w.N, Np = w.n_padded, K = w.K;
   auto e = packed_entry(kPaddedRows, Np, K, Np, w.md_padded, w.layout_padded, bias != nullptr, threads);
   if (!e) return 0;
-  thread_local std::vector<float> y_buf, bias_padded;  // (kPaddedRows, Np): 31 MB for N 30522, kept
-  y_buf.resize(size_t(kPaddedRows * Np + 16));
-  float* y = y_buf.data() + (16 - reinterpret_cast<uintptr_t>(y_buf.data()) / sizeof(float) % 16) % 16;
+  // (kPaddedRows, Np), 64-byte aligned as every tensor; the caching allocator's block comes back
+  // for the next product (31 MB for N 30522).
+  Tensor scratch = Tensor::empty({kPaddedRows, Np});
+  float* y = scratch.data<float>();
+  thread_local std::vector<float> bias_padded;
   if (bias) {
     bias_padded.assign(size_t(Np), 0.f);
     std::copy(bias, bias + N, bias_padded.begin());
