@@ -345,14 +345,16 @@ TEST(Bf16StepWeights, RefilledCopyIsOneDnnsLayoutOfTheRoundedWeight) {
 // A wide weight (a vocabulary projection) whose output rows would not start on 64-byte lines: on AMX
 // its products of 256 rows or more run 256 rows at a time against its columns padded to a multiple
 // of 256, into an aligned scratch copied out (oneDNN's own product is 1.5x slower, gemm_dnnl.cpp),
-// and the rows past the last 256 against the weight as N columns. Those 256-row blocks have the
-// bits of the same rows' product against the weight padded by hand with zero rows to 4352 (not
+// and the rows past the last 256 against the weight as N columns. On AMX those 256-row blocks have
+// the bits of the same rows' product against the weight padded by hand with zero rows to 4352 (not
 // padded again), the rows past them the bits of their own product (oneDNN's kernels at few rows
-// round differently for N 4100 and 4352), with and without a bias; the output's stride padding is
-// not written; all of it within the f32 bound.
+// round differently for N 4100 and 4352). On every CPU (without AMX nothing is padded and the
+// product is oneDNN's own), with and without a bias: the output's stride padding is not written, and
+// every value is within the f32 bound.
 TEST(Bf16Gemm, WideWeightProductsAreThoseOfTheZeroPaddedWeight) {
   SKIP_WITHOUT_BF16();
   const int64_t N = 4100, Np = 4352, K = 48, M = 2 * 256 + 37, ldo = N + 3;  // rows off the 64-byte lines
+  const bool amx = kernels::dnnl_cpu_info().amx;
   auto w = randn_values(N * K, 61, 0.5f), x = randn_values(M * K, 62), bias = randn_values(N, 63);
   std::vector<float> w_padded(size_t(Np * K), 0.f), bias_padded(size_t(Np), 0.f);
   std::copy(w.begin(), w.end(), w_padded.begin());
@@ -360,26 +362,35 @@ TEST(Bf16Gemm, WideWeightProductsAreThoseOfTheZeroPaddedWeight) {
   auto packed = kernels::pack_bf16_weight(w.data(), N, K, K);
   auto by_hand = kernels::pack_bf16_weight(w_padded.data(), Np, K, K);
   const size_t k_blocks_bytes = size_t(64 * 2);  // K 48 in oneDNN's blocks of 32, bf16
-  if (kernels::dnnl_cpu_info().amx) {
+  if (amx) {
     EXPECT_EQ(kernels::bf16_weight_bytes(*packed), size_t(Np) * k_blocks_bytes);
+    EXPECT_EQ(kernels::bf16_weight_bytes(*by_hand), size_t(Np) * k_blocks_bytes);
   }
-  EXPECT_EQ(kernels::bf16_weight_bytes(*by_hand), size_t(Np) * k_blocks_bytes);
   for (bool with_bias : {false, true}) {
     SCOPED_TRACE(with_bias ? "bias" : "no bias");
     const std::vector<float> C0(size_t(M * ldo), -7.f);
-    auto y = C0, ref = C0;
+    auto y = C0;
     kernels::gemm_bf16_packed(M, x.data(), K, *packed, with_bias ? bias.data() : nullptr, y.data(), ldo);
-    std::vector<float> wide(size_t(256 * Np));
-    for (int64_t r = 0; r + 256 <= M; r += 256) {  // the same row blocks against the padded-by-hand weight
-      kernels::gemm_bf16_packed(256, x.data() + r * K, K, *by_hand, with_bias ? bias_padded.data() : nullptr,
-                                wide.data(), Np);
-      for (int64_t i = 0; i < 256; ++i) std::copy_n(wide.begin() + i * Np, N, ref.begin() + (r + i) * ldo);
+    if (amx) {
+      auto ref = C0;
+      std::vector<float> wide(size_t(256 * Np));
+      for (int64_t r = 0; r + 256 <= M; r += 256) {  // the same row blocks against the padded-by-hand weight
+        kernels::gemm_bf16_packed(256, x.data() + r * K, K, *by_hand, with_bias ? bias_padded.data() : nullptr,
+                                  wide.data(), Np);
+        for (int64_t i = 0; i < 256; ++i) std::copy_n(wide.begin() + i * Np, N, ref.begin() + (r + i) * ldo);
+      }
+      const int64_t rest = M % 256;
+      kernels::gemm_bf16_packed(rest, x.data() + (M - rest) * K, K, *packed, with_bias ? bias.data() : nullptr,
+                                ref.data() + (M - rest) * ldo, ldo);
+      EXPECT_TRUE(y == ref);  // bit for bit, stride padding (-7) included
     }
-    const int64_t rest = M % 256;
-    kernels::gemm_bf16_packed(rest, x.data() + (M - rest) * K, K, *packed, with_bias ? bias.data() : nullptr,
-                              ref.data() + (M - rest) * ldo, ldo);
-    EXPECT_TRUE(y == ref);  // bit for bit, stride padding (-7) included
-    if (!with_bias) check_gemm(false, true, M, N, K, 1.f, x, K, w, K, 0.f, C0, y, ldo);
+    int64_t written_padding = 0;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = N; j < ldo; ++j) written_padding += y[size_t(i * ldo + j)] != -7.f;
+    EXPECT_EQ(written_padding, 0);
+    std::vector<float> bias_rows(size_t(M * ldo), 0.f);  // the bias as a beta = 1 addend
+    for (int64_t i = 0; with_bias && i < M; ++i) std::copy(bias.begin(), bias.end(), bias_rows.begin() + i * ldo);
+    check_gemm(false, true, M, N, K, 1.f, x, K, w, K, with_bias ? 1.f : 0.f, bias_rows, y, ldo);
   }
 }
 
