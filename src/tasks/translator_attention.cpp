@@ -60,7 +60,7 @@ size_t Translator::draw_attention(const Translations& r, const std::vector<std::
     }
   }
   QKV_CHECK(!panels.empty(), "translate", "the model has no cross-attention to draw (e.g. an RNN with \"attention\": \"none\")");
-  if (panels.size() > 1) panels.push_back(viz::average_heatmap(panels, "average over layers and heads"));
+  if (panels.size() > 1) panels.push_back(viz::average_heatmap(panels, "mean of all heads"));
   viz::HeatmapOptions opt;
   opt.title = "cross-attention: " + lines[size_t(line - 1)];
   opt.colorbar_label = "attention weight";
