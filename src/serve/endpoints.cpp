@@ -214,7 +214,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   res.set_header("Cache-Control", "no-cache");
   const std::string name = m.name();
   res.set_chunked_content_provider(
-      "text/event-stream", [job, slot, name, id, created, prompt_tokens](size_t, httplib::DataSink& sink) {
+      "text/event-stream", [job, slot, name, id, created](size_t, httplib::DataSink& sink) {
         auto event = [&](const nlohmann::json& j) {
           const std::string s = "data: " + dump(j) + "\n\n";
           return sink.write(s.data(), s.size());
