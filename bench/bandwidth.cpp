@@ -30,6 +30,7 @@
 #include "qkv/ops/softmax.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/tensor/tensor.h"
+#include "qkv/util/buffer.h"
 
 using namespace qkv;
 
@@ -70,10 +71,12 @@ int main(int argc, char** argv) {
   std::printf("bench_bandwidth: %d OpenMP threads, arrays of %lld MB, best of %d\n", omp_get_max_threads(),
               (long long)(kBytes >> 20), reps);
 
-  // STREAM-like triad on raw arrays, first-touched by the threads that use them.
-  float* a = static_cast<float*>(std::aligned_alloc(64, size_t(kBytes)));
-  float* b = static_cast<float*>(std::aligned_alloc(64, size_t(kBytes)));
-  float* c = static_cast<float*>(std::aligned_alloc(64, size_t(kBytes)));
+  // STREAM-like triad on raw arrays, first-touched by the threads that use them, on the pages
+  // tensors get (buffer_alloc: 2 MiB pages).
+  std::unique_ptr<void, BufferDeleter> a_(buffer_alloc(size_t(kBytes)), BufferDeleter{size_t(kBytes)}),
+      b_(buffer_alloc(size_t(kBytes)), BufferDeleter{size_t(kBytes)}),
+      c_(buffer_alloc(size_t(kBytes)), BufferDeleter{size_t(kBytes)});
+  float *a = static_cast<float*>(a_.get()), *b = static_cast<float*>(b_.get()), *c = static_cast<float*>(c_.get());
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < kN; ++i) {
     a[i] = 0.f;
@@ -129,8 +132,5 @@ int main(int argc, char** argv) {
     std::printf("%-26s %9.2f %9.2f %8.1f%% | %9.2f %9.2f %8.1f%%\n", r.name.c_str(), r.t.wall * 1e3, gbs,
                 100.0 * gbs / triad, r.t.cpu * 1e3, gbs_cpu, 100.0 * gbs_cpu / triad_cpu);
   }
-  std::free(a);
-  std::free(b);
-  std::free(c);
   return 0;
 }

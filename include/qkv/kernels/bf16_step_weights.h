@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "qkv/tensor/tensor.h"
+#include "qkv/util/buffer.h"
 
 namespace qkv::kernels {
 
@@ -77,8 +78,8 @@ class Bf16RoundedOperand {
   // Room for a copy, lent by the thread's spare and grown without zero-filling (the rounding
   // writes every element; a vector's resize wrote zeros first: 0.7% of a bf16 translation step).
   struct Bits {
-    std::unique_ptr<uint16_t[]> data;
-    size_t capacity = 0;
+    std::unique_ptr<uint16_t, BufferDeleter> data;
+    size_t capacity = 0;  // in values
   };
 
  private:

@@ -1,4 +1,5 @@
-// qkv/tensor/storage.h - 64-byte aligned buffers from a caching allocator.
+// qkv/tensor/storage.h - 64-byte aligned buffers from a caching allocator (from 2 MiB up on 2 MiB
+// pages: qkv/util/buffer.h).
 // Freed blocks go back to a per-size-class free list and are reused (a request may take a block
 // up to twice its size), so a training step that allocates the same activations every iteration
 // stops calling malloc after the first one. The cache holds at most as many bytes as were ever
@@ -40,7 +41,7 @@ struct AllocatorStats {
   size_t bytes_in_use = 0;       // held by live Storages (size classes)
   size_t bytes_cached = 0;       // freed, kept for reuse
   size_t peak_bytes_in_use = 0;
-  size_t system_allocs = 0;      // calls that reached aligned_alloc
+  size_t system_allocs = 0;      // calls that reached the system (buffer_alloc)
   size_t cache_hits = 0;
 };
 AllocatorStats allocator_stats();

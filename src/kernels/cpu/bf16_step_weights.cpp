@@ -159,7 +159,9 @@ thread_local Bf16RoundedOperand::Bits t_spare;
 void take_spare(Bf16RoundedOperand::Bits& bits, int64_t n) {
   std::swap(bits, t_spare);
   if (bits.capacity < size_t(n)) {
-    bits.data.reset(new uint16_t[size_t(n)]);  // default-initialised: not zeroed
+    const size_t bytes = size_t(n) * sizeof(uint16_t);
+    bits.data = {static_cast<uint16_t*>(buffer_alloc(bytes)), BufferDeleter{bytes}};  // not zeroed
+    QKV_CHECK(bits.data != nullptr, "Bf16RoundedOperand", "out of memory for ", bytes, " bytes");
     bits.capacity = size_t(n);
   }
 }

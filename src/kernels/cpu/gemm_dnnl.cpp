@@ -23,6 +23,7 @@
 #include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/kernels/int8.h"
 #include "qkv/tensor/tensor.h"
+#include "qkv/util/buffer.h"
 #include "qkv/util/error.h"
 #include "transpose16.h"
 
@@ -210,7 +211,7 @@ struct Bf16Weight {
   int layout_padded = 0;
   bool kn = false;        // made from B (K, N) rather than W (N, K) (make_bf16_weight)
   int64_t n_block = 0;    // make_bf16_weight's: > 0 when md is BA16a<n_block>b2a (see write_blocked)
-  std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, std::free};
+  std::unique_ptr<uint8_t, BufferDeleter> data;
 };
 
 namespace {
@@ -260,7 +261,7 @@ std::shared_ptr<Bf16Weight> allocate_weight(const char* who, int64_t N, int64_t 
     out->md = dnnl::memory::desc(d);
   }
   const size_t bytes = out->md_padded.get_size();
-  out->data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  out->data = {static_cast<uint8_t*>(buffer_alloc(bytes)), BufferDeleter{bytes}};
   QKV_CHECK(out->data != nullptr, who, "out of memory for ", bytes, " bytes");
   std::memset(out->data.get(), 0, bytes);  // the blocks' padding
   out->layout = layout_id(out->md);

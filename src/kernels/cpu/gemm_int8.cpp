@@ -12,6 +12,7 @@
 
 #include "dnnl_common.h"
 #include "qkv/kernels/int8.h"
+#include "qkv/util/buffer.h"
 #include "qkv/util/error.h"
 
 namespace qkv::kernels {
@@ -90,7 +91,7 @@ bool int8_pays_from_rows(int64_t N, int64_t K) {
 struct Int8Weight {
   int64_t N = 0, K = 0;
   dnnl::memory::desc md;                       // (K, N): W^T as matmul's weights, oneDNN's layout
-  std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, std::free};
+  std::unique_ptr<uint8_t, BufferDeleter> data;
   std::vector<float> scale;                    // sw (N)
   std::vector<int32_t> zero_point_sum;         // c[n] = 128 sum_k qw[n,k]
 };
@@ -166,7 +167,7 @@ std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, in
     out->md = dnnl::matmul::primitive_desc(dnnl::matmul::desc(x, any, y), engine()).weights_desc();
   }
   const size_t bytes = out->md.get_size();
-  out->data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  out->data = {static_cast<uint8_t*>(buffer_alloc(bytes)), BufferDeleter{bytes}};
   QKV_CHECK(out->data != nullptr, "pack_int8_weight", "out of memory for ", bytes, " bytes");
   dnnl::memory src(plain, engine(), qw.data()), dst(out->md, engine(), out->data.get());
   dnnl::stream s(engine());
