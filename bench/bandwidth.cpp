@@ -71,11 +71,11 @@ int main(int argc, char** argv) {
   std::printf("bench_bandwidth: %d OpenMP threads, arrays of %lld MB, best of %d\n", omp_get_max_threads(),
               (long long)(kBytes >> 20), reps);
 
-  // STREAM-like triad on raw arrays, first-touched by the threads that use them, on the pages
-  // tensors get (buffer_alloc: 2 MiB pages).
-  std::unique_ptr<void, BufferDeleter> a_(buffer_alloc(size_t(kBytes)), BufferDeleter{size_t(kBytes)}),
-      b_(buffer_alloc(size_t(kBytes)), BufferDeleter{size_t(kBytes)}),
-      c_(buffer_alloc(size_t(kBytes)), BufferDeleter{size_t(kBytes)});
+  // STREAM-like triad on raw arrays, first-touched by the threads that use them, on 2 MiB pages
+  // (buffer_alloc's kept buffers).
+  std::unique_ptr<void, BufferDeleter> a_(buffer_alloc(size_t(kBytes), BufferLife::kept), BufferDeleter{size_t(kBytes), BufferLife::kept}),
+      b_(buffer_alloc(size_t(kBytes), BufferLife::kept), BufferDeleter{size_t(kBytes), BufferLife::kept}),
+      c_(buffer_alloc(size_t(kBytes), BufferLife::kept), BufferDeleter{size_t(kBytes), BufferLife::kept});
   float *a = static_cast<float*>(a_.get()), *b = static_cast<float*>(b_.get()), *c = static_cast<float*>(c_.get());
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < kN; ++i) {

@@ -75,7 +75,7 @@ struct Cache {
                                     it->second.front().freed_at < oldest->second.front().freed_at))
           oldest = it;
       if (oldest == free_lists.end()) return;
-      buffer_free(oldest->second.front().ptr, oldest->first);
+      buffer_free(oldest->second.front().ptr, oldest->first, BufferLife::recycled);
       oldest->second.pop_front();
       stats.bytes_cached -= oldest->first;
     }
@@ -98,10 +98,10 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
     p = c.take(cap, &cap);
   }
   if (!p) {
-    p = buffer_alloc(cap);
+    p = buffer_alloc(cap, BufferLife::recycled);
     if (!p) {
       allocator_empty_cache();
-      p = buffer_alloc(cap);
+      p = buffer_alloc(cap, BufferLife::recycled);
     }
     QKV_CHECK(p != nullptr, "Storage::allocate", "out of memory allocating ", cap, " bytes");
     std::lock_guard<std::mutex> lock(c.mu);
@@ -139,7 +139,7 @@ void allocator_empty_cache() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   for (auto& [cap, list] : c.free_lists) {
-    for (const FreeBlock& b : list) buffer_free(b.ptr, cap);
+    for (const FreeBlock& b : list) buffer_free(b.ptr, cap, BufferLife::recycled);
     list.clear();
   }
   c.stats.bytes_cached = 0;

@@ -29,20 +29,24 @@ size_t page_bytes() {
   return page;
 }
 
-bool mapped(size_t bytes) {
+bool mapped(size_t bytes, BufferLife life) {
 #if defined(QKV_BUFFER_ASAN)
-  (void)bytes;
+  (void)bytes, (void)life;
   return false;
 #else
-  return bytes >= kHugePageBytes;
+  return bytes >= buffer_huge_page_threshold(life);
 #endif
 }
 
 }  // namespace
 
-void* buffer_alloc(size_t bytes) {
+size_t buffer_huge_page_threshold(BufferLife life) {
+  return life == BufferLife::kept ? kHugePageBytes : 16 * kHugePageBytes;
+}
+
+void* buffer_alloc(size_t bytes, BufferLife life) {
   if (bytes == 0) bytes = 1;
-  if (!mapped(bytes)) return std::aligned_alloc(kAlign, round_up(bytes, kAlign));
+  if (!mapped(bytes, life)) return std::aligned_alloc(kAlign, round_up(bytes, kAlign));
   // Map 2 MiB more than needed, then unmap the head before the first 2 MiB boundary and the tail.
   const size_t len = round_up(bytes, page_bytes()), span = len + kHugePageBytes;
   void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -55,10 +59,10 @@ void* buffer_alloc(size_t bytes) {
   return reinterpret_cast<void*>(start);
 }
 
-void buffer_free(void* p, size_t bytes) noexcept {
+void buffer_free(void* p, size_t bytes, BufferLife life) noexcept {
   if (!p) return;
   if (bytes == 0) bytes = 1;
-  if (mapped(bytes))
+  if (mapped(bytes, life))
     munmap(p, round_up(bytes, page_bytes()));
   else
     std::free(p);

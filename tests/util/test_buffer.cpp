@@ -36,41 +36,52 @@ std::string thp_mode() {
 }
 
 TEST(Buffer, EverySizeIsAlignedAndWritableToItsLastByte) {
-  for (size_t bytes : {size_t(0), size_t(1), size_t(63), size_t(4096), kHugePageBytes - 1, kHugePageBytes,
-                       kHugePageBytes + 1, 3 * kHugePageBytes + 12345}) {
-    void* p = buffer_alloc(bytes);
-    ASSERT_NE(p, nullptr) << bytes;
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    EXPECT_EQ(a % 64, 0u) << bytes;
-    if (bytes >= kHugePageBytes && !kAsan) {
-      EXPECT_EQ(a % kHugePageBytes, 0u) << bytes;
+  for (BufferLife life : {BufferLife::kept, BufferLife::recycled}) {
+    const size_t big = buffer_huge_page_threshold(life);
+    for (size_t bytes :
+         {size_t(0), size_t(1), size_t(63), size_t(4096), big - 1, big, big + 1, big + 4 * kHugePageBytes + 12345}) {
+      void* p = buffer_alloc(bytes, life);
+      ASSERT_NE(p, nullptr) << bytes;
+      const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+      EXPECT_EQ(a % 64, 0u) << bytes;
+      if (bytes >= big && !kAsan) {
+        EXPECT_EQ(a % kHugePageBytes, 0u) << bytes;
+      }
+      const size_t n = bytes == 0 ? 1 : bytes;
+      std::memset(p, 0xA5, n);
+      EXPECT_EQ(static_cast<unsigned char*>(p)[n - 1], 0xA5) << bytes;
+      buffer_free(p, bytes, life);
     }
-    const size_t n = bytes == 0 ? 1 : bytes;
-    std::memset(p, 0xA5, n);
-    EXPECT_EQ(static_cast<unsigned char*>(p)[n - 1], 0xA5) << bytes;
-    buffer_free(p, bytes);
+    buffer_free(nullptr, 123, life);  // no-op
   }
-  buffer_free(nullptr, 123);  // no-op
+  EXPECT_EQ(buffer_huge_page_threshold(BufferLife::kept), kHugePageBytes);
+  EXPECT_EQ(buffer_huge_page_threshold(BufferLife::recycled), 16 * kHugePageBytes);  // glibc's largest mmap threshold
+}
+
+// Whether a buffer of `bytes` and `life`, touched, may have huge pages.
+bool eligible(size_t bytes, BufferLife life) {
+  std::unique_ptr<void, BufferDeleter> p(buffer_alloc(bytes, life), BufferDeleter{bytes, life});
+  if (!p) return false;
+  std::memset(p.get(), 1, bytes);
+  return buffer_huge_page_eligible(p.get());
 }
 
 TEST(Buffer, LargeBuffersAreAdvisedForHugePagesAndSmallOnesAreNot) {
   const std::string mode = thp_mode();  // Debian 12's kernel: "madvise"
-  const size_t bytes = 4 * kHugePageBytes;
-  std::unique_ptr<void, BufferDeleter> big(buffer_alloc(bytes), BufferDeleter{bytes});
-  std::unique_ptr<void, BufferDeleter> small(buffer_alloc(4096), BufferDeleter{4096});
-  ASSERT_NE(big, nullptr);
-  ASSERT_NE(small, nullptr);
-  std::memset(big.get(), 1, bytes);
+  const size_t kept = 4 * kHugePageBytes, recycled = buffer_huge_page_threshold(BufferLife::recycled);
   if (mode.empty() || mode == "never") {  // nothing may have huge pages
-    EXPECT_FALSE(buffer_huge_page_eligible(big.get())) << "mode '" << mode << "'";
-  } else if (!kAsan) {  // the large one advised, or every mapping eligible ("always")
-    EXPECT_TRUE(buffer_huge_page_eligible(big.get())) << "mode " << mode;
-  } else if (mode == "madvise") {  // ASan: both from aligned_alloc, which nothing advises
-    EXPECT_FALSE(buffer_huge_page_eligible(big.get()));
+    EXPECT_FALSE(eligible(kept, BufferLife::kept)) << "mode '" << mode << "'";
+  } else if (!kAsan) {  // the large ones advised, or every mapping eligible ("always")
+    EXPECT_TRUE(eligible(kept, BufferLife::kept)) << "mode " << mode;
+    EXPECT_TRUE(eligible(recycled, BufferLife::recycled)) << "mode " << mode;
+  } else if (mode == "madvise") {  // ASan: every buffer from aligned_alloc, which nothing advises
+    EXPECT_FALSE(eligible(kept, BufferLife::kept));
   }
-  // A small buffer lives in malloc's heap, which nothing advises: eligible only in mode "always".
+  // Below their thresholds buffers live in malloc's memory, which nothing advises: eligible only
+  // in mode "always".
   if (mode != "always") {
-    EXPECT_FALSE(buffer_huge_page_eligible(small.get())) << "mode '" << mode << "'";
+    EXPECT_FALSE(eligible(4096, BufferLife::kept)) << "mode '" << mode << "'";
+    EXPECT_FALSE(eligible(recycled / 2, BufferLife::recycled)) << "mode '" << mode << "'";
   }
 }
 

@@ -1,4 +1,4 @@
-// qkv/tensor/storage.h - 64-byte aligned buffers from a caching allocator (from 2 MiB up on 2 MiB
+// qkv/tensor/storage.h - 64-byte aligned buffers from a caching allocator (from 32 MiB up on 2 MiB
 // pages: qkv/util/buffer.h).
 // Freed blocks go back to a per-size-class free list and are reused (a request may take a block
 // up to twice its size), so a training step that allocates the same activations every iteration

@@ -2,11 +2,20 @@
 //
 // Large buffers are read as long streams (a decoding step's weights, the optimizer's state, a
 // batch's activations). With 4 KiB pages every 4 KiB of a stream needs its own TLB entry, and in a
-// VM a miss is a nested (two-level) page walk. So a buffer of 2 MiB or more gets a mapping of its
-// own, aligned to 2 MiB and advised MADV_HUGEPAGE: Debian's kernel gives transparent huge pages only
-// to memory so advised (its default mode is "madvise"), and malloc never advises. Measured on AMD
+// VM a miss is a nested (two-level) page walk. So a large buffer gets a mapping of its own,
+// aligned to 2 MiB and advised MADV_HUGEPAGE: Debian's kernel gives transparent huge pages only to
+// memory so advised (its default mode is "madvise"), and malloc never advises. Measured on AMD
 // EPYC Zen 4 (2 vCPUs, BENCHMARKS.md): two threads summing 512 MB read 34 GB/s on 2 MiB pages
-// against 26 on 4 KiB pages (medians, alternating). Smaller buffers come from aligned_alloc.
+// against 26 on 4 KiB pages (medians, alternating); GPT-2 124M generation 13% faster.
+//
+// A fresh mapping costs its pages' zeroing when first touched (all of each 2 MiB page), where
+// malloc reuses freed heap memory untouched by the kernel. So how large "large" is depends on the
+// buffer's life (BufferLife): a long-lived one (a packed weight copy) from 2 MiB; a tensor's
+// (Storage: parameters and activations alike) from 32 MiB, the size from which glibc's malloc
+// maps every request afresh anyway (its largest dynamic mmap threshold). Every tensor from 2 MiB
+// measured 6-15% slower on the demo's translation training, whose activations change shape from
+// step to step: the allocator's cache returned blocks that came back as fresh mappings (the
+// kernel's clear_page 3.4% of the samples).
 //
 // Under AddressSanitizer every buffer comes from aligned_alloc, so that its bounds stay checked.
 #pragma once
@@ -16,17 +25,26 @@ namespace qkv {
 
 constexpr size_t kHugePageBytes = size_t(2) << 20;
 
-// At least `bytes` (0 is taken as 1), 64-byte aligned; 2 MiB aligned from kHugePageBytes up.
+enum class BufferLife {
+  kept,      // made once and read many times (packed weight copies): 2 MiB pages from 2 MiB
+  recycled,  // freed and remade as shapes change (tensors' Storage): 2 MiB pages from 32 MiB
+};
+
+// The smallest buffer of `life` that gets a mapping of its own on 2 MiB pages.
+size_t buffer_huge_page_threshold(BufferLife life);
+
+// At least `bytes` (0 is taken as 1), 64-byte aligned; 2 MiB aligned when mapped (see above).
 // Contents unspecified. nullptr when the system has no memory for it.
-void* buffer_alloc(size_t bytes);
+void* buffer_alloc(size_t bytes, BufferLife life);
 
-// Returns what buffer_alloc(bytes) gave, with the same `bytes`. p may be null.
-void buffer_free(void* p, size_t bytes) noexcept;
+// Returns what buffer_alloc(bytes, life) gave, with the same `bytes` and `life`. p may be null.
+void buffer_free(void* p, size_t bytes, BufferLife life) noexcept;
 
-// For owning pointers: std::unique_ptr<T, BufferDeleter>(p, BufferDeleter{bytes}).
+// For owning pointers: std::unique_ptr<T, BufferDeleter>(p, BufferDeleter{bytes, life}).
 struct BufferDeleter {
   size_t bytes = 0;
-  void operator()(const void* p) const noexcept { buffer_free(const_cast<void*>(p), bytes); }
+  BufferLife life = BufferLife::kept;
+  void operator()(const void* p) const noexcept { buffer_free(const_cast<void*>(p), bytes, life); }
 };
 
 // Whether the kernel may back the mapping that holds p with huge pages (/proc/self/smaps's

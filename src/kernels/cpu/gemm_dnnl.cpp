@@ -261,7 +261,7 @@ std::shared_ptr<Bf16Weight> allocate_weight(const char* who, int64_t N, int64_t 
     out->md = dnnl::memory::desc(d);
   }
   const size_t bytes = out->md_padded.get_size();
-  out->data = {static_cast<uint8_t*>(buffer_alloc(bytes)), BufferDeleter{bytes}};
+  out->data = {static_cast<uint8_t*>(buffer_alloc(bytes, BufferLife::kept)), BufferDeleter{bytes, BufferLife::kept}};
   QKV_CHECK(out->data != nullptr, who, "out of memory for ", bytes, " bytes");
   std::memset(out->data.get(), 0, bytes);  // the blocks' padding
   out->layout = layout_id(out->md);

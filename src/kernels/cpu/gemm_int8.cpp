@@ -167,7 +167,7 @@ std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, in
     out->md = dnnl::matmul::primitive_desc(dnnl::matmul::desc(x, any, y), engine()).weights_desc();
   }
   const size_t bytes = out->md.get_size();
-  out->data = {static_cast<uint8_t*>(buffer_alloc(bytes)), BufferDeleter{bytes}};
+  out->data = {static_cast<uint8_t*>(buffer_alloc(bytes, BufferLife::kept)), BufferDeleter{bytes, BufferLife::kept}};
   QKV_CHECK(out->data != nullptr, "pack_int8_weight", "out of memory for ", bytes, " bytes");
   dnnl::memory src(plain, engine(), qw.data()), dst(out->md, engine(), out->data.get());
   dnnl::stream s(engine());

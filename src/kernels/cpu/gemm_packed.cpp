@@ -126,9 +126,9 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
   if (weights.size() == 1) p.weight = weights[0];
   if (precision == MatmulPrecision::bf16) {  // one (N, K) copy in bf16, 64-byte aligned, weights in order
     const size_t bytes = (size_t(std::max<int64_t>(p.N * p.K, 1)) * sizeof(uint16_t) + 63) / 64 * 64;
-    uint16_t* dst = static_cast<uint16_t*>(buffer_alloc(bytes));
+    uint16_t* dst = static_cast<uint16_t*>(buffer_alloc(bytes, BufferLife::kept));
     QKV_CHECK(dst != nullptr, "pack_linear_rows", "out of memory for a bf16 copy of ", bytes, " bytes");
-    p.rows_bf16 = std::shared_ptr<const uint16_t>(dst, BufferDeleter{bytes});
+    p.rows_bf16 = std::shared_ptr<const uint16_t>(dst, BufferDeleter{bytes, BufferLife::kept});
     for (const Tensor& w : weights) {
       round_to_bf16(w.data<float>(), dst, w.numel());
       dst += w.numel();
