@@ -73,9 +73,11 @@ int main(int argc, char** argv) {
 
   // STREAM-like triad on raw arrays, first-touched by the threads that use them, on 2 MiB pages
   // (buffer_alloc's kept buffers).
-  std::unique_ptr<void, BufferDeleter> a_(buffer_alloc(size_t(kBytes), BufferLife::kept), BufferDeleter{size_t(kBytes), BufferLife::kept}),
-      b_(buffer_alloc(size_t(kBytes), BufferLife::kept), BufferDeleter{size_t(kBytes), BufferLife::kept}),
-      c_(buffer_alloc(size_t(kBytes), BufferLife::kept), BufferDeleter{size_t(kBytes), BufferLife::kept});
+  const size_t array_bytes = size_t(kBytes);
+  const BufferDeleter release{array_bytes, BufferLife::kept};
+  std::unique_ptr<void, BufferDeleter> a_(buffer_alloc(array_bytes, BufferLife::kept), release),
+      b_(buffer_alloc(array_bytes, BufferLife::kept), release),
+      c_(buffer_alloc(array_bytes, BufferLife::kept), release);
   float *a = static_cast<float*>(a_.get()), *b = static_cast<float*>(b_.get()), *c = static_cast<float*>(c_.get());
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < kN; ++i) {

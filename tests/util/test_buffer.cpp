@@ -1,5 +1,5 @@
-// Buffers for tensors and packed weights (qkv/util/buffer.h): aligned, usable to the last byte, on
-// 2 MiB pages from 2 MiB up where the kernel has transparent huge pages.
+// Buffers for tensors and packed weights (qkv/util/buffer.h): aligned, usable to the last byte, and
+// advised for 2 MiB pages from their life's threshold up where the kernel has transparent huge pages.
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -5,8 +5,9 @@
 // VM a miss is a nested (two-level) page walk. So a large buffer gets a mapping of its own,
 // aligned to 2 MiB and advised MADV_HUGEPAGE: Debian's kernel gives transparent huge pages only to
 // memory so advised (its default mode is "madvise"), and malloc never advises. Measured on AMD
-// EPYC Zen 4 (2 vCPUs, BENCHMARKS.md): two threads summing 512 MB read 34 GB/s on 2 MiB pages
-// against 26 on 4 KiB pages (medians, alternating); GPT-2 124M generation 13% faster.
+// EPYC Zen 4 (2 vCPUs, BENCHMARKS.md): two threads summing 512 MB read 33 GB/s on 2 MiB pages
+// against 26 on 4 KiB pages (medians, alternating); GPT-2 124M generation with every weight on
+// them, 13% faster.
 //
 // A fresh mapping costs its pages' zeroing when first touched (all of each 2 MiB page), where
 // malloc reuses freed heap memory untouched by the kernel. So how large "large" is depends on the

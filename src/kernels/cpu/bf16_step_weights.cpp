@@ -160,7 +160,8 @@ void take_spare(Bf16RoundedOperand::Bits& bits, int64_t n) {
   std::swap(bits, t_spare);
   if (bits.capacity < size_t(n)) {
     const size_t bytes = size_t(n) * sizeof(uint16_t);
-    bits.data = {static_cast<uint16_t*>(buffer_alloc(bytes, BufferLife::kept)), BufferDeleter{bytes, BufferLife::kept}};  // not zeroed
+    bits.data = {static_cast<uint16_t*>(buffer_alloc(bytes, BufferLife::kept)),  // not zeroed
+                 BufferDeleter{bytes, BufferLife::kept}};
     QKV_CHECK(bits.data != nullptr, "Bf16RoundedOperand", "out of memory for ", bytes, " bytes");
     bits.capacity = size_t(n);
   }
