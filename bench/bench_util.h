@@ -80,9 +80,9 @@ inline int64_t last_level_cache_bytes() {
 // STREAM-style triad a = b + s * c over three f32 arrays of `array_bytes` each (default 64 MiB),
 // first-touched by the OpenMP threads that use them, on 2 MiB pages (buffer_alloc's kept buffers:
 // the fastest pages this machine gives, so the floor is the lowest one): the best of `reps` passes
-// after one warm-up, in GB/s of wall time (3 arrays moved per pass, as STREAM
-// counts). The attainable memory bandwidth that a bandwidth-bound kernel is compared with,
-// measured in the same sitting.
+// after one warm-up, in GB/s of wall time (3 arrays moved per pass, as STREAM counts). The
+// attainable memory bandwidth that a bandwidth-bound kernel is compared with, measured in the same
+// sitting.
 // STREAM's own rule is arrays of at least 4x the last-level cache: with a large L3 (260 MiB on
 // the Emerald Rapids VM) 64 MiB arrays are served partly from the cache; pass
 // stream_array_bytes() for the rule's size.
@@ -90,10 +90,11 @@ inline double triad_gbs(int reps = 10, int64_t array_bytes = 64ll << 20) {
   const int64_t kN = array_bytes / int64_t(sizeof(float));
   // buffer_alloc leaves the pages untouched until the threads' first writes place them.
   const size_t bytes = size_t(kN) * sizeof(float);
-  using Array = std::unique_ptr<float, BufferDeleter>;
-  Array a(static_cast<float*>(buffer_alloc(bytes, BufferLife::kept)), BufferDeleter{bytes, BufferLife::kept}),
-      b(static_cast<float*>(buffer_alloc(bytes, BufferLife::kept)), BufferDeleter{bytes, BufferLife::kept}),
-      c(static_cast<float*>(buffer_alloc(bytes, BufferLife::kept)), BufferDeleter{bytes, BufferLife::kept});
+  const BufferDeleter release{bytes, BufferLife::kept};
+  const auto array = [&] {
+    return std::unique_ptr<float, BufferDeleter>(static_cast<float*>(buffer_alloc(bytes, BufferLife::kept)), release);
+  };
+  auto a = array(), b = array(), c = array();
   float *pa = a.get(), *pb = b.get(), *pc = c.get();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < kN; ++i) pa[i] = 0.f, pb[i] = 1.f, pc[i] = 2.f;

@@ -9,14 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define QKV_BUFFER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define QKV_BUFFER_ASAN 1
-#endif
-#endif
-
 namespace qkv {
 namespace {
 
@@ -29,14 +21,7 @@ size_t page_bytes() {
   return page;
 }
 
-bool mapped(size_t bytes, BufferLife life) {
-#if defined(QKV_BUFFER_ASAN)
-  (void)bytes, (void)life;
-  return false;
-#else
-  return bytes >= buffer_huge_page_threshold(life);
-#endif
-}
+bool mapped(size_t bytes, BufferLife life) { return !kBufferAsan && bytes >= buffer_huge_page_threshold(life); }
 
 }  // namespace
 

@@ -13,17 +13,7 @@
 namespace qkv {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-#else
-constexpr bool kAsan = false;
-#endif
+constexpr bool kAsan = kBufferAsan;
 
 // The system's THP mode, the bracketed word of /sys/kernel/mm/transparent_hugepage/enabled
 // ("always [madvise] never"); empty when the kernel has none.

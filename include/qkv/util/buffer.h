@@ -26,6 +26,19 @@ namespace qkv {
 
 constexpr size_t kHugePageBytes = size_t(2) << 20;
 
+// Whether this code is built with AddressSanitizer (then nothing is mapped: see above).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kBufferAsan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kBufferAsan = true;
+#else
+constexpr bool kBufferAsan = false;
+#endif
+#else
+constexpr bool kBufferAsan = false;
+#endif
+
 enum class BufferLife {
   kept,      // made once and read many times (packed weight copies): 2 MiB pages from 2 MiB
   recycled,  // freed and remade as shapes change (tensors' Storage): 2 MiB pages from 32 MiB
