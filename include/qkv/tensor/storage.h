@@ -26,14 +26,13 @@ class Storage {
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  // Whether this Storage came from the cache (false for a kept buffer on its own mapping).
+  bool cached() const { return cached_; }
 
   // Counts the in-place writes to this memory that were announced (Tensor::copy_from, fill,
   // mark_modified; the optimizer kernels and nn::init): caches derived from a tensor's values
   // (PackedWeights, ops/packed.h) compare it to know they are stale. Writes through raw data pointers
   // are not seen: such a writer calls Tensor::mark_modified.
-  // Whether this Storage came from the cache (false for a kept buffer on its own mapping).
-  bool cached() const { return cached_; }
-
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
   void bump_version() { version_.fetch_add(1, std::memory_order_acq_rel); }
 
