@@ -42,9 +42,9 @@ using namespace qkv::bench;  // Timed, timed, timed_pair, timed_all
 
 namespace {
 
-Tensor rand_t(const Shape& s, uint64_t seed, BufferLife life = BufferLife::recycled) {
+Tensor rand_t(const Shape& s, uint64_t seed) {
   Generator g(seed);
-  Tensor t = Tensor::empty(s, DType::f32, life);
+  Tensor t = Tensor::empty(s);
   g.normal(t.data<float>(), t.numel(), 0.f, 0.05f);
   return t;
 }
@@ -390,8 +390,8 @@ void bench_int8_packed() {
 // Wqkv 2304x768, Wo 768x768, W1 3072x768, W2 768x3072, then the 50257x768 vocabulary), every
 // weight distinct, so each "token" streams all of them from memory as generation does: fp32 rows
 // (in place: the Generator's fp32 form), fp32 panels, bf16 blocked (oneDNN), bf16 rows (the
-// Generator's bf16 form) and int8, alternating, all on 2 MiB pages as a model's are. Weight bytes
-// over time is the bandwidth each reaches; attention, layer norms etc. are not included.
+// Generator's bf16 form) and int8, alternating. Weight bytes over time is the bandwidth each
+// reaches; attention, layer norms and the rest of a real step are not included.
 void bench_gpt2_stream(int tokens) {
   const auto& info = kernels::dnnl_cpu_info();
   std::printf("\nGPT-2 124M batch-1 products, all weights streamed per token. CPU: %s; oneDNN ISA %s.\n",
@@ -409,7 +409,7 @@ void bench_gpt2_stream(int tokens) {
   double f32_bytes = 0, b16_bytes = 0, i8_bytes = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const W& s = shapes[i];
-    w.push_back(rand_t({s.N, s.K}, 300 + i, BufferLife::kept));  // as a model's parameters (tensor/storage.h)
+    w.push_back(rand_t({s.N, s.K}, 300 + i));
     x.push_back(rand_t({1, s.K}, 700 + i));
     y.push_back(Tensor::empty({1, s.N}));
     rows.push_back(kernels::pack_linear_rows({w.back()}, Tensor()));

@@ -19,7 +19,6 @@ Tensor Module::register_parameter(const std::string& name, Tensor t) {
   check_name(name);
   check_floating(t, "Module::register_parameter", name.c_str());
   t.set_requires_grad(true);
-  t.move_storage(BufferLife::kept);  // read every step: large ones on 2 MiB pages (tensor/storage.h)
   params_.emplace_back(name, t);
   return t;
 }

@@ -44,8 +44,7 @@ struct Cache {
   std::mutex mu;
   std::map<size_t, std::deque<FreeBlock>> free_lists;  // by size class; each list oldest first
   uint64_t frees = 0;
-  size_t cached_in_use = 0;  // bytes_in_use less the kept Storages, which never enter the cache
-  size_t max_in_use = 0;     // the cache's budget: cached_in_use's peak; allocator_reset_peak leaves it alone
+  size_t max_in_use = 0;  // the cache's budget; allocator_reset_peak (stats only) leaves it alone
   AllocatorStats stats;
 
   // The newest free block of class cap, else of the nearest larger class up to kLargerClassesReused
@@ -90,22 +89,9 @@ Cache& cache() {
 
 }  // namespace
 
-std::shared_ptr<Storage> Storage::allocate(size_t nbytes, BufferLife life) {
-  Cache& c = cache();
-  if (life == BufferLife::kept && nbytes >= buffer_huge_page_threshold(BufferLife::kept)) {
-    void* p = buffer_alloc(nbytes, BufferLife::kept);
-    if (!p) {
-      allocator_empty_cache();
-      p = buffer_alloc(nbytes, BufferLife::kept);
-    }
-    QKV_CHECK(p != nullptr, "Storage::allocate", "out of memory allocating ", nbytes, " bytes");
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.stats.system_allocs++;
-    c.stats.bytes_in_use += nbytes;
-    if (c.stats.bytes_in_use > c.stats.peak_bytes_in_use) c.stats.peak_bytes_in_use = c.stats.bytes_in_use;
-    return std::shared_ptr<Storage>(new Storage(p, nbytes, nbytes, false));
-  }
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   size_t cap = size_class(nbytes == 0 ? 1 : nbytes);
+  Cache& c = cache();
   void* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(c.mu);
@@ -124,24 +110,16 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, BufferLife life) {
   {
     std::lock_guard<std::mutex> lock(c.mu);
     c.stats.bytes_in_use += cap;
-    c.cached_in_use += cap;
     if (c.stats.bytes_in_use > c.stats.peak_bytes_in_use) c.stats.peak_bytes_in_use = c.stats.bytes_in_use;
-    if (c.cached_in_use > c.max_in_use) c.max_in_use = c.cached_in_use;
+    if (c.stats.bytes_in_use > c.max_in_use) c.max_in_use = c.stats.bytes_in_use;
   }
-  return std::shared_ptr<Storage>(new Storage(p, nbytes, cap, true));
+  return std::shared_ptr<Storage>(new Storage(p, nbytes, cap));
 }
 
 Storage::~Storage() {
   Cache& c = cache();
-  if (!cached_) {
-    buffer_free(data_, capacity_, BufferLife::kept);
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.stats.bytes_in_use -= capacity_;
-    return;
-  }
   std::lock_guard<std::mutex> lock(c.mu);
   c.stats.bytes_in_use -= capacity_;
-  c.cached_in_use -= capacity_;
   c.stats.bytes_cached += capacity_;
   c.free_lists[capacity_].push_back({data_, ++c.frees});
   c.trim();
@@ -165,7 +143,7 @@ void allocator_empty_cache() {
     list.clear();
   }
   c.stats.bytes_cached = 0;
-  c.max_in_use = c.cached_in_use;  // the budget restarts from what is live now
+  c.max_in_use = c.stats.bytes_in_use;  // the budget restarts from what is live now
 }
 
 }  // namespace qkv

@@ -8,9 +8,9 @@
 namespace qkv {
 namespace {
 
-std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype, BufferLife life) {
+std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(size_t(shape.numel()) * dtype_size(dtype), life);
+  impl->storage = Storage::allocate(size_t(shape.numel()) * dtype_size(dtype));
   impl->shape = shape;
   impl->strides = Shape::contiguous_strides(shape);
   impl->dtype = dtype;
@@ -62,13 +62,13 @@ TensorImpl& Tensor::impl() const {
   return *impl_;
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, BufferLife life) {
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
   dispatch_all(dtype, "Tensor::empty", [](auto*) {});
-  return Tensor(make_impl(shape, dtype, life));
+  return Tensor(make_impl(shape, dtype));
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype, BufferLife life) {
-  Tensor t = empty(shape, dtype, life);
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
   std::memset(t.raw_data(), 0, size_t(t.numel()) * dtype_size(dtype));
   return t;
 }
@@ -239,19 +239,6 @@ void Tensor::fill(double value) {
       for (int64_t i = 0; i < n; ++i) p[off[0] + i * s] = v;
     });
   });
-}
-
-void Tensor::move_storage(BufferLife life) {
-  const std::shared_ptr<Storage>& old = storage();
-  const size_t nbytes = size_t(numel()) * dtype_size(dtype());
-  const bool whole = is_contiguous() && offset() == 0 && old->nbytes() == nbytes && old.use_count() == 1;
-  // Where Storage::allocate(nbytes, life) would put it: the cache unless kept and large.
-  const bool to_cache = !(life == BufferLife::kept && nbytes >= buffer_huge_page_threshold(BufferLife::kept));
-  if (!whole || to_cache == old->cached()) return;
-  std::shared_ptr<Storage> fresh = Storage::allocate(nbytes, life);
-  std::memcpy(fresh->data(), old->data(), nbytes);
-  impl().storage = std::move(fresh);
-  mark_modified();  // a new Storage is a new identity for the caches (ops/packed.h); announced anyway
 }
 
 Tensor& Tensor::set_requires_grad(bool on) {

@@ -136,9 +136,7 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
       QKV_CHECK(it != state.end(), where, "missing entry '", key + n, "'");
       QKV_CHECK(it->second.shape() == ps[i].shape() && it->second.dtype() == ps[i].dtype(), where, "entry '",
                 key + n, "': expected ", ps[i].str(), " (like parameter ", i, "), got ", it->second.str());
-      Tensor b = Tensor::empty(ps[i].shape(), ps[i].dtype(), BufferLife::kept);  // read every step, as in step()
-      b.copy_from(it->second);
-      fresh[i].buffers[n] = b;
+      fresh[i].buffers[n] = it->second.clone();
       used.insert(key + n);
     }
   }
@@ -189,7 +187,7 @@ void SGD::step() {
     Tensor none, *buf = &none;
     if (momentum_ != 0) {
       buf = &s.buffers["momentum_buffer"];
-      if (!buf->defined()) *buf = Tensor::empty(p.shape(), p.dtype(), BufferLife::kept);  // written on the first step
+      if (!buf->defined()) *buf = Tensor::empty_like(p);  // written on the first step
     }
     kernels::sgd_update(p, grad, *buf, h);
     ++s.step;
@@ -226,8 +224,7 @@ void Adam::step() {
   for_each_grad([&](const ParamGroup& g, Tensor& p, const Tensor& grad, size_t i) {
     State& s = state(i);
     if (s.step == 0)
-      for (const std::string& n : buffer_names())  // read every step: large ones on 2 MiB pages
-        s.buffers[n] = Tensor::zeros(p.shape(), p.dtype(), BufferLife::kept);
+      for (const std::string& n : buffer_names()) s.buffers[n] = Tensor::zeros_like(p);
     kernels::AdamStep h;
     h.lr = *g.lr;
     h.beta1 = beta1_;

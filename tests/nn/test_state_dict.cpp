@@ -88,21 +88,6 @@ TEST(StateDict, NamesAreScopedAndDotted) {
   EXPECT_EQ(m.num_parameters(), 3 * 4 + 3 + 2 * 3 + 2);
 }
 
-TEST(Module, LargeParametersMoveToKeptStorageWithTheirValues) {
-  // 1024 x 1024 floats (4 MiB): kept (tensor/storage.h), off the activations' cache; the bias is small.
-  const Tensor w0 = randn({1024, 1024}, 3), b0 = randn({1024}, 4);
-  Leaf leaf(1024, 1024, 3);
-  EXPECT_FALSE(leaf.weight.storage()->cached());
-  EXPECT_TRUE(leaf.bias.storage()->cached());
-  EXPECT_TRUE(bit_equal(leaf.weight, w0));
-  EXPECT_TRUE(bit_equal(leaf.bias, b0));
-  auto sd = leaf.state_dict();
-  EXPECT_EQ(sd.at("weight").storage(), leaf.weight.storage());
-  leaf.load_state_dict({{"weight", randn({1024, 1024}, 5)}, {"bias", b0}});
-  EXPECT_TRUE(bit_equal(leaf.weight, randn({1024, 1024}, 5)));
-  EXPECT_FALSE(leaf.weight.storage()->cached());
-}
-
 TEST(StateDict, SafetensorsRoundTripIsBitIdentical) {
   Tiny a(1), b(100);
   std::string path = tmp_path("roundtrip.safetensors");

@@ -126,61 +126,6 @@ TEST(Tensor, CacheNeverHoldsMoreThanTheLargestLiveSet) {
   EXPECT_GT(s.cache_hits, 0u);
 }
 
-TEST(Tensor, KeptStorageFromTwoMiBBypassesTheCache) {
-  allocator_empty_cache();
-  const AllocatorStats before = allocator_stats();
-  const int64_t big = int64_t(buffer_huge_page_threshold(BufferLife::kept) / sizeof(float));
-  {
-    Tensor k = Tensor::zeros({big}, DType::f32, BufferLife::kept);
-    EXPECT_FALSE(k.storage()->cached());
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(k.raw_data()) % 64, 0u);
-    EXPECT_EQ(k.to_vector<float>()[size_t(big - 1)], 0.f);
-    EXPECT_EQ(allocator_stats().bytes_in_use, before.bytes_in_use + size_t(big) * sizeof(float));
-    const Tensor under = Tensor::empty({big - 16}, DType::f32, BufferLife::kept), recycled = Tensor::empty({big});
-    EXPECT_TRUE(under.storage()->cached());
-    EXPECT_TRUE(recycled.storage()->cached());
-  }
-  const AllocatorStats after = allocator_stats();
-  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
-  // Only the two cached ones came back to the cache; the kept one went to the system.
-  const size_t cached = after.bytes_cached - before.bytes_cached;
-  EXPECT_LT(cached, 2 * size_t(big) * sizeof(float) + 4096);
-  EXPECT_GE(cached, 2 * size_t(big - 16) * sizeof(float));
-}
-
-TEST(Tensor, MoveStorageKeepsValuesAndEveryHandle) {
-  const int64_t big = int64_t(buffer_huge_page_threshold(BufferLife::kept) / sizeof(float)) + 5;
-  Tensor t = Tensor::arange(big, DType::f32);
-  Tensor same = t;  // another handle to the same tensor
-  const Storage* old = t.storage().get();
-  const uint64_t version = t.storage()->version();
-  t.move_storage(BufferLife::kept);
-  EXPECT_NE(t.storage().get(), old);
-  EXPECT_FALSE(t.storage()->cached());
-  EXPECT_EQ(same.storage(), t.storage());
-  EXPECT_GT(t.storage()->version(), version);
-  const std::vector<float> v = same.to_vector<float>();
-  for (int64_t i = 0; i < big; i += 4099) ASSERT_EQ(v[size_t(i)], float(i));
-  EXPECT_EQ(v.back(), float(big - 1));
-  t.move_storage(BufferLife::kept);  // already kept: nothing to do
-  EXPECT_EQ(same.storage(), t.storage());
-  t.move_storage(BufferLife::recycled);  // and back
-  EXPECT_TRUE(t.storage()->cached());
-  EXPECT_EQ(same.to_vector<float>(), v);
-
-  // Nothing moves where a view shares the storage, where the tensor is a view, or when small.
-  Tensor u = Tensor::arange(big, DType::f32);
-  Tensor view = u.as_strided({big - 1}, {1}, 1);
-  u.move_storage(BufferLife::kept);
-  EXPECT_EQ(u.storage(), view.storage());
-  view.move_storage(BufferLife::kept);
-  EXPECT_EQ(u.storage(), view.storage());
-  EXPECT_TRUE(u.storage()->cached());
-  Tensor small = Tensor::arange(1000, DType::f32);
-  small.move_storage(BufferLife::kept);
-  EXPECT_TRUE(small.storage()->cached());
-}
-
 TEST(Tensor, ErrorsNameTheProblem) {
   EXPECT_THROW(Tensor::zeros({2, 3}).data<int64_t>(), Error);
   EXPECT_THROW(Tensor::zeros({2, 3}).item(), Error);

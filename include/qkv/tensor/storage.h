@@ -1,33 +1,26 @@
 // qkv/tensor/storage.h - 64-byte aligned buffers from a caching allocator (from 32 MiB up on 2 MiB
-// pages: qkv/util/buffer.h), and kept buffers (parameters, optimizer state) outside it.
+// pages: qkv/util/buffer.h).
 // Freed blocks go back to a per-size-class free list and are reused (a request may take a block
 // up to twice its size), so a training step that allocates the same activations every iteration
 // stops calling malloc after the first one. The cache holds at most as many bytes as were ever
 // live at once; beyond that the oldest free blocks go back to the system (src/tensor/storage.cpp).
-// A Storage allocated BufferLife::kept from buffer_huge_page_threshold(kept) (2 MiB) up bypasses
-// the cache: it gets its own mapping on 2 MiB pages, returned to the system when freed. Parameters
-// and optimizer state are made once and read every step (a GPT-2 token reads 500 MB of them).
 #pragma once
 #include <cstddef>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 
-#include "qkv/util/buffer.h"
-
 namespace qkv {
 
 class Storage {
  public:
-  static std::shared_ptr<Storage> allocate(size_t nbytes, BufferLife life = BufferLife::recycled);
+  static std::shared_ptr<Storage> allocate(size_t nbytes);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
-  // Whether this Storage came from the cache (false for a kept buffer on its own mapping).
-  bool cached() const { return cached_; }
 
   // Counts the in-place writes to this memory that were announced (Tensor::copy_from, fill,
   // mark_modified; the optimizer kernels and nn::init): caches derived from a tensor's values
@@ -37,17 +30,15 @@ class Storage {
   void bump_version() { version_.fetch_add(1, std::memory_order_acq_rel); }
 
  private:
-  Storage(void* data, size_t nbytes, size_t capacity, bool cached)
-      : data_(data), nbytes_(nbytes), capacity_(capacity), cached_(cached) {}
+  Storage(void* data, size_t nbytes, size_t capacity) : data_(data), nbytes_(nbytes), capacity_(capacity) {}
   void* data_;
   size_t nbytes_;
-  size_t capacity_;  // the size class actually allocated (cached), else nbytes
-  bool cached_;
+  size_t capacity_;  // the size class actually allocated
   std::atomic<uint64_t> version_{0};
 };
 
 struct AllocatorStats {
-  size_t bytes_in_use = 0;       // held by live Storages (size classes; kept ones too)
+  size_t bytes_in_use = 0;       // held by live Storages (size classes)
   size_t bytes_cached = 0;       // freed, kept for reuse
   size_t peak_bytes_in_use = 0;
   size_t system_allocs = 0;      // calls that reached the system (buffer_alloc)

@@ -40,9 +40,8 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   // ---- factories (never require grad) ----
-  // `life` chooses the Storage (storage.h): kept for tensors made once and read every step.
-  static Tensor empty(const Shape& shape, DType dtype = DType::f32, BufferLife life = BufferLife::recycled);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, BufferLife life = BufferLife::recycled);
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
   static Tensor ones(const Shape& shape, DType dtype = DType::f32);
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
   static Tensor scalar(double value, DType dtype = DType::f32);  // shape ()
@@ -85,11 +84,6 @@ class Tensor {
   // version, storage.h): call it after writing a parameter's values by hand.
   void mark_modified() const { impl().storage->bump_version(); }
   void zero() { fill(0.0); }
-  // Moves the values into a fresh Storage allocated with `life` when this tensor is contiguous,
-  // covers its whole storage and is that storage's only user; otherwise changes nothing (views
-  // of one storage must keep sharing it). Every handle to this tensor sees the move.
-  // nn::Module::register_parameter keeps parameters this way.
-  void move_storage(BufferLife life);
 
   // ---- autograd fields ----
   bool requires_grad() const { return impl().requires_grad; }
