@@ -7,16 +7,17 @@
 // memory so advised (its default mode is "madvise"), and malloc never advises. Measured on AMD
 // EPYC Zen 4 (2 vCPUs, BENCHMARKS.md): two threads summing 512 MB read 33 GB/s on 2 MiB pages
 // against 26 on 4 KiB pages (medians, alternating); GPT-2 124M generation with every weight on
-// them, 4-13% faster (two sittings).
+// them, 4-13% faster (two sittings). Parameters stay tensors of the cache below: kept on their own
+// mappings they raised the demo's training peak by 50-90 MB through glibc's heap (BENCHMARKS.md).
 //
 // A fresh mapping costs its pages' zeroing when first touched (all of each 2 MiB page), where
 // malloc reuses freed heap memory untouched by the kernel. So how large "large" is depends on the
-// buffer's life (BufferLife): a long-lived one (a packed weight copy; a parameter or optimizer
-// state, tensor/storage.h) from 2 MiB; a recycled one (the cache's activations) from 32 MiB, the
-// size from which glibc's malloc maps every request afresh anyway (its largest dynamic mmap
-// threshold). Every tensor from 2 MiB measured 6-15% slower on the demo's translation training,
-// whose activations change shape from step to step: the allocator's cache returned blocks that
-// came back as fresh mappings (the kernel's clear_page 3.4% of the samples).
+// buffer's life (BufferLife): a long-lived one (a packed weight copy) from 2 MiB; a tensor's
+// (Storage: parameters and activations alike) from 32 MiB, the size from which glibc's malloc
+// maps every request afresh anyway (its largest dynamic mmap threshold). Every tensor from 2 MiB
+// measured 6-15% slower on the demo's translation training, whose activations change shape from
+// step to step: the allocator's cache returned blocks that came back as fresh mappings (the
+// kernel's clear_page 3.4% of the samples).
 //
 // Under AddressSanitizer every buffer comes from aligned_alloc, so that its bounds stay checked.
 #pragma once
@@ -40,8 +41,8 @@ constexpr bool kBufferAsan = false;
 #endif
 
 enum class BufferLife {
-  kept,      // made once and read many times (packed weight copies, parameters): 2 MiB pages from 2 MiB
-  recycled,  // freed and remade as shapes change (the Storage cache's): 2 MiB pages from 32 MiB
+  kept,      // made once and read many times (packed weight copies): 2 MiB pages from 2 MiB
+  recycled,  // freed and remade as shapes change (tensors' Storage): 2 MiB pages from 32 MiB
 };
 
 // The smallest buffer of `life` that gets a mapping of its own on 2 MiB pages.
