@@ -13,8 +13,6 @@
 namespace qkv {
 namespace {
 
-constexpr bool kAsan = kBufferAsan;
-
 // The system's THP mode, the bracketed word of /sys/kernel/mm/transparent_hugepage/enabled
 // ("always [madvise] never"); empty when the kernel has none.
 std::string thp_mode() {
@@ -34,7 +32,7 @@ TEST(Buffer, EverySizeIsAlignedAndWritableToItsLastByte) {
       ASSERT_NE(p, nullptr) << bytes;
       const uintptr_t a = reinterpret_cast<uintptr_t>(p);
       EXPECT_EQ(a % 64, 0u) << bytes;
-      if (bytes >= big && !kAsan) {
+      if (bytes >= big && !kBufferAsan) {
         EXPECT_EQ(a % kHugePageBytes, 0u) << bytes;
       }
       const size_t n = bytes == 0 ? 1 : bytes;
@@ -61,7 +59,7 @@ TEST(Buffer, LargeBuffersAreAdvisedForHugePagesAndSmallOnesAreNot) {
   const size_t kept = 4 * kHugePageBytes, recycled = buffer_huge_page_threshold(BufferLife::recycled);
   if (mode.empty() || mode == "never") {  // nothing may have huge pages
     EXPECT_FALSE(eligible(kept, BufferLife::kept)) << "mode '" << mode << "'";
-  } else if (!kAsan) {  // the large ones advised, or every mapping eligible ("always")
+  } else if (!kBufferAsan) {  // the large ones advised, or every mapping eligible ("always")
     EXPECT_TRUE(eligible(kept, BufferLife::kept)) << "mode " << mode;
     EXPECT_TRUE(eligible(recycled, BufferLife::recycled)) << "mode " << mode;
   } else if (mode == "madvise") {  // ASan: every buffer from aligned_alloc, which nothing advises
