@@ -1,9 +1,10 @@
-// qkv/tensor/storage.h - 64-byte aligned buffers from a caching allocator (from 32 MiB up on 2 MiB
-// pages: qkv/util/buffer.h).
-// Freed blocks go back to a per-size-class free list and are reused (a request may take a block
-// up to twice its size), so a training step that allocates the same activations every iteration
-// stops calling malloc after the first one. The cache holds at most as many bytes as were ever
-// live at once; beyond that the oldest free blocks go back to the system (src/tensor/storage.cpp).
+// qkv/tensor/storage.h - 64-byte aligned buffers from a caching allocator.
+// From 64 KiB a buffer is a block of a BlockArena (qkv/tensor/block_arena.h): best fit in
+// segments on 2 MiB pages, merged with its free neighbours when it comes back, so the next step's
+// tensors reuse the same pages whatever their shapes. Smaller buffers go back to a per-size-class
+// free list and are reused (a request may take a block up to twice its size). A training step that
+// allocates the same activations every iteration stops asking the system for memory after the
+// first one, and tensor memory stays under twice the largest live set (src/tensor/storage.cpp).
 #pragma once
 #include <cstddef>
 #include <atomic>

@@ -7,17 +7,18 @@
 // memory so advised (its default mode is "madvise"), and malloc never advises. Measured on AMD
 // EPYC Zen 4 (2 vCPUs, BENCHMARKS.md): two threads summing 512 MB read 33 GB/s on 2 MiB pages
 // against 26 on 4 KiB pages (medians, alternating); GPT-2 124M generation with every weight on
-// them, 4-13% faster (two sittings). Parameters stay tensors of the cache below: kept on their own
-// mappings they raised the demo's training peak by 50-90 MB through glibc's heap (BENCHMARKS.md).
+// them, 4-13% faster (two sittings).
 //
 // A fresh mapping costs its pages' zeroing when first touched (all of each 2 MiB page), where
 // malloc reuses freed heap memory untouched by the kernel. So how large "large" is depends on the
-// buffer's life (BufferLife): a long-lived one (a packed weight copy) from 2 MiB; a tensor's
-// (Storage: parameters and activations alike) from 32 MiB, the size from which glibc's malloc
-// maps every request afresh anyway (its largest dynamic mmap threshold). Every tensor from 2 MiB
-// measured 6-15% slower on the demo's translation training, whose activations change shape from
-// step to step: the allocator's cache returned blocks that came back as fresh mappings (the
-// kernel's clear_page 3.4% of the samples).
+// buffer's life (BufferLife): a long-lived one from 2 MiB (a packed weight copy; a segment of the
+// tensors' BlockArena, qkv/tensor/storage.h, which keeps its segments and reuses them step after
+// step); one freed and remade as shapes change from 32 MiB, the size from which glibc's malloc maps
+// every request afresh anyway (its largest dynamic mmap threshold). Tensors once had a mapping
+// each from 2 MiB: 6-15% slower on the demo's translation training, whose activations change shape
+// from step to step, since freed blocks came back as fresh mappings (the kernel's clear_page 3.4%
+// of the samples); and parameters on mappings of their own raised its peak memory by 50-90 MB
+// through glibc's heap (BENCHMARKS.md). The arena has neither cost.
 //
 // Under AddressSanitizer every buffer comes from aligned_alloc, so that its bounds stay checked.
 #pragma once
@@ -41,8 +42,8 @@ constexpr bool kBufferAsan = false;
 #endif
 
 enum class BufferLife {
-  kept,      // made once and read many times (packed weight copies): 2 MiB pages from 2 MiB
-  recycled,  // freed and remade as shapes change (tensors' Storage): 2 MiB pages from 32 MiB
+  kept,      // made once and kept (packed weight copies, the tensors' arena segments): 2 MiB pages from 2 MiB
+  recycled,  // freed and remade as shapes change (Storage's small blocks): 2 MiB pages from 32 MiB
 };
 
 // The smallest buffer of `life` that gets a mapping of its own on 2 MiB pages.
