@@ -12,6 +12,7 @@
 
 #include "qkv/tensor/tensor.h"
 #include "qkv/util/buffer.h"
+#include "qkv/util/error.h"
 
 using namespace qkv;
 
@@ -81,6 +82,24 @@ TEST(Storage, LargeTensorsMayHaveHugePages) {
     GTEST_SKIP() << "no arena (ASan) or no transparent huge pages: '" << modes << "'";
   Tensor t = Tensor::zeros({4 * kFloatsPerMiB});
   EXPECT_TRUE(buffer_huge_page_eligible(t.raw_data()));
+}
+
+TEST(Storage, MoreMemoryThanTheSystemHasIsAClearErrorAndTheCacheStaysUsable) {
+  std::ifstream f("/proc/sys/vm/overcommit_memory");
+  int overcommit = 0;
+  f >> overcommit;
+  if (kBufferAsan || overcommit == 1)  // ASan aborts on such a request; mode 1 maps anything
+    GTEST_SKIP() << "AddressSanitizer, or vm.overcommit_memory = 1";
+  Tensor keep = Tensor::ones({2 * kFloatsPerMiB});
+  try {
+    Tensor::empty({int64_t(1) << 42});  // 16 TiB
+    FAIL() << "a 16 TiB tensor was allocated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(keep.to_vector<float>()[2 * kFloatsPerMiB - 1], 1.0f);  // what was live is untouched
+  Tensor after = Tensor::ones({3 * kFloatsPerMiB});
+  EXPECT_EQ(after.to_vector<float>().back(), 1.0f);
 }
 
 TEST(Storage, TensorMemoryStaysWithinTwiceTheLargestLiveSet) {
