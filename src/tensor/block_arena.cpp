@@ -64,8 +64,10 @@ void* BlockArena::allocate(size_t bytes, size_t* got, bool may_map, bool* mapped
     void* p = source_.map(seg_bytes);
     if (!p) return nullptr;
     const uintptr_t base = reinterpret_cast<uintptr_t>(p);
-    QKV_CHECK(base % opt_.granule == 0, "BlockArena", "a segment at ", p, " is not aligned to the granule ",
-              opt_.granule);
+    if (base % opt_.granule != 0) {
+      source_.unmap(p, seg_bytes);
+      fail("BlockArena", "a segment at ", p, " is not aligned to the granule ", opt_.granule);
+    }
     segments_.push_back({base, seg_bytes, 0, 0});
     reserved_ += seg_bytes;
     b = new Block{base, seg_bytes, &segments_.back(), nullptr, nullptr, true};

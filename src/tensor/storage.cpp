@@ -16,13 +16,14 @@
 //
 // Measured on the demo's translation training (150 updates, 2 threads, AMD EPYC Zen 4, four
 // alternating pairs; BENCHMARKS.md): peak RSS 406 MB against 637 MB when every block came from
-// malloc by size class, the same losses to the bit, 41-42 s against 47-55 s. (Exact-class reuse
-// alone, earlier, had let the cache grow to 1.5 GB.)
+// malloc by size class, the same losses to the bit, 41-42 s against 47-55 s (the whole demo's
+// training rate: level). Exact-class reuse alone, earlier, had let the cache grow to 1.5 GB.
 //
 // Under AddressSanitizer the arena is off and every block comes from aligned_alloc, so that
 // ASan checks each tensor's bounds; the arena's bookkeeping has tests of its own.
 #include "qkv/tensor/storage.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <mutex>

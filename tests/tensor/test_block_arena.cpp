@@ -221,6 +221,16 @@ TEST_F(BlockArenaTest, RandomTrafficAgainstABruteForceModel) {
   EXPECT_TRUE(FakeSource::mapped.empty());
 }
 
+TEST_F(BlockArenaTest, AMisalignedSegmentIsGivenBackAndIsAClearError) {
+  BlockArena a({[](size_t bytes) { return static_cast<void*>(static_cast<char*>(FakeSource::map(bytes)) + 64); },
+                [](void* p, size_t bytes) { FakeSource::unmap(static_cast<char*>(p) - 64, bytes); }},
+               options());
+  size_t got = 0;
+  EXPECT_THROW(a.allocate(kUnit, &got, true), Error);
+  EXPECT_TRUE(FakeSource::mapped.empty());
+  EXPECT_EQ(a.reserved(), 0u);
+}
+
 TEST_F(BlockArenaTest, RejectsAGranuleThatIsNotAPowerOfTwo) {
   EXPECT_THROW(BlockArena(source(), {16 * kUnit, 4 * kUnit, 3000, 2 * kUnit}), Error);
 }
