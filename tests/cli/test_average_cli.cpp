@@ -79,6 +79,28 @@ TEST(AverageCli, RunModelIsTheMeanOfTheLastCheckpoints) {
   EXPECT_TRUE(qkv::read_file((dir / "by_hand/model.safetensors").string()) ==
               qkv::read_file((dir / "run/model/model.safetensors").string()));
 
+  // --out never deletes what the user had there: a non-empty directory needs --force, and one of the
+  // checkpoints being read is refused outright.
+  fs::create_directories(dir / "precious");
+  qkv::write_file_atomic((dir / "precious/notes.txt").string(), "keep me");
+  std::vector<std::string> into = avg;
+  into.back() = (dir / "precious").string();
+  EXPECT_EQ(wait_exit(spawn(into, dir / "avg.log")), 1);
+  EXPECT_NE(qkv::read_file((dir / "avg.log").string()).find("--out exists and is not empty"), std::string::npos)
+      << qkv::read_file((dir / "avg.log").string());
+  EXPECT_EQ(qkv::read_file((dir / "precious/notes.txt").string()), "keep me");
+  into.back() = step_dir(dir / "run", 40);
+  EXPECT_EQ(wait_exit(spawn(into, dir / "avg.log")), 1);
+  EXPECT_NE(qkv::read_file((dir / "avg.log").string()).find("is one of the checkpoints being averaged"),
+            std::string::npos)
+      << qkv::read_file((dir / "avg.log").string());
+  EXPECT_TRUE(fs::exists(step_dir(dir / "run", 40) + "/training_state.safetensors"));
+  into.back() = (dir / "precious").string();
+  into.push_back("--force");
+  EXPECT_EQ(wait_exit(spawn(into, dir / "avg.log")), 0) << qkv::read_file((dir / "avg.log").string());
+  EXPECT_FALSE(fs::exists(dir / "precious/notes.txt"));
+  EXPECT_TRUE(fs::exists(dir / "precious/model.safetensors"));
+
   // The averaged directory is a model qkv translates with.
   qkv::write_file_atomic((dir / "in.txt").string(), "a b c\n");
   std::vector<std::string> tr{qkv_bin(), "translate", "--model", (dir / "by_hand").string(), "--input",

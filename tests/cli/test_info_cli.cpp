@@ -202,3 +202,16 @@ TEST(InfoCli, Int8WithoutVnniIsAClearErrorInEveryInferenceCommand) {
               std::string::npos) << err;
   }
 }
+
+// Output that never arrived is a failure: stdout on a full device exits non-zero and says so,
+// for a command's output and for --help alike.
+TEST(CliOutput, AFullStdoutIsAnError) {
+  const fs::path log = fs::path(::testing::TempDir()) / ("qkv_full_stdout_" + std::to_string(getpid()) + ".log");
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"info"}, {"--help"}, {"bleu", "--help"}}) {
+    EXPECT_EQ(run_qkv(args, log, "/dev/full"), 1) << args[0];
+    const std::string err = qkv::read_file(log.string());
+    EXPECT_NE(err.find("stdout: write failed (No space left on device)"), std::string::npos) << args[0] << ": " << err;
+    EXPECT_EQ(run_qkv(args, log, "/dev/null"), 0) << args[0];
+  }
+  fs::remove(log);
+}

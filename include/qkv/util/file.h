@@ -12,7 +12,9 @@ std::string read_file(const std::string& path);
 
 // Atomic write: the data goes to "<path>.tmp.<pid>", is fsync'ed, then renamed over `path`
 // (and the directory fsync'ed). On any failure (full disk included) the temporary is removed,
-// the old `path` is untouched, and qkv::Error names the path and the errno text.
+// the old `path` is untouched, and qkv::Error names the path and the errno text. A symlink to a
+// file stays a symlink (the file it names is replaced); a device, FIFO or socket (/dev/stdout, a
+// pipe) is written in place, since renaming over it would replace the node with a plain file.
 class AtomicWriter {
  public:
   explicit AtomicWriter(std::string path);
@@ -24,9 +26,9 @@ class AtomicWriter {
   void commit();
 
  private:
-  std::string path_, tmp_;
+  std::string path_, target_, tmp_;  // as given; the file it names after symlinks; the temporary
   int fd_ = -1;
-  bool committed_ = false;
+  bool committed_ = false, in_place_ = false;
 };
 
 void write_file_atomic(const std::string& path, const std::string& contents);
