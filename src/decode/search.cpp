@@ -41,6 +41,11 @@ void check_inputs(const Tensor& src, const Tensor& src_pad, const Options& opt) 
   QKV_CHECK(opt.top_p > 0 && opt.top_p <= 1, "decode", "top_p must be in (0, 1], got ", opt.top_p);
   QKV_CHECK(opt.no_repeat_ngram_size >= 0, "decode", "no_repeat_ngram_size must be >= 0 (0 = off), got ",
             opt.no_repeat_ngram_size);
+  QKV_CHECK(std::isfinite(opt.alpha), "decode", "alpha (the length penalty's exponent) must be finite, got ",
+            opt.alpha);
+  QKV_CHECK(std::isfinite(opt.max_len_ratio) && opt.max_len_ratio >= 0, "decode",
+            "max_len_ratio must be a finite number >= 0, got ", opt.max_len_ratio);
+  QKV_CHECK(opt.max_len_extra >= 0, "decode", "max_len_extra must be >= 0, got ", opt.max_len_extra);
 }
 
 // Draws a token from one row of logits with temperature, top-k and top-p.
@@ -91,8 +96,9 @@ double length_penalty(int64_t len, double alpha) {
 }
 
 int64_t max_target_len(const models::Seq2Seq& model, int64_t src_len, const Options& opt) {
-  int64_t lim = int64_t(std::ceil(opt.max_len_ratio * double(src_len))) + opt.max_len_extra;
-  return std::max<int64_t>(1, std::min(lim, model.max_len() - 1));
+  // In double until the model's cap: a huge ratio must not overflow the conversion.
+  const double lim = std::ceil(opt.max_len_ratio * double(src_len)) + double(opt.max_len_extra);
+  return std::max<int64_t>(1, int64_t(std::min(lim, double(model.max_len() - 1))));
 }
 
 namespace {
@@ -110,6 +116,8 @@ struct Setup {
 };
 Setup setup(const models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad, const Options& opt) {
   check_inputs(src, src_pad, opt);
+  QKV_CHECK(opt.beam <= model.tgt_vocab(), "decode", "beam must be at most the target vocabulary (",
+            model.tgt_vocab(), " tokens), got ", opt.beam);
   Setup s;
   s.B = src.size(0);
   std::vector<int64_t> src_len = source_lengths(src_pad);
@@ -121,6 +129,7 @@ Setup setup(const models::Seq2Seq& model, const Tensor& src, const Tensor& src_p
 
 std::vector<std::vector<Hypothesis>> translate(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
                                                SpecialIds ids, const Options& opt) {
+  QKV_CHECK(opt.nbest >= 1 && opt.nbest <= opt.beam, "decode", "nbest must be in [1, beam], got ", opt.nbest);
   return opt.beam == 1 ? greedy(model, src, src_pad, ids, opt) : beam_search(model, src, src_pad, ids, opt);
 }
 

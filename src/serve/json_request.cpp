@@ -78,10 +78,8 @@ int64_t JsonRequest::integer(const std::string& name, int64_t def, int64_t lo, i
   if (!has(name)) return def;
   const auto& v = j_.at(name);
   const std::string range = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-  if (v.is_number_unsigned()) {
-    if (v.get<uint64_t>() > uint64_t(hi)) bad(name, range);
-    return int64_t(v.get<uint64_t>());
-  }
+  // nlohmann stores a non-negative literal as unsigned: range-check it as such first (0 included).
+  if (v.is_number_unsigned() && (hi < 0 || v.get<uint64_t>() > uint64_t(hi))) bad(name, range);
   if (!v.is_number_integer()) bad(name, range);
   const int64_t x = v.get<int64_t>();
   if (x < lo || x > hi) bad(name, range);

@@ -133,4 +133,34 @@ TEST(Decode, BadOptionsThrow) {
   o.nbest = 1;
   o.sample = true;
   EXPECT_THROW(decode::translate(*k.model, k.src, k.pad, {1, 2}, o), Error);
+  o.sample = false;
+
+  // Each bad value is refused by name, before any work (a beam of 2e9 once allocated all memory).
+  auto expect_refused = [&](decode::Options bad, const std::string& what) {
+    try {
+      decode::translate(*k.model, k.src, k.pad, {1, 2}, bad);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  decode::Options bad = o;
+  bad.beam = int(k.model->tgt_vocab()) + 1;
+  expect_refused(bad, "beam must be at most the target vocabulary");
+  bad = o, bad.beam = 1, bad.nbest = -1;
+  expect_refused(bad, "nbest must be in [1, beam]");
+  bad = o, bad.max_len_ratio = std::nan("");
+  expect_refused(bad, "max_len_ratio must be a finite number >= 0");
+  bad = o, bad.max_len_extra = -1;
+  expect_refused(bad, "max_len_extra must be >= 0");
+  bad = o, bad.alpha = std::nan("");
+  expect_refused(bad, "alpha (the length penalty's exponent) must be finite");
+
+  // A huge ratio is the model's own cap, not an overflowed conversion that cut every output to one token.
+  decode::Options capped = o, huge = o;
+  capped.max_len_ratio = 1000, huge.max_len_ratio = 1e30;
+  auto a = decode::translate(*k.model, k.src, k.pad, {1, 2}, capped);
+  auto b = decode::translate(*k.model, k.src, k.pad, {1, 2}, huge);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t s = 0; s < a.size(); ++s) EXPECT_EQ(a[s][0].tokens, b[s][0].tokens) << s;
 }

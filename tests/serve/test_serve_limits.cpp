@@ -53,6 +53,15 @@ TEST(ServeLimits, EachLimitAnswersItsStatusAndNamesIt) {
                "max_length 11 is more than 10 (--max-tokens)", "max_tokens");
   expect_error(post(s.port, "/v1/translate", {{"text", "the"}, {"beam", 5}}), 400,
                "field \"beam\": expected an integer in [1, 4], got the integer 5");
+  // Below the lower bounds: 0 is refused like -1 (JSON's non-negative integers once skipped the check).
+  expect_error(post(s.port, "/v1/translate", {{"text", "the"}, {"max_length", 0}}), 400,
+               "field \"max_length\": expected an integer in [1, ");
+  expect_error(post(s.port, "/v1/translate", {{"text", "the"}, {"beam", 0}}), 400,
+               "field \"beam\": expected an integer in [1, 4], got the integer 0");
+  expect_error(post(s.port, "/v1/completions", {{"prompt", "the"}, {"max_tokens", 0}}), 400,
+               "field \"max_tokens\": expected an integer in [1, ");
+  expect_error(post(s.port, "/v1/completions", {{"prompt", "the"}, {"n", 0}}), 400,
+               "field \"n\": expected an integer in [1, 1], got the integer 0");
   // At the limits, answers.
   EXPECT_EQ(post(s.port, "/v1/translate", {{"texts", nlohmann::json::array({"a", "b", "c"})}, {"max_length", 10}, {"beam", 4}}).status, 200);
   EXPECT_EQ(post(s.port, "/v1/completions", {{"prompt", "the user name error not"}, {"max_tokens", 10}}).status, 200);
