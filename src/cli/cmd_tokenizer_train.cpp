@@ -35,7 +35,8 @@ int run(int argc, char** argv) {
   app.add_option("--vocab-size", vocab_size, "target vocabulary size (char/word: maximum)")
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("--min-frequency", min_freq, "bpe: minimum pair count (default 2); char/word: "
-                 "minimum token count (default 1)");
+                 "minimum token count (default 1)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--input,-i", inputs, "training text files")->required()->expected(1, -1);
   app.add_option("--out,-o", out, "output tokenizer.json")->required();
   app.add_option("--special-tokens", specials_opt, "comma-separated special tokens (default "

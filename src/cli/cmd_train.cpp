@@ -13,6 +13,8 @@
 //
 // mpirun -np N qkv train ... trains data-parallel on N ranks (docs/mpi.md).
 #include <CLI/CLI.hpp>
+
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -58,11 +60,16 @@ int run(int argc, char** argv) {
   app.add_option("--data-dir", r.data_dir, "where corpora are built and cached");
   app.add_option("--out,-o", r.out_dir, "run directory to create");
   app.add_option("--resume", r.resume, "continue the run in this directory from its latest checkpoint");
-  app.add_option("--max-steps", r.max_steps, "override train.max_steps");
-  app.add_option("--max-minutes", r.max_minutes, "override train.max_minutes (wall-clock budget of this run)");
+  CLI::Option* max_steps = app.add_option("--max-steps", r.max_steps, "override train.max_steps");
+  CLI::Option* max_minutes =
+      app.add_option("--max-minutes", r.max_minutes, "override train.max_minutes (wall-clock budget of this run)");
   app.add_option("--precision", r.precision, "override train.precision of a new run: fp32 or bf16 (mixed precision)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
+  // Checked here, not by the config: -1 is the library's "not given", and run.json cannot hold inf.
+  QKV_CHECK(!max_steps->count() || r.max_steps >= 0, "--max-steps", "expected an integer >= 0, got ", r.max_steps);
+  QKV_CHECK(!max_minutes->count() || (std::isfinite(r.max_minutes) && r.max_minutes >= 0), "--max-minutes",
+            "expected a finite number of minutes >= 0, got ", r.max_minutes);
   // Under mpirun: data-parallel training (qkv/train/distributed.h, docs/mpi.md). Rank 0 prepares
   // the run alone; the others then repeat its setup, a new run's files (run.json, the tokenizer
   // they learn) going to a scratch directory of their own, RUN/.rank<R> (removed at the end),

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <unordered_map>
 
@@ -128,8 +129,8 @@ std::shared_ptr<text::Tokenizer> make_bert_tokenizer(const nlohmann::json& secti
   const std::string kind = r.string("kind", "wordpiece");
   QKV_CHECK(kind == "wordpiece", r.where("kind"), "BERT learns a WordPiece vocabulary: expected \"wordpiece\", got \"",
             kind, "\" (or give tokenizer.path)");
-  const int vocab_size = int(r.integer("vocab_size", 8192));
-  const int64_t min_frequency = r.integer("min_frequency", 2);
+  const int vocab_size = int(r.integer_in("vocab_size", 8192, 1, int64_t(1) << 24));
+  const int64_t min_frequency = r.integer_in("min_frequency", 2, 1, std::numeric_limits<int64_t>::max());
   const bool lowercase = r.boolean("lowercase", true);
   r.finish();
   return learn_wordpiece(docs, vocab_size, min_frequency, work_dir, lowercase);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <optional>
 
 #include "qkv/autograd/node.h"
@@ -37,8 +38,8 @@ std::shared_ptr<text::Tokenizer> learn_tokenizer(const nlohmann::json& cfg, cons
   ConfigReader r(cfg, "config", "tokenizer");
   text::BpeTrainOptions o;
   o.byte_level = true;
-  o.vocab_size = int(r.integer("vocab_size", 4000));
-  o.min_frequency = r.integer("min_frequency", 2);
+  o.vocab_size = int(r.integer_in("vocab_size", 4000, 1, int64_t(1) << 24));
+  o.min_frequency = r.integer_in("min_frequency", 2, 1, std::numeric_limits<int64_t>::max());
   o.special_tokens = {"<|endoftext|>"};
   o.unk_token = "";
   r.finish();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "qkv/data/corpus_mono.h"
 #include "qkv/data/documents.h"
@@ -43,8 +44,8 @@ std::shared_ptr<text::Tokenizer> make_tokenizer(const nlohmann::json& section, c
   o.end_of_word_suffix.clear();
   o.unk_token.clear();
   o.special_tokens = {"<|endoftext|>"};
-  o.vocab_size = int(r.integer("vocab_size", 8192));
-  o.min_frequency = r.integer("min_frequency", 2);
+  o.vocab_size = int(r.integer_in("vocab_size", 8192, 1, int64_t(1) << 24));
+  o.min_frequency = r.integer_in("min_frequency", 2, 1, std::numeric_limits<int64_t>::max());
   r.finish();
   fs::create_directories(work_dir);
   std::string text;

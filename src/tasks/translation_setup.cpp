@@ -1,6 +1,7 @@
 #include "translation_setup.h"
 
 #include <filesystem>
+#include <limits>
 #include <tuple>
 
 #include "qkv/text/bpe_train.h"
@@ -65,8 +66,8 @@ void train_tokenizers(const nlohmann::json& cfg_json, const ParallelText& train,
     o.end_of_word_suffix.clear();
     o.unk_token.clear();
   }
-  o.vocab_size = int(r.integer("vocab_size", 8000));
-  o.min_frequency = r.integer("min_frequency", 2);
+  o.vocab_size = int(r.integer_in("vocab_size", 8000, 1, int64_t(1) << 24));
+  o.min_frequency = r.integer_in("min_frequency", 2, 1, std::numeric_limits<int64_t>::max());
   bool shared = r.boolean("shared", true);
   r.finish();
   fs::create_directories(work_dir);

@@ -102,10 +102,10 @@ TranslationRunResult train_translation(const TranslationRun& run) {
 
   ConfigReader vr(valid_cfg, "config", "valid");
   TranslateOptions vreq;
-  vreq.search.beam = int(vr.integer("beam", 1));
+  vreq.search.beam = int(vr.integer_in("beam", 1, 1, 1024));
   vreq.search.alpha = vr.number("alpha", 0.6);
   vreq.search.patience = vr.number("patience", 1.0);
-  vreq.search.no_repeat_ngram_size = int(vr.integer("no_repeat_ngram_size", 0));
+  vreq.search.no_repeat_ngram_size = int(vr.integer_in("no_repeat_ngram_size", 0, 0, 1024));
   vreq.search.max_len_ratio = vr.number("max_len_ratio", vreq.search.max_len_ratio);
   vreq.search.max_len_extra = vr.integer("max_len_extra", vreq.search.max_len_extra);
   vreq.quiet = true;

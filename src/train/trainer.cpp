@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <optional>
 
 #include "qkv/autograd/node.h"
@@ -21,6 +22,7 @@ namespace qkv::train {
 namespace fs = std::filesystem;
 
 TrainOptions TrainOptions::from_config(ConfigReader& r) {
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   TrainOptions o;
   o.max_steps = r.integer("max_steps", o.max_steps);
   o.max_epochs = r.integer("max_epochs", o.max_epochs);
@@ -31,9 +33,9 @@ TrainOptions TrainOptions::from_config(ConfigReader& r) {
   o.valid_every = r.integer("valid_every", o.valid_every);
   o.save_every = r.integer("save_every", o.save_every);
   o.log_every = r.integer("log_every", o.log_every);
-  o.keep_last = int(r.integer("keep_last", o.keep_last));
-  o.patience = int(r.integer("patience", o.patience));
-  o.average_last = int(r.integer("average_last", o.average_last));
+  o.keep_last = int(r.integer_in("keep_last", o.keep_last, 1, kIntMax));
+  o.patience = int(r.integer_in("patience", o.patience, 0, kIntMax));
+  o.average_last = int(r.integer_in("average_last", o.average_last, 0, kIntMax));
   const std::string precision = r.string("precision", kernels::precision_name(o.precision));
   QKV_CHECK(precision == "fp32" || precision == "bf16", r.where("precision"), "expected \"fp32\" or \"bf16\", got \"",
             precision, "\"");
@@ -45,12 +47,12 @@ TrainOptions TrainOptions::from_config(ConfigReader& r) {
   }
   o.on_nonfinite = parse_nonfinite_policy(r.string("on_nonfinite", nonfinite_policy_name(o.on_nonfinite)),
                                           r.where("on_nonfinite"));
-  o.max_nonfinite_skips = int(r.integer("max_nonfinite_skips", o.max_nonfinite_skips));
-  QKV_CHECK(o.max_nonfinite_skips >= 0, r.where("max_nonfinite_skips"), "must be >= 0, got ", o.max_nonfinite_skips);
+  o.max_nonfinite_skips = int(r.integer_in("max_nonfinite_skips", o.max_nonfinite_skips, 0, kIntMax));
   QKV_CHECK(o.accum_steps >= 1, r.where("accum_steps"), "must be >= 1, got ", o.accum_steps);
   QKV_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, r.where("label_smoothing"), "must be in [0, 1), got ",
             o.label_smoothing);
-  QKV_CHECK(o.max_minutes >= 0, r.where("max_minutes"), "must be >= 0, got ", o.max_minutes);
+  QKV_CHECK(std::isfinite(o.max_minutes) && o.max_minutes >= 0, r.where("max_minutes"), "must be a finite number >= 0, got ",
+            o.max_minutes);
   QKV_CHECK(o.max_steps > 0 || o.max_epochs > 0 || o.max_minutes > 0, r.where("max_steps"),
             "give max_steps, max_epochs or max_minutes > 0");
   QKV_CHECK(o.keep_last >= 1, r.where("keep_last"), "must be >= 1, got ", o.keep_last);

@@ -33,26 +33,40 @@ double ConfigReader::number(const std::string& key, double dflt) { return has(ke
 // An integer written as 5 or 5.0, within int64_t. Converting a double outside that range (1e30)
 // to int64_t is undefined behaviour (the config_bert fuzzer's crash-3910ed11...: UBSan's
 // float-cast-overflow), and an unsigned above 2^63-1 used to wrap to a negative count.
+namespace {
+
+// A JSON number that is an integer int64_t holds (1e3 too), else nothing.
+std::optional<int64_t> as_int64(const nlohmann::json& v) {
+  constexpr double kTwo63 = 9223372036854775808.0;  // 2^63, exact in a double
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return int64_t(v.get<uint64_t>());
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d >= -kTwo63 && d < kTwo63 && d == std::trunc(d)) return int64_t(d);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 int64_t ConfigReader::integer(const std::string& key) {
   const auto& v = get(key, "an integer");
-  constexpr double kTwo63 = 9223372036854775808.0;  // 2^63, exact in a double
-  bool ok = false;
-  int64_t out = 0;
-  if (v.is_number_unsigned()) {
-    ok = v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max());
-    if (ok) out = int64_t(v.get<uint64_t>());
-  } else if (v.is_number_integer()) {
-    ok = true;
-    out = v.get<int64_t>();
-  } else if (v.is_number_float()) {
-    const double d = v.get<double>();
-    ok = d >= -kTwo63 && d < kTwo63 && d == std::trunc(d);
-    if (ok) out = int64_t(d);
-  }
-  QKV_CHECK(ok, where(key), "expected an integer between -2^63 and 2^63-1, got ", v.dump());
-  return out;
+  const std::optional<int64_t> x = as_int64(v);
+  QKV_CHECK(x.has_value(), where(key), "expected an integer between -2^63 and 2^63-1, got ", v.dump());
+  return *x;
 }
 int64_t ConfigReader::integer(const std::string& key, int64_t dflt) { return has(key) ? integer(key) : dflt; }
+
+int64_t ConfigReader::integer_in(const std::string& key, int64_t dflt, int64_t lo, int64_t hi) {
+  if (!has(key)) return dflt;
+  const auto& v = get(key, "an integer");
+  const std::optional<int64_t> x = as_int64(v);
+  QKV_CHECK(x && *x >= lo && *x <= hi, where(key), "expected an integer in [", lo, ", ", hi, "], got ", v.dump());
+  return *x;
+}
 
 bool ConfigReader::boolean(const std::string& key, bool dflt) {
   if (!has(key)) return dflt;

@@ -50,5 +50,30 @@ TEST(ConfigReader, IntegersBeyondInt64AndFractionsAreRefusedNamingTheField) {
   expect_refused("\"5\"");
 }
 
+// integer_in: the range an int field holds. 2^32 + 1 once became keep_last 1 through int(...),
+// deleting the older checkpoints, and 2^32 + 280 a vocabulary of 280.
+TEST(ConfigReader, IntegerInRefusesWhatItsRangeCannotHold) {
+  auto in = [](const std::string& text, int64_t lo, int64_t hi) {
+    ConfigReader r(nlohmann::json::parse("{\"n\": " + text + "}"), "cfg.json", "train");
+    return r.integer_in("n", 99, lo, hi);
+  };
+  EXPECT_EQ(in("7", 1, 10), 7);
+  EXPECT_EQ(in("1e1", 1, 10), 10);
+  EXPECT_EQ(in("-3", -5, 0), -3);
+  ConfigReader absent(nlohmann::json::object(), "cfg.json");
+  EXPECT_EQ(absent.integer_in("n", 99, 1, 10), 99);
+  for (const char* bad : {"4294967297", "0", "11", "-1", "2.5", "true", "18446744073709551615"}) {
+    try {
+      in(bad, 1, 10);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cfg.json: field 'train.n': expected an integer in [1, 10], got " +
+                                           std::string(bad)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qkv

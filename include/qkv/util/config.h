@@ -22,6 +22,9 @@ class ConfigReader {
   double number(const std::string& key, double dflt);
   int64_t integer(const std::string& key);
   int64_t integer(const std::string& key, int64_t dflt);
+  // An integer in [lo, hi] (default when absent): for values a narrower type holds, so that 2^32 + 1
+  // is an error, not a quiet 1.
+  int64_t integer_in(const std::string& key, int64_t dflt, int64_t lo, int64_t hi);
   bool boolean(const std::string& key, bool dflt);
   std::string string(const std::string& key);
   std::string string(const std::string& key, const std::string& dflt);
