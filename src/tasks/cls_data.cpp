@@ -55,15 +55,15 @@ std::vector<ClsInput> read_cls_inputs(std::istream& in, const std::string& name,
   std::string line;
   int64_t n = 0;
   int fields = pairs < 0 ? 0 : pairs ? 2 : 1;
-  while (std::getline(in, line)) {
+  while (std::getline(in, line)) {  // every line is an input: answers line up with the lines
     ++n;
     std::string_view l = strip_cr(line);
-    if (l.empty()) continue;
     const std::string where = name + ":" + std::to_string(n);
     if (fields == 0) fields = std::count(l.begin(), l.end(), '\t') == 1 ? 2 : 1;
     out.push_back(parse_cls_input(l, fields, where));
     if (line_numbers) line_numbers->push_back(n);
   }
+  QKV_CHECK(!out.empty(), name, "no input lines (expected ", pairs > 0 ? "a<TAB>b pairs" : "texts", ", one per line)");
   return out;
 }
 

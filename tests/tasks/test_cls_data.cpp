@@ -49,6 +49,19 @@ TEST(ClsData, LabelledLinesAndTheirErrors) {
   EXPECT_NE(error_of([&] { read_labelled(bad, "b.tsv"); }).find("b.tsv:1: not valid UTF-8"), std::string::npos);
   std::istringstream in("one\ntwo\tthree\n");
   EXPECT_NE(error_of([&] { read_cls_inputs(in, "stdin", 0); }).find("stdin:2"), std::string::npos);
+  // One input per line, blank lines included (the empty text), so that answers line up with lines.
+  std::istringstream blanks("apple\n\r\n   \nmango\n");
+  std::vector<int64_t> lines;
+  std::vector<ClsInput> got = read_cls_inputs(blanks, "in.txt", 0, &lines);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[1].a, "");
+  EXPECT_EQ(got[2].a, "   ");
+  EXPECT_EQ(lines, (std::vector<int64_t>{1, 2, 3, 4}));
+  std::istringstream blank_pair("a\tb\n\n");
+  EXPECT_NE(error_of([&] { read_cls_inputs(blank_pair, "p.txt", 1); }).find("p.txt:2: expected 2 tab-separated fields"),
+            std::string::npos);
+  std::istringstream none("");
+  EXPECT_NE(error_of([&] { read_cls_inputs(none, "stdin", -1); }).find("stdin: no input lines"), std::string::npos);
 }
 
 TEST(ClsData, LabelNamesSortNumbersAsNumbers) {
