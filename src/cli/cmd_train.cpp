@@ -26,6 +26,7 @@
 #include "qkv/tasks/tag_training.h"
 #include "qkv/tasks/training_run.h"
 #include "qkv/tasks/translation_training.h"
+#include "qkv/train/checkpoint.h"
 #include "qkv/train/distributed.h"
 #include "qkv/util/error.h"
 
@@ -40,6 +41,7 @@ const char* outcome_name(train::Outcome o) {
 }
 
 int dispatch(tasks::TrainingRun& r);
+int dispatch_new_run(tasks::TrainingRun& r);
 
 // The run's last line, printed once (by rank 0 under mpirun).
 template <typename... Args>
@@ -89,10 +91,10 @@ int run(int argc, char** argv) {
     std::error_code ec;
     if (!scratch.empty()) fs::remove_all(scratch, ec);
   };
-  if (!comm.distributed()) return dispatch(r);
+  if (!comm.distributed()) return dispatch_new_run(r);
   int code = 0;
   try {
-    code = dispatch(r);
+    code = dispatch_new_run(r);
   } catch (const std::exception& e) {  // end every rank now, not when their collectives time out
     std::fprintf(stderr, "qkv train: error (rank %d of %d): %s\n", comm.rank(), comm.size(), e.what());
     std::fflush(stderr);
@@ -102,6 +104,25 @@ int run(int argc, char** argv) {
   remove_scratch();
   comm.finalize();
   return code;
+}
+
+// A new run that fails before its first step (a missing file, a config error only its task can
+// see) takes the directory it created with it, so that the corrected command may use the same
+// --out instead of meeting "already holds a run". One that began training keeps everything: its
+// metrics.jsonl and checkpoints say what happened and --resume continues it.
+int dispatch_new_run(tasks::TrainingRun& r) {
+  const bool creates = r.resume.empty() && !r.out_dir.empty() && !fs::exists(r.out_dir);
+  try {
+    return dispatch(r);
+  } catch (...) {
+    std::error_code ec;
+    if (creates && !fs::exists(fs::path(r.out_dir) / "metrics.jsonl", ec) &&
+        train::CheckpointManager::list(r.out_dir).empty()) {
+      fs::remove_all(r.out_dir, ec);
+      if (!ec) std::fprintf(stderr, "qkv train: removed %s: the run failed before its first step\n", r.out_dir.c_str());
+    }
+    throw;
+  }
 }
 
 int dispatch(tasks::TrainingRun& r) {

@@ -34,8 +34,9 @@ namespace qkv::tasks {
 namespace {
 
 // Byte-level BPE learned from every training text (the "tokenizer" section), <|endoftext|> first.
-std::shared_ptr<text::Tokenizer> learn_tokenizer(const nlohmann::json& cfg, const LabelledSet& train) {
-  ConfigReader r(cfg, "config", "tokenizer");
+std::shared_ptr<text::Tokenizer> learn_tokenizer(const nlohmann::json& cfg, const LabelledSet& train,
+                                                 const std::string& where) {
+  ConfigReader r(cfg, where, "tokenizer");
   text::BpeTrainOptions o;
   o.byte_level = true;
   o.vocab_size = int(r.integer_in("vocab_size", 4000, 1, int64_t(1) << 24));
@@ -94,7 +95,7 @@ io::GptClassifierBundle new_gpt_classifier(const std::string& init_from, nlohman
   } else {
     check_model_section<models::GptConfig>(model_cfg, nlohmann::json::object(), where);
     std::fprintf(stderr, "qkv train: learning byte-level BPE from %zu training examples ...\n", train_set.gold.size());
-    bundle.tokenizer = learn_tokenizer(tok_cfg, train_set);
+    bundle.tokenizer = learn_tokenizer(tok_cfg, train_set, where);
   }
   ConfigReader nr(names_cfg, where, "special_tokens");
   text::FinetuneTokenNames names;

@@ -43,9 +43,9 @@ std::string ensure_mt_corpus(const std::string& name, const std::string& data_di
   return r.out_dir;
 }
 
-bool take_protect_flag(nlohmann::json& tokenizer_cfg) {
+bool take_protect_flag(nlohmann::json& tokenizer_cfg, const std::string& where) {
   if (!tokenizer_cfg.is_object() || !tokenizer_cfg.contains("protect")) return false;
-  ConfigReader r(tokenizer_cfg, "config", "tokenizer");
+  ConfigReader r(tokenizer_cfg, where, "tokenizer");
   const bool protect = r.boolean("protect", false);
   tokenizer_cfg.erase("protect");
   return protect;
@@ -55,9 +55,10 @@ void protect_pairs(ParallelText& t) {
   for (size_t i = 0; i < t.src.size(); ++i) std::tie(t.src[i], t.tgt[i]) = text::protect_pair(t.src[i], t.tgt[i]);
 }
 
-void train_tokenizers(const nlohmann::json& cfg_json, const ParallelText& train, const std::string& work_dir,
-                      std::shared_ptr<text::Tokenizer>& src_tok, std::shared_ptr<text::Tokenizer>& tgt_tok) {
-  ConfigReader r(cfg_json, "config", "tokenizer");
+void train_tokenizers(const nlohmann::json& cfg_json, const std::string& where, const ParallelText& train,
+                      const std::string& work_dir, std::shared_ptr<text::Tokenizer>& src_tok,
+                      std::shared_ptr<text::Tokenizer>& tgt_tok) {
+  ConfigReader r(cfg_json, where, "tokenizer");
   std::string kind = r.string("kind", "bpe");
   QKV_CHECK(kind == "bpe" || kind == "bytebpe", r.where("kind"), "expected \"bpe\" or \"bytebpe\", got \"", kind, "\"");
   text::BpeTrainOptions o;

@@ -21,15 +21,18 @@ ParallelText read_parallel_tsv(const std::string& path);
 // from Debian packages first if needed. Returns the directory.
 std::string ensure_mt_corpus(const std::string& name, const std::string& data_dir);
 
-// Reads and removes "protect" (a boolean, default false) from the "tokenizer" section.
-bool take_protect_flag(nlohmann::json& tokenizer_cfg);
+// Reads and removes "protect" (a boolean, default false) from the "tokenizer" section; `where`
+// names the config file in errors.
+bool take_protect_flag(nlohmann::json& tokenizer_cfg, const std::string& where);
 // Puts each pair's shared spans behind placeholders (text::protect_pair), in place.
 void protect_pairs(ParallelText& text);
 
 // Trains BPE tokenizer(s) from the training text per the "tokenizer" config section
-// ({"kind": "bpe"|"bytebpe", "vocab_size", "min_frequency", "shared"}) into work_dir.
-void train_tokenizers(const nlohmann::json& cfg, const ParallelText& train, const std::string& work_dir,
-                      std::shared_ptr<text::Tokenizer>& src_tok, std::shared_ptr<text::Tokenizer>& tgt_tok);
+// ({"kind": "bpe"|"bytebpe", "vocab_size", "min_frequency", "shared"}) into work_dir; `where`
+// names the config file in errors.
+void train_tokenizers(const nlohmann::json& cfg, const std::string& where, const ParallelText& train,
+                      const std::string& work_dir, std::shared_ptr<text::Tokenizer>& src_tok,
+                      std::shared_ptr<text::Tokenizer>& tgt_tok);
 
 // Fills vocabulary sizes and special ids from the tokenizers into config["model"].
 void complete_model_config(nlohmann::json& config, const text::Tokenizer& src_tok, const text::Tokenizer& tgt_tok);

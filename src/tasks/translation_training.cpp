@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <optional>
 
 #include "qkv/eval/bleu.h"
 #include "qkv/eval/chrf.h"
@@ -42,10 +44,49 @@ TranslationRunResult train_translation(const TranslationRun& run) {
                  train_cfg = sec.train, valid_cfg = sec.valid;
   const uint64_t seed = sec.seed;
 
+  // Every section is read before anything is written or learned: a misspelt key fails at once,
+  // naming the file, not after BPE with a half-made run directory left behind.
+  ConfigReader dr(data_cfg, top_where, "data");
+  const int64_t max_tokens = dr.integer_in("max_tokens", 4096, 1, std::numeric_limits<int64_t>::max());
+  const int64_t max_sentences = dr.integer_in("max_sentences", 256, 1, std::numeric_limits<int64_t>::max());
+  const std::optional<int64_t> data_max_len =
+      dr.has("max_len") ? std::optional<int64_t>(dr.integer_in("max_len", 0, 1, std::numeric_limits<int64_t>::max()))
+                        : std::nullopt;
+  dr.finish();
+
+  ConfigReader tr(train_cfg, top_where, "train");
+  train::TrainOptions topt = train::TrainOptions::from_config(tr);
+  tr.finish();
+
+  ConfigReader vr(valid_cfg, top_where, "valid");
+  TranslateOptions vreq;
+  vreq.search.beam = int(vr.integer_in("beam", 1, 1, 1024));
+  vreq.search.alpha = vr.number("alpha", 0.6);
+  vreq.search.patience = vr.number("patience", 1.0);
+  vreq.search.no_repeat_ngram_size = int(vr.integer_in("no_repeat_ngram_size", 0, 0, 1024));
+  vreq.search.max_len_ratio = vr.number("max_len_ratio", vreq.search.max_len_ratio);
+  vreq.search.max_len_extra = vr.integer("max_len_extra", vreq.search.max_len_extra);
+  vreq.quiet = true;
+  const int64_t valid_sentences = vr.integer_in("max_sentences", 500, 0, std::numeric_limits<int64_t>::max());
+  vr.finish();
+
+  if (!sched_cfg.contains("type")) sched_cfg["type"] = "noam";
+  const bool noam_takes_width = sched_cfg["type"] == "noam" && !sched_cfg.contains("d_model");
+  auto no_width = [&] {
+    fail(top_where, "field 'schedule.d_model': the noam schedule (the default) needs d_model and this ",
+         spec.config["model_type"].get<std::string>(), " model has none; give schedule.d_model or another schedule type");
+  };
+  if (noam_takes_width && spec.config["model_type"] != "transformer") no_width();  // only a Transformer has d_model
+  {  // checked now with a stand-in width; made below, once the tokenizer has completed the model
+    nlohmann::json probe = sched_cfg;
+    if (noam_takes_width) probe["d_model"] = 1;
+    schedule_from_config(nlohmann::json{{"schedule", probe}}, top_where);
+  }
+
   ParallelText train_text = read_parallel_tsv(spec.train), valid_text = read_parallel_tsv(spec.valid);
   // tokenizer.protect: the pairs' shared spans behind placeholders, for BPE and training alike;
   // validation BLEU translates the raw sources (the Translator protects and restores them).
-  const bool protect = take_protect_flag(tok_cfg);
+  const bool protect = take_protect_flag(tok_cfg, top_where);
   bundle.protect_spans = protect;
   const ParallelText valid_raw = valid_text;
   if (protect) {
@@ -60,7 +101,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
       bundle.tgt_tok = bundle.src_tok;
     } else {
       std::fprintf(stderr, "qkv train: learning BPE from %zu sentence pairs ...\n", train_text.src.size());
-      train_tokenizers(tok_cfg, train_text, (fs::path(out_dir) / "work").string(), bundle.src_tok, bundle.tgt_tok);
+      train_tokenizers(tok_cfg, top_where, train_text, (fs::path(out_dir) / "work").string(), bundle.src_tok, bundle.tgt_tok);
     }
     complete_model_config(spec.config, *bundle.src_tok, *bundle.tgt_tok);
     bundle.config = spec.config;
@@ -68,10 +109,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
     write_run_json(spec);
   }
 
-  ConfigReader dr(data_cfg, "config", "data");
-  int64_t max_tokens = dr.integer("max_tokens", 4096), max_sentences = dr.integer("max_sentences", 256);
-  int64_t max_len = std::min<int64_t>(dr.integer("max_len", bundle.model->max_len()), bundle.model->max_len());
-  dr.finish();
+  const int64_t max_len = std::min<int64_t>(data_max_len.value_or(bundle.model->max_len()), bundle.model->max_len());
   train::SeqIds ids = special_ids(bundle);
   int64_t dropped = 0;
   auto examples = encode_pairs(train_text, *bundle.src_tok, *bundle.tgt_tok, ids.eos, max_len, &dropped);
@@ -85,32 +123,13 @@ TranslationRunResult train_translation(const TranslationRun& run) {
     std::fprintf(stderr, "qkv train: %zu training and %zu validation pairs longer than data.max_tokens %lld left out\n",
                  stream.skipped(), valid_stream.skipped(), (long long)max_tokens);
 
-  auto optimizer = make_optimizer(opt_cfg, "config", *bundle.model);
-  if (!sched_cfg.contains("type")) sched_cfg["type"] = "noam";
-  if (sched_cfg["type"] == "noam" && !sched_cfg.contains("d_model")) {  // Noam scales by the model's width
+  auto optimizer = make_optimizer(opt_cfg, top_where, *bundle.model);
+  if (noam_takes_width) {  // Noam scales by the model's width
     nlohmann::json model_cfg = io::resolved_model_config(spec.config, top_where);
-    QKV_CHECK(model_cfg.contains("d_model"), top_where, "field 'schedule.d_model': the noam schedule (the default) ",
-              "needs d_model and this ", spec.config["model_type"].get<std::string>(),
-              " model has none; give schedule.d_model or another schedule type");
+    if (!model_cfg.contains("d_model")) no_width();
     sched_cfg["d_model"] = model_cfg["d_model"];
   }
-  auto schedule = make_schedule(sched_cfg);
-
-  ConfigReader tr(train_cfg, "config", "train");
-  train::TrainOptions topt = train::TrainOptions::from_config(tr);
-  tr.finish();
-
-  ConfigReader vr(valid_cfg, "config", "valid");
-  TranslateOptions vreq;
-  vreq.search.beam = int(vr.integer_in("beam", 1, 1, 1024));
-  vreq.search.alpha = vr.number("alpha", 0.6);
-  vreq.search.patience = vr.number("patience", 1.0);
-  vreq.search.no_repeat_ngram_size = int(vr.integer_in("no_repeat_ngram_size", 0, 0, 1024));
-  vreq.search.max_len_ratio = vr.number("max_len_ratio", vreq.search.max_len_ratio);
-  vreq.search.max_len_extra = vr.integer("max_len_extra", vreq.search.max_len_extra);
-  vreq.quiet = true;
-  int64_t valid_sentences = vr.integer("max_sentences", 500);
-  vr.finish();
+  auto schedule = schedule_from_config(nlohmann::json{{"schedule", sched_cfg}}, top_where);
   std::vector<std::string> vsrc(valid_raw.src.begin(),
                                 valid_raw.src.begin() + std::min<int64_t>(valid_sentences, int64_t(valid_raw.src.size())));
   std::vector<std::vector<std::string>> vref(1, std::vector<std::string>(valid_raw.tgt.begin(),

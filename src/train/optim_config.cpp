@@ -4,6 +4,7 @@
 #include "qkv/nn/module.h"
 #include "qkv/train/optim.h"
 #include "qkv/util/config.h"
+#include "qkv/util/error.h"
 
 namespace qkv {
 
@@ -20,11 +21,16 @@ std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& cfg, const std::
   }
   double eps = r.number("eps", 1e-9), momentum = r.number("momentum", 0.0);
   r.finish();
+  QKV_CHECK(type == "adam" || type == "adamw" || type == "sgd", r.where("type"), "expected adam, adamw or sgd, got '",
+            type, "'");
   auto groups = make_param_groups(model.named_parameters(), is_bias_or_norm);
-  if (type == "adam") return std::make_unique<Adam>(groups, lr, betas, eps, wd);
-  if (type == "adamw") return std::make_unique<AdamW>(groups, lr, betas, eps, wd);
-  if (type == "sgd") return std::make_unique<SGD>(groups, lr, momentum, 0.0, false, wd);
-  fail(r.where("type"), "expected adam, adamw or sgd, got '", type, "'");
+  try {  // the optimizers check their own values (lr >= 0, betas in [0, 1), ...): say which file
+    if (type == "adam") return std::make_unique<Adam>(groups, lr, betas, eps, wd);
+    if (type == "adamw") return std::make_unique<AdamW>(groups, lr, betas, eps, wd);
+    return std::make_unique<SGD>(groups, lr, momentum, 0.0, false, wd);
+  } catch (const Error& e) {
+    fail(where, "section 'optimizer': ", e.what());
+  }
 }
 
 }  // namespace qkv

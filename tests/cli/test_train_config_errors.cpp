@@ -1,0 +1,111 @@
+// A new translation run's config mistakes: found before anything is written or learned, naming
+// the config file and the field; and a new run that fails before its first step takes its
+// directory with it, so that the corrected command may use the same --out (it used to meet
+// "already holds a run", and --resume then found no checkpoint).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qkv/util/file.h"
+#include "reversal_corpus.h"
+#include "run_qkv.h"
+
+namespace fs = std::filesystem;
+using qkv::read_file;
+using qkv::testing::run_qkv;
+
+namespace {
+
+nlohmann::json good_config() {
+  return nlohmann::json::parse(R"({
+    "model_type": "transformer",
+    "model": {"d_model": 16, "heads": 2, "enc_layers": 1, "dec_layers": 1, "d_ff": 32, "dropout": 0.1, "max_len": 32,
+              "shared_embeddings": true, "tie_output": true},
+    "tokenizer": {"kind": "bpe", "vocab_size": 60, "min_frequency": 1},
+    "data": {"max_tokens": 64, "max_sentences": 16},
+    "schedule": {"type": "noam", "warmup": 20, "factor": 1.0},
+    "train": {"max_steps": 4, "save_every": 2, "valid_every": 0, "keep_last": 2},
+    "valid": {"max_sentences": 10},
+    "seed": 3
+  })");
+}
+
+struct Attempt {
+  int code;
+  std::string log;
+};
+
+Attempt train(const fs::path& dir, const nlohmann::json& config) {
+  const fs::path cfg = dir / "config.json", log = dir / "train.log";
+  qkv::write_file_atomic(cfg.string(), config.dump(2));
+  const int code = run_qkv({"train", "--config", cfg.string(), "--train", (dir / "train.tsv").string(), "--valid",
+                            (dir / "valid.tsv").string(), "--out", (dir / "run").string()},
+                           log);
+  return {code, read_file(log.string())};
+}
+
+}  // namespace
+
+TEST(TrainConfigErrors, NameTheFileAndFieldBeforeAnythingIsWritten) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_train_cfg_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  qkv::testing::write_reversal_corpus(dir, 60, 50, 777);
+  const std::string file = (dir / "config.json").string();
+  struct Case {
+    const char* section;
+    const char* key;
+    nlohmann::json value;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {"train", "max_step", 5, file + ": field 'train.max_step': unknown key"},
+      {"valid", "bogus", 1, file + ": field 'valid.bogus': unknown key"},
+      {"data", "max_tokens", 0, file + ": field 'data.max_tokens': expected an integer in [1, "},
+      {"schedule", "type", "linear9", file + ": section 'schedule': make_schedule: field 'type'"},
+      {"schedule", "warmpu", 5, file + ": section 'schedule': make_schedule: field 'warmpu': unknown"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json cfg = good_config();
+    cfg[c.section][c.key] = c.value;
+    const Attempt a = train(dir, cfg);
+    EXPECT_EQ(a.code, 1) << c.key;
+    EXPECT_NE(a.log.find(c.want), std::string::npos) << "expected \"" << c.want << "\" in:\n" << a.log;
+    EXPECT_EQ(a.log.find("learning BPE"), std::string::npos) << c.key << ": the error came after the tokenizer";
+    EXPECT_FALSE(fs::exists(dir / "run")) << c.key << ": a failed new run left its directory";
+  }
+  fs::remove_all(dir);
+}
+
+TEST(TrainConfigErrors, AFailedNewRunLeavesNoDirectoryAndTheFixedCommandRuns) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_train_retry_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  qkv::testing::write_reversal_corpus(dir, 60, 50, 777);
+  // Found only once the model exists (the optimizer's own check), after run.json was written.
+  nlohmann::json bad = good_config();
+  bad["optimizer"] = {{"type", "adam"}, {"lr", -1}};
+  Attempt a = train(dir, bad);
+  EXPECT_EQ(a.code, 1);
+  EXPECT_NE(a.log.find("config.json: section 'optimizer': Adam: expected lr >= 0, got -1"), std::string::npos) << a.log;
+  EXPECT_NE(a.log.find("removed " + (dir / "run").string() + ": the run failed before its first step"),
+            std::string::npos)
+      << a.log;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  a = train(dir, good_config());
+  ASSERT_EQ(a.code, 0) << a.log;
+  EXPECT_TRUE(fs::exists(dir / "run/model/model.safetensors"));
+
+  // A run that trained keeps its directory whatever happens next: here the same --out again is
+  // refused and nothing in it is touched.
+  a = train(dir, good_config());
+  EXPECT_EQ(a.code, 1);
+  EXPECT_NE(a.log.find("already holds a run"), std::string::npos) << a.log;
+  EXPECT_TRUE(fs::exists(dir / "run/model/model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "run/metrics.jsonl"));
+  fs::remove_all(dir);
+}
