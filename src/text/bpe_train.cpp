@@ -26,6 +26,7 @@ void WordCounter::add_file(const std::string& path) {
   std::string buf, carry;
   buf.resize(16 << 20);
   size_t n;
+  uint64_t line = 1;  // of carry's first line
   while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
     std::string_view chunk(buf.data(), n);
     size_t last_nl = chunk.rfind('\n');
@@ -34,12 +35,21 @@ void WordCounter::add_file(const std::string& path) {
       continue;
     }
     carry.append(chunk.substr(0, last_nl + 1));
+    if (!byte_level_) {  // a word-level vocabulary holds the text's own bytes: they must be UTF-8
+      try {
+        line += utf8::check_lines(carry, path, line);
+      } catch (...) {
+        std::fclose(f);
+        throw;
+      }
+    }
     add(carry);
     carry.assign(chunk.substr(last_nl + 1));
   }
   bool err = std::ferror(f);
   std::fclose(f);
   QKV_CHECK(!err, "text train " + path, "read error");
+  if (!byte_level_) utf8::check_lines(carry, path, line);
   if (!carry.empty()) add(carry);
 }
 

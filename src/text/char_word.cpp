@@ -73,6 +73,7 @@ std::unique_ptr<VocabTokenizer> VocabTokenizer::build(Level level, const std::ve
   std::unordered_map<std::string, int64_t> counts;
   for (auto& f : files) {
     std::string text = read_file(f);
+    utf8::check_lines(text, f);
     for_each_token(level, text, [&](std::string_view t) { ++counts[std::string(t)]; });
   }
   return from_counts(level, counts, opt);

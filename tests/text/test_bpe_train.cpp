@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <random>
 
@@ -125,4 +126,23 @@ TEST(BpeTrain, WordLevelUnknownCharacterUsesUnk) {
   auto ids = tok->encode(vai);
   EXPECT_EQ(ids, (std::vector<int32_t>{unk}));
   EXPECT_THROW(train_bpe({"/nonexistent/file.txt"}, o), qkv::Error);
+}
+
+// Word-level BPE keeps the text's own bytes in its vocabulary, which tokenizer.json must hold as
+// UTF-8: invalid input is refused by file and line before learning (byte-level BPE, above, takes
+// any bytes). It used to fail only when saving, with a bare JSON library message.
+TEST(BpeTrain, WordLevelRefusesInvalidUtf8ByFileAndLine) {
+  const std::string path = ::testing::TempDir() + "/qkv_bpe_bad_utf8.txt";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << "good line\nanother good one\nbad \xff here\nlast\n";
+  }
+  try {
+    train_bpe({path}, word_opts(50));
+    ADD_FAILURE() << "invalid UTF-8 was learned from";
+  } catch (const qkv::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ":3: not valid UTF-8 (byte 5 of the line)"), std::string::npos)
+        << e.what();
+  }
+  std::remove(path.c_str());
 }

@@ -2,6 +2,8 @@
 // the Unicode helpers on hand-checked cases.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "qkv/text/char_word.h"
 #include "qkv/util/unicode.h"
 #include "qkv/util/utf8.h"
@@ -73,4 +75,25 @@ TEST(Unicode, PythonLowerAndNfdSpotChecks) {
   EXPECT_FALSE(unicode::is_letter(0x0663));
   EXPECT_TRUE(unicode::is_js_space(0xFEFF));
   EXPECT_FALSE(unicode::is_js_space(0x85));
+}
+
+// Files: invalid UTF-8 is refused by file and line before counting (the vocabulary holds the
+// text's own bytes, which tokenizer.json must hold as UTF-8).
+TEST(CharWord, BuildFromFilesRefusesInvalidUtf8ByFileAndLine) {
+  const std::string path = ::testing::TempDir() + "/qkv_word_bad_utf8.txt";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs("ok\n\xc3\n", f);  // a lead byte with no continuation on line 2
+    std::fclose(f);
+  }
+  try {
+    VocabTokenizer::build(VocabTokenizer::Level::Word, {path}, VocabBuildOptions{});
+    ADD_FAILURE() << "invalid UTF-8 was counted";
+  } catch (const qkv::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ":2: not valid UTF-8 (byte 1 of the line)"), std::string::npos)
+        << e.what();
+  }
+  std::remove(path.c_str());
+  EXPECT_EQ(utf8::check_lines("a\nb\n", "x"), 2u);
 }

@@ -86,6 +86,11 @@ inline std::u32string to_u32_dropping_invalid(std::string_view s) {
 // offset of the first invalid sequence (Python's strict codec).
 std::u32string to_u32_strict(std::string_view s, const std::string& where);
 
+// Checks that `text`, lines of `file` from line `first_line` on, is valid UTF-8; throws qkv::Error
+// "FILE:LINE: not valid UTF-8 (byte B of the line)" at the first line that is not. Returns the
+// number of '\n' in text, for the caller's count of lines.
+uint64_t check_lines(std::string_view text, const std::string& file, uint64_t first_line = 1);
+
 inline std::string from_u32(std::u32string_view s) {
   std::string out;
   out.reserve(s.size());
