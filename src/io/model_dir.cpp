@@ -13,6 +13,8 @@ namespace qkv::io {
 
 namespace {
 
+constexpr const char* kSeq2SeqFormat = "qkv-seq2seq-1";  // config.json's "format" (absent in early models)
+
 // Checks {"model_type": ..., "model": {...}} and returns the type.
 std::string model_type(const nlohmann::json& config, const std::string& where) {
   QKV_CHECK(config.is_object() && config.contains("model_type") && config["model_type"].is_string(), where,
@@ -55,6 +57,17 @@ nlohmann::json read_seq2seq_config(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail(path, "not valid JSON: ", e.what());
   }
+  // The sections a qkv translation model's config.json holds: the model's, the tokenizer's, and
+  // the training config it was trained with (kept for the record; not read here).
+  ConfigReader top(config, path);
+  const std::string format = top.string("format", kSeq2SeqFormat);
+  QKV_CHECK(format == kSeq2SeqFormat, top.where("format"), "expected \"", kSeq2SeqFormat, "\", got \"", format,
+            "\" (a model written by another version of qkv?)");
+  top.string("model_type");
+  for (const char* section : {"model", "tokenizer", "data", "optimizer", "schedule", "train", "valid"})
+    top.object(section, std::string(section) == "model");
+  if (top.has("seed")) top.integer("seed");
+  top.finish();
   resolved_model_config(config, path);  // the model's checks, without building it
   return config;
 }
@@ -94,7 +107,7 @@ Seq2SeqBundle load_seq2seq(const std::string& dir) {
 void save_seq2seq(const std::string& dir, const Seq2SeqBundle& b) {
   fs::create_directories(dir);
   nlohmann::json cfg = b.config;
-  cfg["format"] = "qkv-seq2seq-1";
+  cfg["format"] = kSeq2SeqFormat;
   bool shared = b.src_tok == b.tgt_tok;
   cfg["tokenizer"] = {{"shared", shared}, {"protect", b.protect_spans}};
   write_file_atomic((fs::path(dir) / "config.json").string(), cfg.dump(2) + "\n");

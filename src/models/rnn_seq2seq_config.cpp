@@ -30,7 +30,7 @@ void RnnSeq2SeqConfig::validate(const std::string& file, const std::string& sect
   QKV_CHECK(dec_layers >= 1, at("dec_layers"), "must be >= 1, got ", dec_layers);
   QKV_CHECK(dropout >= 0 && dropout < 1, at("dropout"), "must be in [0, 1), got ", dropout);
   QKV_CHECK(attn_dim >= 0, at("attn_dim"), "must be >= 0 (0 = dec_hidden), got ", attn_dim);
-  QKV_CHECK(max_len > 0, at("max_len"), "must be positive, got ", max_len);
+  QKV_CHECK(max_len >= 2, at("max_len"), "must be at least 2 (a token and </s>), got ", max_len);
   for (auto [name, id] : {std::pair{"pad_id", pad_id}, std::pair{"bos_id", bos_id}, std::pair{"eos_id", eos_id}})
     QKV_CHECK(id >= 0 && id < tgt_vocab, at(name), "must be in [0, tgt_vocab=", tgt_vocab, "), got ", id);
   QKV_CHECK(pad_id < src_vocab, at("pad_id"), "must be < src_vocab=", src_vocab, ", got ", pad_id);

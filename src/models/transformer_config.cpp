@@ -19,7 +19,7 @@ void TransformerConfig::validate() const {
   nn::parse_activation(activation);  // throws naming the activation
   QKV_CHECK(!shared_embeddings || src_vocab == tgt_vocab, w, "shared_embeddings needs src_vocab == tgt_vocab, got ",
             src_vocab, " and ", tgt_vocab);
-  QKV_CHECK(max_len > 0, w, "max_len must be positive, got ", max_len);
+  QKV_CHECK(max_len >= 2, w, "max_len must be at least 2 (a token and </s>), got ", max_len);
   QKV_CHECK(positional != PositionalKind::sinusoidal || d_model % 2 == 0, w,
             "sinusoidal positions need an even d_model, got ", d_model);
   QKV_CHECK(positional != PositionalKind::relative || relative_clip >= 1, w, "relative_clip must be >= 1, got ",
