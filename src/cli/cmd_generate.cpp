@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "qkv/tasks/generator.h"
 #include "qkv/util/file.h"
+#include "qkv/util/utf8.h"
 
 namespace qkv::cli {
 namespace {
@@ -59,6 +60,7 @@ int run(int argc, char** argv) {
 
   std::vector<std::string> prompts;
   if (have_prompt) {
+    QKV_CHECK(utf8::is_valid(prompt), "--prompt", "not valid UTF-8 (as a line of --input would be refused)");
     prompts = {prompt};
   } else {
     prompts = read_input_lines(input, "prompts");

@@ -21,8 +21,10 @@ int run(int argc, char** argv) {
   int64_t context = 0, stride = 0;
   app.add_option("--model,-m", model_dir, "GPT model directory (config.json, model.safetensors, tokenizer)")->required();
   app.add_option("--input,-i", input, "UTF-8 text file")->required();
-  app.add_option("--context", context, "window length in tokens (default: the model's n_positions)");
-  app.add_option("--stride", stride, "tokens the window moves each time (default: half the context)");
+  app.add_option("--context", context, "window length in tokens (default: the model's n_positions)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--stride", stride, "tokens the window moves each time (default: half the context)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   io::GptBundle b = io::load_gpt2(model_dir);
   QKV_CHECK(b.tokenizer != nullptr, model_dir, "has no tokenizer (tokenizer.json, or encoder.json + vocab.bpe)");

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "qkv/text/tokenizer.h"
 #include "qkv/util/error.h"
+#include "qkv/util/utf8.h"
 
 namespace {
 
@@ -45,6 +46,7 @@ int run(int argc, char** argv) {
       }
       out = tok->decode(ids, !keep_special);
     } else {
+      QKV_CHECK(qkv::utf8::is_valid(line), "tokenize", "stdin line ", line_no, ": not valid UTF-8");
       qkv::text::Encoding e;
       if (pair) {
         size_t tab = line.find('\t');

@@ -2,9 +2,13 @@
 // translation, GPT or BERT model, the type read from DIR/config.json.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
+#include <utility>
 
 #include "cli.h"
 #include "qkv/tasks/attention_view.h"
+#include "qkv/util/error.h"
+#include "qkv/util/utf8.h"
 
 namespace qkv::cli {
 namespace {
@@ -26,6 +30,10 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (app.count("--target")) in.target = target;
   if (app.count("--pair")) in.pair = pair;
+  for (const auto& [name, value] : {std::pair{"text", in.text}, std::pair{"--target", target}, std::pair{"--pair", pair}})
+    QKV_CHECK(qkv::utf8::is_valid(value), "viz", name, ": not valid UTF-8");
+  const std::string ext = std::filesystem::path(output).extension().string();
+  QKV_CHECK(ext == ".html" || ext == ".htm", output, "--output: viz writes an HTML page; give a .html file name");
   opt.max_bytes = int64_t(max_mb * (1 << 20));
   int64_t bytes = tasks::write_attention_view(model_dir, in, output, opt);
   std::fprintf(stderr, "qkv viz: wrote %s (%lld bytes)\n", output.c_str(), (long long)bytes);

@@ -71,8 +71,12 @@ Generator::Generator(const std::string& model_dir) : Generator(io::load_gpt2(mod
   } catch (const nlohmann::json::exception& e) {
     fail(path, "is not valid JSON: ", e.what());
   }
-  auto id = [&](const char* key) {
-    return j.contains(key) && j[key].is_number_integer() ? j[key].get<int64_t>() : int64_t(-1);
+  const int64_t V = bundle_.model->config().vocab_size;
+  auto id = [&](const char* key) {  // absent or null: none
+    if (!j.contains(key) || j[key].is_null()) return int64_t(-1);
+    QKV_CHECK(j[key].is_number_integer() && j[key].get<int64_t>() >= 0 && j[key].get<int64_t>() < V, path,
+              "field '", key, "': expected a token id in [0, ", V, ") or null, got ", j[key].dump());
+    return j[key].get<int64_t>();
   };
   eos_ = id("eos_token_id");
   bos_ = id("bos_token_id");
@@ -129,6 +133,8 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
   QKV_CHECK(opt.stop.empty() || bundle_.tokenizer, "generate", "stop strings need the model's tokenizer");
   for (const auto& s : opt.stop) QKV_CHECK(!s.empty(), "generate", "a stop string is empty");
   const int64_t eos = opt.eos_id == GenerateOptions::kModelEos ? eos_ : opt.eos_id;
+  QKV_CHECK(eos >= -1 && eos < V, "generate", "the end-of-text id must be -1 (none) or a token id in [0, ", V,
+            "), got ", eos);
 
   const size_t n = prompts.size();
   std::vector<Generation> out(n);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "qkv/io/gpt2.h"
 #include "qkv/kernels/bf16.h"
@@ -109,4 +110,24 @@ TEST(GenerateCli, ClearErrors) {
   EXPECT_EQ(run_qkv({"generate", "--model", (dir / "model").string(), "--prompt", long_prompt, "--truncate"},
                     dir / "w.log"), 0) << read_file((dir / "w.log").string());
   EXPECT_NE(read_file((dir / "w.log").string()).find("truncated"), std::string::npos);
+
+  // Values outside what they can mean are refused by name, not quietly used.
+  const std::string model = (dir / "model").string();
+  auto expect_refused = [&](const std::vector<std::string>& args, const std::string& want) {
+    EXPECT_NE(run_qkv(args, dir / "e.log"), 0) << want;  // 1, or CLI11's own code for its checks
+    const std::string log = read_file((dir / "e.log").string());
+    EXPECT_NE(log.find(want), std::string::npos) << "expected \"" << want << "\" in " << log;
+  };
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--eos-id", "97"},
+                 "the end-of-text id must be -1 (none) or a token id in [0, 97), got 97");
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--eos-id", "-7"}, "got -7");
+  expect_refused({"generate", "--model", model, "--prompt", "a\xff"}, "--prompt: not valid UTF-8");
+  write_file_atomic((dir / "text.txt").string(), "abc abc abc\n");
+  expect_refused({"perplexity", "--model", model, "--input", (dir / "text.txt").string(), "--context", "0"},
+                 "--context: Value 0 not in range");
+  nlohmann::json cfg = nlohmann::json::parse(read_file(model + "/config.json"));
+  cfg["eos_token_id"] = 100000;
+  write_file_atomic(model + "/config.json", cfg.dump());
+  expect_refused({"generate", "--model", model, "--prompt", "ab"},
+                 "config.json: field 'eos_token_id': expected a token id in [0, 97) or null, got 100000");
 }

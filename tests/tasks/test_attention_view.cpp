@@ -295,6 +295,14 @@ TEST(AttentionView, CliWritesThePageAndTranslateKeepsPng) {
   EXPECT_EQ(read_file(dir + "/t.png").substr(1, 3), "PNG");
   EXPECT_NE(qkv::testing::run_qkv({"viz", "--model", dir + "/model", ""}, dir + "/e.log"), 0);
   EXPECT_NE(read_file(dir + "/e.log").find("the source text is empty"), std::string::npos);
+  // viz writes HTML only: a .png name is refused rather than filled with a page; invalid UTF-8 too.
+  EXPECT_EQ(qkv::testing::run_qkv({"viz", "--model", dir + "/model", "open", "-o", dir + "/v.png"}, dir + "/e.log"), 1);
+  EXPECT_NE(read_file(dir + "/e.log").find("viz writes an HTML page; give a .html file name"), std::string::npos)
+      << read_file(dir + "/e.log");
+  EXPECT_FALSE(fs::exists(dir + "/v.png"));
+  EXPECT_EQ(qkv::testing::run_qkv({"viz", "--model", dir + "/model", "open \xff", "-o", dir + "/v.html"},
+                                  dir + "/e.log"), 1);
+  EXPECT_NE(read_file(dir + "/e.log").find("viz: text: not valid UTF-8"), std::string::npos) << read_file(dir + "/e.log");
 }
 
 TEST(AttentionView, CliDetectsGptAndBertDirectories) {

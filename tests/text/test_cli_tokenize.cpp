@@ -138,4 +138,7 @@ TEST(CliTokenize, ErrorsNameTheFile) {
               shell_quote(bad + ".out"), "");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("/nonexistent/c.txt"), std::string::npos) << r.err;
+  r = run_qkv("tokenize -t " + shell_quote(npm_cache() + "/gpt2"), "fine\nbad \xff\n");  // as translate refuses it
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("stdin line 2: not valid UTF-8"), std::string::npos) << r.err;
 }
