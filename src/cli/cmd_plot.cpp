@@ -24,14 +24,18 @@ int run(int argc, char** argv) {
   app.add_option("--title", title, "figure title");
   app.add_option("--width", width, "image width in pixels (curves)")->check(CLI::Range(320, 8192));
   CLI11_PARSE(app, argc, argv);
-  QKV_CHECK(metrics.empty() != (pe_len == 0), "plot",
-            "give exactly one of --metrics FILE or --positional-encoding N");
+  const bool pe = app.count("--positional-encoding") > 0;
+  QKV_CHECK(metrics.empty() == pe, "plot", "give exactly one of --metrics FILE or --positional-encoding N");
   if (!metrics.empty()) {
     qkv::viz::LinePlotOptions o;
     o.title = title.empty() ? metrics : title;
     o.width = width;
     const auto panels = qkv::viz::metrics_panels_from_jsonl(metrics, x_key);
-    qkv::viz::write_line_plot(out, panels, o);
+    try {  // e.g. values whose range is not finite (+-1e308): say which file
+      qkv::viz::write_line_plot(out, panels, o);
+    } catch (const qkv::Error& e) {
+      qkv::fail(metrics, "cannot plot its values: ", e.what());
+    }
     std::printf("wrote %s (%zu panels)\n", out.c_str(), panels.size());
   } else {
     QKV_CHECK(pe_len > 0 && pe_len <= 4096, "plot", "--positional-encoding must be in [1, 4096], got ", pe_len);

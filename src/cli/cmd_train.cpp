@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 
 #include "cli.h"
 #include "qkv/tasks/bert_pretraining.h"
@@ -47,6 +48,14 @@ int dispatch_new_run(tasks::TrainingRun& r);
 template <typename... Args>
 void report(const char* format, Args... args) {
   if (train::Communicator::world().is_main()) std::fprintf(stderr, format, args...);
+}
+
+// A best validation value for the closing line; a run that never validated has none (-1 inside).
+std::string best(double value, int decimals) {
+  if (value < 0) return "none (no validation ran)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
 }
 
 int run(int argc, char** argv) {
@@ -129,37 +138,37 @@ int dispatch(tasks::TrainingRun& r) {
   const std::string model_type = tasks::run_model_type(r.config_path, r.resume);
   if (model_type == "gpt_classifier" || model_type == "bert_classifier") {
     const tasks::ClassifierRunResult res = tasks::train_classifier(r);
-    report("qkv train: %s at step %lld; best validation accuracy %.4f; model in %s\n",
-                 outcome_name(res.outcome), (long long)res.steps, res.best_accuracy, res.model_dir.c_str());
+    report("qkv train: %s at step %lld; best validation accuracy %s; model in %s\n",
+                 outcome_name(res.outcome), (long long)res.steps, best(res.best_accuracy, 4).c_str(), res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "bert_qa") {
     const tasks::QaRunResult res = tasks::train_bert_qa(r);
-    report("qkv train: %s at step %lld; best validation F1 %.2f; model in %s\n",
-                 outcome_name(res.outcome), (long long)res.steps, res.best_f1, res.model_dir.c_str());
+    report("qkv train: %s at step %lld; best validation F1 %s; model in %s\n",
+                 outcome_name(res.outcome), (long long)res.steps, best(res.best_f1, 2).c_str(), res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "bert") {
     const tasks::BertRunResult res = tasks::train_bert(r);
-    report("qkv train: %s at step %lld; best validation MLM loss %.4f; model in %s\n",
-                 outcome_name(res.outcome), (long long)res.steps, res.best_mlm_loss, res.model_dir.c_str());
+    report("qkv train: %s at step %lld; best validation MLM loss %s; model in %s\n",
+                 outcome_name(res.outcome), (long long)res.steps, best(res.best_mlm_loss, 4).c_str(), res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "bert_tagger") {
     const tasks::TaggerRunResult res = tasks::train_bert_tagger(r);
-    report("qkv train: %s at step %lld; best %s %.4f; model in %s\n", outcome_name(res.outcome),
-                 (long long)res.steps, res.best_metric.c_str(), res.best_score, res.model_dir.c_str());
+    report("qkv train: %s at step %lld; best %s %s; model in %s\n", outcome_name(res.outcome),
+                 (long long)res.steps, res.best_metric.c_str(), best(res.best_score, 4).c_str(), res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "gpt") {
     const tasks::LmRunResult res = tasks::train_lm(r);
-    report("qkv train: %s at step %lld; best validation perplexity %.2f; model in %s\n",
-                 outcome_name(res.outcome), (long long)res.steps, res.best_perplexity, res.model_dir.c_str());
+    report("qkv train: %s at step %lld; best validation perplexity %s; model in %s\n",
+                 outcome_name(res.outcome), (long long)res.steps, best(res.best_perplexity, 2).c_str(), res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   const tasks::TranslationRunResult res = tasks::train_translation(r);
-  report("qkv train: %s at step %lld; best validation BLEU %.2f; model in %s\n",
-               outcome_name(res.outcome), (long long)res.steps, res.best_bleu, res.model_dir.c_str());
+  report("qkv train: %s at step %lld; best validation BLEU %s; model in %s\n",
+               outcome_name(res.outcome), (long long)res.steps, best(res.best_bleu, 2).c_str(), res.model_dir.c_str());
   return res.outcome == train::Outcome::interrupted ? 130 : 0;
 }
 

@@ -48,6 +48,8 @@ int run(int argc, char** argv) {
 
   tasks::Translator translator(model_dir);
   const std::vector<std::string> lines = read_input_lines(input, "sentences to translate");
+  QKV_CHECK(attention_png.empty() || (attention_line >= 1 && attention_line <= int64_t(lines.size())),
+            "--attention-line", "must be in 1..", lines.size(), ", got ", attention_line);  // before the work
   tasks::Translations r = translator.translate(lines, req);
 
   std::string out;
@@ -69,8 +71,6 @@ int run(int argc, char** argv) {
     return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
   };
   if (ends_with(attention_png, ".html") || ends_with(attention_png, ".htm")) {
-    QKV_CHECK(attention_line >= 1 && attention_line <= int64_t(lines.size()), "--attention-line", "must be in 1..",
-              lines.size(), ", got ", attention_line);
     tasks::ViewInput in;
     in.text = lines[size_t(attention_line - 1)];
     in.target_ids = r.hyps[size_t(attention_line - 1)].front().tokens;

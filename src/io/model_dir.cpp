@@ -57,6 +57,12 @@ nlohmann::json read_seq2seq_config(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail(path, "not valid JSON: ", e.what());
   }
+  // A Hugging Face directory (GPT-2, BERT and their heads) says what it is.
+  if (config.is_object() && !config.contains("model") && config.contains("architectures") &&
+      config["architectures"].is_array() && !config["architectures"].empty())
+    fail(path, "holds a ", config["architectures"][0].dump(), " model, not a translation model (expected ",
+         "model_type \"transformer\" or \"rnn\"; GPT and BERT directories are for generate, classify, embed, tag, ",
+         "answer)");
   // The sections a qkv translation model's config.json holds: the model's, the tokenizer's, and
   // the training config it was trained with (kept for the record; not read here).
   ConfigReader top(config, path);

@@ -99,11 +99,16 @@ TranslationRunResult train_translation(const TranslationRun& run) {
     if (!run.tokenizer_path.empty()) {
       bundle.src_tok = text::load_tokenizer(run.tokenizer_path);
       bundle.tgt_tok = bundle.src_tok;
+      try {  // a tokenizer made for another model may lack what translation needs (<pad>, </s>)
+        complete_model_config(spec.config, *bundle.src_tok, *bundle.tgt_tok);
+      } catch (const Error& e) {
+        fail(run.tokenizer_path, "cannot be a translation model's tokenizer: ", e.what());
+      }
     } else {
       std::fprintf(stderr, "qkv train: learning BPE from %zu sentence pairs ...\n", train_text.src.size());
       train_tokenizers(tok_cfg, top_where, train_text, (fs::path(out_dir) / "work").string(), bundle.src_tok, bundle.tgt_tok);
+      complete_model_config(spec.config, *bundle.src_tok, *bundle.tgt_tok);
     }
-    complete_model_config(spec.config, *bundle.src_tok, *bundle.tgt_tok);
     bundle.config = spec.config;
     bundle.model = io::make_seq2seq(spec.config, run.config_path);
     write_run_json(spec);

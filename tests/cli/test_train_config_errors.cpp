@@ -100,6 +100,34 @@ TEST(TrainConfigErrors, AFailedNewRunLeavesNoDirectoryAndTheFixedCommandRuns) {
   ASSERT_EQ(a.code, 0) << a.log;
   EXPECT_TRUE(fs::exists(dir / "run/model/model.safetensors"));
 
+  // --attention-line is checked before any translating; nothing is written.
+  qkv::write_file_atomic((dir / "in.txt").string(), "alpha beta\n");
+  const fs::path log = dir / "t.log";
+  EXPECT_EQ(run_qkv({"translate", "--model", (dir / "run/model").string(), "-i", (dir / "in.txt").string(), "-o",
+                     (dir / "out.txt").string(), "--attention", (dir / "a.html").string(), "--attention-line", "2"},
+                    log),
+            1);
+  EXPECT_NE(read_file(log.string()).find("--attention-line: must be in 1..1, got 2"), std::string::npos)
+      << read_file(log.string());
+  EXPECT_FALSE(fs::exists(dir / "out.txt"));
+
+  // A tokenizer made for another model (a GPT's: no <pad>) is named when it cannot serve.
+  ASSERT_EQ(run_qkv({"train-tokenizer", "--kind", "bytebpe", "--vocab-size", "300", "-i", (dir / "train.tsv").string(),
+                     "-o", (dir / "gpt_tok.json").string()},
+                    log),
+            0)
+      << read_file(log.string());
+  const fs::path cfg = dir / "config.json";
+  EXPECT_EQ(run_qkv({"train", "--config", cfg.string(), "--train", (dir / "train.tsv").string(), "--valid",
+                     (dir / "valid.tsv").string(), "--out", (dir / "run_tok").string(), "--tokenizer",
+                     (dir / "gpt_tok.json").string()},
+                    log),
+            1);
+  EXPECT_NE(read_file(log.string()).find((dir / "gpt_tok.json").string() + ": cannot be a translation model's tokenizer"),
+            std::string::npos)
+      << read_file(log.string());
+  EXPECT_FALSE(fs::exists(dir / "run_tok"));
+
   // A run that trained keeps its directory whatever happens next: here the same --out again is
   // refused and nothing in it is touched.
   a = train(dir, good_config());

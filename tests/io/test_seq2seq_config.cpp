@@ -60,6 +60,9 @@ TEST(Seq2SeqConfig, StrictAboutFormatKeysSectionsAndLength) {
   c = model_config();
   c["train"] = "x";
   EXPECT_EQ(error_of(c).rfind("field 'train': expected an object", 0), 0u) << error_of(c);
+  const nlohmann::json bert = {{"architectures", {"BertForSequenceClassification"}}, {"model_type", "bert"}};
+  EXPECT_EQ(error_of(bert).rfind("holds a \"BertForSequenceClassification\" model, not a translation model", 0), 0u)
+      << error_of(bert);
   c = model_config();
   c["model"]["max_len"] = 1;
   EXPECT_NE(error_of(c).find("max_len must be at least 2 (a token and </s>), got 1"), std::string::npos)
