@@ -75,5 +75,20 @@ TEST(ConfigReader, IntegerInRefusesWhatItsRangeCannotHold) {
   }
 }
 
+// A key with a NUL (or any control byte) in it: the message keeps everything after it, escaped,
+// since what() is a C string and the message goes to a terminal.
+TEST(ConfigReader, ControlBytesInAKeyAreEscapedNotCut) {
+  nlohmann::json j = nlohmann::json::object();
+  j[std::string("n_embd\0x\x1b[31m", 13)] = 1;
+  ConfigReader r(j, "config.json");
+  try {
+    r.finish();
+    FAIL() << "an unknown key was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("field 'n_embd\\u0000x\\u001b[31m': unknown key"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace qkv

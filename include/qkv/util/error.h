@@ -8,9 +8,30 @@
 
 namespace qkv {
 
+namespace detail {
+// The message with control bytes other than newline and tab written as \u00XX: a key or a line
+// quoted from bad input must not cut the message at a NUL (what() is a C string) or drive the
+// terminal it is printed on.
+inline std::string printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+}  // namespace detail
+
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what) : std::runtime_error(detail::printable(what)) {}
 };
 
 namespace detail {
