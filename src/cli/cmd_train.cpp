@@ -138,8 +138,8 @@ int dispatch(tasks::TrainingRun& r) {
   const std::string model_type = tasks::run_model_type(r.config_path, r.resume);
   if (model_type == "gpt_classifier" || model_type == "bert_classifier") {
     const tasks::ClassifierRunResult res = tasks::train_classifier(r);
-    report("qkv train: %s at step %lld; best validation accuracy %s; model in %s\n",
-                 outcome_name(res.outcome), (long long)res.steps, best(res.best_accuracy, 4).c_str(), res.model_dir.c_str());
+    report("qkv train: %s at step %lld; best validation accuracy %s; model in %s\n", outcome_name(res.outcome),
+           (long long)res.steps, best(res.best_accuracy, 4).c_str(), res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "bert_qa") {
@@ -150,8 +150,8 @@ int dispatch(tasks::TrainingRun& r) {
   }
   if (model_type == "bert") {
     const tasks::BertRunResult res = tasks::train_bert(r);
-    report("qkv train: %s at step %lld; best validation MLM loss %s; model in %s\n",
-                 outcome_name(res.outcome), (long long)res.steps, best(res.best_mlm_loss, 4).c_str(), res.model_dir.c_str());
+    report("qkv train: %s at step %lld; best validation MLM loss %s; model in %s\n", outcome_name(res.outcome),
+           (long long)res.steps, best(res.best_mlm_loss, 4).c_str(), res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   if (model_type == "bert_tagger") {
@@ -162,8 +162,8 @@ int dispatch(tasks::TrainingRun& r) {
   }
   if (model_type == "gpt") {
     const tasks::LmRunResult res = tasks::train_lm(r);
-    report("qkv train: %s at step %lld; best validation perplexity %s; model in %s\n",
-                 outcome_name(res.outcome), (long long)res.steps, best(res.best_perplexity, 2).c_str(), res.model_dir.c_str());
+    report("qkv train: %s at step %lld; best validation perplexity %s; model in %s\n", outcome_name(res.outcome),
+           (long long)res.steps, best(res.best_perplexity, 2).c_str(), res.model_dir.c_str());
     return res.outcome == train::Outcome::interrupted ? 130 : 0;
   }
   const tasks::TranslationRunResult res = tasks::train_translation(r);

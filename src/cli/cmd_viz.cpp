@@ -30,7 +30,8 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (app.count("--target")) in.target = target;
   if (app.count("--pair")) in.pair = pair;
-  for (const auto& [name, value] : {std::pair{"text", in.text}, std::pair{"--target", target}, std::pair{"--pair", pair}})
+  for (const auto& [name, value] :
+       {std::pair{"text", in.text}, std::pair{"--target", target}, std::pair{"--pair", pair}})
     QKV_CHECK(qkv::utf8::is_valid(value), "viz", name, ": not valid UTF-8");
   const std::string ext = std::filesystem::path(output).extension().string();
   QKV_CHECK(ext == ".html" || ext == ".htm", output, "--output: viz writes an HTML page; give a .html file name");

@@ -74,7 +74,8 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   const bool noam_takes_width = sched_cfg["type"] == "noam" && !sched_cfg.contains("d_model");
   auto no_width = [&] {
     fail(top_where, "field 'schedule.d_model': the noam schedule (the default) needs d_model and this ",
-         spec.config["model_type"].get<std::string>(), " model has none; give schedule.d_model or another schedule type");
+         spec.config["model_type"].get<std::string>(),
+         " model has none; give schedule.d_model or another schedule type");
   };
   if (noam_takes_width && spec.config["model_type"] != "transformer") no_width();  // only a Transformer has d_model
   {  // checked now with a stand-in width; made below, once the tokenizer has completed the model
@@ -106,7 +107,8 @@ TranslationRunResult train_translation(const TranslationRun& run) {
       }
     } else {
       std::fprintf(stderr, "qkv train: learning BPE from %zu sentence pairs ...\n", train_text.src.size());
-      train_tokenizers(tok_cfg, top_where, train_text, (fs::path(out_dir) / "work").string(), bundle.src_tok, bundle.tgt_tok);
+      train_tokenizers(tok_cfg, top_where, train_text, (fs::path(out_dir) / "work").string(), bundle.src_tok,
+                       bundle.tgt_tok);
       complete_model_config(spec.config, *bundle.src_tok, *bundle.tgt_tok);
     }
     bundle.config = spec.config;

@@ -51,8 +51,8 @@ TrainOptions TrainOptions::from_config(ConfigReader& r) {
   QKV_CHECK(o.accum_steps >= 1, r.where("accum_steps"), "must be >= 1, got ", o.accum_steps);
   QKV_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, r.where("label_smoothing"), "must be in [0, 1), got ",
             o.label_smoothing);
-  QKV_CHECK(std::isfinite(o.max_minutes) && o.max_minutes >= 0, r.where("max_minutes"), "must be a finite number >= 0, got ",
-            o.max_minutes);
+  QKV_CHECK(std::isfinite(o.max_minutes) && o.max_minutes >= 0, r.where("max_minutes"),
+            "must be a finite number >= 0, got ", o.max_minutes);
   QKV_CHECK(o.max_steps > 0 || o.max_epochs > 0 || o.max_minutes > 0, r.where("max_steps"),
             "give max_steps, max_epochs or max_minutes > 0");
   QKV_CHECK(o.keep_last >= 1, r.where("keep_last"), "must be >= 1, got ", o.keep_last);

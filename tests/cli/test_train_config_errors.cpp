@@ -123,8 +123,8 @@ TEST(TrainConfigErrors, AFailedNewRunLeavesNoDirectoryAndTheFixedCommandRuns) {
                      (dir / "gpt_tok.json").string()},
                     log),
             1);
-  EXPECT_NE(read_file(log.string()).find((dir / "gpt_tok.json").string() + ": cannot be a translation model's tokenizer"),
-            std::string::npos)
+  const std::string named = (dir / "gpt_tok.json").string() + ": cannot be a translation model's tokenizer";
+  EXPECT_NE(read_file(log.string()).find(named), std::string::npos)
       << read_file(log.string());
   EXPECT_FALSE(fs::exists(dir / "run_tok"));
 

@@ -302,7 +302,8 @@ TEST(AttentionView, CliWritesThePageAndTranslateKeepsPng) {
   EXPECT_FALSE(fs::exists(dir + "/v.png"));
   EXPECT_EQ(qkv::testing::run_qkv({"viz", "--model", dir + "/model", "open \xff", "-o", dir + "/v.html"},
                                   dir + "/e.log"), 1);
-  EXPECT_NE(read_file(dir + "/e.log").find("viz: text: not valid UTF-8"), std::string::npos) << read_file(dir + "/e.log");
+  EXPECT_NE(read_file(dir + "/e.log").find("viz: text: not valid UTF-8"), std::string::npos)
+      << read_file(dir + "/e.log");
 }
 
 TEST(AttentionView, CliDetectsGptAndBertDirectories) {
