@@ -81,7 +81,12 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   {  // checked now with a stand-in width; made below, once the tokenizer has completed the model
     nlohmann::json probe = sched_cfg;
     if (noam_takes_width) probe["d_model"] = 1;
-    schedule_from_config(nlohmann::json{{"schedule", probe}}, top_where);
+    try {
+      schedule_from_config(nlohmann::json{{"schedule", probe}}, top_where);
+    } catch (const Error& e) {
+      if (!noam_takes_width) throw;
+      throw Error(std::string(e.what()) + " (d_model 1 stands in for the model's width, not known yet)");
+    }
   }
 
   ParallelText train_text = read_parallel_tsv(spec.train), valid_text = read_parallel_tsv(spec.valid);
