@@ -80,6 +80,9 @@ int run(int argc, char** argv) {
   else if (templ == "bos-eos") tok->set_template(PostTemplate::bos_eos());
   else if (templ == "gpt-finetune") tok->set_template(PostTemplate::gpt_finetune());
   tok->save(out);
+  if (tok->vocab_size() > vocab_size)
+    std::fprintf(stderr, "train-tokenizer: warning: the vocabulary has %d entries, more than --vocab-size %d: the "
+                 "special tokens and the symbols of the text come first\n", tok->vocab_size(), vocab_size);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "train-tokenizer: %s, vocabulary %d, %.2f s -> %s\n", kind.c_str(),
                tok->vocab_size(), secs, out.c_str());

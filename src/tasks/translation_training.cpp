@@ -23,6 +23,31 @@ namespace fs = std::filesystem;
 
 namespace qkv::tasks {
 
+namespace {
+
+// A tokenizer that does not cover the text (e.g. a --tokenizer learned on another language) turns
+// it into <unk>s, and the run learns nothing while looking healthy: say so at the start.
+void warn_if_mostly_unknown(const std::vector<train::Example>& examples, const text::Tokenizer& src_tok,
+                            const text::Tokenizer& tgt_tok) {
+  auto share = [&](const text::Tokenizer& tok, bool source) {
+    const std::optional<int32_t> unk = tok.special_id(text::Role::Unk);
+    if (!unk) return 0.0;
+    int64_t n = 0, unknown = 0;
+    for (const auto& e : examples)
+      for (int64_t id : source ? e.src : e.tgt) n += 1, unknown += id == *unk;
+    return n ? double(unknown) / double(n) : 0.0;
+  };
+  constexpr double kWarnAbove = 0.05;
+  for (bool source : {true, false}) {
+    const double s = share(source ? src_tok : tgt_tok, source);
+    if (s > kWarnAbove)
+      std::fprintf(stderr, "qkv train: warning: %.0f%% of the %s training tokens are unknown to the tokenizer "
+                   "(does it cover this text?)\n", 100 * s, source ? "source" : "target");
+  }
+}
+
+}  // namespace
+
 TranslationRunResult train_translation(const TranslationRun& run) {
   RunDir spec = open_run_dir(run.config_path, run.out_dir, run.resume);
   const std::string& out_dir = spec.dir;
@@ -128,6 +153,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   std::fprintf(stderr, "qkv train: %zu training pairs (%lld longer than %lld tokens dropped), %zu validation pairs, "
                "%lld parameters\n", examples.size(), (long long)dropped, (long long)max_len, valid_text.src.size(),
                (long long)bundle.model->num_parameters());
+  warn_if_mostly_unknown(examples, *bundle.src_tok, *bundle.tgt_tok);
   train::Seq2SeqStream stream(std::move(examples), ids, max_tokens, max_sentences, seed);
   train::Seq2SeqStream valid_stream(encode_pairs(valid_text, *bundle.src_tok, *bundle.tgt_tok, ids.eos, max_len),
                                     ids, max_tokens, max_sentences, seed);

@@ -137,3 +137,44 @@ TEST(TrainConfigErrors, AFailedNewRunLeavesNoDirectoryAndTheFixedCommandRuns) {
   EXPECT_TRUE(fs::exists(dir / "run/metrics.jsonl"));
   fs::remove_all(dir);
 }
+
+// Mistakes that are not errors but waste a run are said at the start: a tokenizer that maps the
+// text to <unk> (the run then trains to BLEU 0 looking healthy), and a vocabulary size below what
+// the alphabet alone needs.
+TEST(TrainConfigErrors, WarnsWhenTheTokenizerDoesNotCoverTheText) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_train_unk_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  qkv::testing::write_reversal_corpus(dir, 60, 50, 777);
+  const fs::path log = dir / "t.log";
+  ASSERT_EQ(run_qkv({"train-tokenizer", "--kind", "word", "--vocab-size", "4", "-i", (dir / "train.tsv").string(),
+                     "-o", (dir / "specials_only.json").string()},
+                    log),
+            0)
+      << read_file(log.string());
+  EXPECT_EQ(read_file(log.string()).find("warning"), std::string::npos) << read_file(log.string());
+  ASSERT_EQ(run_qkv({"train-tokenizer", "--kind", "bpe", "--vocab-size", "1", "-i", (dir / "train.tsv").string(),
+                     "-o", (dir / "tiny.json").string()},
+                    log),
+            0)
+      << read_file(log.string());
+  EXPECT_NE(read_file(log.string()).find("warning: the vocabulary has"), std::string::npos) << read_file(log.string());
+
+  const fs::path cfg = dir / "config.json";
+  qkv::write_file_atomic(cfg.string(), good_config().dump());
+  ASSERT_EQ(run_qkv({"train", "--config", cfg.string(), "--train", (dir / "train.tsv").string(), "--valid",
+                     (dir / "valid.tsv").string(), "--out", (dir / "run").string(), "--tokenizer",
+                     (dir / "specials_only.json").string()},
+                    log),
+            0)
+      << read_file(log.string());
+  const std::string out = read_file(log.string());
+  EXPECT_NE(out.find("% of the source training tokens are unknown to the tokenizer"), std::string::npos) << out;
+  EXPECT_NE(out.find("% of the target training tokens are unknown to the tokenizer"), std::string::npos) << out;
+  // A tokenizer learned on the text itself: no warning.
+  fs::remove_all(dir / "run");
+  const Attempt a = train(dir, good_config());
+  ASSERT_EQ(a.code, 0) << a.log;
+  EXPECT_EQ(a.log.find("warning"), std::string::npos) << a.log;
+  fs::remove_all(dir);
+}
