@@ -1,8 +1,6 @@
 #include "qkv/util/file.h"
 
 #include <fcntl.h>
-#include <limits.h>
-#include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,14 +38,13 @@ namespace {
 // The file a symlink chain ends at, as a path (the link itself when it leads nowhere yet, e.g. a
 // dangling link to a file to be created: its target, followed as far as it goes).
 std::string follow_symlinks(std::string path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
   for (int hops = 0; hops < 40; ++hops) {
-    struct stat st;
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
-    char buf[PATH_MAX];
-    const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
-    if (n <= 0) return path;
-    std::filesystem::path target(std::string(buf, size_t(n)));
-    path = (target.is_absolute() ? target : std::filesystem::path(path).parent_path() / target).string();
+    if (!fs::is_symlink(path, ec)) return path;
+    const fs::path target = fs::read_symlink(path, ec);
+    if (ec) return path;
+    path = (target.is_absolute() ? target : fs::path(path).parent_path() / target).string();
   }
   fail(path, "too many levels of symbolic links");
 }
