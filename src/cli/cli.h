@@ -11,7 +11,20 @@
 
 namespace CLI {
 class App;
-}
+class ParseError;
+class Validator;
+}  // namespace CLI
+
+// Parses a command's options in run(): `--help` exits 0; a usage error (an unknown option, a
+// missing or invalid value) prints CLI11's message and exits 2, as an unknown command does.
+// CLI11_PARSE would return CLI11's own code per kind of error (105, 106, 109, ...), which a
+// script cannot tell apart from a failure of the command itself. The file must include CLI11.
+#define QKV_PARSE(app, argc, argv)               \
+  try {                                          \
+    (app).parse((argc), (argv));                 \
+  } catch (const CLI::ParseError& e) {           \
+    return ::qkv::cli::usage_exit((app), e);     \
+  }
 
 namespace qkv::cli {
 
@@ -21,6 +34,16 @@ struct Command {
 };
 
 std::map<std::string, Command>& registry();
+
+// QKV_PARSE's handler: prints the error (or the help) and returns the exit code, 0 or 2. A
+// required option that seems missing because its name was mistyped (`--modle x`) is reported as
+// the unexpected argument, not as "--model is required".
+int usage_exit(CLI::App& app, const CLI::ParseError& error);
+
+// Option checks with a plain message: "--beam: must be a positive number, got '0'" (CLI11's
+// PositiveNumber printed its range up to DBL_MAX in full). Both refuse nan and infinity.
+const CLI::Validator& positive();
+const CLI::Validator& non_negative();
 
 struct Register {
   Register(const std::string& name, const std::string& help, std::function<int(int, char**)> run) {

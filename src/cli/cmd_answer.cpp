@@ -40,14 +40,14 @@ int run(int argc, char** argv) {
   app.add_option("--input,-i", input, "JSON lines {\"question\", \"context\"} or question<TAB>context lines (default: stdin)");
   app.add_option("--data", data_file, "SQuAD-style JSON lines with gold answers: print exact match and F1");
   app.add_flag("--json", json, "print JSON lines");
-  app.add_option("--n-best", n_best, "print the N best answers per question")->check(CLI::PositiveNumber);
+  app.add_option("--n-best", n_best, "print the N best answers per question")->check(positive());
   app.add_option("--top-k", top_k, "pair only the top K starts and ends of each window (Hugging Face's heuristic; "
-                 "default 0: every valid span)")->check(CLI::NonNegativeNumber);
+                 "default 0: every valid span)")->check(non_negative());
   app.add_option("--max-answer-length", max_answer_length, "longest answer in tokens (default: the model's qa.json)");
   app.add_option("--max-len", max_len, "window length in tokens (default: the model's qa.json)");
   app.add_option("--doc-stride", doc_stride, "context tokens between window starts (default: the model's qa.json)");
-  app.add_option("--batch-size", batch_size, "windows per forward pass")->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--batch-size", batch_size, "windows per forward pass")->check(positive());
+  QKV_PARSE(app, argc, argv);
   tasks::QuestionAnswerer qa(model_dir);
   tasks::QaOptions& o = qa.options();
   o.n_best = n_best;

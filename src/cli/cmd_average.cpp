@@ -43,11 +43,11 @@ int run(int argc, char** argv) {
   bool force = false;
   app.add_option("checkpoints", dirs, "checkpoint or model directories (config.json + model.safetensors)");
   app.add_option("--run", run_dir, "a run directory: average its newest checkpoints (with --last)");
-  app.add_option("--last", last, "how many of the run's newest checkpoints")->check(CLI::PositiveNumber);
+  app.add_option("--last", last, "how many of the run's newest checkpoints")->check(qkv::cli::positive());
   app.add_option("--out", out, "the averaged model directory (written atomically; new or empty, unless --force)")
       ->required();
   app.add_flag("--force", force, "replace --out if it exists: everything in it is deleted");
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   if (!run_dir.empty()) {
     QKV_CHECK(dirs.empty(), "average", "give checkpoint directories or --run, not both");
     QKV_CHECK(last > 0, "average", "--run needs --last N");

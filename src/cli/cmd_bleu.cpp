@@ -106,7 +106,7 @@ int run(int argc, char** argv) {
   app.add_option("--by-source-length", src_path,
                  "source file (line-aligned): also score the sentences in source-length buckets of 1-5, 6-10, "
                  "11-20 and 21+ 13a tokens");
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   if (chrf_word_order > 0) chrf = true;
 
   const std::string hyp_name = hyp_path.empty() ? std::string("stdin") : hyp_path;

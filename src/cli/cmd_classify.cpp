@@ -22,10 +22,10 @@ int run(int argc, char** argv) {
   app.add_option("--input,-i", input, "one input per line: text, or a<TAB>b for a pair model (default: stdin)");
   app.add_flag("--json", json, "print JSON lines instead of label<TAB>probability");
   app.add_flag("--all-probs", opt.all_probabilities, "with --json: every label's probability");
-  app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(positive());
   std::string precision = "fp32";
   add_precision_option(app, precision);
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   opt.precision = read_precision(precision, "qkv classify");
   const tasks::Classifier clf(model_dir);
   std::vector<tasks::ClsInput> inputs;

@@ -78,7 +78,7 @@ int run(int argc, char** argv) {
   app.add_flag("--force", force, "rebuild even if up to date");
   app.add_flag("--stats", stats, "print statistics even if nothing was rebuilt");
   app.add_flag("-v,--verbose", verbose, "report downloads and progress on stderr");
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   qkv::data::BuildResult r;
   bool mt = false;
   if (corpus == "mt-en-de" || corpus == "mt-en-fr") {

@@ -100,16 +100,16 @@ int run(int argc, char** argv) {
   app.add_option("--steps", steps, "optimizer steps (full batch)")->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   app.add_option("--hidden", hidden, "width of the two hidden layers")->check(CLI::Range(1, 1 << 16));
   app.add_option("--points", per_class, "training points per class")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--lr", lr, "peak learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--warmup", warmup, "linear warm-up steps")->check(CLI::NonNegativeNumber);
+  app.add_option("--lr", lr, "peak learning rate")->check(qkv::cli::positive());
+  app.add_option("--warmup", warmup, "linear warm-up steps")->check(qkv::cli::non_negative());
   app.add_option("--weight-decay", weight_decay, "AdamW decoupled weight decay (not on biases)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--clip", clip, "max global gradient norm")->check(CLI::PositiveNumber);
-  app.add_option("--print-every", every, "print the loss every N steps")->check(CLI::PositiveNumber);
+      ->check(qkv::cli::non_negative());
+  app.add_option("--clip", clip, "max global gradient norm")->check(qkv::cli::positive());
+  app.add_option("--print-every", every, "print the loss every N steps")->check(qkv::cli::positive());
   app.add_option("--seed", seed, "seed of the data and the initial weights");
   app.add_option("--min-accuracy", min_acc, "exit 1 if the test accuracy ends below this (0..1)")
       ->check(CLI::Range(0.0, 1.0));
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   QKV_CHECK(warmup < steps, "demo-mlp", "--warmup must be below --steps, got warmup ", warmup, ", steps ", steps);
 
   const auto t0 = std::chrono::steady_clock::now();

@@ -37,10 +37,10 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"cls", "mean"}));
   app.add_flag("--normalize", opt.normalize, "divide each vector by its L2 norm");
   app.add_option("--input,-i", input, "one input per line: text, or a<TAB>b for pairs (default: stdin)");
-  app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(positive());
   std::string precision = "fp32";
   add_precision_option(app, precision);
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   opt.precision = read_precision(precision, "qkv embed");
   opt.pooling = tasks::parse_pooling(pooling);
   const tasks::Embedder emb(model_dir);

@@ -21,10 +21,10 @@ int run(int argc, char** argv) {
   tasks::ClassifyOptions opt;
   app.add_option("--model,-m", model_dir, "classifier directory (e.g. RUN/model)")->required();
   app.add_option("--data,-d", data, "labelled examples: label<TAB>text or label<TAB>a<TAB>b")->required();
-  app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(positive());
   app.add_flag("--json", json, "print one JSON object");
   app.add_flag("--per-label", per_label, "also print each label's precision, recall, F1 and support");
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   const tasks::Classifier clf(model_dir);
   const tasks::LabelledSet set = tasks::read_labelled_tsv(data);
   QKV_CHECK(clf.accepts(set.pairs), data, "holds ", set.pairs ? "pairs" : "single texts", " but the model classifies ",

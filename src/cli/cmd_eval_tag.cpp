@@ -21,10 +21,10 @@ int run(int argc, char** argv) {
   tasks::TagOptions opt;
   app.add_option("--model,-m", model_dir, "token classifier directory (e.g. RUN/model)")->required();
   app.add_option("--data,-d", data, "tagged sentences: word<TAB>tag lines, a blank line between sentences")->required();
-  app.add_option("--batch-size", opt.batch_size, "windows per batch")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", opt.batch_size, "windows per batch")->check(positive());
   app.add_flag("--json", json, "print one JSON object");
   app.add_flag("--per-type", per_type, "also print each entity type's precision, recall, F1 and support");
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   const tasks::Tagger tagger(model_dir);
   const auto set = tasks::read_conll_file(data);
   std::vector<std::vector<std::string>> words, gold, pred;

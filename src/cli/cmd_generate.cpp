@@ -52,7 +52,7 @@ int run(int argc, char** argv) {
   app.add_flag("--quiet,-q", opt.quiet, "no warnings");
   std::string precision = "fp32";
   add_precision_option(app, precision);
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   opt.precision = read_precision(precision, "qkv generate");
   have_prompt = app.count("--prompt") > 0;
   QKV_CHECK(std::filesystem::is_directory(model_dir), model_dir, "model directory not found");

@@ -26,7 +26,7 @@ std::string env_or(const char* name, const char* fallback) {
 
 int run(int argc, char** argv) {
   CLI::App app{"Print the CPU, threads, BLAS and oneDNN kernels and OpenMP wait policy qkv runs with", "qkv info"};
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   const bool avx512 = __builtin_cpu_supports("avx512f");
   std::printf("threads          %d (%s)\n", omp_get_max_threads(), env_or("OMP_NUM_THREADS", "all cores").c_str());
   const qkv::kernels::DnnlCpuInfo& dnnl = qkv::kernels::dnnl_cpu_info();

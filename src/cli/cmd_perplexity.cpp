@@ -22,10 +22,10 @@ int run(int argc, char** argv) {
   app.add_option("--model,-m", model_dir, "GPT model directory (config.json, model.safetensors, tokenizer)")->required();
   app.add_option("--input,-i", input, "UTF-8 text file")->required();
   app.add_option("--context", context, "window length in tokens (default: the model's n_positions)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   app.add_option("--stride", stride, "tokens the window moves each time (default: half the context)")
-      ->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+      ->check(positive());
+  QKV_PARSE(app, argc, argv);
   io::GptBundle b = io::load_gpt2(model_dir);
   QKV_CHECK(b.tokenizer != nullptr, model_dir, "has no tokenizer (tokenizer.json, or encoder.json + vocab.bpe)");
   const std::string text = read_file(input);

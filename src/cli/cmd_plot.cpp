@@ -23,7 +23,7 @@ int run(int argc, char** argv) {
   app.add_option("--x", x_key, "key of the x axis");
   app.add_option("--title", title, "figure title");
   app.add_option("--width", width, "image width in pixels (curves)")->check(CLI::Range(320, 8192));
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   const bool pe = app.count("--positional-encoding") > 0;
   QKV_CHECK(metrics.empty() == pe, "plot", "give exactly one of --metrics FILE or --positional-encoding N");
   if (!metrics.empty()) {

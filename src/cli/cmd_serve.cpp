@@ -56,7 +56,7 @@ int run(int argc, char** argv) {
   app.add_flag("--quiet,-q", quiet, "no request log on stderr");
   std::string precision = "fp32";
   add_precision_option(app, precision);
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   opt.precision = read_precision(precision, "qkv serve");
   opt.batch.max_wait = std::chrono::microseconds(int64_t(max_wait_ms * 1000));
   opt.log = !quiet;

@@ -26,10 +26,10 @@ int run(int argc, char** argv) {
   auto* c = app.add_flag("--conll", conll, "print word<TAB>tag lines, a blank line after each sentence");
   app.add_flag("--json", json, "print JSON lines {\"words\", \"tags\", ...}")->excludes(c);
   app.add_flag("--probs", opt.probabilities, "with --json: each tag's probability");
-  app.add_option("--batch-size", opt.batch_size, "windows per batch")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", opt.batch_size, "windows per batch")->check(positive());
   app.add_option("--stride", opt.stride, "pieces between the starts of overlapping windows (default: half a window)")
-      ->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+      ->check(positive());
+  QKV_PARSE(app, argc, argv);
   const tasks::Tagger tagger(model_dir);
   std::vector<int64_t> lines;
   std::vector<std::vector<std::string>> sentences;

@@ -23,7 +23,7 @@ int run(int argc, char** argv) {
   app.add_flag("--add-special-tokens", add_special, "apply the tokenizer's template ([CLS] ... [SEP])");
   app.add_flag("--pair", pair, "each line is 'A<TAB>B'; prints ids, then a tab and the segment ids");
   app.add_flag("--tokens", tokens, "print token strings instead of ids");
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   auto tok = qkv::text::load_tokenizer(path);
   std::string line, out;
   size_t line_no = 0;

@@ -36,7 +36,7 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("--min-frequency", min_freq, "bpe: minimum pair count (default 2); char/word: "
                  "minimum token count (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(qkv::cli::positive());
   app.add_option("--input,-i", inputs, "training text files")->required()->expected(1, -1);
   app.add_option("--out,-o", out, "output tokenizer.json")->required();
   app.add_option("--special-tokens", specials_opt, "comma-separated special tokens (default "
@@ -44,7 +44,7 @@ int run(int argc, char** argv) {
   app.add_option("--unk", unk, "unknown token (bpe/char/word; default <unk> or [UNK] if listed)");
   app.add_option("--template", templ, "add-special-tokens template")
       ->check(CLI::IsMember({"none", "bert", "roberta", "bos-eos", "gpt-finetune"}));
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   std::vector<std::string> specials = specials_opt.empty()
       ? (kind == "bytebpe" ? std::vector<std::string>{"<|endoftext|>"}
                            : std::vector<std::string>{"<pad>", "<unk>", "<s>", "</s>"})

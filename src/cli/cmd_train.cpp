@@ -76,7 +76,7 @@ int run(int argc, char** argv) {
       app.add_option("--max-minutes", r.max_minutes, "override train.max_minutes (wall-clock budget of this run)");
   app.add_option("--precision", r.precision, "override train.precision of a new run: fp32 or bf16 (mixed precision)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   // Checked here, not by the config: -1 is the library's "not given", and run.json cannot hold inf.
   QKV_CHECK(!max_steps->count() || r.max_steps >= 0, "--max-steps", "expected an integer >= 0, got ", r.max_steps);
   QKV_CHECK(!max_minutes->count() || (std::isfinite(r.max_minutes) && r.max_minutes >= 0), "--max-minutes",

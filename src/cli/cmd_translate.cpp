@@ -20,16 +20,16 @@ int run(int argc, char** argv) {
   app.add_option("--model,-m", model_dir, "model directory (config.json, model.safetensors, tokenizer)")->required();
   app.add_option("--input,-i", input, "source file, one sentence per line (default: stdin)");
   app.add_option("--output,-o", output, "write translations here (default: stdout)");
-  app.add_option("--beam,-b", req.search.beam, "beam size (1 = greedy)")->check(CLI::PositiveNumber);
+  app.add_option("--beam,-b", req.search.beam, "beam size (1 = greedy)")->check(positive());
   app.add_option("--alpha", req.search.alpha, "GNMT length-penalty exponent for beam search");
   app.add_option("--patience", req.search.patience,
                  "beam search ends a sentence after patience x beam hypotheses have ended (1 = fairseq's rule)");
   app.add_option("--max-len-ratio", req.search.max_len_ratio, "maximum output length as a multiple of the source");
   app.add_option("--max-len-extra", req.search.max_len_extra, "tokens added to that maximum");
   app.add_option("--no-repeat-ngram", req.search.no_repeat_ngram_size,
-                 "never repeat an n-gram of output tokens (0 = off)")->check(CLI::NonNegativeNumber);
+                 "never repeat an n-gram of output tokens (0 = off)")->check(non_negative());
   app.add_option("--nbest", req.search.nbest, "print the n best hypotheses, tab-separated with scores");
-  app.add_option("--batch-size", req.batch_size, "sentences per batch")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", req.batch_size, "sentences per batch")->check(positive());
   app.add_flag("--sample", req.search.sample, "sample instead of searching");
   app.add_option("--temperature", req.search.temperature, "sampling temperature");
   app.add_option("--top-k", req.search.top_k, "sample from the k most likely tokens (0 = all)");
@@ -42,7 +42,7 @@ int run(int argc, char** argv) {
   app.add_option("--attention-line", attention_line, "which input line to draw (1-based)");
   std::string precision = "fp32";
   add_precision_option(app, precision);
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   req.precision = read_precision(precision, "qkv translate");
   req.refuse_long = on_long == "refuse";
 

@@ -19,7 +19,7 @@ int run(int argc, char** argv) {
   CLI::App app{"Check safetensors files (structure and qkv's per-tensor checksums)", "qkv verify"};
   std::vector<std::string> paths;
   app.add_option("paths", paths, "files, or directories searched recursively for *.safetensors")->required();
-  CLI11_PARSE(app, argc, argv);
+  QKV_PARSE(app, argc, argv);
   std::vector<std::string> files;
   for (const std::string& p : paths) {
     QKV_CHECK(fs::exists(p), p, "no such file or directory");

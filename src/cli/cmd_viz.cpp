@@ -26,8 +26,8 @@ int run(int argc, char** argv) {
   app.add_option("--output,-o", output, "the HTML file to write");
   app.add_option("--layers", opt.layers, "layers to include (default: all)");
   app.add_option("--heads", opt.heads, "heads to include (default: all)");
-  app.add_option("--max-mb", max_mb, "refuse a page that could be larger than this many MiB")->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--max-mb", max_mb, "refuse a page that could be larger than this many MiB")->check(positive());
+  QKV_PARSE(app, argc, argv);
   if (app.count("--target")) in.target = target;
   if (app.count("--pair")) in.pair = pair;
   for (const auto& [name, value] :

@@ -1,0 +1,86 @@
+// Usage errors exit 2 for every command, as an unknown command does: an unknown option, a value
+// that is not of the option's type, a missing required option. CLI11's own codes (105, 106, 109)
+// differed by the kind of mistake and could not be told from a failure of the command. `--help`
+// still exits 0 and prints the options to stdout.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "qkv/util/file.h"
+#include "run_qkv.h"
+
+namespace fs = std::filesystem;
+using qkv::read_file;
+using qkv::testing::run_qkv;
+
+namespace {
+
+fs::path scratch() {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_usage_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+// The command names that `qkv --help` lists (two-space indent, name, help text).
+std::vector<std::string> listed_commands(const fs::path& dir) {
+  const fs::path out = dir / "help.txt";
+  EXPECT_EQ(run_qkv({"--help"}, dir / "help.log", out.string()), 0);
+  std::vector<std::string> names;
+  std::istringstream lines(read_file(out.string()));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("  ", 0) != 0) continue;
+    std::istringstream words(line);
+    std::string name;
+    words >> name;
+    names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace
+
+TEST(UsageErrors, AnUnknownOptionExitsTwoForEveryCommand) {
+  const fs::path dir = scratch();
+  const auto names = listed_commands(dir);
+  ASSERT_GE(names.size(), 20u) << "qkv --help listed too few commands";
+  for (const auto& name : names) {
+    const fs::path log = dir / (name + ".log");
+    EXPECT_EQ(run_qkv({name, "--no-such-option"}, log), 2) << name;
+    EXPECT_NE(read_file(log.string()).find("--no-such-option"), std::string::npos) << name << ": "
+                                                                                     << read_file(log.string());
+  }
+  fs::remove_all(dir);
+}
+
+TEST(UsageErrors, BadValuesAndMissingOptionsExitTwoAndHelpExitsZero) {
+  const fs::path dir = scratch();
+  const fs::path log = dir / "log", out = dir / "out";
+  // A value that is not an integer (CLI11: ConversionError, was 106 or 105).
+  EXPECT_EQ(run_qkv({"translate", "--model", dir.string(), "--beam", "four"}, log), 2);
+  EXPECT_NE(read_file(log.string()).find("--beam"), std::string::npos) << read_file(log.string());
+  // A value outside the option's range, and one that is not finite: a plain message.
+  EXPECT_EQ(run_qkv({"translate", "--model", dir.string(), "--beam", "0"}, log), 2);
+  EXPECT_NE(read_file(log.string()).find("--beam: must be a positive number, got '0'"), std::string::npos)
+      << read_file(log.string());
+  EXPECT_EQ(run_qkv({"demo-mlp", "--lr", "inf"}, log), 2);
+  EXPECT_NE(read_file(log.string()).find("--lr: must be a positive number, got 'inf'"), std::string::npos)
+      << read_file(log.string());
+  // A required option left out (CLI11: RequiredError, was 106).
+  EXPECT_EQ(run_qkv({"translate"}, log), 2);
+  EXPECT_NE(read_file(log.string()).find("--model"), std::string::npos) << read_file(log.string());
+  // A mistyped required option is reported as the unexpected argument, not as the missing one.
+  EXPECT_EQ(run_qkv({"translate", "--modle", dir.string()}, log), 2);
+  EXPECT_NE(read_file(log.string()).find("--modle"), std::string::npos) << read_file(log.string());
+  // A stray positional argument (CLI11: ExtrasError, was 109).
+  EXPECT_EQ(run_qkv({"info", "stray"}, log), 2);
+  EXPECT_NE(read_file(log.string()).find("stray"), std::string::npos) << read_file(log.string());
+  // Asking for help is not an error.
+  EXPECT_EQ(run_qkv({"translate", "--help"}, log, out.string()), 0);
+  EXPECT_NE(read_file(out.string()).find("--beam"), std::string::npos) << read_file(out.string());
+  EXPECT_EQ(run_qkv({"no-such-command"}, log), 2);
+  fs::remove_all(dir);
+}
