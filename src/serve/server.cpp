@@ -139,12 +139,32 @@ void Server::Impl::routes() {
       }
     };
   };
-  http.Post("/v1/translate", guarded([this](auto& q, auto& r, Slot) { translate(q, r); }));
-  http.Post("/v1/completions", guarded([this](auto& q, auto& r, Slot s) { completions(q, r, std::move(s)); }));
-  http.Post("/v1/embeddings", guarded([this](auto& q, auto& r, Slot) { embeddings(q, r); }));
-  http.Post("/v1/classify", guarded([this](auto& q, auto& r, Slot) { classify(q, r); }));
-  http.Post("/tokenize", guarded([this](auto& q, auto& r, Slot) { tokenize(q, r); }));
-  http.Post("/detokenize", guarded([this](auto& q, auto& r, Slot) { detokenize(q, r); }));
+  // A POST body is read here, not by cpp-httplib: 0.11 applies its payload limit to a Content-Length
+  // only and read a chunked body whole, however large (100 MB of one was answered 200). Past the
+  // limit the rest is read and dropped, as cpp-httplib does for a Content-Length that is too large,
+  // so that the client reads its 413 instead of a reset connection; a body that goes on for 64 MiB
+  // more than that loses its connection.
+  auto with_body = [this](auto handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      const size_t max = opt.limits.max_body_bytes, give_up = max + (size_t(64) << 20);
+      httplib::Request whole = req;
+      size_t seen = 0;
+      const bool complete = read([&](const char* data, size_t n) {
+        seen += n;
+        if (seen <= max) whole.body.append(data, n);
+        return seen <= give_up;
+      });
+      if (complete && seen <= max) return handler(whole, res);
+      send_error(res, default_error(req, complete || seen > max ? 413 : (res.status >= 400 ? res.status : 400), max));
+    };
+  };
+  http.Post("/v1/translate", with_body(guarded([this](auto& q, auto& r, Slot) { translate(q, r); })));
+  http.Post("/v1/completions",
+            with_body(guarded([this](auto& q, auto& r, Slot s) { completions(q, r, std::move(s)); })));
+  http.Post("/v1/embeddings", with_body(guarded([this](auto& q, auto& r, Slot) { embeddings(q, r); })));
+  http.Post("/v1/classify", with_body(guarded([this](auto& q, auto& r, Slot) { classify(q, r); })));
+  http.Post("/tokenize", with_body(guarded([this](auto& q, auto& r, Slot) { tokenize(q, r); })));
+  http.Post("/detokenize", with_body(guarded([this](auto& q, auto& r, Slot) { detokenize(q, r); })));
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     Metrics::Gauges g;
