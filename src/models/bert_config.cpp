@@ -1,22 +1,28 @@
 // BertConfig: validation and config.json (Hugging Face BertConfig keys) (de)serialisation.
 #include "qkv/models/bert.h"
+#include "qkv/models/model_size.h"
 #include "qkv/util/config.h"
 
 namespace qkv::models {
 
 void BertConfig::validate() const {
   const char* w = "BertConfig";
-  QKV_CHECK(vocab_size > 0, w, "vocab_size must be positive, got ", vocab_size);
-  QKV_CHECK(hidden_size > 0 && num_attention_heads > 0 && hidden_size % num_attention_heads == 0, w,
+  check_size(w, "vocab_size", vocab_size, 1, kMaxVocab);
+  check_size(w, "hidden_size", hidden_size, 1, kMaxWidth);
+  QKV_CHECK(num_attention_heads > 0 && hidden_size % num_attention_heads == 0, w,
             "hidden_size must be a positive multiple of num_attention_heads, got hidden_size=", hidden_size,
             " num_attention_heads=", num_attention_heads);
-  QKV_CHECK(num_hidden_layers >= 1, w, "num_hidden_layers must be >= 1, got ", num_hidden_layers);
-  QKV_CHECK(intermediate_size > 0, w, "intermediate_size must be positive, got ", intermediate_size);
-  QKV_CHECK(max_position_embeddings > 0, w, "max_position_embeddings must be positive, got ", max_position_embeddings);
-  QKV_CHECK(type_vocab_size > 0, w, "type_vocab_size must be positive, got ", type_vocab_size);
+  check_size(w, "num_hidden_layers", num_hidden_layers, 1, kMaxLayers);
+  check_size(w, "intermediate_size", intermediate_size, 1, kMaxFfnWidth);
+  check_size(w, "max_position_embeddings", max_position_embeddings, 1, kMaxPositions);
+  check_size(w, "type_vocab_size", type_vocab_size, 1, kMaxVocab);
+  const double d = double(hidden_size), ff = double(intermediate_size);  // per layer 4 d^2 + 2 d ff + biases, norms
+  check_parameters_fit(w, double(vocab_size + max_position_embeddings + type_vocab_size) * d + d * d +
+                              double(num_hidden_layers) * (4 * d * d + 2 * d * ff + 9 * d + ff));
   QKV_CHECK(layer_norm_eps > 0, w, "layer_norm_eps must be positive, got ", layer_norm_eps);
-  QKV_CHECK(pad_token_id >= 0 && pad_token_id < vocab_size, w, "pad_token_id must be in [0, vocab_size = ",
-            vocab_size, "), got ", pad_token_id);
+  QKV_CHECK(pad_token_id >= 0, w, "pad_token_id must be >= 0, got ", pad_token_id);
+  QKV_CHECK(pad_token_id < vocab_size, w, "pad_token_id must be below vocab_size = ", vocab_size, ", got ",
+            pad_token_id);
   for (auto [name, p] : {std::pair{"hidden_dropout_prob", hidden_dropout_prob},
                          std::pair{"attention_probs_dropout_prob", attention_probs_dropout_prob}})
     QKV_CHECK(p >= 0 && p < 1, w, name, " must be in [0, 1), got ", p);

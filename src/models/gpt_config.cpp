@@ -1,17 +1,22 @@
 // GptConfig: validation and config.json (GPT2Config keys) (de)serialisation.
 #include "qkv/models/gpt.h"
+#include "qkv/models/model_size.h"
 #include "qkv/util/config.h"
 
 namespace qkv::models {
 
 void GptConfig::validate() const {
   const char* w = "GptConfig";
-  QKV_CHECK(vocab_size > 0, w, "vocab_size must be positive, got ", vocab_size);
-  QKV_CHECK(n_positions > 0, w, "n_positions must be positive, got ", n_positions);
-  QKV_CHECK(n_embd > 0 && n_head > 0 && n_embd % n_head == 0, w,
-            "n_embd must be a positive multiple of n_head, got n_embd=", n_embd, " n_head=", n_head);
-  QKV_CHECK(n_layer >= 1, w, "n_layer must be >= 1, got ", n_layer);
+  check_size(w, "vocab_size", vocab_size, 1, kMaxVocab);
+  check_size(w, "n_positions", n_positions, 1, kMaxPositions);
+  check_size(w, "n_embd", n_embd, 1, kMaxWidth);
+  QKV_CHECK(n_head > 0 && n_embd % n_head == 0, w, "n_embd must be a positive multiple of n_head, got n_embd=", n_embd,
+            " n_head=", n_head);
+  check_size(w, "n_layer", n_layer, 1, kMaxLayers);
   QKV_CHECK(n_inner >= 0, w, "n_inner must be positive (or null for 4 * n_embd), got ", n_inner);
+  check_size(w, "n_inner", d_ff(), 1, kMaxFfnWidth);
+  const double d = double(n_embd), ff = double(d_ff());  // embeddings; per layer 4 d^2 + 2 d ff + biases, norms
+  check_parameters_fit(w, double(vocab_size + n_positions) * d + double(n_layer) * (4 * d * d + 2 * d * ff + 9 * d + ff));
   QKV_CHECK(layer_norm_epsilon > 0, w, "layer_norm_epsilon must be positive, got ", layer_norm_epsilon);
   for (auto [name, p] : {std::pair{"resid_pdrop", resid_pdrop}, std::pair{"embd_pdrop", embd_pdrop},
                          std::pair{"attn_pdrop", attn_pdrop}})

@@ -10,6 +10,7 @@
 
 #include "qkv/data/documents.h"
 #include "qkv/io/bert.h"
+#include "qkv/models/model_size.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/text/bpe_train.h"
 #include "qkv/text/wordpiece.h"
@@ -153,11 +154,9 @@ BertRunResult train_bert(const TrainingRun& run) {
             sec.model_type, "\"");
 
   ConfigReader dr(sec.data, spec.where, "data");
-  const int64_t max_len = dr.integer("max_len", 128);
-  const int64_t batch = dr.integer("batch_size", 16);
+  const int64_t max_len = dr.integer_in("max_len", 128, 5, models::kMaxPositions);  // 5: [CLS] a [SEP] b [SEP]
+  const int64_t batch = dr.integer_in("batch_size", 16, 1, models::kMaxBatch);
   dr.finish();
-  QKV_CHECK(max_len >= 5, dr.where("max_len"), "must be >= 5 ([CLS] a [SEP] b [SEP]), got ", max_len);
-  QKV_CHECK(batch >= 1, dr.where("batch_size"), "must be >= 1, got ", batch);
 
   ConfigReader tr(sec.train, spec.where, "train");
   const train::TrainOptions topt = train::TrainOptions::from_config(tr);
@@ -173,7 +172,9 @@ BertRunResult train_bert(const TrainingRun& run) {
     fs::create_directories(spec.dir);
     nlohmann::json& m = spec.config["model"];
     const nlohmann::json defaults{{"max_position_embeddings", max_len}};
-    check_model_section<models::BertConfig>(m, defaults, spec.where);
+    QKV_CHECK(check_model_section<models::BertConfig>(m, defaults, spec.where).type_vocab_size >= 2, spec.where,
+              "field 'model.type_vocab_size': next-sentence prediction needs 2 segment types (sentence A and B), got ",
+              m["type_vocab_size"].dump());
     std::shared_ptr<text::Tokenizer> tok = make_bert_tokenizer(sec.tokenizer, spec.where, run.tokenizer_path, train_docs,
                                                           (fs::path(spec.dir) / "work").string());
     const auto cfg = new_model_config<models::BertConfig>(m, defaults, *tok, spec.where);

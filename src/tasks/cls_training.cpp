@@ -15,6 +15,7 @@
 #include "qkv/io/gpt2.h"
 #include "qkv/io/gpt2_cls.h"
 #include "qkv/models/gpt_vocab.h"
+#include "qkv/models/model_size.h"
 #include "qkv/tasks/bert_pretraining.h"
 #include "qkv/tasks/classifier.h"
 #include "qkv/tasks/cls_data.h"
@@ -234,8 +235,8 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
   QKV_CHECK(train_set.pairs == valid_set.pairs, spec.valid, "holds ", valid_set.pairs ? "pairs" : "single texts",
             " but the training file ", spec.train, " holds ", train_set.pairs ? "pairs" : "single texts");
   ConfigReader dr(data_cfg, where, "data");
-  const int64_t max_len = dr.integer("max_len", 0);
-  const int64_t batch_size = dr.integer("batch_size", 32);
+  const int64_t max_len = dr.integer_in("max_len", 0, 0, models::kMaxPositions);  // 0: the model's positions
+  const int64_t batch_size = dr.integer_in("batch_size", 32, 1, models::kMaxBatch);
   dr.finish();
 
   manual_seed(seed);  // initialisation and dropout draw from the default generator
@@ -271,7 +272,8 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
   int64_t cut_train = 0, cut_valid = 0;
   auto train_ex = encode_set(train_set, *clf, spec.train, &cut_train);
   ConfigReader vr(valid_cfg, where, "valid");
-  const int64_t valid_max = vr.integer("max_examples", 2000), valid_batch = vr.integer("batch_size", 64);
+  const int64_t valid_max = vr.integer_in("max_examples", 2000, 0, std::numeric_limits<int64_t>::max());
+  const int64_t valid_batch = vr.integer_in("batch_size", 64, 1, models::kMaxBatch);
   vr.finish();
   auto valid_ex = encode_set(valid_set, *clf, spec.valid, &cut_valid);
   if (int64_t(valid_ex.size()) > valid_max) valid_ex.resize(size_t(valid_max));

@@ -10,6 +10,7 @@
 #include "qkv/data/corpus_mono.h"
 #include "qkv/data/documents.h"
 #include "qkv/io/gpt2.h"
+#include "qkv/models/model_size.h"
 #include "qkv/tasks/training_run.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/text/bpe_train.h"
@@ -99,11 +100,13 @@ LmRunResult train_lm(const LmRun& run) {
 
   ConfigReader dr(sec.data, spec.where, "data");
   const int64_t context = dr.integer("context");
+  QKV_CHECK(context >= 2 && context <= models::kMaxPositions, dr.where("context"), "expected an integer in [2, ",
+            models::kMaxPositions, "], got ", context);
   QKV_CHECK(!(dr.has("batch_size") && dr.has("batch_tokens")), dr.where("batch_tokens"),
             "give batch_size (sequences) or batch_tokens, not both");
-  const int64_t batch = dr.has("batch_tokens") ? dr.integer("batch_tokens") / context : dr.integer("batch_size", 8);
+  const int64_t batch = dr.has("batch_tokens") ? dr.integer_in("batch_tokens", 0, 0, models::kMaxBatch * context) / context
+                                               : dr.integer_in("batch_size", 8, 1, models::kMaxBatch);
   dr.finish();
-  QKV_CHECK(context >= 2, dr.where("context"), "must be >= 2, got ", context);
   QKV_CHECK(batch >= 1, dr.where(dr.has("batch_tokens") ? "batch_tokens" : "batch_size"),
             "must give at least one sequence of data.context tokens per batch");
 

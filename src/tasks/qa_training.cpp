@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 #include "qkv/data/corpus_qa.h"
 #include "qkv/io/bert_qa.h"
+#include "qkv/models/model_size.h"
 #include "qkv/tasks/bert_pretraining.h"
 #include "qkv/tasks/question_answerer.h"
 #include "qkv/tensor/rng.h"
@@ -85,17 +87,15 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
 
   ConfigReader dr(sec.data, spec.where, "data");
   QaOptions qa_opt;
-  qa_opt.window.max_len = dr.integer("max_len", 256);
-  qa_opt.window.doc_stride = dr.integer("doc_stride", 128);
-  qa_opt.window.max_query_len = dr.integer("max_query_len", 64);
-  const int64_t batch = dr.integer("batch_size", 16);
+  qa_opt.window.max_len = dr.integer_in("max_len", 256, 1, models::kMaxPositions);
+  qa_opt.window.doc_stride = dr.integer_in("doc_stride", 128, 1, models::kMaxPositions);
+  qa_opt.window.max_query_len = dr.integer_in("max_query_len", 64, 1, models::kMaxPositions);
+  const int64_t batch = dr.integer_in("batch_size", 16, 1, models::kMaxBatch);
   dr.finish();
-  QKV_CHECK(qa_opt.window.doc_stride >= 1, dr.where("doc_stride"), "must be >= 1, got ", qa_opt.window.doc_stride);
-  QKV_CHECK(batch >= 1, dr.where("batch_size"), "must be >= 1, got ", batch);
   ConfigReader vr(sec.valid, spec.where, "valid");
-  const int64_t valid_max = vr.integer("max_examples", 1000);
-  qa_opt.batch_size = vr.integer("batch_size", 32);
-  qa_opt.max_answer_length = vr.integer("max_answer_length", 30);
+  const int64_t valid_max = vr.integer_in("max_examples", 1000, 0, std::numeric_limits<int64_t>::max());
+  qa_opt.batch_size = vr.integer_in("batch_size", 32, 1, models::kMaxBatch);
+  qa_opt.max_answer_length = vr.integer_in("max_answer_length", 30, 1, models::kMaxPositions);
   vr.finish();
   ConfigReader tr(sec.train, spec.where, "train");
   const train::TrainOptions topt = train::TrainOptions::from_config(tr);
@@ -127,7 +127,9 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
       }
       nlohmann::json& m = spec.config["model"];
       const nlohmann::json defaults{{"max_position_embeddings", qa_opt.window.max_len}};
-      check_model_section<models::BertConfig>(m, defaults, spec.where);
+      QKV_CHECK(check_model_section<models::BertConfig>(m, defaults, spec.where).type_vocab_size >= 2, spec.where,
+                "field 'model.type_vocab_size': the question and the context are 2 segment types, got ",
+                m["type_vocab_size"].dump());
       std::shared_ptr<text::Tokenizer> tok =
           make_bert_tokenizer(sec.tokenizer, spec.where, run.tokenizer_path, texts, (fs::path(spec.dir) / "work").string());
       bundle = io::make_bert_qa(new_model_config<models::BertConfig>(m, defaults, *tok, spec.where));

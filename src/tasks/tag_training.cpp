@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "qkv/data/corpus_tagged.h"
 #include "qkv/io/bert_tagger.h"
+#include "qkv/models/model_size.h"
 #include "qkv/tasks/bert_pretraining.h"
 #include "qkv/tasks/tag_data.h"
 #include "qkv/tasks/tagger.h"
@@ -84,17 +86,16 @@ TaggerRunResult train_bert_tagger(const TrainingRun& run) {
             "--tokenizer is not used with init_from: the tokenizer is the pretrained model's");
 
   ConfigReader dr(data_cfg, spec.where, "data");
-  int64_t max_len = dr.integer("max_len", 128);
-  const int64_t batch = dr.integer("batch_size", 32);
+  int64_t max_len = dr.integer_in("max_len", 128, 3, models::kMaxPositions);  // 3: [CLS] word [SEP]
+  const int64_t batch = dr.integer_in("batch_size", 32, 1, models::kMaxBatch);
   dr.finish();
-  QKV_CHECK(max_len >= 3, dr.where("max_len"), "must be >= 3 ([CLS] word [SEP]), got ", max_len);
-  QKV_CHECK(batch >= 1, dr.where("batch_size"), "must be >= 1, got ", batch);
   if (!train_cfg.contains("label_smoothing")) train_cfg["label_smoothing"] = 0.0;
   ConfigReader tr(train_cfg, spec.where, "train");
   const train::TrainOptions topt = train::TrainOptions::from_config(tr);
   tr.finish();
   ConfigReader vr(valid_cfg, spec.where, "valid");
-  const int64_t valid_max = vr.integer("max_sentences", 0), valid_batch = vr.integer("batch_size", 64);
+  const int64_t valid_max = vr.integer_in("max_sentences", 0, 0, std::numeric_limits<int64_t>::max());  // 0: all
+  const int64_t valid_batch = vr.integer_in("batch_size", 64, 1, models::kMaxBatch);
   vr.finish();
 
   const std::vector<TaggedSentence> train_set = read_conll_file(spec.train);

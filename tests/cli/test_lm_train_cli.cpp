@@ -178,5 +178,33 @@ TEST(LmTrainCli, BadConfigKeysAreNamed) {
   EXPECT_NE(log.find("section 'model': GptConfig: n_embd must be a positive multiple of n_head"), std::string::npos)
       << log;
   EXPECT_EQ(log.find("learning"), std::string::npos) << log;
+
+  // Sizes that would allocate without end (a layer at a time: n_layer 2^32 + 1 grew by 90 MB/s with
+  // no error) or past the machine's memory are refused by name, before anything is learned.
+  struct Size {
+    const char* section;
+    nlohmann::json values;
+    const char* want;
+  } sizes[] = {
+      {"model", {{"n_layer", 4294967297LL}}, "GptConfig: n_layer must be in [1, 1024], got 4294967297"},
+      {"model", {{"n_positions", 4294967297LL}}, "GptConfig: n_positions must be in [1, 1048576], got 4294967297"},
+      {"model", {{"vocab_size", 100000000}}, "GptConfig: vocab_size must be in [1, 16777216], got 100000000"},
+      {"model", {{"n_embd", 65536}, {"n_head", 2}, {"n_layer", 1000}}, "million parameters"},
+      {"data", {{"context", 4294967297LL}}, "field 'data.context': expected an integer in [2, 1048576], got 4294967297"},
+      {"data", {{"batch_size", 4294967297LL}}, "field 'data.batch_size': expected an integer in [1, 1048576]"},
+  };
+  for (const Size& c : sizes) {
+    nlohmann::json big = base;
+    for (const auto& [k, v] : c.values.items()) big[c.section][k] = v;
+    qkv::write_file_atomic((dir / "size.json").string(), big.dump());
+    EXPECT_EQ(run_qkv({"train", "--config", (dir / "size.json").string(), "--train", (dir / "train.txt").string(),
+                       "--valid", (dir / "valid.txt").string(), "--out", (dir / "run_size").string()},
+                      dir / "bad.log"),
+              1);
+    const std::string got = qkv::read_file((dir / "bad.log").string());
+    EXPECT_NE(got.find(c.want), std::string::npos) << got;
+    EXPECT_EQ(got.find("learning"), std::string::npos) << got;
+    EXPECT_FALSE(fs::exists(dir / "run_size")) << "a run that failed before its first step leaves no directory";
+  }
   fs::remove_all(dir);
 }

@@ -6,6 +6,7 @@
 // metrics.jsonl, checkpoints/step-N/ (model directory + training_state.safetensors), best -> the
 // best checkpoint by the task's validation metric, and model/ (a copy of the best model).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -77,7 +78,7 @@ RunSections read_run_sections(nlohmann::json& config, const std::string& where,
 // validate()) from its "model" section `m`: every key of `defaults` and vocab_size (the
 // tokenizer's size) that `m` lacks is written into it, so that run.json records them; the result is
 // validated and must have a row for every token of `tok`. check_model_section reads the same keys
-// with a stand-in vocabulary, before a tokenizer is learned: a mistake in the section costs no
+// with a stand-in vocabulary (and returns that config), before a tokenizer is learned: a mistake in the section costs no
 // minutes of learning. Errors name `where`, the section and the key.
 template <class Config>
 Config read_model_section(nlohmann::json& m, const nlohmann::json& defaults, const std::string& where) {
@@ -94,9 +95,13 @@ Config read_model_section(nlohmann::json& m, const nlohmann::json& defaults, con
   }
 }
 template <class Config>
-void check_model_section(nlohmann::json m, nlohmann::json defaults, const std::string& where) {
-  defaults["vocab_size"] = int64_t(1) << 40;  // larger than any pad token id; only checked, nothing allocated
-  read_model_section<Config>(m, defaults, where);
+Config check_model_section(nlohmann::json m, nlohmann::json defaults, const std::string& where) {
+  // The stand-in vocabulary: one row, or one past a pad token id the section gives, so that the
+  // id is not refused yet (the tokenizer's size decides) and the model's size is checked without it.
+  const auto pad = m.find("pad_token_id");
+  const bool pad_id = pad != m.end() && pad->is_number_integer() && pad->template get<int64_t>() >= 0;
+  defaults["vocab_size"] = pad_id ? std::min(pad->template get<int64_t>(), (int64_t(1) << 24) - 1) + 1 : int64_t(1);
+  return read_model_section<Config>(m, defaults, where);
 }
 template <class Config>
 Config new_model_config(nlohmann::json& m, nlohmann::json defaults, const text::Tokenizer& tok,
