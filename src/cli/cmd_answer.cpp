@@ -43,9 +43,11 @@ int run(int argc, char** argv) {
   app.add_option("--n-best", n_best, "print the N best answers per question")->check(positive());
   app.add_option("--top-k", top_k, "pair only the top K starts and ends of each window (Hugging Face's heuristic; "
                  "default 0: every valid span)")->check(non_negative());
-  app.add_option("--max-answer-length", max_answer_length, "longest answer in tokens (default: the model's qa.json)");
-  app.add_option("--max-len", max_len, "window length in tokens (default: the model's qa.json)");
-  app.add_option("--doc-stride", doc_stride, "context tokens between window starts (default: the model's qa.json)");
+  app.add_option("--max-answer-length", max_answer_length, "longest answer in tokens (default: the model's qa.json)")
+      ->check(positive());
+  app.add_option("--max-len", max_len, "window length in tokens (default: the model's qa.json)")->check(positive());
+  app.add_option("--doc-stride", doc_stride, "context tokens between window starts (default: the model's qa.json)")
+      ->check(positive());
   app.add_option("--batch-size", batch_size, "windows per forward pass")->check(positive());
   QKV_PARSE(app, argc, argv);
   tasks::QuestionAnswerer qa(model_dir);

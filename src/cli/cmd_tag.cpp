@@ -40,7 +40,15 @@ int run(int argc, char** argv) {
     QKV_CHECK(f.good(), input, "cannot open for reading (one sentence per line, words separated by spaces)");
     sentences = tasks::read_word_lines(f, input, &lines);
   }
-  const auto res = tagger.tag(sentences, opt);
+  // Blank lines are answered with nothing (an empty line, an empty JSON object's lists, an empty
+  // CoNLL sentence) so that every answer stands on its input's line; the rest are tagged together.
+  std::vector<std::vector<std::string>> words;
+  for (const auto& s : sentences)
+    if (!s.empty()) words.push_back(s);
+  const auto tagged = tagger.tag(words, opt);
+  std::vector<tasks::Tagging> res(sentences.size());
+  for (size_t i = 0, k = 0; i < sentences.size(); ++i)
+    if (!sentences[i].empty()) res[i] = tagged[k++];
   const std::string where = input.empty() ? "stdin" : input;
   for (size_t i = 0; i < res.size(); ++i) {
     const auto& r = res[i];

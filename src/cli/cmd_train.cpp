@@ -70,7 +70,11 @@ int run(int argc, char** argv) {
   app.add_option("--tokenizer", r.tokenizer_path, "use this tokenizer instead of learning BPE (or WordPiece for bert, bert_classifier)");
   app.add_option("--data-dir", r.data_dir, "where corpora are built and cached");
   app.add_option("--out,-o", r.out_dir, "run directory to create");
-  app.add_option("--resume", r.resume, "continue the run in this directory from its latest checkpoint");
+  CLI::Option* resume =
+      app.add_option("--resume", r.resume, "continue the run in this directory from its latest checkpoint");
+  // A resumed run keeps its own config, data, tokenizer and directory: these would be ignored.
+  for (const char* name : {"--config", "--corpus", "--train", "--valid", "--tokenizer", "--data-dir", "--out"})
+    resume->excludes(app.get_option(name));
   CLI::Option* max_steps = app.add_option("--max-steps", r.max_steps, "override train.max_steps");
   CLI::Option* max_minutes =
       app.add_option("--max-minutes", r.max_minutes, "override train.max_minutes (wall-clock budget of this run)");
@@ -115,18 +119,20 @@ int run(int argc, char** argv) {
   return code;
 }
 
-// A new run that fails before its first step (a missing file, a config error only its task can
-// see) takes the directory it created with it, so that the corrected command may use the same
-// --out instead of meeting "already holds a run". One that began training keeps everything: its
-// metrics.jsonl and checkpoints say what happened and --resume continues it.
+// A new run that fails before it has logged a step (a missing file, a config error only its task
+// can see, a non-finite loss in step 1) takes the directory it created with it, so that the
+// corrected command may use the same --out instead of meeting "already holds a run" (and --resume
+// "no checkpoint"). One that logged a step keeps everything: its metrics.jsonl and checkpoints say
+// what happened and --resume continues it.
 int dispatch_new_run(tasks::TrainingRun& r) {
   const bool creates = r.resume.empty() && !r.out_dir.empty() && !fs::exists(r.out_dir);
   try {
     return dispatch(r);
   } catch (...) {
     std::error_code ec;
-    if (creates && !fs::exists(fs::path(r.out_dir) / "metrics.jsonl", ec) &&
-        train::CheckpointManager::list(r.out_dir).empty()) {
+    const fs::path metrics = fs::path(r.out_dir) / "metrics.jsonl";
+    const bool logged = fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0;
+    if (creates && !logged && train::CheckpointManager::list(r.out_dir).empty()) {
       fs::remove_all(r.out_dir, ec);
       if (!ec) std::fprintf(stderr, "qkv train: removed %s: the run failed before its first step\n", r.out_dir.c_str());
     }

@@ -90,9 +90,13 @@ std::vector<QaExample> read_qa_file(const std::string& path, bool require_answer
   std::string line;
   for (int64_t n = 1; std::getline(*in, line); ++n) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    out.push_back(parse_qa_line(line, (path == "-" ? "stdin" : path) + ":" + std::to_string(n), require_answers,
-                                allow_tsv));
+    const std::string where = (path == "-" ? "stdin" : path) + ":" + std::to_string(n);
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      QKV_CHECK(!allow_tsv, where, "a blank line: expected a question (a JSON object or question<TAB>context), "
+                "one a line, each answered on its own line");
+      continue;
+    }
+    out.push_back(parse_qa_line(line, where, require_answers, allow_tsv));
   }
   return out;
 }

@@ -92,11 +92,33 @@ BertTaggerBundle bert_tagger_from_pretrained(const std::string& dir, std::vector
   return t;
 }
 
+namespace {
+
+// A sentence classifier stores its head under the same names (classifier.weight, .bias, one row a
+// label), so the weights cannot tell it from a token classifier: config.json does. Without this,
+// `qkv tag` on a sentiment model tagged every word "pos" or "neg" and exited 0.
+void check_token_classifier(const nlohmann::json& raw, const std::string& cfg_path) {
+  const bool sentence = raw.contains("qkv_classifier") ||
+                        (raw.contains("problem_type") && raw["problem_type"].is_string() &&
+                         raw["problem_type"].get<std::string>().find("classification") != std::string::npos);
+  std::string arch;
+  if (raw.contains("architectures") && raw["architectures"].is_array() && !raw["architectures"].empty()) {
+    arch = raw["architectures"][0].dump();
+    for (const auto& a : raw["architectures"])
+      if (a == "BertForTokenClassification") return;
+  }
+  QKV_CHECK(arch.empty() && !sentence, cfg_path, "holds a ", arch.empty() ? "sentence classifier" : arch,
+            " model, not a token classifier (BertForTokenClassification); classify sentences with qkv classify");
+}
+
+}  // namespace
+
 BertTaggerBundle load_bert_tagger(const std::string& dir) {
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   const std::string weights = (fs::path(dir) / "model.safetensors").string();
   QKV_CHECK(fs::exists(cfg_path), cfg_path, "missing: a BERT token classifier directory needs config.json");
   const nlohmann::json raw = read_config_json(cfg_path);
+  check_token_classifier(raw, cfg_path);
   std::vector<std::string> labels = read_id2label(raw, cfg_path);
   BertTaggerBundle t = tagger_over(dir, std::move(labels), 0.0);
   t.model->dropout->p = classifier_dropout(raw, t.config, cfg_path);

@@ -98,10 +98,10 @@ std::vector<std::vector<std::string>> read_word_lines(std::istream& in, const st
       if (j > i) words.push_back(line.substr(i, j - i));
       i = j;
     }
-    if (words.empty()) continue;
     out.push_back(std::move(words));
     if (line_numbers) line_numbers->push_back(line_no);
   }
+  QKV_CHECK(!out.empty(), name, "no sentences to tag (expected one sentence per line)");
   return out;
 }
 

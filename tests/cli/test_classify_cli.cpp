@@ -406,3 +406,34 @@ TEST(ClassifyCli, BertConfigErrorsNameTheFileAndTheField) {
   fails_with("model_key", R"({"model_type": "bert_classifier", "model": {"hidden_sise": 32}})",
              {"model_key.json", "hidden_sise"});
 }
+
+// A new run that fails in its first step (here a non-finite loss: the auxiliary LM loss weighted
+// by 1e308) takes its directory with it: it used to leave run.json and an empty metrics.jsonl,
+// so that the fixed command met "already holds a run" and --resume "no checkpoint".
+TEST(ClassifyCli, ARunThatFailsInItsFirstStepLeavesNoDirectory) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_step1_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_file_atomic((dir / "train.tsv").string(), synthetic(false, 50, 1));
+  write_file_atomic((dir / "valid.tsv").string(), synthetic(false, 10, 2));
+  std::string text = kConfig;
+  text.replace(text.find("STEPS"), 5, "2");
+  nlohmann::json cfg = nlohmann::json::parse(text);
+  cfg["lm_weight"] = 1e308;
+  write_file_atomic((dir / "bad.json").string(), cfg.dump());
+  const std::vector<std::string> args = {"--train", (dir / "train.tsv").string(), "--valid",
+                                         (dir / "valid.tsv").string(), "--out", (dir / "run").string()};
+  auto train = [&](const std::string& config) {
+    std::vector<std::string> a = {"train", "--config", config};
+    a.insert(a.end(), args.begin(), args.end());
+    return run_qkv(a, dir / "train.log");
+  };
+  EXPECT_EQ(train((dir / "bad.json").string()), 1);
+  const std::string log = read_file((dir / "train.log").string());
+  EXPECT_NE(log.find("step 1: non-finite loss"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(dir / "run")) << log;
+  cfg["lm_weight"] = 0.5;
+  write_file_atomic((dir / "good.json").string(), cfg.dump());
+  EXPECT_EQ(train((dir / "good.json").string()), 0) << read_file((dir / "train.log").string());
+  if (!HasFailure()) fs::remove_all(dir);
+}

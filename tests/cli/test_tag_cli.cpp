@@ -128,17 +128,22 @@ TEST(TagCli, TrainsATinyTaggerThenTagsAndScores) {
                     (dir / "tag.out").string()),
             0)
       << read(dir / "tag.log");
-  // One line per sentence (the empty line skipped); "apple" is the one word whose tag needs the
+  // One line per input line (the blank one answered by a blank line); "apple" is the one word whose tag needs the
   // next word, which a tiny model still gets wrong now and then (validation F1 above says how often).
   const std::string out = read(dir / "tag.out");
   EXPECT_EQ(out.rfind("the/O apple/", 0), 0u) << out;
   EXPECT_NE(out.find(" corp/I-ORG buys/O apple/"), std::string::npos) << out;
-  EXPECT_NE(out.find(" near/O paris/B-LOC\nhooli/B-ORG corp/I-ORG sees/O lima/B-LOC\n"), std::string::npos) << out;
+  EXPECT_NE(out.find(" near/O paris/B-LOC\n\nhooli/B-ORG corp/I-ORG sees/O lima/B-LOC\n"), std::string::npos) << out;
   ASSERT_EQ(run_qkv({"tag", "--model", model, "--input", (dir / "in.txt").string(), "--conll"}, dir / "tag.log",
                     (dir / "tag.conll").string()),
             0);
   EXPECT_EQ(read(dir / "tag.conll").rfind("the\tO\napple\t", 0), 0u) << read(dir / "tag.conll");
-  EXPECT_NE(read(dir / "tag.conll").find("paris\tB-LOC\n\nhooli\tB-ORG\n"), std::string::npos) << read(dir / "tag.conll");
+  EXPECT_NE(read(dir / "tag.conll").find("paris\tB-LOC\n\n\nhooli\tB-ORG\n"), std::string::npos)
+      << read(dir / "tag.conll");  // the blank input line: a sentence of no words
+  ASSERT_EQ(run_qkv({"tag", "--model", model, "--input", (dir / "in.txt").string(), "--json"}, dir / "tag.log",
+                    (dir / "tag.json").string()),
+            0);
+  EXPECT_NE(read(dir / "tag.json").find("\n{\"tags\":[],\"words\":[]}\n"), std::string::npos) << read(dir / "tag.json");
 
   // A sentence of 120 words: longer than the 64 positions; tagged in windows, every word tagged.
   std::string long_line;
@@ -167,6 +172,21 @@ TEST(TagCli, TrainsATinyTaggerThenTagsAndScores) {
   EXPECT_GT(e["accuracy"].get<double>(), 0.98) << e.dump();
   EXPECT_GT(e["f1"].get<double>(), 0.97) << e.dump();
   EXPECT_TRUE(e["per_type"].contains("ORG") && e["per_type"].contains("LOC")) << e.dump();
+
+  // A sentence classifier's head has the same tensor names: its config.json tells them apart (tag
+  // and eval-tag used to run one and print a sentence label per word, exiting 0).
+  fs::copy(model, dir / "seq", fs::copy_options::recursive);
+  auto seq_cfg = nlohmann::json::parse(read(dir / "seq" / "config.json"));
+  seq_cfg["architectures"] = {"BertForSequenceClassification"};
+  write_file_atomic((dir / "seq" / "config.json").string(), seq_cfg.dump());
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"tag", "--model", (dir / "seq").string(), "--input", (dir / "in.txt").string()},
+        std::vector<std::string>{"eval-tag", "--model", (dir / "seq").string(), "--data", (dir / "test.conll").string()}}) {
+    EXPECT_EQ(run_qkv(args, dir / "seq.log"), 1) << args[0];
+    EXPECT_NE(read(dir / "seq.log").find("holds a \"BertForSequenceClassification\" model, not a token classifier"),
+              std::string::npos)
+        << read(dir / "seq.log");
+  }
   fs::remove_all(dir);
 }
 

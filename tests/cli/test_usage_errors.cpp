@@ -78,6 +78,10 @@ TEST(UsageErrors, BadValuesAndMissingOptionsExitTwoAndHelpExitsZero) {
   // A stray positional argument (CLI11: ExtrasError, was 109).
   EXPECT_EQ(run_qkv({"info", "stray"}, log), 2);
   EXPECT_NE(read_file(log.string()).find("stray"), std::string::npos) << read_file(log.string());
+  // A resumed run keeps its own config and data: flags that would be ignored are refused.
+  EXPECT_EQ(run_qkv({"train", "--resume", dir.string(), "--config", "c.json"}, log), 2);
+  EXPECT_NE(read_file(log.string()).find("--config excludes --resume"), std::string::npos) << read_file(log.string());
+  EXPECT_EQ(run_qkv({"train", "--resume", dir.string(), "--out", "elsewhere"}, log), 2);
   // Asking for help is not an error.
   EXPECT_EQ(run_qkv({"translate", "--help"}, log, out.string()), 0);
   EXPECT_NE(read_file(out.string()).find("--beam"), std::string::npos) << read_file(out.string());

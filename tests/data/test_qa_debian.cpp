@@ -136,7 +136,19 @@ TEST(QaExamples, ErrorsNameFileLineAndField) {
   expect_error(good + "\n" + R"({"question":"Who?","contxt":"abc"})", {"unknown field 'contxt'"});
   expect_error(good + "\n" + R"({"question":7,"context":"abc","answers":[{"text":"a","answer_start":0}]})",
                {"field 'question'", "expected a string"});
-  const std::string f = scratch_file("good", good + "\n\n" + "Who did it?\tJörg did it.\n");
+  // Questions to answer: a blank line is refused by number (skipped, it shifted every later answer).
+  const std::string blank = scratch_file("blank", good + "\n\n" + "Who did it?\tJörg did it.\n");
+  try {
+    read_qa_file(blank, false, true);
+    ADD_FAILURE() << "a blank line among questions to answer was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(blank + ":2: a blank line"), std::string::npos) << e.what();
+  }
+  fs::remove(blank);
+  const std::string spaced = scratch_file("spaced", good + "\n\n" + good + "\n");
+  EXPECT_EQ(read_qa_file(spaced, true).size(), 2u);  // training data: blank lines are skipped
+  fs::remove(spaced);
+  const std::string f = scratch_file("good", good + "\n" + "Who did it?\tJörg did it.\n");
   auto es = read_qa_file(f, false, true);
   ASSERT_EQ(es.size(), 2u);
   EXPECT_EQ(es[0].answers[0].byte_begin, 6);  // "Jörg " is 6 bytes, 5 characters

@@ -29,7 +29,8 @@ struct QaExample {
 // One line (JSON, or question<TAB>context when allow_tsv). `where` is "file:line" for errors.
 // require_answers: at least one answer, each checked against the context.
 QaExample parse_qa_line(std::string_view line, const std::string& where, bool require_answers, bool allow_tsv);
-// Every non-blank line of a file ("-" = stdin).
+// Every non-blank line of a file ("-" = stdin). With allow_tsv (questions to answer, one answer a
+// line) a blank line is an error naming it: skipped, it would shift every later answer by one.
 std::vector<QaExample> read_qa_file(const std::string& path, bool require_answers, bool allow_tsv = false);
 // The JSON line of an example (answer_start in characters; no trailing newline).
 std::string qa_example_json(const QaExample& e);

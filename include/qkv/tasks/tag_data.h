@@ -28,7 +28,8 @@ std::vector<TaggedSentence> read_conll_file(const std::string& path);
 // The CoNLL text of sentences (what the corpus builders and tests write).
 std::string conll_text(const std::vector<TaggedSentence>& sentences);
 
-// Sentences to tag: one per non-empty line, split at spaces and tabs.
+// Sentences to tag: one per line, split at spaces and tabs (a blank line is a sentence of no
+// words, so that answers line up with their inputs); no line at all is an error naming `name`.
 std::vector<std::vector<std::string>> read_word_lines(std::istream& in, const std::string& name,
                                                       std::vector<int64_t>* line_numbers = nullptr);
 
