@@ -37,9 +37,23 @@ std::vector<SpanCandidate> best_spans(const std::vector<SpanWindow>& windows, co
   QKV_CHECK(opt.max_answer_length >= 1, "span search", "max_answer_length must be >= 1, got ", opt.max_answer_length);
   QKV_CHECK(opt.n_best >= 1, "span search", "n_best must be >= 1, got ", opt.n_best);
   std::map<std::pair<int64_t, int64_t>, SpanCandidate> by_answer;  // (begin, stop) -> its best candidate
+  // Held to a bound by keeping the n_best best answers whenever it grows past it: the map of every
+  // span took ~19 kB a word of context (3 GB for 160k words). Exact: an answer dropped had n_best
+  // better ones, whose scores can only rise; a better candidate of its own, later, brings it back.
+  const size_t bound = std::max<size_t>(4096, 4 * size_t(opt.n_best));
+  auto prune = [&] {
+    std::vector<SpanCandidate> all;
+    all.reserve(by_answer.size());
+    for (auto& [k, c] : by_answer) all.push_back(c);
+    std::nth_element(all.begin(), all.begin() + (opt.n_best - 1), all.end(), better);
+    all.resize(size_t(opt.n_best));
+    by_answer.clear();
+    for (auto& c : all) by_answer.emplace(std::pair{c.begin, c.stop}, c);
+  };
   auto offer = [&](const SpanCandidate& c) {
     auto [it, fresh] = by_answer.emplace(std::pair{c.begin, c.stop}, c);
     if (!fresh && better(c, it->second)) it->second = c;
+    if (by_answer.size() > bound) prune();
   };
   for (size_t w = 0; w < windows.size(); ++w) {
     const SpanWindow& win = windows[w];

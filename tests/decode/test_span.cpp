@@ -136,3 +136,18 @@ TEST(SpanSearch, NeverTheQuestionSpecialsOrPaddingAndRespectsLength) {
   o.n_best = 0;
   EXPECT_THROW(best_spans({w.view()}, o), Error);
 }
+
+// A long context: far more candidate spans than the search keeps at once (it prunes to the n best
+// answers past 4,096), and overlapping windows offering the same answers again: still exactly the
+// brute force's n best.
+TEST(SpanSearch, ALongContextGivesTheBruteForcesAnswersWithBoundedMemory) {
+  std::mt19937 g(7);
+  for (int trial = 0; trial < 3; ++trial) {
+    SCOPED_TRACE(trial);
+    auto ws = random_windows(g, 40, 160, 4, 60);  // ~150 context tokens a window, 60 shared with the next
+    SpanSearchOptions o;
+    o.max_answer_length = 30;  // ~4,000 candidates a window, 160,000 in all
+    o.n_best = trial == 0 ? 1 : 20;
+    expect_same(best_spans(views(ws), o), brute_force(ws, o.max_answer_length, size_t(o.n_best)));
+  }
+}
