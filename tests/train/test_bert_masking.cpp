@@ -152,3 +152,27 @@ TEST(BertNspPairs, SingleSegmentDocumentsStayBalanced) {
   }
   expect_binomial(random, int64_t(pairs.size()), 0.5, "random B");
 }
+
+// truncate_pair against create_pretraining_data.py's truncate_seq_pair as published: one token at
+// a time off the longer side (b on a tie), `del trunc_tokens[0]` on a coin flip below 0.5, else
+// `pop()`. The same draws give the same sides, for sides up to ~100 times the budget.
+TEST(BertNspPairs, TruncatePairIsTheReferenceTokenAtATime) {
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    MaskRng sizes(seed);
+    std::vector<int64_t> a(sizes.below(400)), b(sizes.below(400));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = int64_t(i);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = 1000 + int64_t(i);
+    const size_t max_tokens = 1 + size_t(sizes.below(40));
+    std::vector<int64_t> ref_a = a, ref_b = b;
+    MaskRng r1(seed * 7), r2(seed * 7);
+    while (ref_a.size() + ref_b.size() > max_tokens) {
+      std::vector<int64_t>& t = ref_a.size() > ref_b.size() ? ref_a : ref_b;
+      if (r1.uniform() < 0.5) t.erase(t.begin());
+      else t.pop_back();
+    }
+    truncate_pair(a, b, max_tokens, r2);
+    EXPECT_EQ(a, ref_a) << seed;
+    EXPECT_EQ(b, ref_b) << seed;
+    EXPECT_EQ(r1.bits(), r2.bits()) << seed << ": a different number of draws";
+  }
+}

@@ -58,6 +58,11 @@ struct BertSpecials {
   std::vector<uint8_t> is_special;  // (vocab): 1 = never chosen, never drawn as the random token
 };
 
+// Removes tokens from the longer side (b when they are as long), from its front or its back on a
+// coin flip of `rng`, until |a| + |b| <= max_tokens: create_pretraining_data.py's
+// truncate_seq_pair, in linear time.
+void truncate_pair(std::vector<int64_t>& a, std::vector<int64_t>& b, size_t max_tokens, MaskRng& rng);
+
 // documents[d][s] = the ids of segment s of document d (no specials). Documents with no tokens
 // are skipped; at least two documents are needed (random B).
 std::vector<NspPair> make_nsp_pairs(const std::vector<std::vector<std::vector<int64_t>>>& documents, int64_t max_len,
