@@ -124,6 +124,7 @@ std::shared_ptr<text::Tokenizer> make_bert_tokenizer(const nlohmann::json& secti
   std::string path = r.has("path") ? r.string("path") : "";
   if (!flag_path.empty()) path = flag_path;
   if (!path.empty()) {
+    skip_learning_keys(r, flag_path.empty() ? r.where("path") : "--tokenizer " + flag_path);
     r.finish();
     return text::load_tokenizer(path);
   }

@@ -34,6 +34,7 @@ std::shared_ptr<text::Tokenizer> make_tokenizer(const nlohmann::json& section, c
   std::string path = r.has("path") ? r.string("path") : "";
   if (!flag_path.empty()) path = flag_path;
   if (!path.empty()) {
+    skip_learning_keys(r, flag_path.empty() ? r.where("path") : "--tokenizer " + flag_path);
     r.finish();
     return text::load_tokenizer(path);
   }

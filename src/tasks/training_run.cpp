@@ -16,6 +16,18 @@ namespace fs = std::filesystem;
 
 namespace qkv::tasks {
 
+void skip_learning_keys(ConfigReader& r, const std::string& source) {
+  std::string unused;
+  for (const char* key : {"kind", "vocab_size", "min_frequency", "lowercase"})
+    if (r.has(key)) {
+      r.raw(key);
+      unused += std::string(unused.empty() ? "" : ", ") + "tokenizer." + key;
+    }
+  if (!unused.empty())
+    std::fprintf(stderr, "qkv train: warning: %s not used: the tokenizer comes from %s\n", unused.c_str(),
+                 source.c_str());
+}
+
 nlohmann::json read_json_file(const std::string& path) {
   try {
     return nlohmann::json::parse(read_file(path));
@@ -24,13 +36,27 @@ nlohmann::json read_json_file(const std::string& path) {
   }
 }
 
+namespace {
+
+// A run directory's run.json: {"config": {...}, "train": FILE, "valid": FILE, ...}.
+nlohmann::json read_run_json(const std::string& run_json) {
+  nlohmann::json rj = read_json_file(run_json);
+  QKV_CHECK(rj.is_object() && rj.contains("config") && rj["config"].is_object(), run_json,
+            "expected an object whose field 'config' is the run's config object");
+  for (const char* key : {"train", "valid"})
+    QKV_CHECK(rj.contains(key) && rj[key].is_string(), run_json, "field '", key, "': expected a file name (a string)");
+  return rj;
+}
+
+}  // namespace
+
 RunDir open_run_dir(const std::string& config_path, const std::string& out_dir, const std::string& resume) {
   RunDir r;
   if (!resume.empty()) {
     r.dir = resume;
     std::string run_json = (fs::path(resume) / "run.json").string();
     QKV_CHECK(fs::exists(run_json), resume, "not a run directory (no run.json); start a run with --config");
-    nlohmann::json rj = read_json_file(run_json);
+    nlohmann::json rj = read_run_json(run_json);
     r.config = rj.at("config");
     r.train = rj.at("train").get<std::string>();
     r.valid = rj.at("valid").get<std::string>();
@@ -160,7 +186,7 @@ std::string run_model_type(const std::string& config_path, const std::string& re
   if (!resume.empty()) {
     where = (fs::path(resume) / "run.json").string();
     QKV_CHECK(fs::exists(where), resume, "not a run directory (no run.json); start a run with --config");
-    config = read_json_file(where).at("config");
+    config = read_run_json(where).at("config");
   } else {
     QKV_CHECK(!config_path.empty(), "train", "give --config (or --resume RUN)");
     config = read_json_file(config_path);

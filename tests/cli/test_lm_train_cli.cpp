@@ -107,6 +107,19 @@ TEST(LmTrainCli, TrainsAndPublishesAGpt2Directory) {
                     dir / "gen.log", (dir / "gen.out").string()), 0)
       << qkv::read_file((dir / "gen.log").string());
   EXPECT_FALSE(qkv::read_file((dir / "gen.out").string()).empty());
+
+  // The same config with --tokenizer: its learning keys are not used, and it says so (they were
+  // "unknown key" errors, so no shipped config ran with --tokenizer).
+  const std::vector<std::string> again = {"train", "--config", (dir / "config.json").string(), "--train",
+                                          (dir / "train.txt").string(), "--valid", (dir / "valid.txt").string(),
+                                          "--tokenizer", (model / "tokenizer.json").string(), "--out",
+                                          (dir / "run2").string(), "--max-steps", "12"};
+  ASSERT_EQ(run_qkv(again, dir / "tok.log"), 0) << qkv::read_file((dir / "tok.log").string());
+  EXPECT_NE(qkv::read_file((dir / "tok.log").string())
+                .find("warning: tokenizer.kind, tokenizer.vocab_size, tokenizer.min_frequency not used: the tokenizer "
+                      "comes from --tokenizer"),
+            std::string::npos)
+      << qkv::read_file((dir / "tok.log").string());
   fs::remove_all(dir);
 }
 

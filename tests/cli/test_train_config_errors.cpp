@@ -178,3 +178,24 @@ TEST(TrainConfigErrors, WarnsWhenTheTokenizerDoesNotCoverTheText) {
   EXPECT_EQ(a.log.find("warning"), std::string::npos) << a.log;
   fs::remove_all(dir);
 }
+
+// A run.json that is valid JSON of the wrong shape is refused naming the file and what was
+// expected (it gave nlohmann's "type_error.304: cannot use at() with array").
+TEST(TrainConfigErrors, AResumedRunJsonOfTheWrongShapeIsNamed) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_train_runjson_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string run_json = (dir / "run.json").string();
+  struct Case {
+    const char* text;
+    const char* want;
+  } cases[] = {{"[]", "expected an object whose field 'config' is the run's config object"},
+               {R"({"config": {}, "train": 5, "valid": "v.tsv"})", "field 'train': expected a file name (a string)"}};
+  for (const Case& c : cases) {
+    qkv::write_file_atomic(run_json, c.text);
+    EXPECT_EQ(run_qkv({"train", "--resume", dir.string()}, dir / "log"), 1);
+    const std::string log = read_file((dir / "log").string());
+    EXPECT_NE(log.find(run_json + ": " + c.want), std::string::npos) << log;
+  }
+  fs::remove_all(dir);
+}

@@ -18,7 +18,16 @@
 #include "qkv/train/trainer.h"
 #include "qkv/util/error.h"
 
+namespace qkv {
+class ConfigReader;
+}
+
 namespace qkv::tasks {
+
+// A "tokenizer" section when the tokenizer is given (`source`: "--tokenizer" or "tokenizer.path"):
+// the keys that describe learning one (kind, vocab_size, min_frequency, lowercase) are read and
+// not used, with a warning naming them, so that a shipped config still runs with --tokenizer.
+void skip_learning_keys(ConfigReader& r, const std::string& source);
 
 nlohmann::json read_json_file(const std::string& path);  // errors name the file
 
