@@ -107,8 +107,10 @@ void check_token_classifier(const nlohmann::json& raw, const std::string& cfg_pa
     for (const auto& a : raw["architectures"])
       if (a == "BertForTokenClassification") return;
   }
+  const bool classifier = sentence || arch.find("SequenceClassification") != std::string::npos;
   QKV_CHECK(arch.empty() && !sentence, cfg_path, "holds a ", arch.empty() ? "sentence classifier" : arch,
-            " model, not a token classifier (BertForTokenClassification); classify sentences with qkv classify");
+            " model, not a token classifier (BertForTokenClassification)",
+            classifier ? "; classify sentences with qkv classify" : "");
 }
 
 }  // namespace

@@ -66,10 +66,13 @@ TEST(TagData, WordLinesToTag) {
   std::istringstream in("a b\tc\n\n   \nd\r\n");
   std::vector<int64_t> lines;
   const auto s = read_word_lines(in, "stdin", &lines);
-  ASSERT_EQ(s.size(), 2u);
+  ASSERT_EQ(s.size(), 4u);  // a blank line is a sentence of no words: answers line up with lines
   EXPECT_EQ(s[0], (Words{"a", "b", "c"}));
-  EXPECT_EQ(s[1], (Words{"d"}));
-  EXPECT_EQ(lines, (std::vector<int64_t>{1, 4}));
+  EXPECT_TRUE(s[1].empty() && s[2].empty());
+  EXPECT_EQ(s[3], (Words{"d"}));
+  EXPECT_EQ(lines, (std::vector<int64_t>{1, 2, 3, 4}));
+  std::istringstream none("");
+  EXPECT_THROW(read_word_lines(none, "stdin"), qkv::Error);
 }
 
 TEST(TagData, TagNamesAndTagSets) {
