@@ -88,10 +88,30 @@ std::map<std::string, std::string> fetch_debs(const std::vector<std::string>& pa
 void extract_deb_files(const std::string& deb,
                        const std::function<bool(const std::string& path)>& want,
                        const std::function<void(const std::string& path, std::string&& data)>& on_file) {
-  detail::TarStream tar(deb, want, on_file);
-  detail::run_streaming({"dpkg-deb", "--fsys-tarfile", deb},
-                        [&](const char* p, size_t n) { tar.feed(p, n); });
-  tar.finish();
+  bool consumer_failed = false;  // an error of on_file is about the contents, not the file
+  auto consume = [&](const std::string& path, std::string&& data) {
+    try {
+      on_file(path, std::move(data));
+    } catch (...) {
+      consumer_failed = true;
+      throw;
+    }
+  };
+  try {
+    detail::TarStream tar(deb, want, consume);
+    detail::run_streaming({"dpkg-deb", "--fsys-tarfile", deb},
+                          [&](const char* p, size_t n) { tar.feed(p, n); });
+    tar.finish();
+  } catch (const Error& e) {
+    if (consumer_failed) throw;
+    // apt-get checked the download; a cached file that no longer reads was cut short or damaged
+    // since. It is removed, so that the next run downloads it again (with --force or without).
+    std::error_code ec;
+    const bool removed = fs::remove(deb, ec);
+    fail(deb, "cannot be read as a Debian package (", e.what(), ")",
+         removed ? "; removed it from the cache: run the command again to download it again"
+                 : "; delete it from the cache and run the command again");
+  }
 }
 
 std::string deb_version(const std::string& deb) {

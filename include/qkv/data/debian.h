@@ -24,7 +24,8 @@ std::map<std::string, std::string> fetch_debs(const std::vector<std::string>& pa
                                               const std::string& deb_dir, bool verbose);
 
 // Streams the data archive of a .deb (dpkg-deb --fsys-tarfile) and calls on_file(path, bytes)
-// for each regular file whose path (without "./") satisfies want(path).
+// for each regular file whose path (without "./") satisfies want(path). A .deb that cannot be read
+// (a cached file cut short) is removed, and the error says to run the command again.
 void extract_deb_files(const std::string& deb,
                        const std::function<bool(const std::string& path)>& want,
                        const std::function<void(const std::string& path, std::string&& data)>& on_file);
