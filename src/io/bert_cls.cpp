@@ -38,9 +38,10 @@ models::BertConfig bert_config(const nlohmann::json& j, const std::string& path)
 double dropout_of(const BertClassifierSpec& spec, const nlohmann::json& j, const std::string& path) {
   if (spec.classifier_dropout >= 0) return spec.classifier_dropout;
   if (!j.contains("classifier_dropout") || j["classifier_dropout"].is_null()) return -1;
-  QKV_CHECK(j["classifier_dropout"].is_number(), path, "field 'classifier_dropout': expected a number or null, got ",
-            j["classifier_dropout"].dump());
-  return j["classifier_dropout"].get<double>();
+  const auto& v = j["classifier_dropout"];
+  QKV_CHECK(v.is_number() && v.get<double>() >= 0 && v.get<double>() < 1, path,
+            "field 'classifier_dropout': expected a rate in [0, 1) or null, got ", v.dump());
+  return v.get<double>();
 }
 
 BertClassifierBundle load_with_head(const std::string& dir, const BertClassifierSpec& spec, const nlohmann::json& j,

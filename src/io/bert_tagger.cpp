@@ -26,7 +26,8 @@ nlohmann::json read_config_json(const std::string& path) {
 double classifier_dropout(const nlohmann::json& config, const models::BertConfig& cfg, const std::string& where) {
   auto it = config.find("classifier_dropout");
   if (it == config.end() || it->is_null()) return cfg.hidden_dropout_prob;
-  QKV_CHECK(it->is_number(), where, "field 'classifier_dropout': expected a number or null, got ", it->dump());
+  QKV_CHECK(it->is_number() && it->get<double>() >= 0 && it->get<double>() < 1, where,
+            "field 'classifier_dropout': expected a rate in [0, 1) or null, got ", it->dump());
   return it->get<double>();
 }
 

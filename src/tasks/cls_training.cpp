@@ -94,7 +94,10 @@ io::GptClassifierBundle new_gpt_classifier(const std::string& init_from, nlohman
     bundle.tokenizer = g.tokenizer;
     body = g.model;
   } else {
-    check_model_section<models::GptConfig>(model_cfg, nlohmann::json::object(), where);
+    const int64_t positions =
+        check_model_section<models::GptConfig>(model_cfg, nlohmann::json::object(), where).n_positions;
+    QKV_CHECK(max_len <= positions, where, "field 'data.max_len': ", max_len, " is longer than model.n_positions ",
+              positions);
     std::fprintf(stderr, "qkv train: learning byte-level BPE from %zu training examples ...\n", train_set.gold.size());
     bundle.tokenizer = learn_tokenizer(tok_cfg, train_set, where);
   }
@@ -114,7 +117,9 @@ io::GptClassifierBundle new_gpt_classifier(const std::string& init_from, nlohman
         new_model_config<models::GptConfig>(model_cfg, nlohmann::json::object(), *bundle.tokenizer, where));
   }
   const int64_t P = body->config().n_positions;
-  bundle.max_len = max_len > 0 ? std::min(max_len, P) : P;
+  QKV_CHECK(max_len <= P, where, "field 'data.max_len': ", max_len, " is longer than the model's n_positions ", P,
+            init_from.empty() ? "" : " (" + init_from + ")");  // it used to cut every example to P tokens
+  bundle.max_len = max_len > 0 ? max_len : P;
   bundle.model = std::make_shared<models::GptClassifier>(body, int64_t(bundle.labels.size()));
   return bundle;
 }
@@ -220,9 +225,9 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
     } catch (const Error& e) {
       fail(top.where("pooling"), e.what());
     }
-    bert_spec.classifier_dropout = top.number("classifier_dropout", -1);
-    QKV_CHECK(bert_spec.classifier_dropout < 1, top.where("classifier_dropout"), "expected a rate in [0, 1), got ",
-              bert_spec.classifier_dropout);
+    bert_spec.classifier_dropout = top.number("classifier_dropout", -1);  // -1: not given (hidden_dropout_prob)
+    QKV_CHECK(!top.has("classifier_dropout") || (bert_spec.classifier_dropout >= 0 && bert_spec.classifier_dropout < 1),
+              top.where("classifier_dropout"), "expected a rate in [0, 1), got ", bert_spec.classifier_dropout);
   } else {  // GPT-1's
     names_cfg = top.object("special_tokens", false);
     lm_weight = top.number("lm_weight", 0.5);

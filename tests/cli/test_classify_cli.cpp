@@ -405,6 +405,13 @@ TEST(ClassifyCli, BertConfigErrorsNameTheFileAndTheField) {
   fails_with("pooling", R"({"model_type": "bert_classifier", "pooling": "max"})", {"pooling.json", "pooling", "max"});
   fails_with("model_key", R"({"model_type": "bert_classifier", "model": {"hidden_sise": 32}})",
              {"model_key.json", "hidden_sise"});
+  // Values that were taken silently: a negative rate read as "not given", and examples cut to the
+  // model's 4 positions without a word.
+  fails_with("dropout", R"({"model_type": "bert_classifier", "classifier_dropout": -0.5})",
+             {"dropout.json", "classifier_dropout", "expected a rate in [0, 1), got -0.5"});
+  fails_with("positions", R"({"model_type": "gpt_classifier", "model": {"n_positions": 4, "n_embd": 16, "n_layer": 1,
+             "n_head": 2}, "data": {"max_len": 32}})",
+             {"positions.json", "field 'data.max_len': 32 is longer than model.n_positions 4"});
 }
 
 // A new run that fails in its first step (here a non-finite loss: the auxiliary LM loss weighted
