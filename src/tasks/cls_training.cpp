@@ -295,7 +295,7 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
   if (!opt_cfg.contains("lr")) opt_cfg["lr"] = bert ? 2e-5 : 6.25e-5;  // the papers' fine-tuning rates
   auto optimizer = make_optimizer(opt_cfg, where, clf->module());
   if (sched_cfg.empty()) sched_cfg = {{"type", "constant"}, {"lr", opt_cfg["lr"]}};
-  auto schedule = make_schedule(sched_cfg);
+  auto schedule = schedule_from_config(nlohmann::json{{"schedule", sched_cfg}}, where);
   if (!train_cfg.contains("label_smoothing")) train_cfg["label_smoothing"] = 0.0;
   ConfigReader tr(train_cfg, where, "train");
   train::TrainOptions topt = train::TrainOptions::from_config(tr);

@@ -141,6 +141,11 @@ void fix_cosine_schedule(nlohmann::json& config, const train::TrainOptions& topt
   }
 }
 
+void check_schedule_early(nlohmann::json config, const train::TrainOptions& topt, const std::string& where) {
+  fix_cosine_schedule(config, topt, where);
+  schedule_from_config(config, where);
+}
+
 std::unique_ptr<LrSchedule> schedule_from_config(const nlohmann::json& config, const std::string& where) {
   try {
     return make_schedule(config.contains("schedule") ? config["schedule"] : nlohmann::json::object());

@@ -174,8 +174,8 @@ TEST(LmTrainCli, BadConfigKeysAreNamed) {
               0);
     std::string log = qkv::read_file((dir / "bad.log").string());
     EXPECT_NE(log.find(c.key), std::string::npos) << c.section << "." << c.key << ": " << log;
-    // A mistake in the model section is found before minutes go into learning a tokenizer.
-    if (std::string(c.section) == "model") {
+    // A mistake in the model or schedule section is found before minutes go into learning a tokenizer.
+    if (std::string(c.section) == "model" || std::string(c.section) == "schedule") {
       EXPECT_EQ(log.find("learning"), std::string::npos) << log;
     }
   }

@@ -64,6 +64,9 @@ RunDir open_run_dir(const std::string& config_path, const std::string& out_dir, 
 void fix_cosine_schedule(nlohmann::json& config, const train::TrainOptions& topt, const std::string& where);
 // The config's "schedule" section made; its errors are prefixed with `where` and the section.
 std::unique_ptr<LrSchedule> schedule_from_config(const nlohmann::json& config, const std::string& where);
+// The schedule made once from a copy of `config` as the run will have it (fix_cosine_schedule), so
+// that its mistakes are found before a tokenizer is learned or data is read.
+void check_schedule_early(nlohmann::json config, const train::TrainOptions& topt, const std::string& where);
 // Restores `trainer` from the run's latest checkpoint when resuming (and says so), then runs it.
 train::Outcome resume_and_run(train::Trainer& trainer, const RunDir& spec);
 
