@@ -16,7 +16,8 @@ void GptConfig::validate() const {
   QKV_CHECK(n_inner >= 0, w, "n_inner must be positive (or null for 4 * n_embd), got ", n_inner);
   check_size(w, "n_inner", d_ff(), 1, kMaxFfnWidth);
   const double d = double(n_embd), ff = double(d_ff());  // embeddings; per layer 4 d^2 + 2 d ff + biases, norms
-  check_parameters_fit(w, double(vocab_size + n_positions) * d + double(n_layer) * (4 * d * d + 2 * d * ff + 9 * d + ff));
+  check_parameters_fit(w, double(vocab_size + n_positions) * d +
+                              double(n_layer) * (4 * d * d + 2 * d * ff + 9 * d + ff));
   QKV_CHECK(layer_norm_epsilon > 0, w, "layer_norm_epsilon must be positive, got ", layer_norm_epsilon);
   for (auto [name, p] : {std::pair{"resid_pdrop", resid_pdrop}, std::pair{"embd_pdrop", embd_pdrop},
                          std::pair{"attn_pdrop", attn_pdrop}})

@@ -105,8 +105,9 @@ LmRunResult train_lm(const LmRun& run) {
             models::kMaxPositions, "], got ", context);
   QKV_CHECK(!(dr.has("batch_size") && dr.has("batch_tokens")), dr.where("batch_tokens"),
             "give batch_size (sequences) or batch_tokens, not both");
-  const int64_t batch = dr.has("batch_tokens") ? dr.integer_in("batch_tokens", 0, 0, models::kMaxBatch * context) / context
-                                               : dr.integer_in("batch_size", 8, 1, models::kMaxBatch);
+  const int64_t batch = dr.has("batch_tokens")
+                            ? dr.integer_in("batch_tokens", 0, 0, models::kMaxBatch * context) / context
+                            : dr.integer_in("batch_size", 8, 1, models::kMaxBatch);
   dr.finish();
   QKV_CHECK(batch >= 1, dr.where(dr.has("batch_tokens") ? "batch_tokens" : "batch_size"),
             "must give at least one sequence of data.context tokens per batch");

@@ -203,7 +203,8 @@ TEST(LmTrainCli, BadConfigKeysAreNamed) {
       {"model", {{"n_positions", 4294967297LL}}, "GptConfig: n_positions must be in [1, 1048576], got 4294967297"},
       {"model", {{"vocab_size", 100000000}}, "GptConfig: vocab_size must be in [1, 16777216], got 100000000"},
       {"model", {{"n_embd", 65536}, {"n_head", 2}, {"n_layer", 1000}}, "million parameters"},
-      {"data", {{"context", 4294967297LL}}, "field 'data.context': expected an integer in [2, 1048576], got 4294967297"},
+      {"data", {{"context", 4294967297LL}},
+       "field 'data.context': expected an integer in [2, 1048576], got 4294967297"},
       {"data", {{"batch_size", 4294967297LL}}, "field 'data.batch_size': expected an integer in [1, 1048576]"},
   };
   for (const Size& c : sizes) {

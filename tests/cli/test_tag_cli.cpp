@@ -181,7 +181,8 @@ TEST(TagCli, TrainsATinyTaggerThenTagsAndScores) {
   write_file_atomic((dir / "seq" / "config.json").string(), seq_cfg.dump());
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"tag", "--model", (dir / "seq").string(), "--input", (dir / "in.txt").string()},
-        std::vector<std::string>{"eval-tag", "--model", (dir / "seq").string(), "--data", (dir / "test.conll").string()}}) {
+        std::vector<std::string>{"eval-tag", "--model", (dir / "seq").string(), "--data",
+                                 (dir / "test.conll").string()}}) {
     EXPECT_EQ(run_qkv(args, dir / "seq.log"), 1) << args[0];
     EXPECT_NE(read(dir / "seq.log").find("holds a \"BertForSequenceClassification\" model, not a token classifier"),
               std::string::npos)

@@ -90,8 +90,8 @@ RunSections read_run_sections(nlohmann::json& config, const std::string& where,
 // validate()) from its "model" section `m`: every key of `defaults` and vocab_size (the
 // tokenizer's size) that `m` lacks is written into it, so that run.json records them; the result is
 // validated and must have a row for every token of `tok`. check_model_section reads the same keys
-// with a stand-in vocabulary (and returns that config), before a tokenizer is learned: a mistake in the section costs no
-// minutes of learning. Errors name `where`, the section and the key.
+// with a stand-in vocabulary (and returns that config), before a tokenizer is learned: a mistake
+// in the section costs no minutes of learning. Errors name `where`, the section and the key.
 template <class Config>
 Config read_model_section(nlohmann::json& m, const nlohmann::json& defaults, const std::string& where) {
   for (const auto& [key, value] : defaults.items())
