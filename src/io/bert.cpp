@@ -2,11 +2,13 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
+#include "qkv/io/format/safetensors_reader.h"
 #include "qkv/util/file.h"
 
 namespace qkv::io {
@@ -120,6 +122,30 @@ std::map<std::string, Tensor> bert_published_parameters(const BertBundle& b) {
   return out;
 }
 
+namespace {
+
+// The sizes config.json gives, against the file's header, before the model is built from them: a
+// config.json edited to 30M positions allocated 1.9 GB before the shapes were compared. The
+// embeddings and the first layer's FFN carry every width; a tensor the file lacks, and the number
+// of layers, are left to the load's own checks and report.
+void check_header_sizes(const std::string& weights, const models::BertConfig& c) {
+  const safetensors::Reader header(weights);
+  std::map<std::string, std::string> stored;  // canonical -> as stored
+  for (const std::string& n : header.names()) stored.emplace(canonical_bert_name(n), n);
+  const int64_t H = c.hidden_size;
+  const std::pair<const char*, Shape> expected[] = {
+      {"bert.embeddings.word_embeddings.weight", Shape{c.vocab_size, H}},
+      {"bert.embeddings.position_embeddings.weight", Shape{c.max_position_embeddings, H}},
+      {"bert.embeddings.token_type_embeddings.weight", Shape{c.type_vocab_size, H}},
+      {"bert.encoder.layer.0.intermediate.dense.weight", Shape{c.intermediate_size, H}}};
+  for (const auto& [name, shape] : expected)
+    if (auto it = stored.find(name); it != stored.end())
+      QKV_CHECK(header.shape(it->second) == shape, weights, "tensor '", it->second, "': expected shape ", shape.str(),
+                " (config.json), got ", header.shape(it->second).str());
+}
+
+}  // namespace
+
 BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task) {
   const fs::path d(dir);
   const std::string cfg_path = (d / "config.json").string(), weights = (d / "model.safetensors").string();
@@ -130,6 +156,7 @@ BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task
   // are drawn below if the file lacks them.
   BertBundle b;
   b.config = read_bert_config(cfg_path);
+  check_header_sizes(weights, b.config);
   b.bert = std::make_shared<models::Bert>(b.config, default_generator(), nn::init::Scheme::none, heads.pooler);
   if (heads.mlm) b.mlm = std::make_shared<models::BertMlmHead>(b.config, b.bert->embeddings->word_embeddings->weight);
   if (heads.nsp) b.nsp = std::make_shared<models::BertNspHead>(b.config);
