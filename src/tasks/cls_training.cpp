@@ -253,6 +253,8 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
     clf.emplace(spec.checkpoint);
   } else {
     const std::vector<std::string> labels = label_names(train_set.gold);
+    QKV_CHECK(labels.size() >= 2, spec.train, "holds ", labels.size(), " distinct label", labels.size() == 1 ? "" : "s",
+              ": a classifier needs at least 2");
     QKV_CHECK(num_labels == 0 || num_labels == int64_t(labels.size()), where, "field 'num_labels': ", num_labels,
               " but the training file ", spec.train, " has ", labels.size(), " distinct labels");
     fs::create_directories(spec.dir);

@@ -144,6 +144,14 @@ LmRunResult train_lm(const LmRun& run) {
 
   auto train_ids = encode_documents(train_docs, *bundle.tokenizer, *eos);
   auto valid_ids = encode_documents(valid_docs, *bundle.tokenizer, *eos);
+  auto packs = [&](const std::vector<std::vector<int64_t>>& ids, const std::string& file) {
+    size_t tokens = 0;
+    for (const auto& d : ids) tokens += d.size();
+    QKV_CHECK(tokens > size_t(context), file, "holds ", tokens, " tokens: fewer than one window of data.context + 1 = ",
+              context + 1);
+  };
+  packs(train_ids, spec.train);
+  packs(valid_ids, spec.valid);
   train::PackedLmStream stream(train_ids, context, batch, sec.seed);
   train::PackedLmStream valid_stream(valid_ids, context, batch, sec.seed);
   // All held-out batches, or k of them spread evenly over the stream (its documents come in file

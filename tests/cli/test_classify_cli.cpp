@@ -407,6 +407,20 @@ TEST(ClassifyCli, BertConfigErrorsNameTheFileAndTheField) {
              {"model_key.json", "hidden_sise"});
   // Values that were taken silently: a negative rate read as "not given", and examples cut to the
   // model's 4 positions without a word.
+  {  // one label in the training file: named by the file (the message named only the model class)
+    std::string one;
+    for (int i = 0; i < 20; ++i) one += "animal\tdog cat\n";
+    write_file_atomic((dir / "one.tsv").string(), one);
+    write_file_atomic((dir / "one.json").string(), R"({"model_type": "bert_classifier"})");
+    EXPECT_EQ(run_qkv({"train", "--config", (dir / "one.json").string(), "--train", (dir / "one.tsv").string(),
+                       "--valid", (dir / "valid.tsv").string(), "--out", (dir / "run_one").string()},
+                      dir / "one.log"),
+              1);
+    const std::string log = read_file((dir / "one.log").string());
+    EXPECT_NE(log.find((dir / "one.tsv").string() + ": holds 1 distinct label: a classifier needs at least 2"),
+              std::string::npos)
+        << log;
+  }
   fails_with("dropout", R"({"model_type": "bert_classifier", "classifier_dropout": -0.5})",
              {"dropout.json", "classifier_dropout", "expected a rate in [0, 1), got -0.5"});
   fails_with("positions", R"({"model_type": "gpt_classifier", "model": {"n_positions": 4, "n_embd": 16, "n_layer": 1,

@@ -222,3 +222,18 @@ TEST(LmTrainCli, BadConfigKeysAreNamed) {
   }
   fs::remove_all(dir);
 }
+
+// A held-out file shorter than one window is named (the message named only PackedLmStream).
+TEST(LmTrainCli, AFileShorterThanOneWindowIsNamed) {
+  fs::path dir = fresh_dir("qkv_lm_short");
+  qkv::write_file_atomic((dir / "short.txt").string(), "the cat\n");
+  EXPECT_EQ(run_qkv({"train", "--config", (dir / "config.json").string(), "--train", (dir / "train.txt").string(),
+                     "--valid", (dir / "short.txt").string(), "--out", (dir / "run").string()},
+                    dir / "log"),
+            1);
+  const std::string log = qkv::read_file((dir / "log").string());
+  EXPECT_NE(log.find((dir / "short.txt").string() + ": holds "), std::string::npos) << log;
+  EXPECT_NE(log.find("fewer than one window of data.context + 1 = 33"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  fs::remove_all(dir);
+}
