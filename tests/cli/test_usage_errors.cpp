@@ -69,6 +69,13 @@ TEST(UsageErrors, BadValuesAndMissingOptionsExitTwoAndHelpExitsZero) {
   EXPECT_EQ(run_qkv({"demo-mlp", "--lr", "inf"}, log), 2);
   EXPECT_NE(read_file(log.string()).find("--lr: must be a positive number, got 'inf'"), std::string::npos)
       << read_file(log.string());
+  // qkv answer's window flags: 0 or below used to fall back silently to the model's qa.json.
+  for (const char* flag : {"--max-len", "--doc-stride", "--max-answer-length"}) {
+    EXPECT_EQ(run_qkv({"answer", "--model", dir.string(), flag, "0"}, log), 2) << flag;
+    EXPECT_NE(read_file(log.string()).find(std::string(flag) + ": must be a positive number, got '0'"),
+              std::string::npos)
+        << read_file(log.string());
+  }
   // A required option left out (CLI11: RequiredError, was 106).
   EXPECT_EQ(run_qkv({"translate"}, log), 2);
   EXPECT_NE(read_file(log.string()).find("--model"), std::string::npos) << read_file(log.string());
