@@ -155,7 +155,8 @@ void Server::Impl::routes() {
         return seen <= give_up;
       });
       if (complete && seen <= max) return handler(whole, res);
-      send_error(res, default_error(req, complete || seen > max ? 413 : (res.status >= 400 ? res.status : 400), max));
+      // Past the limit (read whole or given up on): 413; else cpp-httplib's own status for the failed read.
+      send_error(res, default_error(req, seen > max ? 413 : (res.status >= 400 ? res.status : 400), max));
     };
   };
   http.Post("/v1/translate", with_body(guarded([this](auto& q, auto& r, Slot) { translate(q, r); })));
