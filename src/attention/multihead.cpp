@@ -115,6 +115,8 @@ MhaOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
             value.str());
   if (positions_.kind != AttentionPositions::Kind::none) {
     // Positional self-attention: queries are the last Tq of the Tk key positions 0 .. Tk-1.
+    QKV_CHECK(mask.packed_lengths.empty(), "MultiHeadAttention", "packed sequences (mask.packed_lengths) are not "
+              "supported with rotary or relative positions: they would count positions across sequences");
     const bool self = query.same(key) && key.same(value);
     Tensor q, k, v;
     if (self) {  // one GEMM against [W_q; W_k; W_v] as below

@@ -96,11 +96,42 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor* v, const char* op
             k.size(0), ", ", k.size(1), ", ", k.size(2), ", Dv) to match k ", k.str(), ", got ", v->str());
 }
 
+// AttentionMask::packed_lengths against the attention's shape (sdpa.h).
+void check_packed(const AttentionMask& m, int64_t B, int64_t Tq, int64_t Tk, const char* op) {
+  QKV_CHECK(B == 1 && Tq == Tk, op, "mask.packed_lengths: expected one row (B = 1) of Tq = Tk positions, got B = ",
+            B, ", Tq = ", Tq, ", Tk = ", Tk);
+  QKV_CHECK(!m.key_padding.defined() && !m.key_lengths.defined() && !m.mask.defined(), op,
+            "mask.packed_lengths: packed sequences have no padding; combine them with causal only");
+  int64_t sum = 0;
+  for (int64_t len : m.packed_lengths) {
+    QKV_CHECK(len > 0, op, "mask.packed_lengths: expected positive lengths, got ", len);
+    sum += len;
+  }
+  QKV_CHECK(sum == Tq, op, "mask.packed_lengths: the lengths sum to ", sum, ", expected Tq = ", Tq);
+}
+
+// The block diagonal of packed sequences as a u8 (T, T) mask, 1 = masked (another sequence's key).
+Tensor block_diagonal_mask(const std::vector<int64_t>& lengths, int64_t T) {
+  Tensor m = Tensor::full({T, T}, 1.0, DType::u8);
+  uint8_t* p = m.data<uint8_t>();
+  int64_t start = 0;
+  for (int64_t len : lengths) {
+    for (int64_t i = start; i < start + len; ++i) std::fill_n(p + i * T + start, len, uint8_t(0));
+    start += len;
+  }
+  return m;
+}
+
 // AttentionMask -> kernel masks: validated, converted to the dtypes/layouts the kernels read.
 kernels::AttnMask kernel_mask(const AttentionMask& m, int64_t B, int64_t H, int64_t Tq, int64_t Tk, DType dt,
                               const char* op) {
   kernels::AttnMask km;
   km.causal = m.causal;
+  if (!m.packed_lengths.empty()) {
+    check_packed(m, B, Tq, Tk, op);
+    km.mask = block_diagonal_mask(m.packed_lengths, Tq);
+    return km;
+  }
   if (m.key_padding.defined()) {
     const Tensor& kp = m.key_padding;
     QKV_CHECK(kp.dtype() == DType::boolean || kp.dtype() == DType::u8, op, "mask.key_padding: expected bool/u8, got ",
@@ -182,6 +213,26 @@ struct SdpaNaiveBackward : Node {
   void release_saved() override { q = k = v = probs = Tensor(); }
 };
 
+// Packed sequences without weights or gradients: the fused kernel on each sequence's positions
+// (views of q, k, v and of one output buffer), so no query reads another sequence's keys at all.
+Tensor packed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int64_t>& lengths,
+                        bool causal, double scale) {
+  const int64_t H = q.size(1), T = q.size(2);
+  Tensor out = empty_bhtd(1, H, T, v.size(3), q.dtype());
+  kernels::AttnMask km;
+  km.causal = causal;
+  int64_t start = 0;
+  for (int64_t len : lengths) {
+    auto rows = [&](const Tensor& x) {  // positions [start, start + len) of a (1, H, T, D) view
+      return x.as_strided({1, H, len, x.size(3)}, x.strides(), x.offset() + start * x.strides()[2]);
+    };
+    Tensor o = rows(out), lse = Tensor::empty({1, H, len}, q.dtype());
+    kernels::attention_forward(rows(q), rows(k), rows(v), scale, km, {}, o, lse);
+    start += len;
+  }
+  return out;
+}
+
 }  // namespace
 
 SdpaResult scaled_dot_product_attention(const Tensor& q_, const Tensor& k_, const Tensor& v_, const AttentionMask& mask,
@@ -194,6 +245,11 @@ SdpaResult scaled_dot_product_attention(const Tensor& q_, const Tensor& k_, cons
   const Tensor q = unit_last(q_), k = unit_last(k_), v = unit_last(v_);
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), Dv = v.size(3);
   const double sc = scale ? *scale : 1.0 / std::sqrt(double(q.size(3)));
+  if (!mask.packed_lengths.empty() && !need_weights && !(training && dropout_p > 0.0) &&
+      !any_requires_grad({q_, k_, v_})) {
+    check_packed(mask, B, Tq, Tk, kOp);
+    return {packed_attention(q, k, v, mask.packed_lengths, mask.causal, sc), Tensor()};
+  }
   kernels::AttnMask km = kernel_mask(mask, B, H, Tq, Tk, q.dtype(), kOp);
   kernels::AttnDropout drop = make_dropout(dropout_p, training, gen, B * H * Tq * Tk, kOp);
   const bool record = any_requires_grad({q_, k_, v_});

@@ -97,6 +97,26 @@ Tensor Bert::hidden(const Tensor& ids, const Tensor& token_type_ids, const Tenso
   return encoder->forward(h, mask);
 }
 
+Tensor Bert::hidden_packed(const Tensor& ids, const Tensor& token_type_ids, const std::vector<int64_t>& lengths) const {
+  QKV_CHECK(ids.defined() && ids.ndim() == 2 && ids.size(0) == 1 && ids.dtype() == DType::i64, "Bert",
+            "packed ids must be (1, N) i64, got ", ids.defined() ? ids.str() : std::string("undefined"));
+  int64_t sum = 0;
+  for (int64_t len : lengths) {
+    QKV_CHECK(len > 0 && len <= cfg_.max_position_embeddings, "Bert", "a packed row of ", len,
+              " tokens: expected 1 to max_position_embeddings = ", cfg_.max_position_embeddings);
+    sum += len;
+  }
+  QKV_CHECK(sum == ids.size(1), "Bert", "packed lengths sum to ", sum, ", expected the ", ids.size(1), " ids");
+  std::vector<int64_t> pos;  // each row's positions from 0
+  pos.reserve(size_t(sum));
+  for (int64_t len : lengths)
+    for (int64_t t = 0; t < len; ++t) pos.push_back(t);
+  Tensor h = embeddings->forward(ids, token_type_ids, Tensor::from_vector(pos, {1, ids.size(1)}));
+  AttentionMask mask;
+  mask.packed_lengths = lengths;
+  return encoder->forward(h, mask);
+}
+
 BertOutput Bert::forward(const Tensor& ids, const Tensor& token_type_ids, const Tensor& key_pad) const {
   BertOutput o;
   o.hidden = hidden(ids, token_type_ids, key_pad);

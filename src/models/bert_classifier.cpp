@@ -2,6 +2,7 @@
 
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/reduce.h"
+#include "qkv/ops/shape.h"
 
 namespace qkv::models {
 
@@ -58,6 +59,31 @@ Tensor BertForSequenceClassification::pooled(const Tensor& ids, const Tensor& to
 Tensor BertForSequenceClassification::forward(const Tensor& ids, const Tensor& token_type_ids,
                                               const Tensor& key_pad) const {
   return classifier->forward(dropout->forward(pooled(ids, token_type_ids, key_pad)));  // (B, C)
+}
+
+Tensor BertForSequenceClassification::pooled_packed(const Tensor& ids, const Tensor& token_type_ids,
+                                                    const std::vector<int64_t>& lengths) const {
+  const Tensor h = bert->hidden_packed(ids, token_type_ids, lengths);  // (1, N, D)
+  const Tensor rows = reshape(h, {h.size(1), h.size(2)});             // (N, D)
+  const int64_t B = int64_t(lengths.size());
+  if (pooling == BertClsPooling::pooler) {
+    QKV_CHECK(bert->pooler != nullptr, "BertForSequenceClassification", "pooling \"pooler\" needs the Bert's pooler");
+    std::vector<int64_t> cls(size_t(B), 0);  // each row's [CLS], its first position
+    for (int64_t r = 1; r < B; ++r) cls[size_t(r)] = cls[size_t(r - 1)] + lengths[size_t(r - 1)];
+    return bert->pooler->forward(reshape(index_select(rows, 0, Tensor::from_vector(cls, {B})), {B, 1, h.size(2)}));
+  }
+  std::vector<Tensor> means;  // (1, D) per row: the average over its tokens
+  int64_t start = 0;
+  for (int64_t len : lengths) {
+    means.push_back(mean(slice(rows, 0, start, start + len), {0}, /*keepdim=*/true));
+    start += len;
+  }
+  return concat(means, 0);  // (B, D)
+}
+
+Tensor BertForSequenceClassification::forward_packed(const Tensor& ids, const Tensor& token_type_ids,
+                                                     const std::vector<int64_t>& lengths) const {
+  return classifier->forward(dropout->forward(pooled_packed(ids, token_type_ids, lengths)));  // (B, C)
 }
 
 }  // namespace qkv::models

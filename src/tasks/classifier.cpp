@@ -103,7 +103,7 @@ std::vector<Classification> Classifier::classify(const std::vector<ClsInput>& in
               pairs() ? "pairs of texts (a<TAB>b)" : "single texts", ", got ", x.pair ? "a pair" : "a single text");
     ex[i] = encode(x, &out[i].truncated);
   }
-  std::vector<size_t> order(inputs.size());
+  std::vector<size_t> order(inputs.size());  // by length: little padding in GPT's batches
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ex[x].ids.size() < ex[y].ids.size(); });
 
@@ -116,7 +116,13 @@ std::vector<Classification> Classifier::classify(const std::vector<ClsInput>& in
     std::vector<const train::ClsExample*> rows;
     const size_t e = std::min(order.size(), s + size_t(opt.batch_size));
     for (size_t k = s; k < e; ++k) rows.push_back(&ex[order[k]]);
-    const Tensor lg_t = logits(train::make_cls_batch(rows)).contiguous();  // (B, C)
+    Tensor lg_t;  // (B, C); BERT reads the rows packed without padding, GPT a right-padded batch
+    if (bert_) {
+      const train::PackedClsRows p = train::pack_cls_rows(rows);
+      lg_t = bert_->model->forward_packed(p.ids, p.token_type_ids, p.lengths).contiguous();
+    } else {
+      lg_t = logits(train::make_cls_batch(rows)).contiguous();
+    }
     const float* lg = lg_t.data<float>();
     for (size_t r = 0; r < rows.size(); ++r) {
       const float* row = lg + int64_t(r) * C;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "qkv/autograd/node.h"
 #include "qkv/train/cls_stream.h"
@@ -42,38 +41,28 @@ std::vector<SentenceEmbedding> Embedder::embed(const std::vector<ClsInput>& inpu
   std::vector<train::ClsExample> rows(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     rows[i] = bert_input(*bundle_.tokenizer, inputs[i], cfg.max_position_embeddings, &out[i].truncated);
-  std::vector<size_t> order(inputs.size());  // by length: batches with little padding
-  std::iota(order.begin(), order.end(), size_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return rows[x].ids.size() < rows[y].ids.size(); });
 
   models::Bert& model = *bundle_.bert;
   const nn::EvalScope eval_mode(model);
   NoGradGuard ng;
   kernels::MatmulPrecisionScope precision(opt.precision);
   const int64_t D = cfg.hidden_size;
-  for (size_t s = 0; s < order.size(); s += size_t(opt.batch_size)) {
-    const size_t e = std::min(order.size(), s + size_t(opt.batch_size));
-    const int64_t B = int64_t(e - s), T = int64_t(rows[order[e - 1]].ids.size());  // the longest row last
-    std::vector<int64_t> ids(size_t(B * T), cfg.pad_token_id), types(size_t(B * T), 0);
-    std::vector<uint8_t> pad(size_t(B * T), 1);
-    for (int64_t r = 0; r < B; ++r) {
-      const train::ClsExample& row = rows[order[s + size_t(r)]];
-      std::copy(row.ids.begin(), row.ids.end(), ids.begin() + r * T);
-      std::copy(row.types.begin(), row.types.end(), types.begin() + r * T);
-      std::fill_n(pad.begin() + r * T, row.ids.size(), uint8_t(0));
-    }
-    Tensor h = model.hidden(Tensor::from_vector(ids, {B, T}), Tensor::from_vector(types, {B, T}),
-                            Tensor::from_vector(pad, {B, T}))
-                   .contiguous();  // (B, T, D)
-    const float* hp = h.data<float>();
-    for (int64_t r = 0; r < B; ++r) {
-      const int64_t n = int64_t(rows[order[s + size_t(r)]].ids.size());  // real tokens of this row
+  for (size_t s = 0; s < rows.size(); s += size_t(opt.batch_size)) {
+    // The batch's rows end to end, no padding (Bert::hidden_packed): (1, N) ids -> (1, N, D).
+    const size_t e = std::min(rows.size(), s + size_t(opt.batch_size));
+    std::vector<const train::ClsExample*> batch;
+    for (size_t i = s; i < e; ++i) batch.push_back(&rows[i]);
+    const train::PackedClsRows p = train::pack_cls_rows(batch);
+    const Tensor h = model.hidden_packed(p.ids, p.token_type_ids, p.lengths).contiguous();
+    for (size_t r = 0; r < p.lengths.size(); ++r) {
+      const float* hp = h.data<float>() + p.starts[r] * D;  // this row's (n, D) states
+      const int64_t n = p.lengths[r];
       std::vector<double> v(size_t(D), 0.0);
       if (opt.pooling == Pooling::cls) {
-        for (int64_t d = 0; d < D; ++d) v[size_t(d)] = hp[r * T * D + d];
+        for (int64_t d = 0; d < D; ++d) v[size_t(d)] = hp[d];
       } else {
         for (int64_t t = 0; t < n; ++t)
-          for (int64_t d = 0; d < D; ++d) v[size_t(d)] += hp[(r * T + t) * D + d];
+          for (int64_t d = 0; d < D; ++d) v[size_t(d)] += hp[t * D + d];
         for (auto& x : v) x /= double(n);
       }
       if (opt.normalize) {
@@ -82,7 +71,7 @@ std::vector<SentenceEmbedding> Embedder::embed(const std::vector<ClsInput>& inpu
         const double norm = std::max(std::sqrt(sq), 1e-12);
         for (auto& x : v) x /= norm;
       }
-      out[order[s + size_t(r)]].vector.assign(v.begin(), v.end());
+      out[s + r].vector.assign(v.begin(), v.end());
     }
   }
   return out;

@@ -13,7 +13,8 @@ mask is given (it also puts a dropout inside the FFN, which BERT has not).
   train   forward + backward of the encoder's last hidden states (B, T, D) against a random
           gradient, random ids, two segments, training mode (dropout 0.1): per-iteration times.
   embed   sentence embeddings of the sentences in --ids (one line of token ids per sentence, as
-          qkv tokenized them), sorted by length, right-padded batches of --batch with a padding
+          qkv tokenized them), sorted by length (the least padding; qkv packs its batches without
+          padding instead), right-padded batches of --batch with a padding
           mask, eval mode under torch.no_grad(), mean pooling over the real tokens: sentences/s.
 
 Run as: OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tools/bench/bert_torch.py train --threads 2
@@ -117,7 +118,7 @@ def bench_train(a, model):
 def bench_embed(a, model):
     model.eval()
     rows = [[int(t) for t in line.split()] for line in open(a.ids) if line.strip()]
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))  # stable, as qkv's batching
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))  # stable: batches of like lengths
     batches = []
     for s in range(0, len(order), a.batch):
         chunk = [rows[i] for i in order[s:s + a.batch]]

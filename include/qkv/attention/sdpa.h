@@ -30,6 +30,12 @@ struct AttentionMask {
   Tensor key_lengths;   // (B) i32/i64: keys j >= key_lengths[b] are padding (alternative to key_padding)
   Tensor mask;          // broadcastable to (B, H, Tq, Tk): bool/u8 (true = masked out) or floating
                         // (added to the scaled scores; -inf masks). Treated as a constant (no grad).
+  // Packed sequences, a padding-free batch: with B = 1 and Tq = Tk = T, the T positions are
+  // sequences of these lengths end to end (summing to T), and a query sees only the keys of its
+  // own sequence (block-diagonal attention, FlashAttention's "varlen"). Combines with causal,
+  // which then holds within each sequence. Without weights, dropout or gradients, the fused kernel
+  // runs once per sequence; otherwise the block diagonal becomes an explicit (T, T) mask.
+  std::vector<int64_t> packed_lengths;
 };
 
 struct SdpaResult {

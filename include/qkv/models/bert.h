@@ -88,6 +88,11 @@ class Bert : public nn::Module {
   // 1 = padding (or undefined). T > max_position_embeddings is an error naming that key.
   Tensor hidden(const Tensor& ids, const Tensor& token_type_ids = {}, const Tensor& key_pad = {}) const;
   BertOutput forward(const Tensor& ids, const Tensor& token_type_ids = {}, const Tensor& key_pad = {}) const;
+  // Padding-free: the rows of a batch end to end. ids, token_type_ids (1, N) i64 with N the sum of
+  // `lengths`; each row attends only to itself (AttentionMask::packed_lengths) and its positions
+  // count from 0. -> (1, N, D): row r's states at [lengths[0] + ... + lengths[r - 1], + lengths[r]),
+  // the states hidden() gives that row in a padded batch, without the padding's work.
+  Tensor hidden_packed(const Tensor& ids, const Tensor& token_type_ids, const std::vector<int64_t>& lengths) const;
   const BertConfig& config() const { return cfg_; }
 
   std::shared_ptr<BertEmbeddings> embeddings;

@@ -34,6 +34,9 @@ class BertForSequenceClassification : public nn::Module {
   Tensor forward(const Tensor& ids, const Tensor& token_type_ids = {}, const Tensor& key_pad = {}) const;
   // The sentence vector the classifier reads (before dropout): (B, D).
   Tensor pooled(const Tensor& ids, const Tensor& token_type_ids = {}, const Tensor& key_pad = {}) const;
+  // The same for B rows packed end to end without padding (Bert::hidden_packed's arguments): (B, C), (B, D).
+  Tensor forward_packed(const Tensor& ids, const Tensor& token_type_ids, const std::vector<int64_t>& lengths) const;
+  Tensor pooled_packed(const Tensor& ids, const Tensor& token_type_ids, const std::vector<int64_t>& lengths) const;
 
   std::shared_ptr<Bert> bert;
   std::shared_ptr<nn::Dropout> dropout;

@@ -7,9 +7,10 @@
 // Each input becomes [CLS] a [SEP] (pairs: [CLS] a [SEP] b [SEP], segment 1 for b and its [SEP]),
 // cut to max_position_embeddings tokens (pairs: the longer text loses its last token first, a
 // tie cutting b: Hugging Face's "longest_first", text::truncate_longest_first), and inputs run in
-// right-padded batches of similar length, answered in input order. Pooling:
+// batches of batch_size rows packed end to end without padding (Bert::hidden_packed), so a row's
+// vector does not depend on what shares its batch beyond the products' rounding. Pooling:
 //   cls   the last hidden state at [CLS] (sentence-transformers' CLS pooling; not the pooler);
-//   mean  the average of the last hidden states over the non-padding tokens, [CLS] and [SEP] included;
+//   mean  the average of the last hidden states over the row's tokens, [CLS] and [SEP] included;
 // then, on request, divided by its L2 norm (max(||v||, 1e-12), torch.nn.functional.normalize).
 #pragma once
 #include <string>
