@@ -45,6 +45,12 @@ BertForQuestionAnswering::Logits BertForQuestionAnswering::forward(const Tensor&
   return {squeeze(slice(logits, 2, 0, 1), 2), squeeze(slice(logits, 2, 1, 2), 2)};
 }
 
+BertForQuestionAnswering::Logits BertForQuestionAnswering::forward_packed(
+    const Tensor& ids, const Tensor& token_type_ids, const std::vector<int64_t>& lengths) const {
+  Tensor logits = qa_outputs->forward(bert->hidden_packed(ids, token_type_ids, lengths));  // (1, N, 2)
+  return {squeeze(slice(logits, 2, 0, 1), 2), squeeze(slice(logits, 2, 1, 2), 2)};
+}
+
 Tensor BertForQuestionAnswering::loss(const Logits& l, const Tensor& start_positions, const Tensor& end_positions,
                                       Reduction reduction) {
   QKV_CHECK(l.start.defined() && l.start.ndim() == 2 && l.end.shape() == l.start.shape(), "BertForQuestionAnswering",

@@ -25,6 +25,11 @@ Tensor BertForTokenClassification::forward(const Tensor& ids, const Tensor& key_
   return classifier->forward(dropout->forward(h));  // (B, T, C)
 }
 
+Tensor BertForTokenClassification::forward_packed(const Tensor& ids, const std::vector<int64_t>& lengths) const {
+  Tensor h = bert->hidden_packed(ids, Tensor(), lengths);  // (1, N, D), segment 0 everywhere
+  return classifier->forward(dropout->forward(h));         // (1, N, C)
+}
+
 Tensor BertForTokenClassification::loss(const Tensor& logits, const Tensor& labels, bool sum) const {
   QKV_CHECK(logits.ndim() == 3 && labels.ndim() == 2 && labels.size(0) == logits.size(0) &&
                 labels.size(1) == logits.size(1) && labels.dtype() == DType::i64,

@@ -63,8 +63,6 @@ QuestionAnswerer::QuestionAnswerer(const std::string& model_dir)
 
 QuestionAnswerer::QuestionAnswerer(io::BertQaBundle bundle, QaOptions opt) : bundle_(std::move(bundle)), opt_(opt) {
   QKV_CHECK(bundle_.model && bundle_.tokenizer, "QuestionAnswerer", "needs a model and its tokenizer");
-  pad_id_ = bundle_.config.pad_token_id;
-  if (auto p = bundle_.tokenizer->special_id(text::Role::Pad)) pad_id_ = *p;
 }
 
 std::vector<std::vector<QaAnswerSpan>> QuestionAnswerer::answer(
@@ -99,20 +97,21 @@ std::vector<std::vector<QaAnswerSpan>> QuestionAnswerer::answer(
     NoGradGuard ng;
     for (size_t b = 0; b < all.size(); b += size_t(opt_.batch_size)) {
       const size_t e = std::min(all.size(), b + size_t(opt_.batch_size));
-      std::vector<train::QaFeature> feats;
-      for (size_t k = b; k < e; ++k) feats.push_back(train::qa_feature(windows[all[k].first][all[k].second]));
-      std::vector<const train::QaFeature*> rows;
-      for (auto& f : feats) rows.push_back(&f);
-      const train::QaBatch batch = train::make_qa_batch(rows, pad_id_, false);
-      auto logits = model.forward(batch.ids, batch.type_ids, batch.key_pad);
-      const Tensor s = logits.start.contiguous(), en = logits.end.contiguous();  // (B, T)
-      const int64_t T = s.size(1);
+      std::vector<int64_t> ids, types, lengths;  // the windows end to end, without padding
       for (size_t k = b; k < e; ++k) {
-        const size_t n = feats[k - b].ids.size();
-        const float* ps = s.data<float>() + int64_t(k - b) * T;
-        const float* pe = en.data<float>() + int64_t(k - b) * T;
-        start[all[k].first][all[k].second].assign(ps, ps + n);
-        end[all[k].first][all[k].second].assign(pe, pe + n);
+        const train::QaFeature f = train::qa_feature(windows[all[k].first][all[k].second]);
+        ids.insert(ids.end(), f.ids.begin(), f.ids.end());
+        types.insert(types.end(), f.type_ids.begin(), f.type_ids.end());
+        lengths.push_back(int64_t(f.ids.size()));
+      }
+      const int64_t N = int64_t(ids.size());
+      auto logits = model.forward_packed(Tensor::from_vector(ids, {1, N}), Tensor::from_vector(types, {1, N}), lengths);
+      const Tensor s = logits.start.contiguous(), en = logits.end.contiguous();  // (1, N)
+      const float* ps = s.data<float>();
+      const float* pe = en.data<float>();
+      for (size_t k = b; k < e; ps += lengths[k - b], pe += lengths[k - b], ++k) {
+        start[all[k].first][all[k].second].assign(ps, ps + lengths[k - b]);
+        end[all[k].first][all[k].second].assign(pe, pe + lengths[k - b]);
       }
     }
   }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "qkv/autograd/node.h"
 #include "qkv/train/tag_task.h"
@@ -56,28 +55,28 @@ std::vector<Tagging> Tagger::tag(const std::vector<std::vector<std::string>>& se
   // Per window: label id and probability at each of its pieces' positions (filled below).
   std::vector<std::vector<std::pair<int64_t, double>>> best(windows.size());
 
-  std::vector<size_t> order(examples.size());
-  std::iota(order.begin(), order.end(), size_t(0));
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return examples[x].ids.size() < examples[y].ids.size(); });
   models::BertForTokenClassification& model = *bundle_.model;
   const nn::EvalScope eval_mode(model);
   NoGradGuard ng;
   const int64_t C = model.num_labels();
-  for (size_t s = 0; s < order.size(); s += size_t(opt.batch_size)) {
+  for (size_t s = 0; s < examples.size(); s += size_t(opt.batch_size)) {
     std::vector<const train::TagExample*> rows;
-    const size_t e = std::min(order.size(), s + size_t(opt.batch_size));
-    for (size_t k = s; k < e; ++k) rows.push_back(&examples[order[k]]);
-    const train::TagBatch b = train::make_tag_batch(rows, sp.pad);
-    const Tensor logits = model.forward(b.ids, b.key_pad).contiguous();  // (B, T, C)
-    const int64_t T = logits.size(1);
+    const size_t e = std::min(examples.size(), s + size_t(opt.batch_size));
+    for (size_t k = s; k < e; ++k) rows.push_back(&examples[k]);
+    std::vector<int64_t> ids, lengths;  // the rows end to end, without padding
+    for (const train::TagExample* x : rows) {
+      ids.insert(ids.end(), x->ids.begin(), x->ids.end());
+      lengths.push_back(int64_t(x->ids.size()));
+    }
+    const int64_t N = int64_t(ids.size());
+    const Tensor logits = model.forward_packed(Tensor::from_vector(ids, {1, N}), lengths).contiguous();  // (1, N, C)
     const float* lg = logits.data<float>();
     for (size_t r = 0; r < rows.size(); ++r) {
-      const int64_t n = int64_t(rows[r]->ids.size());
-      auto& bw = best[order[s + r]];
+      const int64_t n = lengths[r];
+      auto& bw = best[s + r];
       bw.resize(size_t(n));
-      for (int64_t t = 0; t < n; ++t) {
-        const float* row = lg + (int64_t(r) * T + t) * C;
+      for (int64_t t = 0; t < n; ++t, lg += C) {
+        const float* row = lg;
         int64_t m = 0;
         for (int64_t c = 1; c < C; ++c)
           if (row[c] > row[m]) m = c;

@@ -17,6 +17,7 @@
 #include "qkv/ops/loss.h"
 #include "qkv/ops/shape.h"
 #include "qkv/util/file.h"
+#include "packed_rows.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -61,30 +62,15 @@ TEST(BertCheckpoint, PackedRowsGiveTorchsStatesOfThePaddedBatch) {
   RefFile ref("models_bert");
   io::BertBundle b = io::load_bert(case_dir(ref, "pretraining"));
   NoGradGuard ng;
-  const Tensor ids = ref.get("pretraining", "ids"), types = ref.get("pretraining", "token_type_ids");
-  const Tensor pad = ref.get("pretraining", "key_pad").to(DType::u8), want = ref.get("pretraining", "hidden");
-  const int64_t B = ids.size(0), T = ids.size(1), D = want.size(2);
-  const auto idv = ids.to_vector<int64_t>(), tyv = types.to_vector<int64_t>();
-  const auto padv = pad.to_vector<uint8_t>();
-  std::vector<int64_t> pids, ptypes, lengths;
-  std::vector<Tensor> want_rows;
-  for (int64_t r = 0; r < B; ++r) {
-    int64_t n = 0;
-    while (n < T && !padv[size_t(r * T + n)]) ++n;  // right padding
-    lengths.push_back(n);
-    pids.insert(pids.end(), idv.begin() + r * T, idv.begin() + r * T + n);
-    ptypes.insert(ptypes.end(), tyv.begin() + r * T, tyv.begin() + r * T + n);
-    want_rows.push_back(reshape(slice(slice(want, 0, r, r + 1), 1, 0, n), {n, D}));
-  }
-  ASSERT_GT(*std::min_element(lengths.begin(), lengths.end()), 0);
-  ASSERT_LT(*std::min_element(lengths.begin(), lengths.end()), T) << "the case should have padding";
-  const int64_t N = int64_t(pids.size());
-  Tensor h = b.bert->hidden_packed(Tensor::from_vector(pids, {1, N}), Tensor::from_vector(ptypes, {1, N}), lengths);
-  ASSERT_EQ(h.shape(), Shape({1, N, D}));
-  const Tensor wanted = concat(want_rows, 0);  // (N, D)
-  EXPECT_CLOSE(reshape(h, {N, D}), wanted, scaled_tol(wanted));
+  const PackedRows p = pack_padded(ref.get("pretraining", "ids"), ref.get("pretraining", "token_type_ids"),
+                                   ref.get("pretraining", "key_pad"));
+  const int64_t N = p.ids.size(1);
+  ASSERT_LT(N, ref.get("pretraining", "ids").numel()) << "the case should have padding";
+  const Tensor h = b.bert->hidden_packed(p.ids, p.types, p.lengths);  // (1, N, D)
+  const Tensor want = p.real_concat(ref.get("pretraining", "hidden"));  // (N, D)
+  EXPECT_CLOSE(reshape(h, {N, want.size(1)}), want, scaled_tol(want));
   // Lengths that do not cover the ids, or a row past the position table, name what is wrong.
-  EXPECT_THROW(b.bert->hidden_packed(Tensor::from_vector(pids, {1, N}), {}, {N - 1}), Error);
+  EXPECT_THROW(b.bert->hidden_packed(p.ids, {}, {N - 1}), Error);
   EXPECT_THROW(b.bert->hidden_packed(Tensor::zeros({1, 600}, DType::i64), {}, {600}), Error);
 }
 

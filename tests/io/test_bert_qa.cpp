@@ -11,6 +11,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
+#include "packed_rows.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -44,6 +45,16 @@ TEST(BertQa, LogitsLossAndEveryGradientMatchTorch) {
   EXPECT_CLOSE(logits.end, ref.get(c, "end_logits"), scaled_tol(ref.get(c, "end_logits")));
   Tensor loss = models::BertForQuestionAnswering::loss(logits, ref.get(c, "start_positions"), ref.get(c, "end_positions"));
   EXPECT_CLOSE(loss, ref.get(c, "loss"), kF32);
+  {  // The rows packed without padding (what tasks::QuestionAnswerer runs): torch's logits at the real positions.
+    NoGradGuard ng;
+    const PackedRows p = pack_padded(ref.get(c, "ids"), ref.get(c, "token_type_ids"), ref.get(c, "key_pad"));
+    ASSERT_LT(p.ids.size(1), ref.get(c, "ids").numel()) << "the case should have padding";
+    auto packed = b.model->forward_packed(p.ids, p.types, p.lengths);
+    for (const auto& [got, name] : {std::pair{packed.start, "start_logits"}, std::pair{packed.end, "end_logits"}}) {
+      const Tensor want = p.real_concat(ref.get(c, name));  // (N)
+      EXPECT_CLOSE(reshape(got, want.shape()), want, scaled_tol(want));
+    }
+  }
   backward(loss);
   auto params = io::bert_qa_published_parameters(b);
   EXPECT_EQ(params.size(), b.model->named_parameters().size());  // no pooler among them

@@ -14,6 +14,7 @@
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
 #include "qkv/util/file.h"
+#include "packed_rows.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -58,6 +59,13 @@ TEST(BertTagger, LogitsLossAndEveryGradientMatchTorch) {
   EXPECT_CLOSE(logits, ref.get(c, "logits"), scaled_tol(ref.get(c, "logits")));
   Tensor loss = b.model->loss(logits, ref.get(c, "labels"));
   EXPECT_CLOSE(loss, ref.get(c, "loss"), kF32);
+  {  // The rows packed without padding (what tasks::Tagger runs): torch's logits at the real positions.
+    NoGradGuard ng;
+    const PackedRows p = pack_padded(ref.get(c, "ids"), Tensor(), ref.get(c, "key_pad"));
+    ASSERT_LT(p.ids.size(1), ref.get(c, "ids").numel()) << "the case should have padding";
+    const Tensor want = p.real_concat(ref.get(c, "logits"));  // (N, C)
+    EXPECT_CLOSE(reshape(b.model->forward_packed(p.ids, p.lengths), want.shape()), want, scaled_tol(want));
+  }
   backward(loss);
   auto params = io::bert_tagger_published_parameters(b);
   EXPECT_EQ(params.size(), b.model->named_parameters().size());  // every parameter has a published name

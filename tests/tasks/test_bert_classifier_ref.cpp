@@ -17,6 +17,7 @@
 #include "qkv/train/cls_task.h"
 #include "qkv/train/schedule.h"
 #include "qkv/util/file.h"
+#include "packed_rows.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -182,20 +183,9 @@ TEST(BertClassifierRef, MeanPoolingMatchesTorch) {
   const double loss = train::BertClassificationTask::summed_loss(*b.model, batch).item() / double(batch.ids.size(0));
   EXPECT_NEAR(loss, ref.get("mean", "loss").item(), 1e-5 * ref.get("mean", "loss").item());
   // The rows without their padding, packed end to end (what classify() runs): the same logits.
-  std::vector<train::ClsExample> rows(size_t(batch.ids.size(0)));
-  const int64_t T = batch.ids.size(1);
-  const auto ids = batch.ids.to_vector<int64_t>(), types = batch.token_type_ids.to_vector<int64_t>();
-  const auto pad = batch.key_pad.to(DType::u8).to_vector<uint8_t>();
-  for (size_t r = 0; r < rows.size(); ++r)
-    for (int64_t t = 0; t < T && !pad[r * size_t(T) + size_t(t)]; ++t) {
-      rows[r].ids.push_back(ids[r * size_t(T) + size_t(t)]);
-      rows[r].types.push_back(types[r * size_t(T) + size_t(t)]);
-    }
-  std::vector<const train::ClsExample*> ptrs;
-  for (auto& r : rows) ptrs.push_back(&r);
-  const train::PackedClsRows packed = train::pack_cls_rows(ptrs);
+  const PackedRows packed = pack_padded(batch.ids, batch.token_type_ids, batch.key_pad);
   ASSERT_LT(packed.ids.size(1), batch.ids.numel()) << "the case should have padding";
-  EXPECT_CLOSE(b.model->forward_packed(packed.ids, packed.token_type_ids, packed.lengths), ref.get("mean", "logits"),
+  EXPECT_CLOSE(b.model->forward_packed(packed.ids, packed.types, packed.lengths), ref.get("mean", "logits"),
                scaled_tol(ref.get("mean", "logits")));
 }
 

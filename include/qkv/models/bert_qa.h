@@ -28,6 +28,8 @@ class BertForQuestionAnswering : public nn::Module {
   };
   // ids (B, T) i64, token_type_ids (B, T) i64, key_pad (B, T) u8 (1 = padding) or undefined.
   Logits forward(const Tensor& ids, const Tensor& token_type_ids, const Tensor& key_pad) const;
+  // B rows packed end to end without padding (Bert::hidden_packed): ids, token_type_ids (1, N) -> (1, N) each.
+  Logits forward_packed(const Tensor& ids, const Tensor& token_type_ids, const std::vector<int64_t>& lengths) const;
 
   // Hugging Face's loss above; start/end positions (B) i64. reduction sum returns the sum of
   // the two cross-entropies' sums halved (B times the mean loss when nothing is ignored).

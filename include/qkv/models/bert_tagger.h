@@ -23,6 +23,9 @@ class BertForTokenClassification : public nn::Module {
                              Generator& gen = default_generator());
   // ids (B, T) i64, key_pad (B, T) u8 (1 = padding) or undefined -> logits (B, T, num_labels).
   Tensor forward(const Tensor& ids, const Tensor& key_pad = {}) const;
+  // B rows packed end to end without padding: ids (1, N), N the sum of lengths -> logits (1, N, C)
+  // (Bert::hidden_packed).
+  Tensor forward_packed(const Tensor& ids, const std::vector<int64_t>& lengths) const;
   // The loss above, summed (Reduction::sum) or averaged (mean) over the labelled positions of
   // labels (B, T) i64 (-100: ignored).
   Tensor loss(const Tensor& logits, const Tensor& labels, bool sum = false) const;

@@ -5,9 +5,10 @@
 //   auto best = qa.answer({{"Who maintains vim?", context}});   // n-best per input, best first
 //
 // Each (question, context) becomes the windows of text/qa_features.h; the windows of all inputs
-// run in right-padded batches; decode/span.h picks the n best valid spans over an input's windows
-// (start <= end, at most max_answer_length tokens, context tokens only, score = start + end
-// logit). The answer is the context's own text between the span's character offsets.
+// run in batches packed end to end without padding (Bert::hidden_packed); decode/span.h picks
+// the n best valid spans over an input's windows (start <= end, at most max_answer_length
+// tokens, context tokens only, score = start + end logit). The answer is the context's own text
+// between the span's character offsets.
 //
 // The window settings are part of a trained model: the model directory's qa.json
 // ({"max_len", "doc_stride", "max_query_len", "max_answer_length"}), written by `qkv train`
@@ -59,7 +60,6 @@ class QuestionAnswerer {
  private:
   io::BertQaBundle bundle_;
   QaOptions opt_;
-  int64_t pad_id_ = 0;
 };
 
 // SQuAD EM/F1 (0..100) of the best answers against the examples' gold answers; predictions

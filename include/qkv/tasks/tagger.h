@@ -8,8 +8,8 @@
 // Each word is split into pieces on its own and predicted from its first piece; sentences longer
 // than max_position_embeddings - 2 pieces are tagged in overlapping windows of whole words, each
 // word read from the window where it has the most context (text/word_alignment.h), so every
-// word gets a tag; the result says how many windows a sentence took. Windows run in
-// right-padded batches of similar length (padding is masked: results do not depend on the batch
+// word gets a tag; the result says how many windows a sentence took. Windows run in batches
+// packed end to end without padding (Bert::hidden_packed: results do not depend on the batch
 // beyond float rounding).
 #pragma once
 #include <string>
