@@ -56,6 +56,10 @@ struct Register {
 // stdin), the line and `what` the lines are (e.g. "sentences to translate").
 std::vector<std::string> read_input_lines(const std::string& path, const std::string& what);
 
+// Writes `text` then a newline to stdout, every byte: a NUL in the user's text would stop
+// printf's %s and cut the line.
+void print_line(const std::string& text);
+
 // --precision of the inference commands (translate, generate, classify, embed, serve):
 // add_precision_option registers it on `app` (fp32 | bf16 | int8, default fp32, stored in
 // `value`); read_precision checks the value before the model loads: bf16 on a CPU without AMX or

@@ -87,8 +87,11 @@ int run(int argc, char** argv) {
       std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       continue;
     }
-    for (auto& a : list)
-      std::printf("%s\t%lld\t%lld\t%.6f\n", escape_plain(a.text).c_str(), (long long)a.start, (long long)a.end, a.score);
+    for (auto& a : list) {
+      char fields[96];
+      std::snprintf(fields, sizeof fields, "\t%lld\t%lld\t%.6f", (long long)a.start, (long long)a.end, a.score);
+      print_line(escape_plain(a.text) + fields);
+    }
     if (list.empty()) std::printf("\t-1\t-1\t0\n");
     if (n_best > 1) std::printf("\n");
   }

@@ -62,12 +62,12 @@ int run(int argc, char** argv) {
       if (r.words_cut) j["words_cut"] = r.words_cut;
       std::printf("%s\n", j.dump().c_str());
     } else if (conll) {
-      for (size_t w = 0; w < r.tags.size(); ++w) std::printf("%s\t%s\n", sentences[i][w].c_str(), r.tags[w].c_str());
-      std::printf("\n");
+      for (size_t w = 0; w < r.tags.size(); ++w) print_line(sentences[i][w] + "\t" + r.tags[w]);
+      print_line("");
     } else {
       std::string line;
       for (size_t w = 0; w < r.tags.size(); ++w) line += (w ? " " : "") + sentences[i][w] + "/" + r.tags[w];
-      std::printf("%s\n", line.c_str());
+      print_line(line);
     }
   }
   return 0;

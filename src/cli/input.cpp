@@ -1,4 +1,5 @@
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -39,6 +40,11 @@ std::vector<std::string> read_input_lines(const std::string& path, const std::st
   }
   QKV_CHECK(!lines.empty(), where, "no input lines (expected ", what, ", one per line)");
   return lines;
+}
+
+void print_line(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
 }
 
 }  // namespace qkv::cli

@@ -11,6 +11,7 @@
 #include "qkv/autograd/node.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/util/file.h"
+#include "qkv/util/utf8.h"
 
 namespace qkv::tasks {
 
@@ -187,10 +188,12 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
     if (opt.on_token) {
       size_t safe = done ? g.text.size() : std::min(complete_utf8(g.text), stop_hold(g.text, opt.stop));
       safe = std::max(safe, r.emitted);
-      TokenEvent e{r.prompt, tok, std::string_view(g.text).substr(r.emitted, safe - r.emitted), done};
+      // Bytes that are not UTF-8 reach the caller as U+FFFD, as they do in the final text below.
+      const std::string piece = utf8::replace_invalid(std::string_view(g.text).substr(r.emitted, safe - r.emitted));
       r.emitted = safe;
-      opt.on_token(e);
+      opt.on_token(TokenEvent{r.prompt, tok, piece, done});
     }
+    if (done) g.text = utf8::replace_invalid(g.text);
     return done;
   };
 

@@ -140,6 +140,16 @@ TEST(TagCli, TrainsATinyTaggerThenTagsAndScores) {
   EXPECT_EQ(read(dir / "tag.conll").rfind("the\tO\napple\t", 0), 0u) << read(dir / "tag.conll");
   EXPECT_NE(read(dir / "tag.conll").find("paris\tB-LOC\n\n\nhooli\tB-ORG\n"), std::string::npos)
       << read(dir / "tag.conll");  // the blank input line: a sentence of no words
+  // A NUL inside a word is one of the word's bytes: the answer is printed whole, not cut at it.
+  const char nul_line[] = "hooli\0x corp sees lima\n";
+  write_file_atomic((dir / "nul.txt").string(), std::string(nul_line, sizeof nul_line - 1));
+  ASSERT_EQ(run_qkv({"tag", "--model", model, "--input", (dir / "nul.txt").string()}, dir / "tag.log",
+                    (dir / "nul.out").string()),
+            0)
+      << read(dir / "tag.log");
+  const std::string nul_out = read(dir / "nul.out");
+  EXPECT_EQ(nul_out.rfind(std::string("hooli\0x/", 8), 0), 0u) << nul_out;
+  EXPECT_NE(nul_out.find(" sees/O lima/"), std::string::npos) << nul_out;
   ASSERT_EQ(run_qkv({"tag", "--model", model, "--input", (dir / "in.txt").string(), "--json"}, dir / "tag.log",
                     (dir / "tag.json").string()),
             0);

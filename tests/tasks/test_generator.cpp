@@ -15,7 +15,10 @@
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/ops/shape.h"
+#include "qkv/text/bpe.h"
 #include "qkv/text/char_word.h"
+#include "qkv/text/pretokenize.h"
+#include "qkv/util/utf8.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -326,6 +329,40 @@ TEST(Generator, EosStopStringsAndStreaming) {
   EXPECT_EQ(events, int(s.tokens.size()));
   EXPECT_EQ(lasts, 1);
   EXPECT_LT(s.tokens.size(), 16u);
+}
+
+// Byte-level tokens decode to bytes, and a free run over a vocabulary of lone UTF-8 lead and
+// continuation bytes strings them into invalid sequences: the text and the streamed pieces carry
+// U+FFFD where Hugging Face's decode (errors="replace") would, and the pieces still add up to it.
+TEST(Generator, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  RefFile ref("gpt_generate");
+  io::GptBundle b = load(ref, "gen_gpt2");
+  // Every byte's symbol (a byte-level vocabulary needs them all), ordered so that the model's 97
+  // ids are the continuation bytes 0x80-0xBF and the lead bytes 0xC2-0xE2.
+  std::vector<int> bytes;
+  for (int c = 0x80; c <= 0xBF; ++c) bytes.push_back(c);
+  for (int c = 0xC2; c <= 0xE2; ++c) bytes.push_back(c);
+  for (int c = 0; c < 256; ++c)
+    if (c < 0x80 || c > 0xE2 || (c > 0xBF && c < 0xC2)) bytes.push_back(c);
+  std::vector<std::string> vocab;
+  for (int c : bytes) {
+    vocab.emplace_back();
+    utf8::append(vocab.back(), text::byte_to_unicode()[size_t(c)]);
+  }
+  b.tokenizer = std::make_shared<text::BpeTokenizer>(vocab, std::vector<text::BpeTokenizer::Merge>{}, text::BpeOptions{});
+  tasks::Generator g(b);
+  tasks::GenerateOptions o = seeded_sampling();
+  o.max_new_tokens = 48;
+  o.logits = {1.5, 0, 1.0, 1.0};  // hot sampling over every token
+  std::string streamed;
+  o.on_token = [&](const tasks::TokenEvent& ev) { streamed += ev.text; };
+  const tasks::Generation r = g.generate_ids({prompts_of(ref, "gen_gpt2")[1]}, o)[0];
+  ASSERT_GE(r.tokens.size(), 16u);  // up to the context
+  const std::vector<int32_t> ids(r.tokens.begin(), r.tokens.end());
+  const std::string raw = b.tokenizer->decode(ids);
+  ASSERT_FALSE(utf8::is_valid(raw)) << "the run should contain ill-formed bytes";
+  EXPECT_EQ(r.text, utf8::replace_invalid(raw));
+  EXPECT_EQ(streamed, r.text);
 }
 
 TEST(Generator, ContextLimit) {

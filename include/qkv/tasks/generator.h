@@ -62,7 +62,9 @@ struct GenerateOptions {
 };
 
 struct Generation {
-  std::string text;             // the completion (prompt excluded, stop string and eos cut)
+  std::string text;             // the completion (prompt excluded, stop string and eos cut); bytes
+                                // the tokens decode to that are not UTF-8 become U+FFFD
+                                // (utf8::replace_invalid, as Hugging Face's decode)
   std::vector<int64_t> tokens;  // generated ids (eos included if generated)
   std::string finish;           // "eos", "stop" or "length"
   int64_t prompt_tokens = 0;    // after truncation

@@ -82,6 +82,36 @@ inline std::u32string to_u32_dropping_invalid(std::string_view s) {
   return out;
 }
 
+// s with each maximal subpart of an ill-formed sequence replaced by U+FFFD (Unicode's recommended
+// practice, Python's errors="replace"): a lead byte and the continuation bytes that could still
+// have completed it are one replacement; any other invalid byte is one of its own.
+inline std::string replace_invalid(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp;
+    const int len = decode(b, s.size(), i, cp);
+    if (cp != kInvalid) {
+      out.append(s.data() + i, size_t(len));
+      i += size_t(len);
+      continue;
+    }
+    // The longest prefix of a well-formed sequence starting at b[i] (at least the byte itself).
+    const unsigned b0 = b[i];
+    const int need = b0 >= 0xC2 && b0 <= 0xDF ? 2 : b0 >= 0xE0 && b0 <= 0xEF ? 3 : b0 >= 0xF0 && b0 <= 0xF4 ? 4 : 1;
+    size_t k = 1;
+    for (; int(k) < need && i + k < s.size(); ++k) {
+      const unsigned lo = k > 1 ? 0x80 : b0 == 0xE0 ? 0xA0 : b0 == 0xF0 ? 0x90 : 0x80;
+      const unsigned hi = k > 1 ? 0xBF : b0 == 0xED ? 0x9F : b0 == 0xF4 ? 0x8F : 0xBF;
+      if (b[i + k] < lo || b[i + k] > hi) break;
+    }
+    append(out, 0xFFFD);
+    i += k;
+  }
+  return out;
+}
+
 // Code points of s, which must be valid UTF-8: throws qkv::Error naming `where` and the byte
 // offset of the first invalid sequence (Python's strict codec).
 std::u32string to_u32_strict(std::string_view s, const std::string& where);
