@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "qkv/io/labels.h"
 #include "qkv/util/file.h"
 
 namespace fs = std::filesystem;
@@ -78,16 +79,7 @@ BertClassifierBundle load_bert_classifier(const std::string& dir) {
   std::string path;
   const nlohmann::json j = read_config_json(dir, &path);
   BertClassifierSpec spec;
-  QKV_CHECK(j.contains("id2label") && j["id2label"].is_object() && j["id2label"].size() >= 2, path,
-            "field 'id2label': expected an object {\"0\": label, ...} naming every class (at least 2)");
-  const auto& id2label = j["id2label"];
-  spec.labels.resize(id2label.size());
-  for (size_t i = 0; i < spec.labels.size(); ++i) {
-    auto it = id2label.find(std::to_string(i));
-    QKV_CHECK(it != id2label.end() && it->is_string(), path, "field 'id2label': expected ids 0..",
-              spec.labels.size() - 1, " each naming a label, id ", i, " is missing or not a string");
-    spec.labels[i] = it->get<std::string>();
-  }
+  spec.labels = read_id2label(j, path, "a sequence classifier", 2);
   if (j.contains("num_labels"))
     QKV_CHECK(j["num_labels"] == nlohmann::json(spec.labels.size()), path, "field 'num_labels': ",
               j["num_labels"].dump(), " but 'id2label' names ", spec.labels.size(), " labels");

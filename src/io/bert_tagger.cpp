@@ -5,6 +5,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
+#include "qkv/io/labels.h"
 #include "qkv/util/file.h"
 
 namespace qkv::io {
@@ -44,33 +45,6 @@ BertTaggerBundle tagger_over(const std::string& dir, std::vector<std::string> la
 }
 
 }  // namespace
-
-std::vector<std::string> read_id2label(const nlohmann::json& config, const std::string& where) {
-  auto it = config.find("id2label");
-  QKV_CHECK(it != config.end() && it->is_object() && !it->empty(), where,
-            "field 'id2label': a token classifier needs its labels ({\"0\": \"O\", \"1\": \"B-PKG\", ...})");
-  std::vector<std::string> labels(it->size());
-  std::vector<bool> seen(it->size(), false);
-  std::set<std::string> names;
-  for (auto& [key, value] : it->items()) {
-    size_t id = labels.size();
-    try {
-      size_t used = 0;
-      const long v = std::stol(key, &used);
-      if (used == key.size() && v >= 0) id = size_t(v);
-    } catch (const std::exception&) {
-    }
-    QKV_CHECK(id < labels.size() && !seen[id], where, "field 'id2label': key '", key, "' is not one of \"0\" .. \"",
-              labels.size() - 1, "\" (each once)");
-    QKV_CHECK(value.is_string() && !value.get<std::string>().empty(), where, "field 'id2label.", key,
-              "': expected a non-empty label name, got ", value.dump());
-    QKV_CHECK(names.insert(value.get<std::string>()).second, where, "field 'id2label': label '",
-              value.get<std::string>(), "' appears twice");
-    labels[id] = value.get<std::string>();
-    seen[id] = true;
-  }
-  return labels;
-}
 
 BertTaggerBundle make_bert_tagger(const models::BertConfig& cfg, std::vector<std::string> labels, Generator& gen) {
   BertTaggerBundle t;
@@ -122,7 +96,7 @@ BertTaggerBundle load_bert_tagger(const std::string& dir) {
   QKV_CHECK(fs::exists(cfg_path), cfg_path, "missing: a BERT token classifier directory needs config.json");
   const nlohmann::json raw = read_config_json(cfg_path);
   check_token_classifier(raw, cfg_path);
-  std::vector<std::string> labels = read_id2label(raw, cfg_path);
+  std::vector<std::string> labels = read_id2label(raw, cfg_path, "a token classifier", 1);
   BertTaggerBundle t = tagger_over(dir, std::move(labels), 0.0);
   t.model->dropout->p = classifier_dropout(raw, t.config, cfg_path);
   // The classifier: reported "ignored" by load_bert (not a part it knows), loaded here.

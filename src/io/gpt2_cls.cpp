@@ -5,6 +5,7 @@
 
 #include "qkv/io/format/safetensors.h"
 #include "qkv/io/gpt2.h"
+#include "qkv/io/labels.h"
 #include "qkv/util/file.h"
 
 namespace fs = std::filesystem;
@@ -35,16 +36,7 @@ GptClassifierBundle load_gpt2_classifier(const std::string& dir) {
   } catch (const Error& e) {
     fail(cfg_path, e.what());
   }
-  QKV_CHECK(j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty(), cfg_path,
-            "field 'id2label': expected an object {\"0\": label, ...} naming every class");
-  const auto& id2label = j["id2label"];
-  b.labels.resize(id2label.size());
-  for (size_t i = 0; i < b.labels.size(); ++i) {
-    auto it = id2label.find(std::to_string(i));
-    QKV_CHECK(it != id2label.end() && it->is_string(), cfg_path, "field 'id2label': expected ids 0..",
-              b.labels.size() - 1, " each naming a label, id ", i, " is missing or not a string");
-    b.labels[i] = it->get<std::string>();
-  }
+  b.labels = read_id2label(j, cfg_path, "a GPT classifier", 1);
 
   std::map<std::string, Tensor> body;
   Tensor score;

@@ -149,6 +149,19 @@ TEST(GptClassifierDir, SaveLoadKeepsBitsLabelsAndHuggingFaceNames) {
   auto sd = back.model->state_dict();
   for (auto& [name, t] : b.model->state_dict()) EXPECT_TRUE(same_bits(sd.at(name), t)) << name;
 
+  // A label named twice is an error naming the file and the field.
+  nlohmann::json twice = cfg;
+  twice["id2label"]["2"] = "neg";
+  write_file_atomic((dir / "config.json").string(), twice.dump());
+  try {
+    io::load_gpt2_classifier(dir.string());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    for (const char* part : {"config.json", "id2label", "'neg' appears twice"})
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+  write_file_atomic((dir / "config.json").string(), cfg.dump());
+
   // A score head that does not match the labels is an error naming the tensor.
   published["score.weight"] = Tensor::zeros({2, 16});
   safetensors::save((dir / "model.safetensors").string(), published);

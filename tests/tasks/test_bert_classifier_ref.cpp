@@ -285,6 +285,11 @@ TEST(BertClassifierRef, MalformedDirectoriesNameTheFileAndTheFieldOrTensor) {
     edit_config(d, [](nlohmann::json& j) { j["num_labels"] = 2; });
     expect_has(error_of([&] { io::load_bert_classifier(d); }), {"config.json", "num_labels", "3 labels"});
   }
+  {  // a label named twice: an answer could not say which class it is
+    const std::string d = copy_case("single", "twice");
+    edit_config(d, [](nlohmann::json& j) { j["id2label"]["2"] = j["id2label"]["0"]; });
+    expect_has(error_of([&] { io::load_bert_classifier(d); }), {"config.json", "id2label", "appears twice"});
+  }
   {  // id2label of two labels against a classifier of three rows
     const std::string d = copy_case("single", "shape");
     edit_config(d, [](nlohmann::json& j) {

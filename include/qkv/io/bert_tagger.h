@@ -43,7 +43,4 @@ void save_bert_tagger(const std::string& dir, const BertTaggerBundle& bundle);
 // The parameters under their published names (bert.* and classifier.*): the tensors themselves.
 std::map<std::string, Tensor> bert_tagger_published_parameters(const BertTaggerBundle& b);
 
-// config.json's id2label read strictly: keys "0" .. "C-1", each once, distinct non-empty names.
-std::vector<std::string> read_id2label(const nlohmann::json& config, const std::string& where);
-
 }  // namespace qkv::io
