@@ -211,7 +211,7 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
   const bool bert = model_type == "bert_classifier";
   QKV_CHECK(bert || run.tokenizer_path.empty(), "qkv train", "--tokenizer is not used by gpt_classifier runs: the "
             "tokenizer comes from init_from, or is learned per the config's tokenizer section");
-  const std::string init_from = top.string("init_from", "");
+  const std::string init_from = top.optional_path("init_from");
   nlohmann::json model_cfg = top.object("model", false), tok_cfg = top.object("tokenizer", false),
                  data_cfg = top.object("data", false), opt_cfg = top.object("optimizer", false),
                  sched_cfg = top.object("schedule", false), train_cfg = top.object("train", false),

@@ -73,8 +73,7 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
   // init_from is this task's own top-level key; the shared reader sees the rest.
   std::string init_from;
   if (spec.config.contains("init_from")) {
-    QKV_CHECK(spec.config["init_from"].is_string(), spec.where, "field 'init_from': expected a model directory");
-    init_from = spec.config["init_from"].get<std::string>();
+    init_from = ConfigReader(spec.config, spec.where).optional_path("init_from");
     spec.config.erase("init_from");
     QKV_CHECK(spec.resuming() || !spec.config.contains("model") || spec.config["model"].empty(), spec.where,
               "give either init_from (a pretrained BERT and its tokenizer) or model + tokenizer, not both");

@@ -73,7 +73,7 @@ TaggerRunResult train_bert_tagger(const TrainingRun& run) {
   ConfigReader top(spec.config, spec.where);
   const std::string model_type = top.string("model_type");
   QKV_CHECK(model_type == "bert_tagger", top.where("model_type"), "expected \"bert_tagger\", got \"", model_type, "\"");
-  const std::string init_from = top.string("init_from", "");
+  const std::string init_from = top.optional_path("init_from");
   nlohmann::json model_cfg = top.object("model", false), tok_cfg = top.object("tokenizer", false),
                  data_cfg = top.object("data", false), opt_cfg = top.object("optimizer", false),
                  train_cfg = top.object("train", false), valid_cfg = top.object("valid", false);

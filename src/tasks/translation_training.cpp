@@ -74,9 +74,8 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   ConfigReader dr(data_cfg, top_where, "data");
   const int64_t max_tokens = dr.integer_in("max_tokens", 4096, 1, std::numeric_limits<int64_t>::max());
   const int64_t max_sentences = dr.integer_in("max_sentences", 256, 1, std::numeric_limits<int64_t>::max());
-  const std::optional<int64_t> data_max_len =
-      dr.has("max_len") ? std::optional<int64_t>(dr.integer_in("max_len", 0, 1, std::numeric_limits<int64_t>::max()))
-                        : std::nullopt;
+  // 0: no data.max_len, the model's own (a plain integer: gcc 12 took an optional for uninitialised).
+  const int64_t data_max_len = dr.integer_in("max_len", 0, 1, std::numeric_limits<int64_t>::max());
   dr.finish();
 
   ConfigReader tr(train_cfg, top_where, "train");
@@ -146,7 +145,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
     write_run_json(spec);
   }
 
-  const int64_t max_len = std::min<int64_t>(data_max_len.value_or(bundle.model->max_len()), bundle.model->max_len());
+  const int64_t max_len = data_max_len > 0 ? std::min(data_max_len, bundle.model->max_len()) : bundle.model->max_len();
   train::SeqIds ids = special_ids(bundle);
   int64_t dropped = 0;
   auto examples = encode_pairs(train_text, *bundle.src_tok, *bundle.tgt_tok, ids.eos, max_len, &dropped);

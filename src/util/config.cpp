@@ -84,6 +84,13 @@ std::string ConfigReader::string(const std::string& key, const std::string& dflt
   return has(key) ? string(key) : dflt;
 }
 
+std::string ConfigReader::optional_path(const std::string& key) {
+  if (!has(key)) return "";
+  const std::string p = string(key);
+  QKV_CHECK(!p.empty(), where(key), "expected a path, got an empty string (leave the key out for none)");
+  return p;
+}
+
 nlohmann::json ConfigReader::object(const std::string& key, bool required) {
   if (!required && !has(key)) return nlohmann::json::object();
   const auto& v = get(key, "an object");

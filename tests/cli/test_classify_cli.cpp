@@ -153,7 +153,9 @@ TEST(ClassifyCli, FineTunesSingleTextsAndClassifiesBatchedAsOneAtATime) {
   ASSERT_EQ(js.size(), 5u);
   for (size_t i = 0; i < 5; ++i) {
     auto j = nlohmann::json::parse(js[i]);
-    if (!want[i].empty()) EXPECT_EQ(j.at("label"), want[i]);
+    if (!want[i].empty()) {
+      EXPECT_EQ(j.at("label"), want[i]);
+    }
     const double pf = j.at("probabilities").at("fruit"), pa = j.at("probabilities").at("animal");
     EXPECT_NEAR(pf + pa, 1.0, 1e-12);
     EXPECT_DOUBLE_EQ(j.at("probability").get<double>(), std::max(pf, pa));
@@ -303,8 +305,11 @@ TEST(ClassifyCli, BertFineTunesSingleTextsAndPairsAndClassifies) {
   auto out = lines_of(read_file((r.dir / "c.out").string()));
   ASSERT_EQ(out.size(), 5u);  // the blank line is the empty text: an answer of its own
   const std::vector<std::string> want = {"fruit", "", "animal", "fruit", "animal"};
-  for (size_t i = 0; i < 5; ++i)
-    if (!want[i].empty()) EXPECT_EQ(out[i].substr(0, out[i].find('\t')), want[i]) << out[i];
+  for (size_t i = 0; i < 5; ++i) {
+    if (!want[i].empty()) {
+      EXPECT_EQ(out[i].substr(0, out[i].find('\t')), want[i]) << out[i];
+    }
+  }
 
   // Batched (right-padded) equals one input at a time: padding reaches neither [CLS] nor the pooler.
   tasks::Classifier clf(r.model.string());

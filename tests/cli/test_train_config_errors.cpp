@@ -81,6 +81,23 @@ TEST(TrainConfigErrors, NameTheFileAndFieldBeforeAnythingIsWritten) {
   fs::remove_all(dir);
 }
 
+// "init_from": "" used to mean no init_from at all, so a template's blank left the run training
+// from random weights without a word. It is an error naming the field, for every task that has it.
+TEST(TrainConfigErrors, AnEmptyInitFromIsNamedNotIgnored) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_train_init_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  qkv::testing::write_reversal_corpus(dir, 60, 50, 777);
+  for (const char* type : {"bert_tagger", "bert_classifier", "bert_qa"}) {
+    const Attempt a = train(dir, {{"model_type", type}, {"init_from", ""}});
+    EXPECT_EQ(a.code, 1) << type;
+    const std::string want = (dir / "config.json").string() + ": field 'init_from': expected a path, got an empty string";
+    EXPECT_NE(a.log.find(want), std::string::npos) << type << ": expected \"" << want << "\" in:\n" << a.log;
+    EXPECT_FALSE(fs::exists(dir / "run")) << type;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(TrainConfigErrors, AFailedNewRunLeavesNoDirectoryAndTheFixedCommandRuns) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_train_retry_" + std::to_string(getpid()));
   fs::remove_all(dir);

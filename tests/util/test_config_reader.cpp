@@ -91,4 +91,19 @@ TEST(ConfigReader, ControlBytesInAKeyAreEscapedNotCut) {
 }
 
 }  // namespace
+
+TEST(ConfigReader, AnOptionalPathIsAbsentOrNonEmpty) {
+  ConfigReader r(nlohmann::json::parse(R"({"a": "models/x", "b": "", "c": 5})"), "cfg.json");
+  EXPECT_EQ(r.optional_path("a"), "models/x");
+  EXPECT_EQ(r.optional_path("none"), "");
+  for (const char* key : {"b", "c"}) {
+    try {
+      r.optional_path(key);
+      ADD_FAILURE() << key << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("cfg.json: field '") + key + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace qkv

@@ -28,6 +28,8 @@ class ConfigReader {
   bool boolean(const std::string& key, bool dflt);
   std::string string(const std::string& key);
   std::string string(const std::string& key, const std::string& dflt);
+  // An optional file or directory: "" when the key is absent; when present, a non-empty string.
+  std::string optional_path(const std::string& key);
   bool has(const std::string& key) const { return j_.contains(key); }
   // A nested object (required, or an empty object when absent and optional).
   nlohmann::json object(const std::string& key, bool required = true);
