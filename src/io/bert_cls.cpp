@@ -12,6 +12,16 @@ namespace qkv::io {
 
 namespace {
 
+// The classifier's input length: spec.max_len, or the position table's when 0. Longer than the
+// table is an error (it used to be cut to the table without a word).
+int64_t classifier_max_len(const BertClassifierSpec& spec, const models::BertConfig& cfg, const std::string& where) {
+  const int64_t P = cfg.max_position_embeddings;
+  QKV_CHECK(spec.max_len >= 0 && spec.max_len <= P, where, "the classifier's max_len ", spec.max_len,
+            " (data.max_len of a training config, qkv_classifier.max_len of a model directory): expected 1 to ",
+            "max_position_embeddings = ", P, ", or 0 for all of them");
+  return spec.max_len > 0 ? spec.max_len : P;
+}
+
 nlohmann::json read_config_json(const std::string& dir, std::string* path) {
   *path = (fs::path(dir) / "config.json").string();
   QKV_CHECK(fs::exists(*path), dir, "not a BERT model directory: config.json is missing");
@@ -61,8 +71,7 @@ BertClassifierBundle load_with_head(const std::string& dir, const BertClassifier
   out.labels = spec.labels;
   out.tokenizer = b.tokenizer;
   out.pairs = spec.pairs;
-  const int64_t P = cfg.max_position_embeddings;
-  out.max_len = spec.max_len > 0 && spec.max_len <= P ? spec.max_len : P;
+  out.max_len = classifier_max_len(spec, cfg, cfg_path);
   out.report = std::move(b.report);
   return out;
 }
@@ -128,8 +137,7 @@ BertClassifierBundle make_bert_classifier(const models::BertConfig& cfg, const B
   b.labels = spec.labels;
   b.tokenizer = std::move(tokenizer);
   b.pairs = spec.pairs;
-  const int64_t P = cfg.max_position_embeddings;
-  b.max_len = spec.max_len > 0 && spec.max_len <= P ? spec.max_len : P;
+  b.max_len = classifier_max_len(spec, cfg, "make_bert_classifier");
   return b;
 }
 

@@ -139,7 +139,9 @@ io::BertClassifierBundle new_bert_classifier(const std::string& init_from, nlohm
   }
   nlohmann::json defaults = nlohmann::json::object();
   if (spec.max_len > 0) defaults["max_position_embeddings"] = spec.max_len;
-  check_model_section<models::BertConfig>(model_cfg, defaults, where);
+  const int64_t positions = check_model_section<models::BertConfig>(model_cfg, defaults, where).max_position_embeddings;
+  QKV_CHECK(spec.max_len <= positions, where, "field 'data.max_len': ", spec.max_len,
+            " is longer than model.max_position_embeddings ", positions);
   std::vector<std::string> texts;
   for (auto& x : train_set.inputs) {
     texts.push_back(x.a);

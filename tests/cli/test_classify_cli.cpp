@@ -431,6 +431,9 @@ TEST(ClassifyCli, BertConfigErrorsNameTheFileAndTheField) {
   fails_with("positions", R"({"model_type": "gpt_classifier", "model": {"n_positions": 4, "n_embd": 16, "n_layer": 1,
              "n_head": 2}, "data": {"max_len": 32}})",
              {"positions.json", "field 'data.max_len': 32 is longer than model.n_positions 4"});
+  fails_with("bert_positions", R"({"model_type": "bert_classifier", "model": {"max_position_embeddings": 8,
+             "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}, "data": {"max_len": 32}})",
+             {"bert_positions.json", "field 'data.max_len': 32 is longer than model.max_position_embeddings 8"});
 }
 
 // A new run that fails in its first step (here a non-finite loss: the auxiliary LM loss weighted

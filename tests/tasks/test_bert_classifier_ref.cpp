@@ -290,6 +290,12 @@ TEST(BertClassifierRef, MalformedDirectoriesNameTheFileAndTheFieldOrTensor) {
     edit_config(d, [](nlohmann::json& j) { j["id2label"]["2"] = j["id2label"]["0"]; });
     expect_has(error_of([&] { io::load_bert_classifier(d); }), {"config.json", "id2label", "appears twice"});
   }
+  {  // a max_len past the position table (it used to be cut to the table without a word)
+    const std::string d = copy_case("single", "max_len");
+    edit_config(d, [](nlohmann::json& j) { j["qkv_classifier"]["max_len"] = 100000; });
+    expect_has(error_of([&] { io::load_bert_classifier(d); }),
+               {"config.json", "max_len 100000", "max_position_embeddings = "});
+  }
   {  // id2label of two labels against a classifier of three rows
     const std::string d = copy_case("single", "shape");
     edit_config(d, [](nlohmann::json& j) {
