@@ -163,6 +163,7 @@ BertRunResult train_bert(const TrainingRun& run) {
   const train::TrainOptions topt = train::TrainOptions::from_config(tr);
   tr.finish();
   check_schedule_early(spec.config, topt, spec.where);
+  check_optimizer_early(sec.optimizer, spec.where);
   ConfigReader vr(sec.valid, spec.where, "valid");
   const int64_t valid_max_pairs = vr.integer("max_pairs", 0);
   vr.finish();

@@ -237,6 +237,16 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
   }
   const uint64_t seed = uint64_t(top.integer("seed", 1));
   top.finish();
+  // The optimizer, schedule and trainer sections, checked before the data is read or a tokenizer learned.
+  if (!opt_cfg.contains("type")) opt_cfg["type"] = "adamw";
+  if (!opt_cfg.contains("lr")) opt_cfg["lr"] = bert ? 2e-5 : 6.25e-5;  // the papers' fine-tuning rates
+  check_optimizer_early(opt_cfg, where);
+  if (sched_cfg.empty()) sched_cfg = {{"type", "constant"}, {"lr", opt_cfg["lr"]}};
+  auto schedule = schedule_from_config(nlohmann::json{{"schedule", sched_cfg}}, where);
+  if (!train_cfg.contains("label_smoothing")) train_cfg["label_smoothing"] = 0.0;
+  ConfigReader tr(train_cfg, where, "train");
+  train::TrainOptions topt = train::TrainOptions::from_config(tr);
+  tr.finish();
 
   const LabelledSet train_set = read_labelled_tsv(spec.train), valid_set = read_labelled_tsv(spec.valid);
   QKV_CHECK(train_set.pairs == valid_set.pairs, spec.valid, "holds ", valid_set.pairs ? "pairs" : "single texts",
@@ -295,15 +305,7 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
   train::ClsExampleStream stream(std::move(train_ex), batch_size, seed);
   const std::vector<train::ClsBatch> valid_batches = train::ClsExampleStream(valid_ex, valid_batch, seed).all_batches();
 
-  if (!opt_cfg.contains("type")) opt_cfg["type"] = "adamw";
-  if (!opt_cfg.contains("lr")) opt_cfg["lr"] = bert ? 2e-5 : 6.25e-5;  // the papers' fine-tuning rates
   auto optimizer = make_optimizer(opt_cfg, where, clf->module());
-  if (sched_cfg.empty()) sched_cfg = {{"type", "constant"}, {"lr", opt_cfg["lr"]}};
-  auto schedule = schedule_from_config(nlohmann::json{{"schedule", sched_cfg}}, where);
-  if (!train_cfg.contains("label_smoothing")) train_cfg["label_smoothing"] = 0.0;
-  ConfigReader tr(train_cfg, where, "train");
-  train::TrainOptions topt = train::TrainOptions::from_config(tr);
-  tr.finish();
 
   train::TrainCallbacks cb;
   cb.best_metric = "valid_accuracy";

@@ -117,6 +117,7 @@ LmRunResult train_lm(const LmRun& run) {
   const train::TrainOptions topt = train::TrainOptions::from_config(tr);
   tr.finish();
   check_schedule_early(spec.config, topt, spec.where);
+  check_optimizer_early(sec.optimizer, spec.where);
 
   ConfigReader vr(sec.valid, spec.where, "valid");
   const int64_t valid_max_tokens = vr.integer("max_tokens", 0);  // 0 = every held-out window

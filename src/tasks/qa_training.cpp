@@ -100,6 +100,17 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
   const train::TrainOptions topt = train::TrainOptions::from_config(tr);
   tr.finish();
 
+  if (!spec.resuming()) {
+    if (!spec.config["optimizer"].contains("type")) spec.config["optimizer"]["type"] = "adamw";
+    if (!spec.config["optimizer"].contains("lr")) spec.config["optimizer"]["lr"] = 5e-5;  // BERT's fine-tuning rate
+    nlohmann::json& sc = spec.config["schedule"];  // BERT's recipe: linear warmup over 10% of the run
+    if (!sc.contains("type")) sc["type"] = "warmup_cosine";
+    if (sc["type"] != "noam" && !sc.contains("lr")) sc["lr"] = spec.config["optimizer"]["lr"];
+    if (sc["type"] == "warmup_cosine" && !sc.contains("warmup")) sc["warmup"] = std::max<int64_t>(1, topt.max_steps / 10);
+  }
+  check_schedule_early(spec.config, topt, spec.where);  // before the data is read or a tokenizer learned
+  check_optimizer_early(spec.config.value("optimizer", nlohmann::json::object()), spec.where);
+
   const std::vector<data::QaExample> train_set = data::read_qa_file(spec.train, true);
   std::vector<data::QaExample> valid_set = data::read_qa_file(spec.valid, true);
   if (valid_max > 0 && int64_t(valid_set.size()) > valid_max) valid_set.resize(size_t(valid_max));
@@ -135,12 +146,6 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
       bundle.tokenizer = tok;
     }
     spec.config["model"] = bundle.config;
-    if (!spec.config["optimizer"].contains("type")) spec.config["optimizer"]["type"] = "adamw";
-    if (!spec.config["optimizer"].contains("lr")) spec.config["optimizer"]["lr"] = 5e-5;  // BERT's fine-tuning rate
-    nlohmann::json& sc = spec.config["schedule"];  // BERT's recipe: linear warmup over 10% of the run
-    if (!sc.contains("type")) sc["type"] = "warmup_cosine";
-    if (sc["type"] != "noam" && !sc.contains("lr")) sc["lr"] = spec.config["optimizer"]["lr"];
-    if (sc["type"] == "warmup_cosine" && !sc.contains("warmup")) sc["warmup"] = std::max<int64_t>(1, topt.max_steps / 10);
     fix_cosine_schedule(spec.config, topt, spec.where);
     write_run_json(spec);
   }

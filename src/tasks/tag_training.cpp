@@ -98,6 +98,19 @@ TaggerRunResult train_bert_tagger(const TrainingRun& run) {
   const int64_t valid_batch = vr.integer_in("batch_size", 64, 1, models::kMaxBatch);
   vr.finish();
 
+  if (!spec.resuming()) {
+    // Schedule defaults: warm-up over the first 10% of the updates, then cosine to 0; peak 5e-5
+    // (Devlin et al.'s fine-tuning rate) from a pretrained encoder, 1e-3 from scratch.
+    nlohmann::json& sc = spec.config["schedule"];
+    if (!sc.is_object()) sc = nlohmann::json::object();
+    if (!sc.contains("type") || sc["type"] == "warmup_cosine") {
+      if (!sc.contains("lr")) sc["lr"] = init_from.empty() ? 1e-3 : 5e-5;
+      if (!sc.contains("warmup")) sc["warmup"] = std::max<int64_t>(0, topt.max_steps / 10);
+    }
+  }
+  check_schedule_early(spec.config, topt, spec.where);  // before the data is read or a tokenizer learned
+  check_optimizer_early(opt_cfg, spec.where);
+
   const std::vector<TaggedSentence> train_set = read_conll_file(spec.train);
   std::vector<TaggedSentence> valid_set = read_conll_file(spec.valid);
   if (valid_max > 0 && int64_t(valid_set.size()) > valid_max) valid_set.resize(size_t(valid_max));
@@ -123,14 +136,6 @@ TaggerRunResult train_bert_tagger(const TrainingRun& run) {
       const auto cfg = new_model_config<models::BertConfig>(m, defaults, *tok, spec.where);
       bundle = io::make_bert_tagger(cfg, std::move(labels));
       bundle.tokenizer = tok;
-    }
-    // Schedule defaults: warm-up over the first 10% of the updates, then cosine to 0; peak 5e-5
-    // (Devlin et al.'s fine-tuning rate) from a pretrained encoder, 1e-3 from scratch.
-    nlohmann::json& sc = spec.config["schedule"];
-    if (!sc.is_object()) sc = nlohmann::json::object();
-    if (!sc.contains("type") || sc["type"] == "warmup_cosine") {
-      if (!sc.contains("lr")) sc["lr"] = init_from.empty() ? 1e-3 : 5e-5;
-      if (!sc.contains("warmup")) sc["warmup"] = std::max<int64_t>(0, topt.max_steps / 10);
     }
     fix_cosine_schedule(spec.config, topt, spec.where);
     write_run_json(spec);

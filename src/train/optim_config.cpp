@@ -33,4 +33,11 @@ std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& cfg, const std::
   }
 }
 
+void check_optimizer_early(const nlohmann::json& cfg, const std::string& where) {
+  struct StandIn : nn::Module {
+    StandIn() { register_parameter("weight", Tensor::zeros({1})); }
+  } model;
+  make_optimizer(cfg, where, model);
+}
+
 }  // namespace qkv

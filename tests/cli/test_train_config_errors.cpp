@@ -98,6 +98,42 @@ TEST(TrainConfigErrors, AnEmptyInitFromIsNamedNotIgnored) {
   fs::remove_all(dir);
 }
 
+// Every task's optimizer and schedule mistakes are named before its data is read (here it does
+// not exist) or a tokenizer learned: the tagger, QA and classifier runs used to find them only
+// once the model was built, the GPT and BERT pretraining runs the optimizer's.
+TEST(TrainConfigErrors, EveryTaskNamesOptimizerAndScheduleMistakesBeforeReadingData) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_train_early_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string file = (dir / "config.json").string();
+  struct Case {
+    const char* section;
+    nlohmann::json value;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {"optimizer", {{"type", "adagrad"}}, file + ": field 'optimizer.type': expected adam, adamw or sgd"},
+      {"optimizer", {{"betas", {0.9, 1.5}}}, file + ": section 'optimizer': "},
+      {"schedule", {{"type", "linear9"}}, file + ": section 'schedule': make_schedule: field 'type'"},
+  };
+  for (const char* type : {"gpt", "bert", "bert_tagger", "bert_qa", "bert_classifier", "gpt_classifier"})
+    for (const Case& c : cases) {
+      nlohmann::json cfg = {{"model_type", type}, {"model", nlohmann::json::object()}};
+      if (std::string(type) == "gpt") cfg["data"] = {{"context", 16}};
+      if (std::string(type) == "gpt" || std::string(type) == "bert") cfg["schedule"] = {{"warmup", 10}, {"lr", 1e-3}};
+      for (auto& [k, v] : c.value.items()) cfg[c.section][k] = v;
+      qkv::write_file_atomic(file, cfg.dump());
+      const int code = run_qkv({"train", "--config", file, "--train", (dir / "missing.txt").string(), "--valid",
+                                (dir / "missing.txt").string(), "--out", (dir / "run").string()},
+                               dir / "train.log");
+      const std::string log = read_file((dir / "train.log").string());
+      EXPECT_EQ(code, 1) << type << " " << c.section;
+      EXPECT_NE(log.find(c.want), std::string::npos) << type << ": expected \"" << c.want << "\" in:\n" << log;
+      EXPECT_FALSE(fs::exists(dir / "run")) << type;
+    }
+  fs::remove_all(dir);
+}
+
 TEST(TrainConfigErrors, AFailedNewRunLeavesNoDirectoryAndTheFixedCommandRuns) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_train_retry_" + std::to_string(getpid()));
   fs::remove_all(dir);

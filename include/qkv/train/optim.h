@@ -140,5 +140,8 @@ class Module;
 // adam|adamw|sgd, "lr", "betas", "eps", "weight_decay", "momentum"} (unknown keys are errors
 // naming `where`); biases and LayerNorm weights are never decayed.
 std::unique_ptr<Optimizer> make_optimizer(const nlohmann::json& cfg, const std::string& where, nn::Module& model);
+// The same section's mistakes found before there is a model (the same reader and checks over one
+// stand-in parameter), so that a run names them before it learns a tokenizer or reads data.
+void check_optimizer_early(const nlohmann::json& cfg, const std::string& where);
 
 }  // namespace qkv
