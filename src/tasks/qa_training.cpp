@@ -106,7 +106,8 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
     nlohmann::json& sc = spec.config["schedule"];  // BERT's recipe: linear warmup over 10% of the run
     if (!sc.contains("type")) sc["type"] = "warmup_cosine";
     if (sc["type"] != "noam" && !sc.contains("lr")) sc["lr"] = spec.config["optimizer"]["lr"];
-    if (sc["type"] == "warmup_cosine" && !sc.contains("warmup")) sc["warmup"] = std::max<int64_t>(1, topt.max_steps / 10);
+    if (sc["type"] == "warmup_cosine" && !sc.contains("warmup"))
+      sc["warmup"] = std::max<int64_t>(1, topt.max_steps / 10);
   }
   check_schedule_early(spec.config, topt, spec.where);  // before the data is read or a tokenizer learned
   check_optimizer_early(spec.config.value("optimizer", nlohmann::json::object()), spec.where);

@@ -91,7 +91,8 @@ TEST(TrainConfigErrors, AnEmptyInitFromIsNamedNotIgnored) {
   for (const char* type : {"bert_tagger", "bert_classifier", "bert_qa"}) {
     const Attempt a = train(dir, {{"model_type", type}, {"init_from", ""}});
     EXPECT_EQ(a.code, 1) << type;
-    const std::string want = (dir / "config.json").string() + ": field 'init_from': expected a path, got an empty string";
+    const std::string want =
+        (dir / "config.json").string() + ": field 'init_from': expected a path, got an empty string";
     EXPECT_NE(a.log.find(want), std::string::npos) << type << ": expected \"" << want << "\" in:\n" << a.log;
     EXPECT_FALSE(fs::exists(dir / "run")) << type;
   }

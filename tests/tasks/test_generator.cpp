@@ -349,7 +349,8 @@ TEST(Generator, BytesThatAreNotUtf8BecomeReplacementCharacters) {
     vocab.emplace_back();
     utf8::append(vocab.back(), text::byte_to_unicode()[size_t(c)]);
   }
-  b.tokenizer = std::make_shared<text::BpeTokenizer>(vocab, std::vector<text::BpeTokenizer::Merge>{}, text::BpeOptions{});
+  b.tokenizer =
+      std::make_shared<text::BpeTokenizer>(vocab, std::vector<text::BpeTokenizer::Merge>{}, text::BpeOptions{});
   tasks::Generator g(b);
   tasks::GenerateOptions o = seeded_sampling();
   o.max_new_tokens = 48;

@@ -101,7 +101,8 @@ TEST(ConfigReader, AnOptionalPathIsAbsentOrNonEmpty) {
       r.optional_path(key);
       ADD_FAILURE() << key << " was accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("cfg.json: field '") + key + "'"), std::string::npos) << e.what();
+      const std::string want = std::string("cfg.json: field '") + key + "'";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
   }
 }
