@@ -89,7 +89,9 @@ TEST(SdpaPacked, WeightsAndGradientsComeFromTheBlockDiagonal) {
     const auto wv = w.to_vector<float>();
     for (size_t e = 0; e < wv.size(); ++e) {
       const int64_t j = int64_t(e) % T;
-      if (j < start || j >= start + len) ASSERT_EQ(wv[e], 0.0f) << "key " << j;
+      if (j < start || j >= start + len) {
+        ASSERT_EQ(wv[e], 0.0f) << "key " << j;
+      }
     }
     start += len;
   }
