@@ -1,7 +1,6 @@
 #include "qkv/io/bert_tagger.h"
 
 #include <filesystem>
-#include <set>
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
