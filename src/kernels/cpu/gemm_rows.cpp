@@ -4,7 +4,8 @@
 // byte is read once, in long contiguous streams, by both threads at once: threads own disjoint
 // ranges of 8-row blocks (a block is 8 * K contiguous elements) and every x row is multiplied with
 // a block while it is in L1. At batch 1 a thread reads its range as eight streams, its eighths a
-// row of each at a time (see rows_product_of).
+// row of each at a time, and the last 1/8 of the blocks go to whichever thread is free (see
+// rows_product_of).
 //
 // bf16 (uint16_t bits: x rounded by the caller, the weights converted once) runs on AVX512_BF16's
 // vdpbf16ps, 32 values of K per instruction as 16 pairs: lane l adds the exact products of the
@@ -16,6 +17,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -31,6 +33,7 @@ namespace qkv::kernels {
 namespace {
 
 constexpr int64_t kBlock = 8;  // weight rows per block (outputs per tile, at most)
+constexpr int64_t kTailChunk = 4;  // blocks a thread claims at a time in batch 1's shared tail
 
 #if defined(__AVX512F__)
 // The sum of v's 16 lanes by a fixed tree: lane l + lane l+8, then + 4, + 2, + 1 (what GCC's
@@ -219,7 +222,7 @@ void rows_block(int64_t M, const T* x, int64_t ldx, const T* const* w, int64_t n
   }
 }
 
-// Blocks of 8 rows are split among threads in contiguous ranges (schedule static): each thread
+// Blocks of 8 rows are split among threads in contiguous ranges (at batch 1 all but a shared tail): each thread
 // streams its own part of every weight, and each output is computed by one thread in a fixed
 // order. At batch 1 rows are taken one at a time (the same order of additions as the 8-row tiles)
 // rather than as 8-row tiles: GPT-2 124M's products streamed from DRAM at 73-87 GB/s against 38
@@ -229,7 +232,15 @@ void rows_block(int64_t M, const T* x, int64_t ldx, const T* const* w, int64_t n
 // streams. GPT-2's 49 products of a token, in a loop on the Intel Xeon with AMX: 2 streams
 // prefetched 8 KB ahead 20.1 GB/s, 4 streams 22.0, 8 streams 25.6, 16 streams 26.0 (medians of
 // ten alternations, 2026-11-29); on AMD EPYC Zen 5 two streams had read 67-68 GB/s against one's
-// 60-61 (eight not measured there).
+// 60-61. There, 4 streams read 10% faster than 8 when the DRAM was quiet and 4% slower when it
+// was contended (2026-12-02): 8 kept.
+// The two threads of a VM do not stream at the same pace (one was 5-23% slower, and not always
+// the same one), and a static split leaves the faster one waiting at every product's end. So at
+// batch 1 only the first 7/8 of the blocks are split statically (long streams); the last 1/8 is
+// claimed kTailChunk blocks at a time by whichever thread is free. Which thread computes a row
+// does not change its bits. GPT-2 124M fp32 generation, static and shared tail alternating in one
+// process (10-12 pairs, four sittings): 2-5% faster per token (median pair ratio 1.02-1.05, q1
+// above 1 in each); bf16 level (AMD EPYC Zen 5).
 template <typename T>
 void rows_product_of(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src, int64_t N, const float* bias,
                      float* out, int64_t min_macs) {
@@ -257,10 +268,16 @@ void rows_product_of(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src
       }
     };
     if (N * K < min_macs || nb < 2) return rows_as_streams(0, N);
+    // The first 7/8 of the blocks in contiguous shares, the last 1/8 claimed kTailChunk blocks at
+    // a time by whichever thread is free (see above).
+    const int64_t static_blocks = nb - nb / 8;
+    std::atomic<int64_t> next{static_blocks};
 #pragma omp parallel
-    {  // each thread a contiguous share of the 8-row blocks
+    {
       const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-      rows_as_streams(std::min(N, nb * t / nt * kBlock), std::min(N, nb * (t + 1) / nt * kBlock));
+      rows_as_streams(std::min(N, static_blocks * t / nt * kBlock), std::min(N, static_blocks * (t + 1) / nt * kBlock));
+      for (int64_t b; (b = next.fetch_add(kTailChunk, std::memory_order_relaxed)) < nb;)
+        rows_as_streams(b * kBlock, std::min(N, (b + kTailChunk) * kBlock));
     }
     return;
   }
