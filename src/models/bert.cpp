@@ -97,6 +97,11 @@ Tensor Bert::hidden(const Tensor& ids, const Tensor& token_type_ids, const Tenso
   return encoder->forward(h, mask);
 }
 
+void PackedSequences::check(size_t ids, size_t types) const {
+  QKV_CHECK(ids > 0 && (types == 0 || types == ids), "PackedSequences", "sequence ", lengths_.size(),
+            ": expected a non-empty sequence and one token type per id, got ", ids, " ids and ", types, " types");
+}
+
 Tensor Bert::hidden_packed(const Tensor& ids, const Tensor& token_type_ids, const std::vector<int64_t>& lengths) const {
   QKV_CHECK(ids.defined() && ids.ndim() == 2 && ids.size(0) == 1 && ids.dtype() == DType::i64, "Bert",
             "packed ids must be (1, N) i64, got ", ids.defined() ? ids.str() : std::string("undefined"));

@@ -118,8 +118,9 @@ std::vector<Classification> Classifier::classify(const std::vector<ClsInput>& in
     for (size_t k = s; k < e; ++k) rows.push_back(&ex[order[k]]);
     Tensor lg_t;  // (B, C); BERT reads the rows packed without padding, GPT a right-padded batch
     if (bert_) {
-      const train::PackedClsRows p = train::pack_cls_rows(rows);
-      lg_t = bert_->model->forward_packed(p.ids, p.token_type_ids, p.lengths).contiguous();
+      models::PackedSequences p;
+      for (const train::ClsExample* r : rows) p.add(r->ids, r->types);
+      lg_t = bert_->model->forward_packed(p.ids(), p.token_types(), p.lengths()).contiguous();
     } else {
       lg_t = logits(train::make_cls_batch(rows)).contiguous();
     }

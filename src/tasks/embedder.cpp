@@ -50,13 +50,12 @@ std::vector<SentenceEmbedding> Embedder::embed(const std::vector<ClsInput>& inpu
   for (size_t s = 0; s < rows.size(); s += size_t(opt.batch_size)) {
     // The batch's rows end to end, no padding (Bert::hidden_packed): (1, N) ids -> (1, N, D).
     const size_t e = std::min(rows.size(), s + size_t(opt.batch_size));
-    std::vector<const train::ClsExample*> batch;
-    for (size_t i = s; i < e; ++i) batch.push_back(&rows[i]);
-    const train::PackedClsRows p = train::pack_cls_rows(batch);
-    const Tensor h = model.hidden_packed(p.ids, p.token_type_ids, p.lengths).contiguous();
-    for (size_t r = 0; r < p.lengths.size(); ++r) {
-      const float* hp = h.data<float>() + p.starts[r] * D;  // this row's (n, D) states
-      const int64_t n = p.lengths[r];
+    models::PackedSequences p;
+    for (size_t i = s; i < e; ++i) p.add(rows[i].ids, rows[i].types);
+    const Tensor h = model.hidden_packed(p.ids(), p.token_types(), p.lengths()).contiguous();
+    for (size_t r = 0; r < p.lengths().size(); ++r) {
+      const float* hp = h.data<float>() + p.start(r) * D;  // this row's (n, D) states
+      const int64_t n = p.lengths()[r];
       std::vector<double> v(size_t(D), 0.0);
       if (opt.pooling == Pooling::cls) {
         for (int64_t d = 0; d < D; ++d) v[size_t(d)] = hp[d];

@@ -97,15 +97,13 @@ std::vector<std::vector<QaAnswerSpan>> QuestionAnswerer::answer(
     NoGradGuard ng;
     for (size_t b = 0; b < all.size(); b += size_t(opt_.batch_size)) {
       const size_t e = std::min(all.size(), b + size_t(opt_.batch_size));
-      std::vector<int64_t> ids, types, lengths;  // the windows end to end, without padding
+      models::PackedSequences packed;  // the windows end to end, without padding
       for (size_t k = b; k < e; ++k) {
         const train::QaFeature f = train::qa_feature(windows[all[k].first][all[k].second]);
-        ids.insert(ids.end(), f.ids.begin(), f.ids.end());
-        types.insert(types.end(), f.type_ids.begin(), f.type_ids.end());
-        lengths.push_back(int64_t(f.ids.size()));
+        packed.add(f.ids, f.type_ids);
       }
-      const int64_t N = int64_t(ids.size());
-      auto logits = model.forward_packed(Tensor::from_vector(ids, {1, N}), Tensor::from_vector(types, {1, N}), lengths);
+      const std::vector<int64_t>& lengths = packed.lengths();
+      auto logits = model.forward_packed(packed.ids(), packed.token_types(), lengths);
       const Tensor s = logits.start.contiguous(), en = logits.end.contiguous();  // (1, N)
       const float* ps = s.data<float>();
       const float* pe = en.data<float>();

@@ -63,13 +63,10 @@ std::vector<Tagging> Tagger::tag(const std::vector<std::vector<std::string>>& se
     std::vector<const train::TagExample*> rows;
     const size_t e = std::min(examples.size(), s + size_t(opt.batch_size));
     for (size_t k = s; k < e; ++k) rows.push_back(&examples[k]);
-    std::vector<int64_t> ids, lengths;  // the rows end to end, without padding
-    for (const train::TagExample* x : rows) {
-      ids.insert(ids.end(), x->ids.begin(), x->ids.end());
-      lengths.push_back(int64_t(x->ids.size()));
-    }
-    const int64_t N = int64_t(ids.size());
-    const Tensor logits = model.forward_packed(Tensor::from_vector(ids, {1, N}), lengths).contiguous();  // (1, N, C)
+    models::PackedSequences packed;  // the rows end to end, without padding
+    for (const train::TagExample* x : rows) packed.add(x->ids);
+    const std::vector<int64_t>& lengths = packed.lengths();
+    const Tensor logits = model.forward_packed(packed.ids(), lengths).contiguous();  // (1, N, C)
     const float* lg = logits.data<float>();
     for (size_t r = 0; r < rows.size(); ++r) {
       const int64_t n = lengths[r];

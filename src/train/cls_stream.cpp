@@ -90,24 +90,6 @@ ClsBatch make_cls_batch(const std::vector<const ClsExample*>& rows) {
   return b;
 }
 
-PackedClsRows pack_cls_rows(const std::vector<const ClsExample*>& rows) {
-  QKV_CHECK(!rows.empty(), "pack_cls_rows", "no examples");
-  std::vector<int64_t> ids, types;
-  PackedClsRows p;
-  for (const ClsExample* r : rows) {
-    QKV_CHECK(!r->ids.empty() && r->types.size() == r->ids.size(), "pack_cls_rows", "row ", p.lengths.size(), ": ",
-              r->types.size(), " token types for ", r->ids.size(), " ids");
-    p.starts.push_back(int64_t(ids.size()));
-    p.lengths.push_back(int64_t(r->ids.size()));
-    ids.insert(ids.end(), r->ids.begin(), r->ids.end());
-    types.insert(types.end(), r->types.begin(), r->types.end());
-  }
-  const int64_t N = int64_t(ids.size());
-  p.ids = Tensor::from_vector(ids, {1, N});
-  p.token_type_ids = Tensor::from_vector(types, {1, N});
-  return p;
-}
-
 ClsExampleStream::ClsExampleStream(std::vector<ClsExample> examples, int64_t batch_size, uint64_t seed)
     : examples_(std::move(examples)) {
   QKV_CHECK(!examples_.empty(), "classification stream", "no training examples");

@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "qkv/models/bert.h"
 #include "qkv/ops/shape.h"
 #include "qkv/tensor/tensor.h"
 
@@ -16,23 +17,25 @@ struct PackedRows {
 };
 
 // ids, types (B, T) i64 (types may be undefined), key_pad (B, T) bool/u8 with right padding only.
+// The rows go through models::PackedSequences, the library's packer.
 inline PackedRows pack_padded(const Tensor& ids, const Tensor& types, const Tensor& key_pad) {
   const int64_t B = ids.size(0), T = ids.size(1);
   const auto idv = ids.to_vector<int64_t>();
   const auto pad = key_pad.to(DType::u8).to_vector<uint8_t>();
   const std::vector<int64_t> tyv = types.defined() ? types.to_vector<int64_t>() : std::vector<int64_t>();
-  std::vector<int64_t> pid, pty;
-  PackedRows p;
+  models::PackedSequences packed;
   for (int64_t r = 0; r < B; ++r) {
     int64_t n = 0;
     while (n < T && !pad[size_t(r * T + n)]) ++n;
-    p.lengths.push_back(n);
-    pid.insert(pid.end(), idv.begin() + r * T, idv.begin() + r * T + n);
-    if (!tyv.empty()) pty.insert(pty.end(), tyv.begin() + r * T, tyv.begin() + r * T + n);
+    const auto at = [&](const std::vector<int64_t>& v) {
+      return std::vector<int64_t>(v.begin() + r * T, v.begin() + r * T + n);
+    };
+    packed.add(at(idv), tyv.empty() ? std::vector<int64_t>() : at(tyv));
   }
-  const int64_t N = int64_t(pid.size());
-  p.ids = Tensor::from_vector(pid, {1, N});
-  if (!pty.empty()) p.types = Tensor::from_vector(pty, {1, N});
+  PackedRows p;
+  p.ids = packed.ids();
+  if (types.defined()) p.types = packed.token_types();
+  p.lengths = packed.lengths();
   return p;
 }
 

@@ -74,6 +74,27 @@ TEST(BertCheckpoint, PackedRowsGiveTorchsStatesOfThePaddedBatch) {
   EXPECT_THROW(b.bert->hidden_packed(Tensor::zeros({1, 600}, DType::i64), {}, {600}), Error);
 }
 
+// The packed entry points' input: sequences end to end, segment 0 where none is given.
+TEST(BertPackedSequences, LaysSequencesEndToEndAndNamesABadOne) {
+  models::PackedSequences p;
+  p.add(std::vector<int64_t>{5, 6, 7}, {0, 1, 1});
+  p.add(std::vector<int32_t>{8});  // QA features hold int32 ids
+  p.add(std::vector<int64_t>{9, 10});
+  EXPECT_EQ(p.ids().to_vector<int64_t>(), (std::vector<int64_t>{5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(p.token_types().to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(p.ids().shape(), (Shape{1, 6}));
+  EXPECT_EQ(p.lengths(), (std::vector<int64_t>{3, 1, 2}));
+  EXPECT_EQ(p.start(2), 4);
+  EXPECT_THROW(p.add(std::vector<int64_t>{}), Error);
+  try {
+    p.add(std::vector<int64_t>{1, 2}, {0});
+    FAIL() << "one type for two ids was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence 3"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(p.lengths().size(), 3u);  // the bad sequences left nothing behind
+}
+
 TEST(BertCheckpoint, PretrainingLossAndEveryGradientMatchTorch) {
   RefFile ref("models_bert");
   const std::string c = "pretraining";

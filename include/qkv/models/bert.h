@@ -19,6 +19,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "qkv/models/transformer_blocks.h"
 
@@ -73,6 +74,33 @@ class BertPooler : public nn::Module {
 struct BertOutput {
   Tensor hidden;  // (B, T, D) the last layer's states
   Tensor pooled;  // (B, D) the pooler's output (undefined for a Bert without a pooler)
+};
+
+// Sequences laid end to end in one row for the packed entry points (Bert::hidden_packed and the
+// heads' forward_packed): add() each, then ids() and token_types() are (1, N) i64, N the sum of
+// lengths(), and sequence r lies at [start(r), start(r) + lengths()[r]).
+class PackedSequences {
+ public:
+  // ids non-empty; types one per id, or empty for segment 0. Any integer type (QA features hold int32).
+  template <typename I>
+  void add(const std::vector<I>& ids, const std::vector<I>& types = {}) {
+    check(ids.size(), types.size());
+    starts_.push_back(int64_t(ids_.size()));
+    lengths_.push_back(int64_t(ids.size()));
+    ids_.insert(ids_.end(), ids.begin(), ids.end());
+    if (types.empty())
+      types_.resize(ids_.size(), 0);
+    else
+      types_.insert(types_.end(), types.begin(), types.end());
+  }
+  Tensor ids() const { return Tensor::from_vector(ids_, {1, int64_t(ids_.size())}); }
+  Tensor token_types() const { return Tensor::from_vector(types_, {1, int64_t(types_.size())}); }
+  const std::vector<int64_t>& lengths() const { return lengths_; }
+  int64_t start(size_t r) const { return starts_[r]; }
+
+ private:
+  void check(size_t ids, size_t types) const;  // names the sequence and its sizes
+  std::vector<int64_t> ids_, types_, lengths_, starts_;
 };
 
 // BertModel: embeddings, post-LN encoder, pooler. init normal_002 is Hugging Face's

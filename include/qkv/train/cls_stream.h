@@ -44,14 +44,6 @@ ClsExample encode_bert_cls_input(const text::Tokenizer& tok, std::string_view a,
 // Right-padded batch of rows (padding id 0, masked by key_pad); token_type_ids when the rows have types.
 ClsBatch make_cls_batch(const std::vector<const ClsExample*>& rows);
 
-// The same rows end to end without padding, for BERT's packed inference (Bert::hidden_packed):
-// ids and token_type_ids (1, N), N the sum of the rows' lengths; row r at [starts[r], + lengths[r]).
-struct PackedClsRows {
-  Tensor ids, token_type_ids;
-  std::vector<int64_t> lengths, starts;
-};
-PackedClsRows pack_cls_rows(const std::vector<const ClsExample*>& rows);
-
 // Examples sorted by length (stable) and cut into batches of batch_size, visited in a seeded
 // BatchOrder (epoch shuffles, exact resume).
 class ClsExampleStream : public ClsBatchStream {
