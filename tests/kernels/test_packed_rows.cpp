@@ -131,10 +131,11 @@ TEST(PackedRows, BitsDependNeitherOnThreadsNorOnTheOtherRows) {
 
 TEST(PackedRows, OneRowOnThePoolHasTheBatchsBits) {
   // One x row large enough for the pool whatever the wait policy (N * K >= 2^22): on two threads
-  // the first 111 of the 126 blocks are split (rows 0-439 and 440-887, each as eight streams, a
-  // row of each eighth at a time) and the rest claimed 32 rows at a time, the last claim 17 rows
-  // (eight streams of 2, one over); stacked weights put a segment boundary inside the second
-  // thread's range. Every output must still be the batch's bits, on one thread and on two.
+  // the first 111 of the 126 blocks are split (rows 0-439 and 440-887, each as four streams on
+  // AMD, eight elsewhere, a row of each part at a time) and the rest claimed 32 rows at a time,
+  // the last claim 17 rows (streams of 4 or 2 rows, one over); stacked weights put a segment
+  // boundary inside the second thread's range. Every output must still be the batch's bits, on
+  // one thread and on two.
   const int64_t K = 4200;
   Tensor w1 = testing::randn({500, K}, 31), w2 = testing::randn({501, K}, 32), b = testing::randn({1001}, 33);
   Tensor x = testing::randn({3, K}, 34);

@@ -3,9 +3,9 @@
 // reads 500 MB of f32 weights per token, 250 MB in bf16), so what matters is that every weight
 // byte is read once, in long contiguous streams, by both threads at once: threads own disjoint
 // ranges of 8-row blocks (a block is 8 * K contiguous elements) and every x row is multiplied with
-// a block while it is in L1. At batch 1 a thread reads its range as eight streams, its eighths a
-// row of each at a time, and the last 1/8 of the blocks go to whichever thread is free (see
-// rows_product_of).
+// a block while it is in L1. At batch 1 a thread reads its range as four streams (AMD) or eight
+// (other CPUs), a row of each part at a time, and the last 1/8 of the blocks go to whichever
+// thread is free (see rows_product_of).
 //
 // bf16 (uint16_t bits: x rounded by the caller, the weights converted once) runs on AVX512_BF16's
 // vdpbf16ps, 32 values of K per instruction as 16 pairs: lane l adds the exact products of the
@@ -127,26 +127,25 @@ void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const floa
     for (int r = 0; r < NR; ++r) out[m * ldo + r] = lane_sum(acc[m][r]) + (bias ? bias[r] : 0.f);
 }
 
-// kStreams weight rows far apart (one from each of the kStreams parts of a thread's range)
+// Streams weight rows far apart (one from each of the Streams parts of a thread's range)
 // against one x row, each read as its own stream: out[s] gets exactly what rows_tile<1, 1>
 // computes for row s (bias[s] may be null). No software prefetch: with eight streams a line
 // requested 1 KB ahead measured level with none (Intel Xeon; see rows_product_of).
-constexpr int kStreams = 8;
-template <typename T>
+template <int Streams, typename T>
 void rows_far_apart(const T* x, const T* const* w, int64_t K, const float* const* bias, float* const* out) {
   constexpr int64_t S = kStep<T>;
-  __m512 acc[kStreams];
-  for (int s = 0; s < kStreams; ++s) acc[s] = _mm512_setzero_ps();
+  __m512 acc[Streams];
+  for (int s = 0; s < Streams; ++s) acc[s] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + S <= K; k += S) {
     const auto xv = load(x + k);
-    for (int s = 0; s < kStreams; ++s) acc[s] = madd(acc[s], xv, load(w[s] + k));
+    for (int s = 0; s < Streams; ++s) acc[s] = madd(acc[s], xv, load(w[s] + k));
   }
   if (k < K) {
     const auto xv = load_tail(x + k, K - k);
-    for (int s = 0; s < kStreams; ++s) acc[s] = madd(acc[s], xv, load_tail(w[s] + k, K - k));
+    for (int s = 0; s < Streams; ++s) acc[s] = madd(acc[s], xv, load_tail(w[s] + k, K - k));
   }
-  for (int s = 0; s < kStreams; ++s) *out[s] = lane_sum(acc[s]) + (bias[s] ? *bias[s] : 0.f);
+  for (int s = 0; s < Streams; ++s) *out[s] = lane_sum(acc[s]) + (bias[s] ? *bias[s] : 0.f);
 }
 #else
 inline float as_f32(float v) { return v; }
@@ -166,11 +165,10 @@ void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const floa
       out[m * ldo + r] = lane[0] + (bias ? bias[r] : 0.f);
     }
 }
-// kStreams rows, each as rows_tile<1, 1> computes it (the AVX-512 version's bits).
-constexpr int kStreams = 8;
-template <typename T>
+// Streams rows, each as rows_tile<1, 1> computes it (the AVX-512 version's bits).
+template <int Streams, typename T>
 void rows_far_apart(const T* x, const T* const* w, int64_t K, const float* const* bias, float* const* out) {
-  for (int s = 0; s < kStreams; ++s) rows_tile<1, 1>(x, 0, &w[s], K, bias[s], out[s], 0);
+  for (int s = 0; s < Streams; ++s) rows_tile<1, 1>(x, 0, &w[s], K, bias[s], out[s], 0);
 }
 #endif
 
@@ -222,18 +220,44 @@ void rows_block(int64_t M, const T* x, int64_t ldx, const T* const* w, int64_t n
   }
 }
 
+// Batch 1: rows [lo, hi) of src against one x row as Streams streams, a row of each of the
+// range's Streams equal parts at a time (rows_far_apart), then the rows left over (fewer than
+// Streams) one by one. out[n] and bias[n] (bias may be null) are indexed by global row.
+template <int Streams, typename T>
+void rows_in_streams(const T* x, const RowSource<T>& src, int64_t lo, int64_t hi, const float* bias, float* out) {
+  const int64_t per = (hi - lo) / Streams;
+  const T* w[Streams];
+  const float* b[Streams];
+  float* o[Streams];
+  for (int64_t j = 0; j < per; ++j) {
+    for (int s = 0; s < Streams; ++s) {
+      const int64_t n = lo + s * per + j;
+      w[s] = src.row(n);
+      b[s] = bias ? bias + n : nullptr;
+      o[s] = out + n;
+    }
+    rows_far_apart<Streams>(x, w, src.K, b, o);
+  }
+  for (int64_t n = lo + Streams * per; n < hi; ++n) {
+    const T* wn = src.row(n);
+    rows_tile<1, 1>(x, 0, &wn, src.K, bias ? bias + n : nullptr, out + n, 0);
+  }
+}
+
 // Blocks of 8 rows are split among threads in contiguous ranges (at batch 1 all but a shared tail): each thread
 // streams its own part of every weight, and each output is computed by one thread in a fixed
 // order. At batch 1 rows are taken one at a time (the same order of additions as the 8-row tiles)
 // rather than as 8-row tiles: GPT-2 124M's products streamed from DRAM at 73-87 GB/s against 38
 // for 8-row tiles in a standalone loop of the two (AMD EPYC Zen 5). A thread (on the pool, or
-// alone when the product is too small for it) reads its range as kStreams streams, its kStreams
-// parts a row of each at a time (rows_far_apart): one core keeps more lines in flight with more
-// streams. GPT-2's 49 products of a token, in a loop on the Intel Xeon with AMX: 2 streams
-// prefetched 8 KB ahead 20.1 GB/s, 4 streams 22.0, 8 streams 25.6, 16 streams 26.0 (medians of
-// ten alternations, 2026-11-29); on AMD EPYC Zen 5 two streams had read 67-68 GB/s against one's
-// 60-61. There, 4 streams read 10% faster than 8 when the DRAM was quiet and 4% slower when it
-// was contended (2026-12-02): 8 kept.
+// alone when the product is too small for it) reads its range as several streams, its parts a
+// row of each at a time (rows_in_streams): one core keeps more lines in flight with more
+// streams, up to a point that depends on the CPU. GPT-2's 49 products of a token, in a loop on
+// the Intel Xeon with AMX: 2 streams prefetched 8 KB ahead 20.1 GB/s, 4 streams 22.0, 8 streams
+// 25.6, 16 streams 26.0 (medians of ten alternations, 2026-11-29). On AMD EPYC Zen 5 two streams
+// had read 67-68 GB/s against one's 60-61, and with the shared tail below 4 streams generate
+// GPT-2 124M 5-6% faster than 8 in fp32 and 8-9% in bf16 (median ratio of 10 alternating pairs
+// in one process, two sittings each, q1 above 1 in all; 2026-12-02). So AMD takes 4 and the
+// rest 8 (other AMD and Intel generations not measured).
 // The two threads of a VM do not stream at the same pace (one was 5-23% slower, and not always
 // the same one), and a static split leaves the faster one waiting at every product's end. So at
 // batch 1 only the first 7/8 of the blocks are split statically (long streams); the last 1/8 is
@@ -246,26 +270,11 @@ void rows_product_of(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src
                      float* out, int64_t min_macs) {
   const int64_t K = src.K, nb = (N + kBlock - 1) / kBlock;
   if (M == 1) {
-    // Rows [lo, hi) as kStreams streams, a row of each part at a time, then the rows left over
-    // (fewer than kStreams) one by one.
+    // Streams per thread: 4 on AMD, 8 elsewhere (see above).
+    static const bool four = __builtin_cpu_is("amd");
     const auto rows_as_streams = [&](int64_t lo, int64_t hi) {
-      const int64_t per = (hi - lo) / kStreams;
-      const T* w[kStreams];
-      const float* b[kStreams];
-      float* o[kStreams];
-      for (int64_t j = 0; j < per; ++j) {
-        for (int s = 0; s < kStreams; ++s) {
-          const int64_t n = lo + s * per + j;
-          w[s] = src.row(n);
-          b[s] = bias ? bias + n : nullptr;
-          o[s] = out + n;
-        }
-        rows_far_apart(x, w, K, b, o);
-      }
-      for (int64_t n = lo + kStreams * per; n < hi; ++n) {
-        const T* wn = src.row(n);
-        rows_tile<1, 1>(x, ldx, &wn, K, bias ? bias + n : nullptr, out + n, N);
-      }
+      if (four) return rows_in_streams<4>(x, src, lo, hi, bias, out);
+      rows_in_streams<8>(x, src, lo, hi, bias, out);
     };
     if (N * K < min_macs || nb < 2) return rows_as_streams(0, N);
     // The first 7/8 of the blocks in contiguous shares, the last 1/8 claimed kTailChunk blocks at
