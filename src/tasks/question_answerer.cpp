@@ -8,6 +8,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/decode/span.h"
+#include "qkv/models/model_size.h"
 #include "qkv/train/qa_task.h"
 #include "qkv/util/config.h"
 #include "qkv/util/file.h"
@@ -28,10 +29,11 @@ QaOptions read_qa_json(const std::string& model_dir, int64_t max_positions) {
     fail(path, "not valid JSON: ", e.what());
   }
   ConfigReader r(j, path);
-  o.window.max_len = r.integer("max_len", o.window.max_len);
-  o.window.doc_stride = r.integer("doc_stride", o.window.doc_stride);
-  o.window.max_query_len = r.integer("max_query_len", o.window.max_query_len);
-  o.max_answer_length = r.integer("max_answer_length", o.max_answer_length);
+  // The bounds `qkv train` applies to the same keys, so a bad value names qa.json here.
+  o.window.max_len = r.integer_in("max_len", o.window.max_len, 1, models::kMaxPositions);
+  o.window.doc_stride = r.integer_in("doc_stride", o.window.doc_stride, 1, models::kMaxPositions);
+  o.window.max_query_len = r.integer_in("max_query_len", o.window.max_query_len, 1, models::kMaxPositions);
+  o.max_answer_length = r.integer_in("max_answer_length", o.max_answer_length, 1, models::kMaxPositions);
   r.finish();
   QKV_CHECK(o.window.max_len <= max_positions, r.where("max_len"), o.window.max_len,
             " is longer than the model's max_position_embeddings ", max_positions);

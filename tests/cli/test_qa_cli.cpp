@@ -203,6 +203,26 @@ TEST(QaCli, MalformedInputNamesFileLineAndField) {
   expect_error({"--data"}, good + "\n" + R"({"question": "q", "context": "a mango"})", {"'answers'", "at least one"});
 }
 
+// A model directory's qa.json out of bounds names the file and the key, when it is loaded (a
+// doc_stride of 0 used to surface later as "QA windows: doc_stride must be >= 1").
+TEST(QaCli, BadWindowSettingsInQaJsonNameTheFileAndKey) {
+  const QaRun& r = trained();
+  const fs::path copy = r.dir / "bad_qa_model";
+  fs::remove_all(copy);
+  fs::copy(r.model, copy, fs::copy_options::recursive);
+  write_file_atomic((r.dir / "one.txt").string(), "which fruit ?\ta mango here\n");
+  for (const char* key : {"doc_stride", "max_query_len", "max_answer_length"}) {
+    SCOPED_TRACE(key);
+    auto j = nlohmann::json::parse(read_file((r.model / "qa.json").string()));
+    j[key] = 0;
+    write_file_atomic((copy / "qa.json").string(), j.dump());
+    EXPECT_NE(run_qkv({"answer", "-m", copy.string(), "--input", (r.dir / "one.txt").string()}, r.dir / "qa.log"), 0);
+    const std::string log = read_file((r.dir / "qa.log").string());
+    EXPECT_NE(log.find((copy / "qa.json").string()), std::string::npos) << log;
+    EXPECT_NE(log.find(key), std::string::npos) << log;
+  }
+}
+
 TEST(QaCli, InitFromAPretrainingDirectoryReportsTheNewHead) {
   RefFile ref("models_bert");  // a BertForPreTraining directory: words w0..w39, 16 positions
   const std::string pre = (fs::path(ref_dir()) / ref.params("pretraining")["dir"].get<std::string>()).string();
