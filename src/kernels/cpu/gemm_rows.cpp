@@ -244,20 +244,21 @@ void rows_in_streams(const T* x, const RowSource<T>& src, int64_t lo, int64_t hi
   }
 }
 
-// Blocks of 8 rows are split among threads in contiguous ranges (at batch 1 all but a shared tail): each thread
-// streams its own part of every weight, and each output is computed by one thread in a fixed
-// order. At batch 1 rows are taken one at a time (the same order of additions as the 8-row tiles)
-// rather than as 8-row tiles: GPT-2 124M's products streamed from DRAM at 73-87 GB/s against 38
-// for 8-row tiles in a standalone loop of the two (AMD EPYC Zen 5). A thread (on the pool, or
-// alone when the product is too small for it) reads its range as several streams, its parts a
-// row of each at a time (rows_in_streams): one core keeps more lines in flight with more
-// streams, up to a point that depends on the CPU. GPT-2's 49 products of a token, in a loop on
+// Blocks of 8 rows are split among threads in contiguous ranges (at batch 1, all but a shared
+// tail): each thread streams its own part of every weight, and each output is computed by one
+// thread in a fixed order. At batch 1 rows are taken one at a time (the same order of additions
+// as the 8-row tiles) rather than as 8-row tiles: GPT-2 124M's products streamed from DRAM at
+// 73-87 GB/s against 38 for 8-row tiles in a standalone loop of the two (AMD EPYC Zen 5). A
+// thread (on the pool, or alone when the product is too small for it) reads its range as
+// several streams, its parts a row of each at a time (rows_in_streams): one core keeps more
+// lines in flight with more streams, up to a point that depends on the CPU. GPT-2's 49 products of a token, in a loop on
 // the Intel Xeon with AMX: 2 streams prefetched 8 KB ahead 20.1 GB/s, 4 streams 22.0, 8 streams
 // 25.6, 16 streams 26.0 (medians of ten alternations, 2026-11-29). On AMD EPYC Zen 5 two streams
 // had read 67-68 GB/s against one's 60-61, and with the shared tail below 4 streams generate
 // GPT-2 124M 5-6% faster than 8 in fp32 and 8-9% in bf16 (median ratio of 10 alternating pairs
 // in one process, two sittings each, q1 above 1 in all; 2026-12-02). So AMD takes 4 and the
 // rest 8 (other AMD and Intel generations not measured).
+//
 // The two threads of a VM do not stream at the same pace (one was 5-23% slower, and not always
 // the same one), and a static split leaves the faster one waiting at every product's end. So at
 // batch 1 only the first 7/8 of the blocks are split statically (long streams); the last 1/8 is
@@ -284,7 +285,8 @@ void rows_product_of(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src
 #pragma omp parallel
     {
       const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-      rows_as_streams(std::min(N, static_blocks * t / nt * kBlock), std::min(N, static_blocks * (t + 1) / nt * kBlock));
+      const int64_t first = static_blocks * t / nt, end = static_blocks * (t + 1) / nt;
+      rows_as_streams(std::min(N, first * kBlock), std::min(N, end * kBlock));
       for (int64_t b; (b = next.fetch_add(kTailChunk, std::memory_order_relaxed)) < nb;)
         rows_as_streams(b * kBlock, std::min(N, (b + kTailChunk) * kBlock));
     }
