@@ -81,7 +81,8 @@ struct BertOutput {
 // lengths(), and sequence r lies at [start(r), start(r) + lengths()[r]).
 class PackedSequences {
  public:
-  // ids non-empty; types one per id, or empty for segment 0. Any integer type (QA features hold int32).
+  // ids non-empty; types one per id, or empty for segment 0. Any integer type (QA features hold
+  // int32).
   template <typename I>
   void add(const std::vector<I>& ids, const std::vector<I>& types = {}) {
     check(ids.size(), types.size());
