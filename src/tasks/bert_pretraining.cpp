@@ -121,13 +121,7 @@ std::shared_ptr<text::Tokenizer> make_bert_tokenizer(const nlohmann::json& secti
                                                      const std::string& flag_path, const std::vector<std::string>& docs,
                                                      const std::string& work_dir) {
   ConfigReader r(section, where, "tokenizer");
-  std::string path = r.has("path") ? r.string("path") : "";
-  if (!flag_path.empty()) path = flag_path;
-  if (!path.empty()) {
-    skip_learning_keys(r, flag_path.empty() ? r.where("path") : "--tokenizer " + flag_path);
-    r.finish();
-    return text::load_tokenizer(path);
-  }
+  if (auto given = given_tokenizer(r, flag_path)) return given;
   const std::string kind = r.string("kind", "wordpiece");
   QKV_CHECK(kind == "wordpiece", r.where("kind"), "BERT learns a WordPiece vocabulary: expected \"wordpiece\", got \"",
             kind, "\" (or give tokenizer.path)");

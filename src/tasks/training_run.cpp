@@ -16,7 +16,11 @@ namespace fs = std::filesystem;
 
 namespace qkv::tasks {
 
-void skip_learning_keys(ConfigReader& r, const std::string& source) {
+std::shared_ptr<text::Tokenizer> given_tokenizer(ConfigReader& r, const std::string& flag_path) {
+  std::string path = r.has("path") ? r.string("path") : "";
+  const std::string source = flag_path.empty() ? r.where("path") : "--tokenizer " + flag_path;
+  if (!flag_path.empty()) path = flag_path;
+  if (path.empty()) return nullptr;
   std::string unused;
   for (const char* key : {"kind", "vocab_size", "min_frequency", "lowercase"})
     if (r.has(key)) {
@@ -26,6 +30,8 @@ void skip_learning_keys(ConfigReader& r, const std::string& source) {
   if (!unused.empty())
     std::fprintf(stderr, "qkv train: warning: %s not used: the tokenizer comes from %s\n", unused.c_str(),
                  source.c_str());
+  r.finish();
+  return text::load_tokenizer(path);
 }
 
 nlohmann::json read_json_file(const std::string& path) {

@@ -24,10 +24,12 @@ class ConfigReader;
 
 namespace qkv::tasks {
 
-// A "tokenizer" section when the tokenizer is given (`source`: "--tokenizer" or "tokenizer.path"):
-// the keys that describe learning one (kind, vocab_size, min_frequency, lowercase) are read and
-// not used, with a warning naming them, so that a shipped config still runs with --tokenizer.
-void skip_learning_keys(ConfigReader& r, const std::string& source);
+// The tokenizer a run is given, from --tokenizer (flag_path, when not empty) or else the
+// "tokenizer" section's `path`, or null when neither is set (the run learns one from r's other
+// keys). When one is given, the keys that describe learning one (kind, vocab_size,
+// min_frequency, lowercase) are read and not used, with a warning naming them, so that a shipped
+// config still runs with --tokenizer; r is then finished.
+std::shared_ptr<text::Tokenizer> given_tokenizer(ConfigReader& r, const std::string& flag_path);
 
 nlohmann::json read_json_file(const std::string& path);  // errors name the file
 
