@@ -18,6 +18,7 @@
 //   build/bench/bench_bert train [rounds=3] [iters=3] [dropout=0.1]
 //   /usr/bin/python3 tools/bench/paired.py bert   (single iterations alternating with torch's)
 //   build/bench/bench_bert embed [rounds=3] [passes=2] [sentences=256] [fp32|bf16|int8]
+//   /usr/bin/python3 tools/bench/paired.py embed --impl hf|nn   (single passes alternating with torch's)
 // embed bf16: qkv's matrix products in bf16 (EmbedOptions::precision, `qkv embed --precision bf16`),
 // torch's in fp32 as ever: a different computation, printed as such. embed int8: qkv's int8
 // (`--precision int8`) against torch's fp32 and, like for like, torch's dynamic int8
@@ -27,7 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -95,11 +96,10 @@ struct TrainCase {
   }
 };
 
-// train-paired: one warm-up iteration, "ready", then one iteration per line on stdin, answered
-// with its wall ms; at the end of input, {"peak_rss_MiB": ...}. tools/bench/paired.py bert drives it.
-int bench_train_paired(double dropout) {
-  TrainCase c(dropout);
-  c.one();
+// A paired mode's protocol (tools/bench/paired.py): "ready", then one() per line on stdin,
+// answered with its wall ms; at the end of input, {"peak_rss_MiB": ...}.
+template <typename Case>
+int answer_steps(Case& c) {
   std::printf("ready\n");
   std::fflush(stdout);
   char line[64];
@@ -109,6 +109,13 @@ int bench_train_paired(double dropout) {
   }
   std::printf("{\"peak_rss_MiB\": %.1f}\n", bench::peak_rss_mib());
   return 0;
+}
+
+// train-paired: one warm-up iteration, then answer_steps. tools/bench/paired.py bert drives it.
+int bench_train_paired(double dropout) {
+  TrainCase c(dropout);
+  c.one();
+  return answer_steps(c);
 }
 
 int bench_train(int rounds, int iters, double dropout) {
@@ -149,41 +156,74 @@ int bench_train(int rounds, int iters, double dropout) {
   return 0;
 }
 
+// The embedding measurement's model and data: a WordPiece vocabulary of bert-base's size (the
+// special tokens, then whole words w5 ...), n sentences of 8-126 words (10-128 tokens with [CLS]
+// and [SEP]), their token ids written one sentence a line to ids_path for the torch side.
+struct EmbedCase {
+  models::BertConfig cfg = base_config(0.1);
+  Generator g{2};
+  io::BertBundle bundle;
+  std::unique_ptr<tasks::Embedder> embedder;
+  std::vector<tasks::ClsInput> inputs;
+  tasks::EmbedOptions opt;
+  int64_t tokens = 0;
+  EmbedCase(int n, kernels::MatmulPrecision precision, const std::string& dir, const std::string& ids_path) {
+    std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+    for (int64_t i = 5; i < cfg.vocab_size; ++i) vocab += "w" + std::to_string(i) + "\n";
+    write_file_atomic(dir + "/vocab.txt", vocab);
+    bundle = io::make_bert(cfg, io::BertHeads{false, false, false}, g);
+    bundle.tokenizer = text::WordPieceTokenizer::load_vocab_txt(dir + "/vocab.txt");
+    embedder = std::make_unique<tasks::Embedder>(bundle);
+    inputs.resize(static_cast<size_t>(n));
+    std::string ids_text;
+    for (auto& in : inputs) {
+      const int64_t words = 8 + int64_t(g.randint(119));  // 8 .. 126
+      for (int64_t w = 0; w < words; ++w)
+        in.a += (w ? " w" : "w") + std::to_string(5 + g.randint(uint64_t(cfg.vocab_size - 5)));
+      const train::ClsExample ex =
+          train::encode_bert_cls_input(*bundle.tokenizer, in.a, nullptr, cfg.max_position_embeddings);
+      for (size_t i = 0; i < ex.ids.size(); ++i) ids_text += (i ? " " : "") + std::to_string(ex.ids[i]);
+      ids_text += "\n";
+      tokens += int64_t(ex.ids.size());
+    }
+    write_file_atomic(ids_path, ids_text);
+    opt.pooling = tasks::Pooling::mean;
+    opt.batch_size = 32;
+    opt.precision = precision;
+    embedder->embed(inputs, opt);  // warm-up: first-touch of the buffers
+  }
+  double one(double* cpu_ms = nullptr) const {  // one pass over the sentences: wall ms
+    const double c0 = bench::cpu_ms(), t0 = bench::now_ms();
+    const auto v = embedder->embed(inputs, opt);
+    const double t1 = bench::now_ms();
+    if (cpu_ms) *cpu_ms = bench::cpu_ms() - c0;
+    return t1 - t0;
+  }
+};
+
+std::string make_temp_dir() {
+  const fs::path dir = fs::temp_directory_path() / ("qkv_bench_bert_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+// embed-paired: the EmbedCase (its ids written to ids_path), then answer_steps with one pass a
+// step. tools/bench/paired.py embed drives it.
+int bench_embed_paired(int n, const std::string& ids_path, kernels::MatmulPrecision precision) {
+  const std::string tmp = make_temp_dir();
+  const EmbedCase c(n, precision, tmp, ids_path);
+  fs::remove_all(tmp);
+  return answer_steps(c);
+}
+
 int bench_embed(int rounds, int passes, int n, kernels::MatmulPrecision precision) {
   const int threads = bench::env_threads();
-  const std::string tmp = (fs::temp_directory_path() / ("qkv_bench_bert_" + std::to_string(getpid()))).string();
-  fs::create_directories(tmp);
-  // A WordPiece vocabulary of bert-base's size: the special tokens, then whole words w5 ... .
-  const models::BertConfig cfg = base_config(0.1);
-  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
-  for (int64_t i = 5; i < cfg.vocab_size; ++i) vocab += "w" + std::to_string(i) + "\n";
-  write_file_atomic(tmp + "/vocab.txt", vocab);
-  Generator g(2);
-  io::BertBundle bundle = io::make_bert(cfg, io::BertHeads{false, false, false}, g);
-  bundle.tokenizer = text::WordPieceTokenizer::load_vocab_txt(tmp + "/vocab.txt");
-  const tasks::Embedder embedder(bundle);
-
-  std::vector<tasks::ClsInput> inputs(static_cast<size_t>(n));
-  std::ofstream ids_file(tmp + "/ids.txt");
-  int64_t tokens = 0;
-  for (auto& in : inputs) {
-    const int64_t words = 8 + int64_t(g.randint(119));  // 8 .. 126
-    for (int64_t w = 0; w < words; ++w) in.a += (w ? " w" : "w") + std::to_string(5 + g.randint(uint64_t(cfg.vocab_size - 5)));
-    const train::ClsExample ex = train::encode_bert_cls_input(*bundle.tokenizer, in.a, nullptr, cfg.max_position_embeddings);
-    for (size_t i = 0; i < ex.ids.size(); ++i) ids_file << (i ? " " : "") << ex.ids[i];
-    ids_file << "\n";
-    tokens += int64_t(ex.ids.size());
-  }
-  ids_file.close();
-  tasks::EmbedOptions opt;
-  opt.pooling = tasks::Pooling::mean;
-  opt.batch_size = 32;
-  opt.precision = precision;
+  const std::string tmp = make_temp_dir();
+  const EmbedCase c(n, precision, tmp, tmp + "/ids.txt");
   std::printf("BERT-base embeddings, %d sentences of 10-128 tokens (%lld tokens), batch 32, mean pooling, eval, %d threads, "
-              "qkv %s\n", n, (long long)tokens, threads, kernels::precision_name(precision));
+              "qkv %s\n", n, (long long)c.tokens, threads, kernels::precision_name(precision));
   const std::string targs = "embed --ids " + tmp + "/ids.txt --batch 32 --iters " + std::to_string(passes) +
                             " --threads " + std::to_string(threads);
-  embedder.embed(inputs, opt);  // warm-up: first-touch of the buffers
   // With qkv in int8, torch's own int8 (quantize_dynamic on every nn.Linear) runs too: the
   // like-for-like comparison next to the fp32 ones.
   const bool int8 = precision == kernels::MatmulPrecision::int8;
@@ -192,9 +232,8 @@ int bench_embed(int rounds, int passes, int n, kernels::MatmulPrecision precisio
   for (int r = 0; r < rounds; ++r) {
     std::vector<double> wall, cpu;
     for (int p = 0; p < passes; ++p) {
-      const double c0 = bench::cpu_ms(), t0 = bench::now_ms();
-      auto v = embedder.embed(inputs, opt);
-      wall.push_back(bench::now_ms() - t0), cpu.push_back(bench::cpu_ms() - c0);
+      double cpu_ms = 0;
+      wall.push_back(c.one(&cpu_ms)), cpu.push_back(cpu_ms);
     }
     qs.push_back(n / (median(wall) / 1e3));
     qc.push_back(n / (median(cpu) / 1e3));  // sentences per CPU-second (all threads)
@@ -238,6 +277,10 @@ int main(int argc, char** argv) {
   if (mode == "embed")
     return bench_embed(rounds, argc > 3 ? std::atoi(argv[3]) : 2, argc > 4 ? std::atoi(argv[4]) : 256,
                        kernels::parse_precision(argc > 5 ? argv[5] : "fp32"));
-  std::fprintf(stderr, "usage: bench_bert train [rounds] [iters] [dropout] | train-paired [dropout] | embed [rounds] [passes] [sentences] [fp32|bf16|int8]\n");
+  if (mode == "embed-paired" && argc > 3)
+    return bench_embed_paired(std::atoi(argv[2]), argv[3], kernels::parse_precision(argc > 4 ? argv[4] : "fp32"));
+  std::fprintf(stderr,
+               "usage: bench_bert train [rounds] [iters] [dropout] | train-paired [dropout] | embed [rounds] [passes] "
+               "[sentences] [fp32|bf16|int8] | embed-paired SENTENCES IDS_OUT [fp32|bf16|int8]\n");
   return 2;
 }

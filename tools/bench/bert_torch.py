@@ -115,13 +115,15 @@ def bench_train(a, model):
           f"min_ms={min(times):.3f} peak_rss_mib={peak_rss_mib():.1f} iters={a.iters}")
 
 
-def bench_embed(a, model):
-    model.eval()
-    rows = [[int(t) for t in line.split()] for line in open(a.ids) if line.strip()]
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))  # stable: batches of like lengths
+def embed_batches(ids_path, batch):
+    """The sentences of ids_path (token ids, one sentence a line) sorted by length (stable: batches
+    of like lengths), right-padded batches of `batch`: a list of (ids, types, pad), pad True at
+    padding."""
+    rows = [[int(t) for t in line.split()] for line in open(ids_path) if line.strip()]
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
     batches = []
-    for s in range(0, len(order), a.batch):
-        chunk = [rows[i] for i in order[s:s + a.batch]]
+    for s in range(0, len(order), batch):
+        chunk = [rows[i] for i in order[s:s + batch]]
         T = len(chunk[-1])
         ids = torch.zeros(len(chunk), T, dtype=torch.long)
         pad = torch.ones(len(chunk), T, dtype=torch.bool)
@@ -129,22 +131,35 @@ def bench_embed(a, model):
             ids[r, :len(x)] = torch.tensor(x)
             pad[r, :len(x)] = False
         batches.append((ids, torch.zeros_like(ids), pad))
-    times, cpu = [], []
+    return batches
+
+
+def embed_pass(model, batches, d):
+    """One pass over the batches in eval mode under no_grad: the mean of each sentence's real tokens'
+    last hidden states, (sentences, d) per batch."""
+    out = []
     with torch.no_grad():
-        for i in range(a.warmup + a.iters):
-            c0, t0 = time.process_time(), time.perf_counter()
-            out = []
-            for ids, types, pad in batches:
-                h = model(ids, types, pad)  # (B, T, D)
-                if h.is_nested:
-                    h = h.to_padded_tensor(0.0, (ids.shape[0], ids.shape[1], a.d))
-                keep = (~pad).unsqueeze(-1).float()  # (B, T, 1)
-                out.append((h * keep).sum(1) / keep.sum(1))  # mean over the real tokens
-            t1, c1 = time.perf_counter(), time.process_time()
-            if i >= a.warmup:
-                times.append((t1 - t0) * 1e3)
-                cpu.append((c1 - c0) * 1e3)
-    n = len(rows)
+        for ids, types, pad in batches:
+            h = model(ids, types, pad)  # (B, T, D)
+            if h.is_nested:
+                h = h.to_padded_tensor(0.0, (ids.shape[0], ids.shape[1], d))
+            keep = (~pad).unsqueeze(-1).float()  # (B, T, 1)
+            out.append((h * keep).sum(1) / keep.sum(1))  # mean over the real tokens
+    return out
+
+
+def bench_embed(a, model):
+    model.eval()
+    batches = embed_batches(a.ids, a.batch)
+    times, cpu = [], []
+    for i in range(a.warmup + a.iters):
+        c0, t0 = time.process_time(), time.perf_counter()
+        embed_pass(model, batches, a.d)
+        t1, c1 = time.perf_counter(), time.process_time()
+        if i >= a.warmup:
+            times.append((t1 - t0) * 1e3)
+            cpu.append((c1 - c0) * 1e3)
+    n = sum(b[0].shape[0] for b in batches)
     print(f"torch median_ms={statistics.median(times):.3f} median_cpu_ms={statistics.median(cpu):.3f} "
           f"min_ms={min(times):.3f} peak_rss_mib={peak_rss_mib():.1f} iters={a.iters} "
           f"sentences_per_s={n / (statistics.median(times) / 1e3):.2f}")

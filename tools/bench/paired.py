@@ -9,7 +9,10 @@ and the PyTorch model in this process, built by the same code as the standalone 
   gpt cfg1|cfg2  bench_gpt_train CFG W paired  against ../shared/bench-reference/gpt_bench.py's
                  GPT and training step (imported): forward, loss, zero_grad, backward, AdamW;
   bert           bench_bert train-paired  against tools/bench/bert_torch.py's BERT-base (imported):
-                 forward and backward of the last hidden states, B 8, T 128, dropout 0.1.
+                 forward and backward of the last hidden states, B 8, T 128, dropout 0.1;
+  embed          bench_bert embed-paired  against bert_torch.py's embed pass (--impl hf: BertModel's
+                 layers on padded batches; nn: nn.TransformerEncoder's nested-tensor fast path):
+                 one "step" is a pass of sentence embeddings over the same --sentences token ids.
 A pair's two steps run within a few seconds of each other and see the same machine; the median of
 the pairs' ratios is the figure to report.
 
@@ -17,6 +20,7 @@ Run from the repository root, after building the benches:
   OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX \\
     /usr/bin/python3 tools/bench/paired.py gpt cfg1 [--pairs 20] [--warmup 3] [--bf16]
   ... tools/bench/paired.py bert [--pairs 10]
+  ... tools/bench/paired.py embed --impl hf|nn [--sentences 256] [--pairs 8]
 or, both sides spinning briefly before they sleep (qkv's default wait; see BENCHMARKS.md, Session 4),
   OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 tools/bench/paired.py ...
 Prints one JSON object: each side's median speed and peak RSS, the median of the pairs' ratios
@@ -28,7 +32,9 @@ import os
 import resource
 import statistics
 import subprocess
+import shutil
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -86,7 +92,8 @@ def gpt_torch_step(a, c):
     return step
 
 
-def bert_torch_step(a):
+def bert_torch_model(impl, dropout):
+    """tools/bench/bert_torch.py's BERT-base, initialised as its main does: N(0, 0.02) matrices."""
     sys.path.insert(0, HERE)
     import bert_torch
     import torch
@@ -94,10 +101,17 @@ def bert_torch_step(a):
 
     torch.manual_seed(0)
     model = bert_torch.Bert(argparse.Namespace(vocab=30522, d=768, heads=12, ff=3072, layers=12,
-                                               dropout=a.dropout, impl="hf"))
-    for p in model.parameters():  # as bert_torch.py's main: N(0, 0.02) matrices
+                                               dropout=dropout, impl=impl))
+    for p in model.parameters():
         if p.dim() > 1:
             nn.init.normal_(p, std=0.02)
+    return model
+
+
+def bert_torch_step(a):
+    import torch
+
+    model = bert_torch_model("hf", a.dropout)
     model.train()
     B, T = 8, 128
     g = torch.Generator().manual_seed(1)
@@ -115,15 +129,33 @@ def bert_torch_step(a):
     return step
 
 
+def embed_torch_pass(a, ids_path):
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*nested tensors is in prototype.*")  # nn's fast path, every pass
+    model = bert_torch_model(a.impl, 0.1).eval()
+    import bert_torch  # on the path: bert_torch_model put it there
+    batches = bert_torch.embed_batches(ids_path, 32)
+
+    def step():  # bert_torch.bench_embed's pass
+        t0 = time.perf_counter()
+        bert_torch.embed_pass(model, batches, 768)
+        return (time.perf_counter() - t0) * 1e3
+
+    return step
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("model", choices=["gpt", "bert"])
+    p.add_argument("model", choices=["gpt", "bert", "embed"])
     p.add_argument("cfg", nargs="?", choices=sorted(GPT_SHAPES), help="gpt: the configuration")
     p.add_argument("--pairs", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3, help="gpt: warm-up steps per side (bert: one)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--bf16", action="store_true", help="gpt: qkv's bf16 products against torch's autocast")
     p.add_argument("--dropout", type=float, default=0.1, help="bert")
+    p.add_argument("--impl", choices=["hf", "nn"], default="hf", help="embed: torch's model (bert_torch.py --impl)")
+    p.add_argument("--sentences", type=int, default=256, help="embed: sentences in a pass")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--reference", default=os.path.join(ROOT, "..", "shared", "bench-reference"))
     a = p.parse_args()
@@ -143,11 +175,18 @@ def main():
                                           "paired", "bf16" if a.bf16 else "fp32"])
         torch_step = gpt_torch_step(a, c)
         unit, per_step = "tokens_per_s", c["batch"] * c["ctx"]
-    else:
+    elif a.model == "bert":
         qkv_step, qkv_finish = start_qkv([os.path.join(a.build, "bench", "bench_bert"), "train-paired",
                                           str(a.dropout)])
         torch_step = bert_torch_step(a)
         unit, per_step = "iters_per_s", 1
+    else:  # qkv writes the token ids of its sentences; torch embeds the same ids
+        ids_path = os.path.join(tempfile.mkdtemp(prefix="qkv_paired_"), "ids.txt")
+        qkv_step, qkv_finish = start_qkv([os.path.join(a.build, "bench", "bench_bert"), "embed-paired",
+                                          str(a.sentences), ids_path])
+        torch_step = embed_torch_pass(a, ids_path)
+        shutil.rmtree(os.path.dirname(ids_path))
+        unit, per_step = "sentences_per_s", a.sentences
     import torch
     torch.set_num_threads(a.threads)
     for _ in range(a.warmup if a.model == "gpt" else 1):
@@ -167,7 +206,8 @@ def main():
     quart = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
     speed = lambda ms: round(per_step / statistics.median(ms) * 1e3, 2)
     print(json.dumps({
-        "bench": "paired", "model": a.model, "cfg": a.cfg, "precision": "bf16" if a.bf16 else "fp32",
+        "bench": "paired", "model": a.model,
+        "cfg": f"{a.sentences} sentences, torch {a.impl}" if a.model == "embed" else a.cfg, "precision": "bf16" if a.bf16 else "fp32",
         "threads": a.threads, "pairs": a.pairs, "wait": "PASSIVE" if policy == "PASSIVE" else "GOMP_SPINCOUNT=" + spin,
         "qkv_" + unit + "_median": speed(q_ms), "torch_" + unit + "_median": speed(t_ms),
         "ratio_median": round(statistics.median(ratios), 3), "ratio_q1": round(quart[0], 3),
