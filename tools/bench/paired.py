@@ -20,7 +20,7 @@ Run from the repository root, after building the benches:
   OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX \\
     /usr/bin/python3 tools/bench/paired.py gpt cfg1 [--pairs 20] [--warmup 3] [--bf16]
   ... tools/bench/paired.py bert [--pairs 10]
-  ... tools/bench/paired.py embed --impl hf|nn [--sentences 256] [--pairs 8]
+  ... tools/bench/paired.py embed --impl hf|nn [--sentences 256] [--pairs 8] [--bf16]
 or, both sides spinning briefly before they sleep (qkv's default wait; see BENCHMARKS.md, Session 4),
   OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 tools/bench/paired.py ...
 Prints one JSON object: each side's median speed and peak RSS, the median of the pairs' ratios
@@ -134,12 +134,14 @@ def embed_torch_pass(a, ids_path):
 
     warnings.filterwarnings("ignore", message=".*nested tensors is in prototype.*")  # nn's fast path, every pass
     model = bert_torch_model(a.impl, 0.1).eval()
-    import bert_torch  # on the path: bert_torch_model put it there
+    import bert_torch
+    import torch  # on the path: bert_torch_model put it there
     batches = bert_torch.embed_batches(ids_path, 32)
 
-    def step():  # bert_torch.bench_embed's pass
+    def step():  # bert_torch.bench_embed's pass (under autocast with --bf16)
         t0 = time.perf_counter()
-        bert_torch.embed_pass(model, batches, 768)
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            bert_torch.embed_pass(model, batches, 768)
         return (time.perf_counter() - t0) * 1e3
 
     return step
@@ -152,7 +154,7 @@ def main():
     p.add_argument("--pairs", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3, help="gpt: warm-up steps per side (bert: one)")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--bf16", action="store_true", help="gpt: qkv's bf16 products against torch's autocast")
+    p.add_argument("--bf16", action="store_true", help="gpt, embed: qkv's bf16 products against torch's autocast")
     p.add_argument("--dropout", type=float, default=0.1, help="bert")
     p.add_argument("--impl", choices=["hf", "nn"], default="hf", help="embed: torch's model (bert_torch.py --impl)")
     p.add_argument("--sentences", type=int, default=256, help="embed: sentences in a pass")
@@ -161,6 +163,8 @@ def main():
     a = p.parse_args()
     if a.model == "gpt" and not a.cfg:
         p.error("gpt needs cfg1 or cfg2")
+    if a.model == "bert" and a.bf16:
+        p.error("bert: the training step is measured in fp32 only")
     # Both sides share this environment. A side waiting for its turn must not spin for long:
     # PASSIVE (the reference README's setting for torch), or no wait policy and a bounded
     # GOMP_SPINCOUNT (qkv's own default: 5000, ~75 us here; at most 20000).
@@ -183,7 +187,7 @@ def main():
     else:  # qkv writes the token ids of its sentences; torch embeds the same ids
         ids_path = os.path.join(tempfile.mkdtemp(prefix="qkv_paired_"), "ids.txt")
         qkv_step, qkv_finish = start_qkv([os.path.join(a.build, "bench", "bench_bert"), "embed-paired",
-                                          str(a.sentences), ids_path])
+                                          str(a.sentences), ids_path, "bf16" if a.bf16 else "fp32"])
         torch_step = embed_torch_pass(a, ids_path)
         shutil.rmtree(os.path.dirname(ids_path))
         unit, per_step = "sentences_per_s", a.sentences
@@ -207,7 +211,8 @@ def main():
     speed = lambda ms: round(per_step / statistics.median(ms) * 1e3, 2)
     print(json.dumps({
         "bench": "paired", "model": a.model,
-        "cfg": f"{a.sentences} sentences, torch {a.impl}" if a.model == "embed" else a.cfg, "precision": "bf16" if a.bf16 else "fp32",
+        "cfg": f"{a.sentences} sentences, torch {a.impl}" if a.model == "embed" else a.cfg,
+        "precision": "bf16" if a.bf16 else "fp32",
         "threads": a.threads, "pairs": a.pairs, "wait": "PASSIVE" if policy == "PASSIVE" else "GOMP_SPINCOUNT=" + spin,
         "qkv_" + unit + "_median": speed(q_ms), "torch_" + unit + "_median": speed(t_ms),
         "ratio_median": round(statistics.median(ratios), 3), "ratio_q1": round(quart[0], 3),
