@@ -15,9 +15,12 @@ shift || true
 # The library's own packages (this script builds its own tree), and clang, libFuzzer and libomp.
 scripts/install.sh --no-build --with clang-14 --with libfuzzer-14-dev --with libomp-14-dev
 
+# clang at -O1 does not vectorize the `omp simd` loops and does not know GCC's warning groups in
+# the sources' GCC pragmas: about 300 lines of warnings a build that say nothing about fuzzing.
+quiet="-Wno-pass-failed -Wno-unknown-warning-option"
 if [ ! -f build-fuzz/build.ninja ]; then
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DQKV_FUZZ=ON -DQKV_BUILD_TESTS=OFF \
+    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g $quiet" -DQKV_FUZZ=ON -DQKV_BUILD_TESTS=OFF \
     -DQKV_BUILD_BENCH=OFF -DQKV_BUILD_EXAMPLES=OFF >/dev/null
 fi
 targets=("$@")
