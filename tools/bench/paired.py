@@ -165,6 +165,9 @@ def main():
         p.error("gpt needs cfg1 or cfg2")
     if a.model == "bert" and a.bf16:
         p.error("bert: the training step is measured in fp32 only")
+    if a.model == "embed" and a.bf16 and a.impl == "nn":  # torch 1.13's _transformer_encoder_layer_fwd
+        p.error("embed --bf16: torch's nn fast path fails under CPU autocast (\"expected scalar type BFloat16 "
+                "but found Float\"); use --impl hf")
     # Both sides share this environment. A side waiting for its turn must not spin for long:
     # PASSIVE (the reference README's setting for torch), or no wait policy and a bounded
     # GOMP_SPINCOUNT (qkv's own default: 5000, ~75 us here; at most 20000).
