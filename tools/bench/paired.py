@@ -31,8 +31,8 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -134,8 +134,8 @@ def embed_torch_pass(a, ids_path):
 
     warnings.filterwarnings("ignore", message=".*nested tensors is in prototype.*")  # nn's fast path, every pass
     model = bert_torch_model(a.impl, 0.1).eval()
-    import bert_torch
-    import torch  # on the path: bert_torch_model put it there
+    import bert_torch  # on the path: bert_torch_model put it there
+    import torch
     batches = bert_torch.embed_batches(ids_path, 32)
 
     def step():  # bert_torch.bench_embed's pass (under autocast with --bf16)
@@ -152,7 +152,7 @@ def main():
     p.add_argument("model", choices=["gpt", "bert", "embed"])
     p.add_argument("cfg", nargs="?", choices=sorted(GPT_SHAPES), help="gpt: the configuration")
     p.add_argument("--pairs", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3, help="gpt: warm-up steps per side (bert: one)")
+    p.add_argument("--warmup", type=int, default=3, help="gpt: warm-up steps per side (bert, embed: one)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--bf16", action="store_true", help="gpt, embed: qkv's bf16 products against torch's autocast")
     p.add_argument("--dropout", type=float, default=0.1, help="bert")
