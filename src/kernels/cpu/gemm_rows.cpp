@@ -253,11 +253,11 @@ void rows_in_streams(const T* x, const RowSource<T>& src, int64_t lo, int64_t hi
 // several streams, its parts a row of each at a time (rows_in_streams): one core keeps more
 // lines in flight with more streams, up to a point that depends on the CPU. GPT-2's 49 products
 // of a token, in a loop on the Intel Xeon with AMX: 2 streams prefetched 8 KB ahead 20.1 GB/s, 4
-// streams 22.0, 8 streams 25.6, 16 streams 26.0 (medians of ten alternations, 2026-11-29). On AMD EPYC Zen 5 two streams
-// had read 67-68 GB/s against one's 60-61, and with the shared tail below 4 streams generate
-// GPT-2 124M 5-6% faster than 8 in fp32 and 8-9% in bf16 (median ratio of 10 alternating pairs
-// in one process, two sittings each, q1 above 1 in all; 2026-12-02). So AMD takes 4 and the
-// rest 8 (other AMD and Intel generations not measured).
+// streams 22.0, 8 streams 25.6, 16 streams 26.0 (medians of ten alternations, 2026-11-29). On
+// AMD EPYC Zen 5 two streams had read 67-68 GB/s against one's 60-61, and with the shared tail
+// below 4 streams generate GPT-2 124M 5-6% faster than 8 in fp32 and 8-9% in bf16 (median ratio
+// of 10 alternating pairs in one process, two sittings each, q1 above 1 in all; 2026-12-02). So
+// AMD takes 4 and the rest 8 (other AMD and Intel generations not measured).
 //
 // The two threads of a VM do not stream at the same pace (one was 5-23% slower, and not always
 // the same one), and a static split leaves the faster one waiting at every product's end. So at
