@@ -56,6 +56,8 @@ int run(int argc, char** argv) {
   std::printf("OpenMP wait      %s, %s; idle threads %s\n", env_or("OMP_WAIT_POLICY", "no OMP_WAIT_POLICY").c_str(),
               env_or("GOMP_SPINCOUNT", "no GOMP_SPINCOUNT").c_str(),
               qkv::kernels::idle_threads_spin() ? "spin, then sleep" : "sleep at once");
+  std::printf("batch-1 rows     %d weight streams per thread (%s)\n", qkv::kernels::rows_streams_per_thread(),
+              env_or("QKV_ROW_STREAMS", "no QKV_ROW_STREAMS: the CPU's count").c_str());
   const qkv::kernels::PrecisionSpeed& speed = qkv::kernels::measured_precision_speed();
   const double f32 = speed.fp32_gflops, b16 = speed.bf16_gflops;
   if (b16 == 0) {

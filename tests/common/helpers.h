@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "qkv/kernels/gemm.h"
 #include "qkv/tensor/tensor.h"
 #include "qkv/util/error.h"
 #include "ref.h"
@@ -20,6 +21,15 @@ struct ThreadGuard {
   ~ThreadGuard() { omp_set_num_threads(prev); }
   ThreadGuard(const ThreadGuard&) = delete;
   ThreadGuard& operator=(const ThreadGuard&) = delete;
+};
+
+// Sets the batch-1 rows product's streams per thread for a scope (kernels/gemm.h): the bits must
+// not depend on it.
+struct RowsStreamsGuard {
+  explicit RowsStreamsGuard(int n) { kernels::set_rows_streams_per_thread(n); }
+  ~RowsStreamsGuard() { kernels::set_rows_streams_per_thread(0); }
+  RowsStreamsGuard(const RowsStreamsGuard&) = delete;
+  RowsStreamsGuard& operator=(const RowsStreamsGuard&) = delete;
 };
 
 // The transpose of the last two axes as a strided view (no copy, not recorded).

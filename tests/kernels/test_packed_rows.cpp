@@ -2,8 +2,8 @@
 // the weights in place, against a plain reference loop in double, for every tile shape (M = 1..8
 // and larger, N around the 8-row blocks, K around the 16-wide vectors); stacked weights equal
 // their concatenation; the bits depend neither on the thread count nor on the other rows of x;
-// one row on the pool (eight streams per thread) has the batch's bits; the panels layout agrees with
-// the same reference.
+// one row on the pool (1, 2, 4 or 8 streams per thread) has the batch's bits; the panels layout
+// agrees with the same reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -131,27 +131,30 @@ TEST(PackedRows, BitsDependNeitherOnThreadsNorOnTheOtherRows) {
 
 TEST(PackedRows, OneRowOnThePoolHasTheBatchsBits) {
   // One x row large enough for the pool whatever the wait policy (N * K >= 2^22): on two threads
-  // the first 111 of the 126 blocks are split (rows 0-439 and 440-887, each as four streams on
-  // AMD, eight elsewhere, a row of each part at a time) and the rest claimed 32 rows at a time,
-  // the last claim 17 rows (streams of 4 or 2 rows, one over); stacked weights put a segment
-  // boundary inside the second thread's range. Every output must still be the batch's bits, on
-  // one thread and on two.
+  // the first 111 of the 126 blocks are split (rows 0-439 and 440-887, each as 1, 2, 4 or 8
+  // streams, a row of each part at a time) and the rest claimed 32 rows at a time, the last claim
+  // 17 rows (with 8 streams, streams of 2 rows, one over); stacked weights put a segment boundary
+  // inside the second thread's range. Every output must still be the batch's bits, on one thread
+  // and on two, whatever the stream count.
   const int64_t K = 4200;
   Tensor w1 = testing::randn({500, K}, 31), w2 = testing::randn({501, K}, 32), b = testing::randn({1001}, 33);
   Tensor x = testing::randn({3, K}, 34);
   auto p = kernels::pack_linear_rows({w1, w2}, b);
   const Tensor batch = product(x, p);
   expect_close(batch, reference(x, {w1, w2}, b), K);
-  for (int threads : {1, 2}) {
-    testing::ThreadGuard t(threads);
-    for (int64_t m = 0; m < 3; ++m) {
-      Tensor row = Tensor::empty({1, K});
-      std::memcpy(row.data<float>(), x.data<float>() + m * K, size_t(K) * sizeof(float));
-      Tensor alone = product(row, p);
-      EXPECT_EQ(std::memcmp(alone.data<float>(), batch.data<float>() + m * 1001, 1001 * sizeof(float)), 0)
-          << "threads " << threads << ", row " << m;
+  for (int threads : {1, 2})
+    for (int streams : {1, 2, 4, 8}) {
+      testing::ThreadGuard t(threads);
+      testing::RowsStreamsGuard s(streams);
+      for (int64_t m = 0; m < 3; ++m) {
+        Tensor row = Tensor::empty({1, K});
+        std::memcpy(row.data<float>(), x.data<float>() + m * K, size_t(K) * sizeof(float));
+        Tensor alone = product(row, p);
+        EXPECT_EQ(std::memcmp(alone.data<float>(), batch.data<float>() + m * 1001, 1001 * sizeof(float)), 0)
+            << "threads " << threads << ", streams " << streams << ", row " << m;
+      }
     }
-  }
+  EXPECT_THROW(kernels::set_rows_streams_per_thread(3), Error);
 }
 
 }  // namespace

@@ -41,10 +41,10 @@ void check(const Tensor& x, const std::vector<Tensor>& ws, const Tensor& b, cons
 }
 
 TEST(PackedRowsBf16, MatchesTheExactProductOfRoundedOperandsForEveryTileShape) {
-  // M: 1 (eight streams; N < 8 rows one by one), 2 (8 weight rows at once), 3-4 (two halves of 4)
-  // and several passes; N: whole and partial 8-row blocks; K: whole and partial steps of 32 values
-  // (vdpbf16ps) or 16 (without AVX512_BF16), odd K (a row's last pair is half padding), a tail
-  // never read past the row.
+  // M: 1 (streams per thread; N < 8 rows one by one), 2 (8 weight rows at once), 3-4 (two halves
+  // of 4) and several passes; N: whole and partial 8-row blocks; K: whole and partial steps of 32
+  // values (vdpbf16ps) or 16 (without AVX512_BF16), odd K (a row's last pair is half padding), a
+  // tail never read past the row.
   for (int64_t M : {1, 2, 3, 4, 5, 8, 13}) {
     for (int64_t N : {1, 7, 8, 9, 17, 50}) {
       for (int64_t K : {1, 5, 16, 17, 31, 32, 33, 40, 64, 129}) {
@@ -103,8 +103,8 @@ TEST(PackedRowsBf16, StackedWeightsEqualTheirConcatenationAndConvertOnce) {
 
 TEST(PackedRowsBf16, BitsDependNeitherOnThreadsNorOnTheOtherRows) {
   // Large enough for the pool whatever the wait policy (N * K >= 2^22), N = 1001 (a partial last
-  // block) from two stacked weights: a row alone (eight streams per thread, a segment boundary
-  // inside a thread's range) has the batch's bits, on one thread and on two.
+  // block) from two stacked weights: a row alone (1, 2, 4 or 8 streams per thread, a segment
+  // boundary inside a thread's range) has the batch's bits, on one thread and on two.
   const int64_t M = 6, K = 4200;
   Tensor w1 = testing::randn({500, K}, 31), w2 = testing::randn({501, K}, 32), b = testing::randn({1001}, 33);
   Tensor x = testing::randn({M, K}, 34);
@@ -120,16 +120,18 @@ TEST(PackedRowsBf16, BitsDependNeitherOnThreadsNorOnTheOtherRows) {
   }
   EXPECT_EQ(std::memcmp(one.data<float>(), two.data<float>(), size_t(M * 1001) * sizeof(float)), 0);
   check(x, {w1, w2}, b, two);
-  for (int threads : {1, 2}) {
-    testing::ThreadGuard t(threads);
-    for (int64_t m = 0; m < M; ++m) {
-      Tensor row = Tensor::empty({1, K});
-      std::memcpy(row.data<float>(), x.data<float>() + m * K, size_t(K) * sizeof(float));
-      const Tensor alone = product(row, p);
-      EXPECT_EQ(std::memcmp(alone.data<float>(), two.data<float>() + m * 1001, 1001 * sizeof(float)), 0)
-          << "threads " << threads << ", row " << m;
+  for (int threads : {1, 2})
+    for (int streams : {1, 2, 4, 8}) {
+      testing::ThreadGuard t(threads);
+      testing::RowsStreamsGuard s(streams);
+      for (int64_t m = 0; m < M; ++m) {
+        Tensor row = Tensor::empty({1, K});
+        std::memcpy(row.data<float>(), x.data<float>() + m * K, size_t(K) * sizeof(float));
+        const Tensor alone = product(row, p);
+        EXPECT_EQ(std::memcmp(alone.data<float>(), two.data<float>() + m * 1001, 1001 * sizeof(float)), 0)
+            << "threads " << threads << ", streams " << streams << ", row " << m;
+      }
     }
-  }
 }
 
 }  // namespace

@@ -115,6 +115,15 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
 // kernels/int8.h's scheme.
 void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out);
 
+// A rows product of one x row (batch-1 decoding) splits the weight rows between threads, and each
+// thread reads its share as this many streams at once, a row of each of its equal parts at a
+// time: 2 on AMD Zen 3/4, 4 on other AMD, 8 on other CPUs (the fastest measured on each; see
+// src/kernels/cpu/gemm_rows.cpp), or QKV_ROW_STREAMS=1|2|4|8. The count never changes a bit of
+// the output. set_rows_streams_per_thread (1, 2, 4, 8, or 0 for the CPU's count) is for benches
+// and tests.
+int rows_streams_per_thread();
+void set_rows_streams_per_thread(int streams);
+
 // out (N) = sum over the rows of x (R, N) (a Linear's bias gradient); x, out contiguous. Sums in
 // row order, in x's dtype (like the GEMM against a row of ones it replaces); threads own column
 // tiles, so results do not depend on the thread count.

@@ -3,9 +3,9 @@
 // reads 500 MB of f32 weights per token, 250 MB in bf16), so what matters is that every weight
 // byte is read once, in long contiguous streams, by both threads at once: threads own disjoint
 // ranges of 8-row blocks (a block is 8 * K contiguous elements) and every x row is multiplied with
-// a block while it is in L1. At batch 1 a thread reads its range as four streams (AMD) or eight
-// (other CPUs), a row of each part at a time, and the last 1/8 of the blocks go to whichever
-// thread is free (see rows_product_of).
+// a block while it is in L1. At batch 1 a thread reads its range as two streams (AMD Zen 3/4), four
+// (other AMD) or eight (other CPUs), a row of each part at a time, and the last 1/8 of the blocks
+// go to whichever thread is free (see rows_product_of).
 //
 // bf16 (uint16_t bits: x rounded by the caller, the weights converted once) runs on AVX512_BF16's
 // vdpbf16ps, 32 values of K per instruction as 16 pairs: lane l adds the exact products of the
@@ -19,11 +19,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "qkv/kernels/bf16.h"
+#include "qkv/kernels/gemm.h"
 #include "qkv/kernels/parallel.h"
+#include "qkv/util/error.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -256,8 +260,13 @@ void rows_in_streams(const T* x, const RowSource<T>& src, int64_t lo, int64_t hi
 // streams 22.0, 8 streams 25.6, 16 streams 26.0 (medians of ten alternations, 2026-11-29). On
 // AMD EPYC Zen 5 two streams had read 67-68 GB/s against one's 60-61, and with the shared tail
 // below 4 streams generate GPT-2 124M 5-6% faster than 8 in fp32 and 8-9% in bf16 (median ratio
-// of 10 alternating pairs in one process, two sittings each, q1 above 1 in all; 2026-12-02). So
-// AMD takes 4 and the rest 8 (other AMD and Intel generations not measured).
+// of 10 alternating pairs in one process, two sittings each, q1 above 1 in all; 2026-12-02). On
+// AMD EPYC Zen 4 (family 19h) 4 streams read a 490 MB product 8-15% slower than 2 in fp32 and
+// 3-25% in bf16, 1 and 2 level (median of 40 alternations, two sittings each), and GPT-2 124M
+// generated 6-7% faster with 2 than with 4 in fp32 and 2-4% in bf16 (median pair ratios of 12
+// pairs in one process, two sittings each; 2026-12-03). So AMD family 19h takes 2 (Zen 4; Zen 3
+// not measured), other AMD 4, the rest 8 (rows_streams_per_thread; Intel generations other than
+// the Xeon with AMX not measured).
 //
 // The two threads of a VM do not stream at the same pace (one was 5-23% slower, and not always
 // the same one), and a static split leaves the faster one waiting at every product's end. So at
@@ -271,11 +280,14 @@ void rows_product_of(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src
                      float* out, int64_t min_macs) {
   const int64_t K = src.K, nb = (N + kBlock - 1) / kBlock;
   if (M == 1) {
-    // Streams per thread: 4 on AMD, 8 elsewhere (see above).
-    static const bool four = __builtin_cpu_is("amd");
+    const int streams = rows_streams_per_thread();  // see above
     const auto rows_as_streams = [&](int64_t lo, int64_t hi) {
-      if (four) return rows_in_streams<4>(x, src, lo, hi, bias, out);
-      rows_in_streams<8>(x, src, lo, hi, bias, out);
+      switch (streams) {
+        case 1: return rows_in_streams<1>(x, src, lo, hi, bias, out);
+        case 2: return rows_in_streams<2>(x, src, lo, hi, bias, out);
+        case 4: return rows_in_streams<4>(x, src, lo, hi, bias, out);
+        default: return rows_in_streams<8>(x, src, lo, hi, bias, out);
+      }
     };
     if (N * K < min_macs || nb < 2) return rows_as_streams(0, N);
     // The first 7/8 of the blocks in contiguous shares, the last 1/8 claimed kTailChunk blocks at
@@ -300,7 +312,30 @@ void rows_product_of(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src
   });
 }
 
+// The CPU's count (see rows_product_of), or QKV_ROW_STREAMS's.
+int default_rows_streams() {
+  if (const char* env = std::getenv("QKV_ROW_STREAMS")) {
+    const std::string v = env;
+    if (v == "1" || v == "2" || v == "4" || v == "8") return std::stoi(v);
+    fail("QKV_ROW_STREAMS", "expected 1, 2, 4 or 8 (weight streams per thread at batch 1), got '", v, "'");
+  }
+  if (__builtin_cpu_is("amdfam19h")) return 2;  // Zen 3 and Zen 4 (Zen 4 measured)
+  return __builtin_cpu_is("amd") ? 4 : 8;
+}
+std::atomic<int> rows_streams_override{0};
+
 }  // namespace
+
+int rows_streams_per_thread() {
+  static const int cpu = default_rows_streams();
+  const int o = rows_streams_override.load(std::memory_order_relaxed);
+  return o ? o : cpu;
+}
+void set_rows_streams_per_thread(int streams) {
+  QKV_CHECK(streams == 0 || streams == 1 || streams == 2 || streams == 4 || streams == 8, "set_rows_streams_per_thread",
+            "expected 0 (the CPU's count), 1, 2, 4 or 8, got ", streams);
+  rows_streams_override.store(streams, std::memory_order_relaxed);
+}
 
 void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource<float>& src, int64_t N, const float* bias,
                   float* out, int64_t min_macs) {
