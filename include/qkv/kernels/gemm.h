@@ -117,7 +117,8 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out);
 
 // A rows product of one x row (batch-1 decoding) splits the weight rows between threads, and each
 // thread reads its share as this many streams at once, a row of each of its equal parts at a
-// time: 2 on AMD Zen 3/4, 4 on other AMD, 8 on other CPUs (the fastest measured on each; see
+// time: 2 on AMD family 19h (Zen 4; Zen 3 not measured), 4 on other AMD (Zen 5), 8 on other
+// CPUs (the fastest measured on Zen 4, Zen 5 and an Intel Xeon with AMX; see
 // src/kernels/cpu/gemm_rows.cpp), or QKV_ROW_STREAMS=1|2|4|8. The count never changes a bit of
 // the output. set_rows_streams_per_thread (1, 2, 4, 8, or 0 for the CPU's count) is for benches
 // and tests.

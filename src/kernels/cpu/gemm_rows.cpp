@@ -3,9 +3,9 @@
 // reads 500 MB of f32 weights per token, 250 MB in bf16), so what matters is that every weight
 // byte is read once, in long contiguous streams, by both threads at once: threads own disjoint
 // ranges of 8-row blocks (a block is 8 * K contiguous elements) and every x row is multiplied with
-// a block while it is in L1. At batch 1 a thread reads its range as two streams (AMD Zen 3/4), four
-// (other AMD) or eight (other CPUs), a row of each part at a time, and the last 1/8 of the blocks
-// go to whichever thread is free (see rows_product_of).
+// a block while it is in L1. At batch 1 a thread reads its range as two streams (AMD family 19h),
+// four (other AMD) or eight (other CPUs), a row of each part at a time, and the last 1/8 of the
+// blocks go to whichever thread is free (see rows_product_of).
 //
 // bf16 (uint16_t bits: x rounded by the caller, the weights converted once) runs on AVX512_BF16's
 // vdpbf16ps, 32 values of K per instruction as 16 pairs: lane l adds the exact products of the
