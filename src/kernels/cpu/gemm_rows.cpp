@@ -312,12 +312,14 @@ void rows_product_of(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src
   });
 }
 
+bool valid_streams(int n) { return n == 1 || n == 2 || n == 4 || n == 8; }  // rows_as_streams's counts
+
 // The CPU's count (see rows_product_of), or QKV_ROW_STREAMS's.
 int default_rows_streams() {
   if (const char* env = std::getenv("QKV_ROW_STREAMS")) {
-    const std::string v = env;
-    if (v == "1" || v == "2" || v == "4" || v == "8") return std::stoi(v);
-    fail("QKV_ROW_STREAMS", "expected 1, 2, 4 or 8 (weight streams per thread at batch 1), got '", v, "'");
+    const int n = std::atoi(env);
+    if (std::to_string(n) == env && valid_streams(n)) return n;
+    fail("QKV_ROW_STREAMS", "expected 1, 2, 4 or 8 (weight streams per thread at batch 1), got '", env, "'");
   }
   if (__builtin_cpu_is("amdfam19h")) return 2;  // Zen 3 and Zen 4 (Zen 4 measured)
   return __builtin_cpu_is("amd") ? 4 : 8;
@@ -332,7 +334,7 @@ int rows_streams_per_thread() {
   return o ? o : cpu;
 }
 void set_rows_streams_per_thread(int streams) {
-  QKV_CHECK(streams == 0 || streams == 1 || streams == 2 || streams == 4 || streams == 8, "set_rows_streams_per_thread",
+  QKV_CHECK(streams == 0 || valid_streams(streams), "set_rows_streams_per_thread",
             "expected 0 (the CPU's count), 1, 2, 4 or 8, got ", streams);
   rows_streams_override.store(streams, std::memory_order_relaxed);
 }
