@@ -14,6 +14,8 @@
 // just after the shape's timing; the floor uses the faster of the two, so it is the lower bound.
 // Two triads: 64 MiB arrays (the figure earlier sittings used) and arrays of 4x the last-level
 // cache (STREAM's rule; on a CPU with a 260 MiB L3 the 64 MiB one is partly a cache figure).
+// Then `reps` more generations alternate with STREAM-sized triads, each held against the faster
+// triad beside it: the paired ratio, robust to the bandwidth drifting during the sitting.
 // Peak RSS: VmHWM, reset after the first triads, so the model, its packed weights and the
 // generations (the process's earlier shapes are freed by then).
 //
@@ -119,19 +121,21 @@ void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<V
   const double rss = hwm_reset ? bench::peak_since_reset_mib() : bench::peak_rss_mib();  // before the second triads
   const double triad = std::max(triad_before, bench::triad_gbs());
   const double stream = std::max(stream_before, bench::triad_gbs(10, stream_bytes));
+  // Bytes read per new token: the weights (4 bytes each in fp32, 2 in bf16; int8: 1 for the
+  // quantized weights, the small ones that stay fp32 ignored), plus K and V (f32) of every layer
+  // at the mean cache length.
+  const auto bytes_per_token = [&](const Variant& v) {
+    const bool bf16 = v.precision == kernels::MatmulPrecision::bf16;
+    const bool int8 = v.precision == kernels::MatmulPrecision::int8;
+    const double wbytes = int8 ? 1.0 : bf16 ? 2.0 : 4.0;
+    const double mean_len = double(kPrompt) + double(kNew - 1) / 2.0;
+    return wbytes * double(b.model->num_parameters()) + 4.0 * 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * mean_len;
+  };
   for (size_t p = 0; p < variants.size(); ++p) {
     const double w = bench::median(timing[p].wall), c = bench::median(timing[p].cpu);
-    // Bytes per new token: the weights (4 bytes each in fp32, 2 in bf16), plus K and V (f32) of
-    // every layer at the mean cache length.
-    // (int8: 1 byte for the quantized weights; the small ones that stay fp32 are ignored.)
-    const bool bf16 = variants[p].precision == kernels::MatmulPrecision::bf16;
-    const bool int8 = variants[p].precision == kernels::MatmulPrecision::int8;
-    const double wbytes = int8 ? 1.0 : bf16 ? 2.0 : 4.0;
-    const double weights = wbytes * double(b.model->num_parameters());
-    const double mean_len = double(kPrompt) + double(kNew - 1) / 2.0;
-    const double cache = 4.0 * 2.0 * double(cfg.n_layer) * double(cfg.n_embd) * mean_len;
-    const double floor_ms = (weights + cache) / (triad * 1e9) * 1e3;
-    const double stream_floor_ms = (weights + cache) / (stream * 1e9) * 1e3;
+    const double bytes = bytes_per_token(variants[p]);
+    const double floor_ms = bytes / (triad * 1e9) * 1e3;
+    const double stream_floor_ms = bytes / (stream * 1e9) * 1e3;
     std::printf("%-5s %s d %lld, layers %lld, heads %lld, vocab %lld: %.3f ms/token (%.1f tokens/s) wall, "
                 "%.3f ms/token CPU; checksum %lld\n",
                 name.c_str(), label(variants[p]).c_str(), (long long)cfg.n_embd, (long long)cfg.n_layer,
@@ -139,13 +143,41 @@ void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<V
                 (long long)timing[p].checksum);
     std::printf("      bandwidth floor: %.1f MB per token / triad (64 MiB arrays) %.1f GB/s = %.3f ms/token; "
                 "measured / floor %.2fx\n",
-                (weights + cache) / 1e6, triad, floor_ms, (w / kNew) / floor_ms);
+                bytes / 1e6, triad, floor_ms, (w / kNew) / floor_ms);
     std::printf("      STREAM-sized triad (%lld MiB arrays, 4x the %lld MiB last-level cache) %.1f GB/s: floor %.3f "
                 "ms/token, measured / floor %.2fx\n",
                 (long long)(stream_bytes >> 20), (long long)(bench::last_level_cache_bytes() >> 20), stream,
                 stream_floor_ms, (w / kNew) / stream_floor_ms);
     std::printf("      peak RSS %.0f MiB (%s)\n", rss,
                 hwm_reset ? "model + generation: the mark reset after the first triads" : "whole process");
+  }
+  // Paired floor: the machine's bandwidth drifts within minutes here (a triad read 32 GB/s in one
+  // sitting and 55 in the next), so the ratio above, the median generation against the faster of
+  // two triads, can compare a slow spell with a fast one. Here triads and generations alternate,
+  // T0 G0 T1 G1 ... G(n-1) Tn, and each generation is held against the faster of its two
+  // neighbouring triads: n ratios from one stretch of time each, reported as median and quartiles.
+  // (After the peak RSS is read: the triad arrays are not the model's memory.)
+  for (size_t p = 0; p < variants.size(); ++p) {
+    o.precision = variants[p].precision;
+    std::vector<double> ratios;
+    double before = bench::triad_gbs(5, stream_bytes);
+    std::string pairs = std::to_string(int(before + 0.5));  // triad GB/s, ms/token, triad GB/s, ...
+    for (int r = 0; r < reps; ++r) {
+      const double w0 = bench::now_ms();
+      gens[size_t(variants[p].layout)]->generate_ids({prompt}, o);
+      const double w = bench::now_ms() - w0, after = bench::triad_gbs(5, stream_bytes);
+      ratios.push_back((w / kNew) / (bytes_per_token(variants[p]) / (std::max(before, after) * 1e9) * 1e3));
+      char step[48];
+      std::snprintf(step, sizeof step, ", %.2f, %.0f", w / kNew, after);
+      pairs += step;
+      before = after;
+    }
+    std::sort(ratios.begin(), ratios.end());
+    const auto q = [&](double f) { return ratios[size_t(f * double(ratios.size() - 1) + 0.5)]; };
+    std::printf("      %s paired with STREAM-sized triads (each generation against the faster of the triads just "
+                "before and after it), %d pairs: measured / floor median %.2fx (q1 %.2f, q3 %.2f, best %.2f)\n",
+                label(variants[p]).c_str(), reps, q(0.5), q(0.25), q(0.75), ratios.front());
+    std::printf("      in order, triad GB/s, generation ms/token, triad, ...: %s\n", pairs.c_str());
   }
   for (size_t p = 1; p < variants.size(); ++p) {  // each against the first
     size_t same = 0;
