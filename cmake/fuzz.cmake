@@ -30,4 +30,6 @@ foreach(src ${fuzz_srcs})
   target_link_options(fuzz_${name} PRIVATE -fsanitize=fuzzer)
   list(APPEND fuzz_targets fuzz_${name})
 endforeach()
+# The server's target serves the tests' small random models (tests/common/tiny_models.h).
+target_include_directories(fuzz_serve_request PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
 add_custom_target(qkv_fuzzers DEPENDS ${fuzz_targets})

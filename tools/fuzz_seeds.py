@@ -233,7 +233,36 @@ def seeds():
         "checksummed.safetensors": safetensors(training_state(), {"format": "qkv-training-state-1"}, checksums=True),
         "plain.safetensors": safetensors(training_state(), {"format": "qkv-training-state-1"}),
     }
+    s["serve_request"] = serve_requests()
     return s
+
+
+def serve_requests():
+    """tests/fuzz/serve_request.cpp's inputs: a byte choosing the endpoint (its order of kPaths),
+    then the JSON body, as docs/serve.md documents each endpoint's fields. The served models are
+    "mt", "gpt", "bert", "cls" and "pair" (word vocabularies of tests/common/tiny_models.h)."""
+    paths = ["translate", "completions", "embeddings", "classify", "tokenize", "detokenize"]
+    bodies = {
+        "translate_one.bin": ("translate", {"model": "mt", "text": "cannot open the file"}),
+        "translate_beam.bin": ("translate", {"model": "mt", "texts": ["save the file", "read error"], "beam": 2,
+                                             "alpha": 0.6, "max_length": 8, "no_repeat_ngram_size": 2}),
+        "completions.bin": ("completions", {"model": "gpt", "prompt": "print the", "max_tokens": 5,
+                                            "temperature": 0.7, "top_p": 0.9, "top_k": 5, "seed": 3,
+                                            "stop": ["name"], "repetition_penalty": 1.2}),
+        "completions_stream.bin": ("completions", {"model": "gpt", "prompt": ["user", "file not"], "max_tokens": 3,
+                                                   "stream": True}),
+        "embeddings.bin": ("embeddings", {"model": "bert", "input": ["read write", "user name"], "pooling": "mean",
+                                          "normalize": True}),
+        "classify_texts.bin": ("classify", {"model": "cls", "texts": ["file not found", "save"]}),
+        "classify_pair.bin": ("classify", {"model": "pair", "text": "cannot open", "text_pair": "the file"}),
+        "tokenize.bin": ("tokenize", {"model": "mt", "text": "open the directory", "target": True,
+                                      "add_special_tokens": True}),
+        "detokenize.bin": ("detokenize", {"model": "bert", "tokens": [2, 7, 8, 3], "skip_special_tokens": False}),
+    }
+    out = {name: bytes([paths.index(ep)]) + json.dumps(body).encode() for name, (ep, body) in bodies.items()}
+    out["completions_truncated.bin"] = bytes([1]) + b'{"model": "gpt", "prompt": "us'
+    out["translate_beam_too_wide.bin"] = bytes([0]) + json.dumps({"model": "mt", "text": "a", "beam": 99}).encode()
+    return out
 
 
 def main():

@@ -92,33 +92,18 @@ BertClassifierBundle load_bert_classifier(const std::string& dir) {
   if (j.contains("num_labels"))
     QKV_CHECK(j["num_labels"] == nlohmann::json(spec.labels.size()), path, "field 'num_labels': ",
               j["num_labels"].dump(), " but 'id2label' names ", spec.labels.size(), " labels");
-  bool pairs_declared = false;
-  if (j.contains("qkv_classifier")) {
-    const auto& q = j["qkv_classifier"];
-    QKV_CHECK(q.is_object(), path, "field 'qkv_classifier': expected an object");
-    for (auto& [k, v] : q.items()) {
-      const std::string where = "field 'qkv_classifier." + k + "'";
-      if (k == "pairs") {
-        QKV_CHECK(v.is_boolean(), path, where, ": expected true or false");
-        spec.pairs = v.get<bool>();
-        pairs_declared = true;
-      } else if (k == "max_len") {
-        QKV_CHECK(v.is_number_integer(), path, where, ": expected an integer");
-        spec.max_len = v.get<int64_t>();
-      } else if (k == "pooling") {
-        QKV_CHECK(v.is_string(), path, where, ": expected \"pooler\" or \"mean\"");
-        try {
-          spec.pooling = models::parse_bert_cls_pooling(v.get<std::string>());
-        } catch (const Error& e) {
-          fail(path, where, ": ", e.what());
-        }
-      } else {
-        fail(path, where, ": unknown key (expected pairs, max_len, pooling)");
-      }
+  const QkvClassifierSection q = read_qkv_classifier(j, path, /*pooling_allowed=*/true);
+  spec.pairs = q.pairs;
+  spec.max_len = q.max_len;
+  if (q.pooling) {
+    try {
+      spec.pooling = models::parse_bert_cls_pooling(*q.pooling);
+    } catch (const Error& e) {
+      fail(path, "field 'qkv_classifier.pooling': ", e.what());
     }
   }
   BertClassifierBundle b = load_with_head(dir, spec, j, path);
-  b.pairs_declared = pairs_declared;
+  b.pairs_declared = q.pairs_declared;
   // A fine-tuned classifier has every tensor; the pooler is needed unless pooling is mean.
   for (const std::string& n : b.report.initialised)
     QKV_CHECK(spec.pooling == models::BertClsPooling::mean && n.rfind("bert.pooler.", 0) == 0,

@@ -26,17 +26,17 @@ GptClassifierBundle load_gpt2_classifier(const std::string& dir) {
     nlohmann::json gpt = j;
     if (gpt.is_object()) gpt.erase("qkv_classifier");
     cfg = gpt.get<models::GptConfig>();
-    if (j.contains("qkv_classifier")) {
-      const auto& q = j.at("qkv_classifier");
-      b.pairs = q.at("pairs").get<bool>();
-      b.max_len = q.at("max_len").get<int64_t>();
-    }
   } catch (const nlohmann::json::exception& e) {
     fail(cfg_path, "not valid JSON: ", e.what());
   } catch (const Error& e) {
     fail(cfg_path, e.what());
   }
   b.labels = read_id2label(j, cfg_path, "a GPT classifier", 1);
+  const QkvClassifierSection q = read_qkv_classifier(j, cfg_path, /*pooling_allowed=*/false);
+  QKV_CHECK(q.max_len >= 0 && q.max_len <= cfg.n_positions, cfg_path, "field 'qkv_classifier.max_len': expected 0 (",
+            "all of n_positions) to n_positions = ", cfg.n_positions, ", got ", q.max_len);
+  b.pairs = q.pairs;
+  b.max_len = q.max_len > 0 ? q.max_len : cfg.n_positions;
 
   std::map<std::string, Tensor> body;
   Tensor score;
@@ -53,7 +53,6 @@ GptClassifierBundle load_gpt2_classifier(const std::string& dir) {
   // Built as zeros (nothing drawn): every weight comes from the file.
   auto gpt = std::make_shared<models::Gpt>(cfg, default_generator(), nn::init::Scheme::none);
   gpt->load_state_dict(gpt2_to_qkv(body, cfg, weights), /*strict=*/true, weights);
-  if (b.max_len <= 0 || b.max_len > cfg.n_positions) b.max_len = cfg.n_positions;
   b.model = std::make_shared<models::GptClassifier>(gpt, int64_t(b.labels.size()), default_generator(),
                                                     nn::init::Scheme::none);
   b.model->score->weight.copy_from(score);

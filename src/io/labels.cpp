@@ -34,4 +34,30 @@ std::vector<std::string> read_id2label(const nlohmann::json& config, const std::
   return labels;
 }
 
+QkvClassifierSection read_qkv_classifier(const nlohmann::json& config, const std::string& where,
+                                         bool pooling_allowed) {
+  QkvClassifierSection out;
+  auto it = config.find("qkv_classifier");
+  if (it == config.end()) return out;
+  QKV_CHECK(it->is_object(), where, "field 'qkv_classifier': expected an object");
+  for (auto& [k, v] : it->items()) {
+    const std::string field = "field 'qkv_classifier." + k + "'";
+    if (k == "pairs") {
+      QKV_CHECK(v.is_boolean(), where, field, ": expected true or false, got ", v.dump());
+      out.pairs = v.get<bool>();
+      out.pairs_declared = true;
+    } else if (k == "max_len") {
+      QKV_CHECK(v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)), where,
+                field, ": expected an integer, got ", v.dump());
+      out.max_len = v.get<int64_t>();
+    } else if (k == "pooling" && pooling_allowed) {
+      QKV_CHECK(v.is_string(), where, field, ": expected \"pooler\" or \"mean\", got ", v.dump());
+      out.pooling = v.get<std::string>();
+    } else {
+      fail(where, field, ": unknown key (expected pairs, max_len", pooling_allowed ? ", pooling)" : ")");
+    }
+  }
+  return out;
+}
+
 }  // namespace qkv::io

@@ -162,6 +162,35 @@ TEST(GptClassifierDir, SaveLoadKeepsBitsLabelsAndHuggingFaceNames) {
   }
   write_file_atomic((dir / "config.json").string(), cfg.dump());
 
+  // qkv_classifier is read as strictly as the BERT classifier's: an unknown key, a value of the
+  // wrong type or a max_len the position table cannot hold (n_positions 16 here) is an error
+  // naming the field; without the section, single texts over the whole table.
+  for (const auto& [section, part] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {{{"pairs", true}, {"max_len", 12}, {"pooling", "mean"}}, "'qkv_classifier.pooling': unknown key"},
+           {{{"pairs", "yes"}}, "'qkv_classifier.pairs': expected true or false"},
+           {{{"max_len", 12.5}}, "'qkv_classifier.max_len': expected an integer"},
+           {{{"max_len", 17}}, "'qkv_classifier.max_len': expected 0 (all of n_positions) to n_positions = 16"},
+           {{{"max_len", -1}}, "'qkv_classifier.max_len'"},
+           {nlohmann::json::array(), "'qkv_classifier': expected an object"}}) {
+    nlohmann::json bad = cfg;
+    bad["qkv_classifier"] = section;
+    write_file_atomic((dir / "config.json").string(), bad.dump());
+    try {
+      io::load_gpt2_classifier(dir.string());
+      ADD_FAILURE() << "expected an error for " << section.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  }
+  nlohmann::json plain = cfg;
+  plain.erase("qkv_classifier");
+  write_file_atomic((dir / "config.json").string(), plain.dump());
+  const io::GptClassifierBundle defaults = io::load_gpt2_classifier(dir.string());
+  EXPECT_FALSE(defaults.pairs);
+  EXPECT_EQ(defaults.max_len, 16);
+  write_file_atomic((dir / "config.json").string(), cfg.dump());
+
   // A score head that does not match the labels is an error naming the tensor.
   published["score.weight"] = Tensor::zeros({2, 16});
   safetensors::save((dir / "model.safetensors").string(), published);

@@ -1,8 +1,10 @@
-// qkv/io/labels.h - a classifier's labels from config.json's id2label (Hugging Face's
-// PretrainedConfig field), read strictly by every classifier loader (BERT sequence and token
-// classifiers, the GPT classifier).
+// qkv/io/labels.h - what a classifier's config.json says beyond its body's config, read strictly by
+// every classifier loader (BERT sequence and token classifiers, the GPT classifier): the labels
+// (Hugging Face's PretrainedConfig id2label) and qkv's own "qkv_classifier" section.
 #pragma once
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,5 +15,17 @@ namespace qkv::io {
 // classifier").
 std::vector<std::string> read_id2label(const nlohmann::json& config, const std::string& where, const char* what,
                                        size_t min_labels);
+
+// "qkv_classifier": how a sequence classifier reads its inputs. An object (or absent) whose keys
+// are pairs (true: inputs are two texts), max_len (an integer: tokens per input, 0 = the position
+// table's) and, where `pooling_allowed` (BERT), pooling (a string the caller parses); any other
+// key or type is an error naming `where` and the field. The range of max_len is the caller's.
+struct QkvClassifierSection {
+  bool pairs = false, pairs_declared = false;
+  int64_t max_len = 0;
+  std::optional<std::string> pooling;
+};
+QkvClassifierSection read_qkv_classifier(const nlohmann::json& config, const std::string& where,
+                                         bool pooling_allowed);
 
 }  // namespace qkv::io
