@@ -30,6 +30,8 @@ foreach(src ${fuzz_srcs})
   target_link_options(fuzz_${name} PRIVATE -fsanitize=fuzzer)
   list(APPEND fuzz_targets fuzz_${name})
 endforeach()
-# The server's target serves the tests' small random models (tests/common/tiny_models.h).
-target_include_directories(fuzz_serve_request PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
+# These two write the tests' small random models (tests/common/tiny_models.h) to serve or reload.
+foreach(t fuzz_serve_request fuzz_head_config)
+  target_include_directories(${t} PRIVATE ${CMAKE_SOURCE_DIR}/tests/common)
+endforeach()
 add_custom_target(qkv_fuzzers DEPENDS ${fuzz_targets})

@@ -234,7 +234,43 @@ def seeds():
         "plain.safetensors": safetensors(training_state(), {"format": "qkv-training-state-1"}),
     }
     s["serve_request"] = serve_requests()
+    s["head_config"] = head_configs()
     return s
+
+
+def head_configs():
+    """tests/fuzz/head_config.cpp's inputs: a byte choosing the directory (0 BERT sequence
+    classifier, 1 token classifier, 2 span (QA) model, 3 GPT classifier), then config.json: Hugging
+    Face's BertConfig / GPT2Config keys and PretrainedConfig's id2label / label2id, for the shapes of
+    the target's small models (tests/common/tiny_models.h: a 19-token vocabulary, width 32, 2 layers,
+    4 heads, 16 positions), and qkv's own "qkv_classifier" section (include/qkv/io/labels.h)."""
+    bert = {"model_type": "bert", "vocab_size": 19, "hidden_size": 32, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+            "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 16, "type_vocab_size": 2,
+            "layer_norm_eps": 1e-12, "pad_token_id": 0, "position_embedding_type": "absolute"}
+    gpt = {"model_type": "gpt2", "vocab_size": 19, "n_positions": 16, "n_embd": 32, "n_layer": 2, "n_head": 4,
+           "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5}
+
+    def labels(*names):
+        return {"id2label": {str(i): n for i, n in enumerate(names)}, "label2id": {n: i for i, n in enumerate(names)}}
+
+    def seed(kind, cfg):
+        return bytes([kind]) + json.dumps(cfg, indent=2).encode()
+
+    return {
+        "sequence.bin": seed(0, {**bert, "architectures": ["BertForSequenceClassification"], **labels("neg", "pos"),
+                                 "num_labels": 2, "classifier_dropout": None,
+                                 "qkv_classifier": {"pairs": True, "max_len": 16, "pooling": "pooler"}}),
+        "sequence_mean_pooling.bin": seed(0, {**bert, **labels("neg", "pos"),
+                                              "qkv_classifier": {"pairs": True, "pooling": "mean"}}),
+        "sequence_num_labels_disagree.bin": seed(0, {**bert, **labels("neg", "pos"), "num_labels": 3}),
+        "token.bin": seed(1, {**bert, "architectures": ["BertForTokenClassification"], **labels("O", "B-PKG", "I-PKG")}),
+        "token_id2label_gap.bin": seed(1, {**bert, "id2label": {"0": "O", "2": "B-PKG", "3": "I-PKG"}}),
+        "span.bin": seed(2, {**bert, "architectures": ["BertForQuestionAnswering"]}),
+        "gpt.bin": seed(3, {**gpt, "architectures": ["GPT2ForSequenceClassification"], **labels("a", "b", "c"),
+                            "qkv_classifier": {"pairs": False, "max_len": 0}}),
+        "gpt_pairs.bin": seed(3, {**gpt, **labels("a", "b", "c"), "qkv_classifier": {"pairs": True, "max_len": 12}}),
+    }
 
 
 def serve_requests():
