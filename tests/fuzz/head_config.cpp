@@ -36,7 +36,8 @@ const std::string& dir(Kind k) {
     io::GptClassifierBundle gpt;
     gpt.tokenizer = body.tokenizer;
     text::add_finetune_tokens(*gpt.tokenizer);
-    gpt.model = std::make_shared<models::GptClassifier>(models::grow_vocab(*body.model, gpt.tokenizer->vocab_size()), 3);
+    auto grown = models::grow_vocab(*body.model, gpt.tokenizer->vocab_size());  // room for the fine-tuning tokens
+    gpt.model = std::make_shared<models::GptClassifier>(grown, 3);
     gpt.labels = {"a", "b", "c"};
     io::save_gpt2_classifier(r + "/gpt", gpt);
     return r;
