@@ -89,4 +89,23 @@ inline qkv::io::BertClassifierBundle tiny_bert_classifier(std::vector<std::strin
   return io::make_bert_classifier(enc.config, spec, enc.tokenizer);
 }
 
+// The five small models `qkv serve` is tested with, written under root (tests/serve's fixture and
+// the serve_request fuzz target): translation (max_len 16), gpt (32 positions), bert (an encoder),
+// cls (a BERT classifier of single texts, labels neg/pos), pair (a BERT classifier of pairs).
+struct TinyModelDirs {
+  std::string root, translation, gpt, bert, cls, pair;
+};
+inline TinyModelDirs write_tiny_model_dirs(const std::string& root) {
+  TinyModelDirs d;
+  d.root = root;
+  d.translation = root + "/translation", d.gpt = root + "/gpt", d.bert = root + "/bert";
+  d.cls = root + "/cls", d.pair = root + "/pair";
+  qkv::io::save_seq2seq(d.translation, tiny_translation_model(31, 16));
+  qkv::io::save_gpt2(d.gpt, tiny_gpt(32, 32));
+  qkv::io::save_bert(d.bert, tiny_bert(33));
+  qkv::io::save_bert_classifier(d.cls, tiny_bert_classifier({"neg", "pos"}, false, 34));
+  qkv::io::save_bert_classifier(d.pair, tiny_bert_classifier({"same", "different", "unrelated"}, true, 35));
+  return d;
+}
+
 }  // namespace qkv_test

@@ -33,13 +33,7 @@ struct Served {
 
 Served& served() {
   static Served* s = [] {
-    const std::string root = qkv::fuzz::scratch_dir() + "/serve_models";
-    qkv::io::save_seq2seq(root + "/mt", qkv_test::tiny_translation_model(31, 16));
-    qkv::io::save_gpt2(root + "/gpt", qkv_test::tiny_gpt(32, 32));
-    qkv::io::save_bert(root + "/bert", qkv_test::tiny_bert(33));
-    qkv::io::save_bert_classifier(root + "/cls", qkv_test::tiny_bert_classifier({"neg", "pos"}, false, 34));
-    qkv::io::save_bert_classifier(root + "/pair",
-                                  qkv_test::tiny_bert_classifier({"same", "different", "unrelated"}, true, 35));
+    const qkv_test::TinyModelDirs d = qkv_test::write_tiny_model_dirs(qkv::fuzz::scratch_dir() + "/serve_models");
     qkv::serve::ServerOptions opt;
     opt.host = "127.0.0.1", opt.port = 0, opt.log = false, opt.threads = 4;
     opt.limits.max_body_bytes = 1 << 17;  // above libFuzzer's -max_len (scripts/fuzz.sh): bodies get parsed
@@ -47,8 +41,7 @@ Served& served() {
     auto* out = new Served;
     out->server = std::make_unique<qkv::serve::Server>(
         std::vector<qkv::serve::ModelSpec>{
-            {"mt", root + "/mt"}, {"gpt", root + "/gpt"}, {"bert", root + "/bert"}, {"cls", root + "/cls"},
-            {"pair", root + "/pair"}},
+            {"mt", d.translation}, {"gpt", d.gpt}, {"bert", d.bert}, {"cls", d.cls}, {"pair", d.pair}},
         opt);
     out->port = out->server->bind();
     out->thread = std::thread([out] { out->server->run(); });

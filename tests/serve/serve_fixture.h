@@ -19,23 +19,10 @@
 
 namespace qkv_test {
 
-// Model directories: translation (max_len 16), gpt (32 positions), bert (an encoder), cls (a BERT
-// classifier of single texts, labels neg/pos), pair (a BERT classifier of pairs).
-struct ServeModels {
-  std::string root, translation, gpt, bert, cls, pair;
+// The model directories (tiny_models.h: write_tiny_model_dirs), written once per process.
+struct ServeModels : TinyModelDirs {
   static const ServeModels& get() {
-    static const ServeModels m = [] {
-      ServeModels s;
-      s.root = scratch_dir("serve_models");
-      s.translation = s.root + "/translation", s.gpt = s.root + "/gpt", s.bert = s.root + "/bert";
-      s.cls = s.root + "/cls", s.pair = s.root + "/pair";
-      qkv::io::save_seq2seq(s.translation, tiny_translation_model(31, 16));
-      qkv::io::save_gpt2(s.gpt, tiny_gpt(32, 32));
-      qkv::io::save_bert(s.bert, tiny_bert(33));
-      qkv::io::save_bert_classifier(s.cls, tiny_bert_classifier({"neg", "pos"}, false, 34));
-      qkv::io::save_bert_classifier(s.pair, tiny_bert_classifier({"same", "different", "unrelated"}, true, 35));
-      return s;
-    }();
+    static const ServeModels m{write_tiny_model_dirs(scratch_dir("serve_models"))};
     return m;
   }
   std::vector<qkv::serve::ModelSpec> all() const {
