@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <numeric>
 
@@ -103,6 +104,27 @@ int64_t max_target_len(const models::Seq2Seq& model, int64_t src_len, const Opti
 
 namespace {
 
+// The tokens no hypothesis may contain (SpecialIds), sorted.
+std::vector<int64_t> never_generated(SpecialIds ids) {
+  std::vector<int64_t> never;
+  for (int64_t t : {ids.bos, ids.pad})
+    if (t >= 0 && t != ids.eos) never.push_back(t);
+  std::sort(never.begin(), never.end());
+  never.erase(std::unique(never.begin(), never.end()), never.end());
+  return never;
+}
+
+// The bans of the hypothesis `tokens`: `never`, and with n-gram blocking (ngram > 0) the tokens
+// that would repeat an n-gram; built in `scratch` only when there are n-gram bans to add.
+const std::vector<int64_t>& row_bans(const std::vector<int64_t>& never, const std::vector<int64_t>& tokens, int ngram,
+                                     std::vector<int64_t>& scratch) {
+  if (ngram == 0) return never;
+  const std::vector<int64_t> repeats = repeated_ngram_bans(tokens, ngram);
+  scratch.clear();
+  std::set_union(never.begin(), never.end(), repeats.begin(), repeats.end(), std::back_inserter(scratch));
+  return scratch;
+}
+
 // Whether the per-row scoring of a step (`elements` logits) goes on the OpenMP pool: only when
 // it is large and entering the pool is cheap (idle threads spin; kernels/parallel.h).
 bool rows_on_pool(int64_t elements) {
@@ -156,14 +178,15 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
   std::vector<int64_t> last(size_t(B), ids.bos), step_tok(size_t(B), 0);  // per row
   std::vector<double> step_lp(size_t(B), 0.0);
   const int ngram = opt.no_repeat_ngram_size;
+  const std::vector<int64_t> never = never_generated(ids);
   for (int64_t t = 0; t < max_steps && !live.empty(); ++t) {
     Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (R, V)
     const int64_t R = int64_t(live.size()), V = logits.size(1);
     float* X = logits.data<float>();
     if (!opt.sample) {  // rows are independent
       kernels::parallel_for_if(rows_on_pool(R * V), R, [&](int64_t r) {
-        const Hypothesis& h = hyp[size_t(live[size_t(r)])];
-        const std::vector<int64_t> bans = ngram ? repeated_ngram_bans(h.tokens, ngram) : std::vector<int64_t>();
+        std::vector<int64_t> scratch;
+        const auto& bans = row_bans(never, hyp[size_t(live[size_t(r)])].tokens, ngram, scratch);
         kernels::best_token(X + r * V, V, step_tok[size_t(r)], step_lp[size_t(r)], &bans);
       });
     }
@@ -174,9 +197,15 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
       int64_t tok = step_tok[size_t(r)];
       double lp = step_lp[size_t(r)];
       if (opt.sample) {  // one draw per live sentence, in sentence order
-        const std::vector<int64_t> bans = ngram ? repeated_ngram_bans(h.tokens, ngram) : std::vector<int64_t>();
-        if (int64_t(bans.size()) < V)  // banned tokens get no probability mass (unless all are)
-          for (int64_t v : bans) X[r * V + v] = -INFINITY;
+        std::vector<int64_t> scratch;
+        const auto& bans = row_bans(never, h.tokens, ngram, scratch);
+        // Banned tokens get no probability mass (unless every token with mass is banned).
+        bool allowed_mass = false;
+        for (int64_t v = 0; v < V && !allowed_mass; ++v)
+          allowed_mass = X[r * V + v] > -INFINITY && !std::binary_search(bans.begin(), bans.end(), v);
+        if (allowed_mass)
+          for (int64_t v : bans)
+            if (v < V) X[r * V + v] = -INFINITY;
         tok = sample_row(X + r * V, V, opt, gen, lp);
       }
       h.tokens.push_back(tok);
@@ -232,6 +261,7 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
   struct Cand { double s; int64_t row, tok; };
   std::vector<Cand> cands;
   std::vector<std::vector<std::pair<float, int64_t>>> top(static_cast<size_t>(B * K));  // per row: (log-prob, token)
+  const std::vector<int64_t> never = never_generated(ids);
 
   for (int64_t t = 0; t < max_steps && !live.empty(); ++t) {
     Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (R, V), R = live * K
@@ -244,8 +274,8 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
     // The 2K best tokens of every live row; rows are independent: on the pool when it is cheap.
     kernels::parallel_for_if(rows_on_pool(R * V), R, [&](int64_t r) {
       if (score[size_t(r)] == -INFINITY) return;
-      const std::vector<int64_t> bans =
-          opt.no_repeat_ngram_size ? repeated_ngram_bans(toks[size_t(r)], opt.no_repeat_ngram_size) : std::vector<int64_t>();
+      std::vector<int64_t> scratch;
+      const auto& bans = row_bans(never, toks[size_t(r)], opt.no_repeat_ngram_size, scratch);
       kernels::top_tokens(X + r * V, V, n_cand, top[size_t(r)], &bans);
     });
     std::vector<int64_t> keep;  // slots whose search goes on

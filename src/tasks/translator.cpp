@@ -86,7 +86,7 @@ std::vector<std::vector<decode::Hypothesis>> Translator::translate_ids(const std
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) {
     return src_ids[size_t(a)].size() > src_ids[size_t(c)].size();
   });
-  const decode::SpecialIds ids{ids_.bos, opt.ignore_eos ? -1 : ids_.eos};  // -1: no token ends a hypothesis
+  const decode::SpecialIds ids{ids_.bos, opt.ignore_eos ? -1 : ids_.eos, ids_.pad};  // eos -1: nothing ends one
   for (int64_t start = 0; start < n; start += opt.batch_size) {
     const int64_t end = std::min(n, start + opt.batch_size);
     std::vector<const std::vector<int64_t>*> rows;

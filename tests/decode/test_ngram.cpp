@@ -24,7 +24,7 @@ bool has_repeated_ngram(const std::vector<int64_t>& t, int n) {
   return false;
 }
 
-constexpr int64_t kV = 6, kBos = 1, kEos = 2, kT = 24;
+constexpr int64_t kV = 6, kPad = 0, kBos = 1, kEos = 2, kT = 24;
 
 // W[prev][next]: 3 -> 4 -> 3 -> 4 ... is by far the likeliest path and </s> the least likely, so
 // an unblocked decoder loops until the length limit.
@@ -33,7 +33,7 @@ TableModel looping_model() {
   auto W = [&](int64_t a, int64_t b) -> float& { return w[size_t(a * kV + b)]; };
   for (int64_t a = 0; a < kV; ++a) {
     W(a, kEos) = -4.f;
-    W(a, 0) = -6.f;  // token 0: almost never
+    W(a, kPad) = -6.f;  // never generated anyway
     W(a, 5) = 0.5f;
   }
   W(kBos, 3) = 3.f;
@@ -96,7 +96,7 @@ TEST(NoRepeatNgram, GreedyBeamAndSamplingNeverRepeatAndGreedyTakesTheBestAllowed
   decode::Options o;
   o.max_len_ratio = 0;
   o.max_len_extra = kT;
-  auto loops = decode::greedy(m, src, pad, {kBos, kEos}, o);
+  auto loops = decode::greedy(m, src, pad, {kBos, kEos, kPad}, o);
   EXPECT_TRUE(has_repeated_ngram(loops[0][0].tokens, 2)) << "the model should loop without blocking";
   EXPECT_EQ(int64_t(loops[0][0].tokens.size()), kT);
   for (int n : {1, 2, 3}) {
@@ -104,12 +104,13 @@ TEST(NoRepeatNgram, GreedyBeamAndSamplingNeverRepeatAndGreedyTakesTheBestAllowed
     o.no_repeat_ngram_size = n;
     o.beam = 1;
     o.sample = false;
-    auto greedy = decode::greedy(m, src, pad, {kBos, kEos}, o);
+    auto greedy = decode::greedy(m, src, pad, {kBos, kEos, kPad}, o);
     for (int64_t b = 0; b < 2; ++b) {
       const auto& h = greedy[size_t(b)][0];
       EXPECT_FALSE(has_repeated_ngram(h.tokens, n));
-      // Replay: each token is the argmax of the model's log-probabilities among the allowed ones,
-      // and the hypothesis's log-probability sums the model's (unrenormalised) values.
+      // Replay: each token is the argmax of the model's log-probabilities among the allowed ones
+      // (no repeated n-gram, not <pad> or <s>), and the hypothesis's log-probability sums the
+      // model's (unrenormalised) values.
       double sum = 0;
       for (size_t t = 0; t < h.tokens.size(); ++t) {
         std::vector<int64_t> prefix(h.tokens.begin(), h.tokens.begin() + int64_t(t));
@@ -118,7 +119,7 @@ TEST(NoRepeatNgram, GreedyBeamAndSamplingNeverRepeatAndGreedyTakesTheBestAllowed
         for (int64_t v = 0; v < kV; ++v) {
           std::vector<int64_t> ext = prefix;
           ext.push_back(v);
-          if (!has_repeated_ngram(ext, n)) best = std::max(best, lp[size_t(v)]);
+          if (v != kPad && v != kBos && !has_repeated_ngram(ext, n)) best = std::max(best, lp[size_t(v)]);
         }
         EXPECT_NEAR(lp[size_t(h.tokens[t])], best, 1e-6) << "step " << t;
         sum += lp[size_t(h.tokens[t])];
@@ -127,16 +128,16 @@ TEST(NoRepeatNgram, GreedyBeamAndSamplingNeverRepeatAndGreedyTakesTheBestAllowed
     }
     o.beam = 3;
     o.nbest = 3;
-    for (auto& sent : decode::beam_search(m, src, pad, {kBos, kEos}, o))
+    for (auto& sent : decode::beam_search(m, src, pad, {kBos, kEos, kPad}, o))
       for (auto& h : sent) EXPECT_FALSE(has_repeated_ngram(h.tokens, n));
     o.beam = o.nbest = 1;
     o.sample = true;
     for (uint64_t seed = 0; seed < 5; ++seed) {
       o.seed = seed;
-      for (auto& sent : decode::greedy(m, src, pad, {kBos, kEos}, o)) EXPECT_FALSE(has_repeated_ngram(sent[0].tokens, n));
+      for (auto& sent : decode::greedy(m, src, pad, {kBos, kEos, kPad}, o)) EXPECT_FALSE(has_repeated_ngram(sent[0].tokens, n));
     }
   }
   o = decode::Options();
   o.no_repeat_ngram_size = -1;
-  EXPECT_THROW(decode::greedy(m, src, pad, {kBos, kEos}, o), Error);
+  EXPECT_THROW(decode::greedy(m, src, pad, {kBos, kEos, kPad}, o), Error);
 }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "ref.h"
@@ -53,7 +54,7 @@ TEST(BeamSearch, MatchesReferenceBeamSearch) {
     SCOPED_TRACE(c);
     auto p = ref.params(c);
     Case k = make(ref, c);
-    auto out = decode::translate(*k.model, k.src, k.pad, {p["bos"], p["eos"]}, options(p));
+    auto out = decode::translate(*k.model, k.src, k.pad, {p["bos"], p["eos"], p["pad"]}, options(p));
     std::vector<int64_t> counts = ref.get(c, "counts").to_vector<int64_t>();
     Tensor toks = ref.get(c, "tokens");
     std::vector<double> lps = ref.get(c, "logprob").to_vector<double>();
@@ -88,14 +89,68 @@ TEST(BeamSearch, BeamOneEqualsGreedy) {
     decode::Options g = options(p), b1 = options(p);
     g.beam = b1.beam = 1;
     g.nbest = b1.nbest = 1;
-    b1.alpha = 0.9;  // the length penalty must not change a beam of one
-    auto greedy = decode::greedy(*k.model, k.src, k.pad, {p["bos"], p["eos"]}, g);
-    auto beam1 = decode::beam_search(*k.model, k.src, k.pad, {p["bos"], p["eos"]}, b1);
+    b1.alpha = 0.9;     // the length penalty must not change a beam of one
+    b1.patience = 1.0;  // (a patience above 1 searches on past the first ending, unlike greedy)
+    auto greedy = decode::greedy(*k.model, k.src, k.pad, {p["bos"], p["eos"], p["pad"]}, g);
+    auto beam1 = decode::beam_search(*k.model, k.src, k.pad, {p["bos"], p["eos"], p["pad"]}, b1);
     for (size_t s = 0; s < greedy.size(); ++s) {
       EXPECT_EQ(greedy[s][0].tokens, beam1[s][0].tokens) << c << " sentence " << s;
       EXPECT_NEAR(greedy[s][0].logprob, beam1[s][0].logprob, 1e-9);
     }
   }
+}
+
+// A model whose favourite tokens are <pad> and <s>: greedy, beam and sampling never emit them;
+// greedy takes the most probable other token at every step, and log-probabilities stay the
+// model's own (the softmax over the whole vocabulary, <pad> and <s> included).
+TEST(Decode, NeverEmitsPadOrBos) {
+  constexpr int64_t V = 7, T = 12, kPad = 0, kBos = 1, kEos = 2;
+  Generator gen(21);
+  std::vector<float> w(size_t(V * V)), pt(size_t(T * V)), sb(size_t(2 * V));
+  for (auto* v : {&w, &pt, &sb})
+    for (auto& x : *v) x = float(gen.uniform1()) - 0.5f;
+  for (int64_t a = 0; a < V; ++a) w[size_t(a * V + kPad)] += 4.f, w[size_t(a * V + kBos)] += 3.f;
+  TableModel m(Tensor::from_vector(w, {V, V}), Tensor::from_vector(pt, {T, V}), Tensor::from_vector(sb, {2, V}), T);
+  Tensor src = Tensor::zeros({2, 3}, DType::i64), pad = Tensor::zeros({2, 3}, DType::u8);
+  decode::Options o;
+  o.max_len_ratio = 0;
+  o.max_len_extra = T - 2;
+  auto contains = [](const std::vector<int64_t>& t, int64_t v) { return std::find(t.begin(), t.end(), v) != t.end(); };
+
+  auto greedy = decode::greedy(m, src, pad, {kBos, kEos, kPad}, o);
+  for (int64_t b = 0; b < 2; ++b) {
+    const auto& h = greedy[size_t(b)][0];
+    ASSERT_FALSE(h.tokens.empty());
+    double sum = 0;
+    int64_t prev = kBos;
+    for (size_t t = 0; t < h.tokens.size(); ++t) {  // replay: logits(t, prev) = W[prev] + P[t] + S[b]
+      std::vector<double> x(static_cast<size_t>(V));
+      double mx = -INFINITY, z = 0;
+      for (int64_t v = 0; v < V; ++v)
+        mx = std::max(mx, x[size_t(v)] = double(w[size_t(prev * V + v)]) + pt[size_t(int64_t(t) * V + v)] +
+                                             sb[size_t(b * V + v)]);
+      for (double v : x) z += std::exp(v - mx);
+      const int64_t tok = h.tokens[t];
+      EXPECT_TRUE(tok != kPad && tok != kBos) << "sentence " << b << " step " << t;
+      for (int64_t v = 2; v < V; ++v) EXPECT_LE(x[size_t(v)], x[size_t(tok)]) << "step " << t << " token " << v;
+      sum += x[size_t(tok)] - mx - std::log(z);
+      prev = tok;
+    }
+    EXPECT_NEAR(h.logprob, sum, 1e-5 * (1 + std::abs(sum)));
+  }
+  o.beam = o.nbest = 3;
+  for (auto& sent : decode::beam_search(m, src, pad, {kBos, kEos, kPad}, o))
+    for (auto& h : sent) EXPECT_FALSE(contains(h.tokens, kPad) || contains(h.tokens, kBos));
+  o.beam = o.nbest = 1;
+  o.sample = true;
+  for (uint64_t seed = 0; seed < 5; ++seed) {
+    o.seed = seed;
+    for (auto& sent : decode::greedy(m, src, pad, {kBos, kEos, kPad}, o))
+      EXPECT_FALSE(contains(sent[0].tokens, kPad) || contains(sent[0].tokens, kBos)) << "seed " << seed;
+  }
+  // Without a <pad> id, token 0 is an ordinary token (and this model's favourite).
+  o.sample = false;
+  EXPECT_TRUE(contains(decode::greedy(m, src, pad, {kBos, kEos}, o)[0][0].tokens, kPad));
 }
 
 TEST(Sampling, SeededAndRespectsTopK) {
@@ -108,15 +163,15 @@ TEST(Sampling, SeededAndRespectsTopK) {
   o.sample = true;
   o.seed = 7;
   o.top_k = 1;  // top-1 sampling is greedy
-  auto s1 = decode::translate(*k.model, k.src, k.pad, {p["bos"], p["eos"]}, o);
+  auto s1 = decode::translate(*k.model, k.src, k.pad, {p["bos"], p["eos"], p["pad"]}, o);
   decode::Options g = o;
   g.sample = false;
-  auto gr = decode::translate(*k.model, k.src, k.pad, {p["bos"], p["eos"]}, g);
+  auto gr = decode::translate(*k.model, k.src, k.pad, {p["bos"], p["eos"], p["pad"]}, g);
   for (size_t s = 0; s < gr.size(); ++s) EXPECT_EQ(s1[s][0].tokens, gr[s][0].tokens);
   o.top_k = 0;
   o.temperature = 1.5;
-  auto a = decode::translate(*k.model, k.src, k.pad, {p["bos"], p["eos"]}, o);
-  auto b = decode::translate(*k.model, k.src, k.pad, {p["bos"], p["eos"]}, o);
+  auto a = decode::translate(*k.model, k.src, k.pad, {p["bos"], p["eos"], p["pad"]}, o);
+  auto b = decode::translate(*k.model, k.src, k.pad, {p["bos"], p["eos"], p["pad"]}, o);
   for (size_t s = 0; s < a.size(); ++s) EXPECT_EQ(a[s][0].tokens, b[s][0].tokens);
 }
 

@@ -17,9 +17,10 @@ using namespace qkv;
 
 namespace {
 // Sum of log p(tokens[t] | src, tokens[<t]) by one teacher-forced forward. `regret`, if given,
-// receives max over t of (max_v log p(v | ...) - log p(tokens[t] | ...)): 0 for a greedy path.
+// receives max over t of (max_v log p(v | ...) - log p(tokens[t] | ...)), v not <pad> or <s>:
+// 0 for a greedy path.
 double forced_logprob(models::Transformer& m, const Tensor& src, const Tensor& pad, int64_t b,
-                      const std::vector<int64_t>& tokens, int64_t bos, double* regret = nullptr) {
+                      const std::vector<int64_t>& tokens, int64_t bos, int64_t pad_id, double* regret = nullptr) {
   std::vector<int64_t> in = {bos};
   in.insert(in.end(), tokens.begin(), tokens.end() - 1);
   const int64_t T = int64_t(in.size()), S = src.size(1);
@@ -32,7 +33,9 @@ double forced_logprob(models::Transformer& m, const Tensor& src, const Tensor& p
   for (int64_t t = 0; t < T; ++t) {
     const float* row = lp.data<float>() + t * V;
     sum += row[tokens[size_t(t)]];
-    if (regret) *regret = std::max(*regret, double(*std::max_element(row, row + V) - row[tokens[size_t(t)]]));
+    if (!regret) continue;
+    for (int64_t v = 0; v < V; ++v)  // among the tokens search may choose: not <pad> or <s>
+      if (v != pad_id && v != bos) *regret = std::max(*regret, double(row[v] - row[tokens[size_t(t)]]));
   }
   return sum;
 }
@@ -66,7 +69,7 @@ void expect_search_equals_teacher_forcing(int64_t V, int64_t B,
   Tensor src = Tensor::empty({B, S}, DType::i64), pad = Tensor::zeros({B, S}, DType::u8);
   for (int64_t i = 0; i < B * S; ++i) src.data<int64_t>()[i] = 3 + int64_t(gen.randint(uint64_t(V - 3)));
   for (int64_t s = 4; s < S; ++s) pad.data<uint8_t>()[1 * S + s] = 1;  // sentence 1: 4 tokens
-  const decode::SpecialIds ids{cfg.bos_id, cfg.eos_id};
+  const decode::SpecialIds ids{cfg.bos_id, cfg.eos_id, cfg.pad_id};
   int64_t checked = 0;
   for (int beam : {1, 4}) {
     SCOPED_TRACE(beam);
@@ -86,7 +89,7 @@ void expect_search_equals_teacher_forcing(int64_t V, int64_t B,
         // full forward through BLAS and the blocked kernel) do the same f32 arithmetic in another
         // order: measured at most 1.9e-6 apart, 7.9e-8 relative to 1 + |log p| (55 hypotheses).
         // The bound leaves a factor of 12.
-        EXPECT_NEAR(h.logprob, forced_logprob(m, src, pad, b, h.tokens, cfg.bos_id, &regret),
+        EXPECT_NEAR(h.logprob, forced_logprob(m, src, pad, b, h.tokens, cfg.bos_id, cfg.pad_id, &regret),
                     1e-6 * (1 + std::abs(h.logprob)));
         ++checked;
         if (beam == 1) {
@@ -132,7 +135,7 @@ TEST(TransformerDecode, SentencesLeavingTheBatchDoNotChangeTheOthers) {
   const int64_t len[B] = {7, 2, 5, 3, 6};  // source lengths: output limits 3 .. 8 tokens
   for (int64_t b = 0; b < B; ++b)
     for (int64_t s = len[b]; s < S; ++s) pad.data<uint8_t>()[b * S + s] = 1;
-  const decode::SpecialIds ids{cfg.bos_id, cfg.eos_id};
+  const decode::SpecialIds ids{cfg.bos_id, cfg.eos_id, cfg.pad_id};
   for (auto [beam, patience] : {std::pair{1, 1.0}, {4, 1.0}, {3, 2.0}}) {
     SCOPED_TRACE(::testing::Message() << "beam " << beam << " patience " << patience);
     decode::Options o;

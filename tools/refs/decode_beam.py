@@ -2,7 +2,8 @@
 
 The model: logits(step t, previous token p) = W[p] + P[t] + S[b] (sentence bias), V = 12.
 The beam search is the textbook one, written independently of qkv: at every step all
-expansions of the live hypotheses are ranked by (score desc, row asc, token asc); walking down
+expansions of the live hypotheses except those by <pad> and <s> (never an output; their log-probabilities
+stay in the softmax) are ranked by (score desc, row asc, token asc); walking down
 that list, </s> endings become finished hypotheses (until K are finished) and the others fill the
 K live slots; a sentence stops when round(patience * K) hypotheses finished (Kasai et al. 2022; patience 1 is
 the plain rule), none is live, or the length limit is reached (then every ranked candidate within
@@ -14,7 +15,7 @@ import torch
 from qkvref import Refs
 
 V, T_MAX, B = 12, 9, 3
-BOS, EOS = 1, 2
+PAD, BOS, EOS = 0, 1, 2
 
 
 def logp_row(W, P, S, b, t, prev):
@@ -31,6 +32,8 @@ def beam(W, P, S, b, K, alpha, limit, patience):
             prev = toks[-1] if toks else BOS
             lp = logp_row(W, P, S, b, t, prev)
             for v in range(V):
+                if v in (PAD, BOS):
+                    continue
                 cands.append((s + lp[v].item(), r, v))
         cands.sort(key=lambda c: (-c[0], c[1], c[2]))
         at_limit = t + 1 >= limit
@@ -60,6 +63,8 @@ def main(out):
     for case, (K, alpha, nbest, patience) in enumerate(cases):
         W = torch.randn(V, V, generator=g) * 2.0
         W[:, EOS] -= 1.5  # keep </s> from dominating
+        W[:, PAD] += 1.0 if case % 2 else 0.0  # and <pad>, <s> often the model's favourites
+        W[:, BOS] += 1.0 if case % 2 else 0.0
         P = torch.randn(T_MAX + 1, V, generator=g)
         S = torch.randn(B, V, generator=g) * 0.5
         src_len = torch.tensor([3, 5, 2])
@@ -73,7 +78,7 @@ def main(out):
                 scores.append(s)
                 normed.append(s / (1.0 if alpha == 0 else ((5.0 + len(seq)) / 6.0) ** alpha))
         r.case(f"beam{case}", {"beam": K, "alpha": alpha, "nbest": nbest, "patience": patience, "max_len_ratio": 1.5, "max_len_extra": 1,
-                               "model_max_len": T_MAX + 1, "bos": BOS, "eos": EOS},
+                               "model_max_len": T_MAX + 1, "pad": PAD, "bos": BOS, "eos": EOS},
                W=W, P=P, S=S, src_len=src_len, tokens=torch.tensor(toks), logprob=torch.tensor(scores, dtype=torch.float64),
                score=torch.tensor(normed, dtype=torch.float64),
                counts=torch.tensor(counts))

@@ -47,8 +47,12 @@ struct Hypothesis {
   double score = 0;             // logprob / lp(len) for beam; logprob otherwise
 };
 
+// No hypothesis ever contains <s> (it only starts the decoder's input) or <pad> (it only fills
+// batches): search and sampling pass over them (fairseq bans <pad> the same way; Hugging Face's
+// Marian configurations ban it through bad_words_ids), and the log-probabilities stay the
+// model's own. eos -1: no token ends a hypothesis; pad -1: the vocabulary has none.
 struct SpecialIds {
-  int64_t bos, eos;
+  int64_t bos, eos, pad = -1;
 };
 
 // src (B, S) i64, src_pad (B, S) u8 (1 = pad). Returns nbest hypotheses per sentence, best first.

@@ -35,17 +35,6 @@ float row_logsumexp(const float* row, int64_t V, float* max_out) {
 void best_token(const float* row, int64_t V, int64_t& tok, double& lp, const std::vector<int64_t>* banned) {
   float mx;
   const float lse = row_logsumexp(row, V, &mx);
-  if (banned && !banned->empty()) {  // the first maximum among the allowed tokens
-    float best = kNegInf;
-    int64_t pick = -1;
-    for (int64_t v = 0; v < V; ++v)
-      if (row[v] - lse > best && !std::binary_search(banned->begin(), banned->end(), v)) best = row[v] - lse, pick = v;
-    if (pick >= 0) {
-      tok = pick;
-      lp = row[tok] - lse;
-      return;
-    }  // every finite token banned: choose as if nothing were
-  }
   // max_v (row[v] - lse) is mx - lse (rounding is monotone); its first position, found in one
   // vectorised pass (an earlier, smaller logit can round to the same value).
   const float best = mx - lse;
@@ -53,6 +42,15 @@ void best_token(const float* row, int64_t V, int64_t& tok, double& lp, const std
 #pragma omp simd reduction(min : first)
   for (int64_t v = 0; v < V; ++v) first = (row[v] - lse == best && v < first) ? v : first;
   tok = first < V && best > kNegInf ? first : 0;  // no finite logit: 0 (as max_element over -inf)
+  // The first maximum is also the first allowed maximum unless it is banned itself; only then
+  // does the scalar walk run (decoding bans <pad> and <s>, which a trained model rarely prefers).
+  if (banned && std::binary_search(banned->begin(), banned->end(), tok)) {
+    float top = kNegInf;
+    int64_t pick = -1;
+    for (int64_t v = 0; v < V; ++v)
+      if (row[v] - lse > top && !std::binary_search(banned->begin(), banned->end(), v)) top = row[v] - lse, pick = v;
+    if (pick >= 0) tok = pick;  // else every finite token is banned: choose as if nothing were
+  }
   lp = row[tok] - lse;
 }
 
