@@ -151,7 +151,7 @@ void check_alignment(RnnAttentionKind att, const char* name) {
   EXPECT_GE(after.mean_max, before.mean_max + 0.2);      // and than before training
 
   // The trained model reverses held-out sequences (greedy decoding).
-  auto hyps = decode::translate(m, test.src, test.pad, {kBos, kEos}, decode::Options{});
+  auto hyps = decode::translate(m, test.src, test.pad, {kBos, kEos, kPad}, decode::Options{});
   int64_t correct = 0;
   auto tout = test.tgt_out.to_vector<int64_t>();
   for (size_t r = 0; r < hyps.size(); ++r) {
@@ -195,9 +195,9 @@ TEST(RnnDecoding, GreedyEqualsBeamOneForEveryVariant) {
     Batch b = reversal_batch(6, seed);
     decode::Options o;
     o.alpha = 0;
-    auto greedy = decode::greedy(m, b.src, b.pad, {kBos, kEos}, o);
+    auto greedy = decode::greedy(m, b.src, b.pad, {kBos, kEos, kPad}, o);
     o.beam = 1;
-    auto beam = decode::beam_search(m, b.src, b.pad, {kBos, kEos}, o);
+    auto beam = decode::beam_search(m, b.src, b.pad, {kBos, kEos, kPad}, o);
     ASSERT_EQ(greedy.size(), beam.size());
     for (size_t r = 0; r < greedy.size(); ++r) {
       EXPECT_EQ(greedy[r].front().tokens, beam[r].front().tokens) << "row " << r;

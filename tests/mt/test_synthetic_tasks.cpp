@@ -140,7 +140,7 @@ double train_and_score(Task task, int64_t steps, int64_t* wrong_out,
   Tensor pad;
   Tensor s = pack(src, &pad);
   decode::Options dopt;  // greedy
-  auto hyps = decode::translate(model, s, pad, {kBos, kEos}, dopt);
+  auto hyps = decode::translate(model, s, pad, {kBos, kEos, kPad}, dopt);
   int64_t right = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     auto got = hyps[i][0].tokens;
@@ -152,7 +152,7 @@ double train_and_score(Task task, int64_t steps, int64_t* wrong_out,
     *bf16_differ_out = -1;
     if (kernels::dnnl_cpu_info().bf16_native()) {
       kernels::MatmulPrecisionScope bf16(kernels::MatmulPrecision::bf16);
-      auto h16 = decode::translate(model, s, pad, {kBos, kEos}, dopt);
+      auto h16 = decode::translate(model, s, pad, {kBos, kEos, kPad}, dopt);
       *bf16_differ_out = 0;
       for (size_t i = 0; i < want.size(); ++i) *bf16_differ_out += h16[i][0].tokens != hyps[i][0].tokens;
     }

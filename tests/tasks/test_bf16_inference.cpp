@@ -103,7 +103,7 @@ TEST(Bf16Inference, RnnSeq2SeqForwardNearFp32) {
   const int64_t before = kernels::bf16_weights_packed();
   decode::Options o;
   o.max_len_ratio = 0, o.max_len_extra = 8;
-  auto hyps = decode::translate(m, src, pad, {cfg.bos_id, cfg.eos_id}, o);
+  auto hyps = decode::translate(m, src, pad, {cfg.bos_id, cfg.eos_id, cfg.pad_id}, o);
   ASSERT_EQ(hyps.size(), 4u);
   EXPECT_FALSE(hyps[0][0].tokens.empty());
   EXPECT_EQ(kernels::bf16_weights_packed(), before) << "decoding steps converted weights again";
