@@ -9,14 +9,14 @@ namespace qkv {
 
 Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w) {
   QKV_CHECK(w.defined(), "linear_packed", "the packed weight is empty");
-  const DType wdt = w.weight.defined() ? w.weight.dtype() : w.rows[0].dtype();  // a stacked rows pack has no `weight`
+  const DType wdt = w.weight.defined() ? w.weight.dtype() : w.rows[0].dtype();  // a stacked pack may have no `weight`
   QKV_CHECK(x.defined() && x.ndim() >= 1 && x.size(-1) == w.K && x.dtype() == wdt, "linear_packed",
             "expected x (..., ", w.K, ") ", dtype_name(wdt), ", got ",
             x.defined() ? x.str() : std::string("undefined"));
   if (grad_enabled()) {
     bool weight_grad = w.weight.defined() && w.weight.requires_grad();
     for (const Tensor& r : w.rows) weight_grad = weight_grad || r.requires_grad();
-    if (x.requires_grad() || weight_grad)  // recorded: a stacked rows pack's weights concatenated (differentiable)
+    if (x.requires_grad() || weight_grad)  // recorded: a stacked pack's weights concatenated (differentiable)
       return linear(x, w.weight.defined() ? w.weight : concat(w.rows, 0), w.bias);
   }
   const int64_t R = x.numel() / w.K;
@@ -113,7 +113,14 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
     packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear_rows(weights, b, precision));
   } else {
     Tensor w = weights.size() == 1 ? weights[0] : concat(weights, 0);  // (N, K)
-    packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear(w, b, precision));
+    kernels::PackedLinear p = kernels::pack_linear(w, b, precision);
+    if (weights.size() > 1 && (p.bf16 || p.int8) && !p.panels.defined()) {
+      // No product reads the joined copy (GPT-2's query, key and value in int8: 81 MiB): the
+      // fallbacks join the originals when they need them (PackedLinear::original_weight).
+      p.weight = Tensor();
+      p.rows = weights;
+    }
+    packed = std::make_shared<const kernels::PackedLinear>(std::move(p));
   }
   sources_ = std::move(src);
   return packed;

@@ -245,3 +245,54 @@ TEST(PackedWeights, Int8KeepsItsOwnFormOnlyForStacksThatPay) {
   EXPECT_EQ(i, f) << "a stack too small to pay must share the fp32 form";
   EXPECT_EQ(i->layout, kernels::PackLayout::rows);
 }
+
+// A stack's bf16 or int8 form without fp32 panels keeps no joined f32 copy of its weights (for
+// GPT-2 in int8 that copy was 81 MiB): `weight` is empty and `rows` holds the originals, which
+// the fallbacks join per call. Each fallback must give what the joined weight gives.
+TEST(PackedWeights, LowPrecisionStacksKeepNoJoinedCopy) {
+  Tensor wq = randn({64, 32}, 321), wk = randn({64, 32}, 322), b = randn({128}, 323);
+  const Tensor joined = concat({wq, wk}, 0);
+  auto expect_originals = [&](const kernels::PackedLinear& p) {
+    EXPECT_FALSE(p.weight.defined()) << "a joined copy is kept";
+    ASSERT_EQ(p.rows.size(), 2u);
+    EXPECT_TRUE(p.rows[0].same(wq) && p.rows[1].same(wk));
+    EXPECT_TRUE(bit_equal(p.original_weight(), joined));
+  };
+  if (kernels::int8_native()) {
+    Int8Threshold restore(kernels::int8_min_weight_elements());
+    kernels::set_int8_min_weight_elements(128 * 32);  // the stack pays from one row: int8 form only
+    PackedWeights cache;
+    auto p = cache.get({wq, wk}, {slice(b, 0, 0, 64), slice(b, 0, 64, 128)}, kernels::MatmulPrecision::int8);
+    ASSERT_TRUE(p->int8 != nullptr && !p->panels.defined());
+    expect_originals(*p);
+    // x with strided rows: the fp32 product against the joined originals, bit for bit.
+    Tensor xt = transpose(randn({32, 5}, 324), 0, 1);  // (5, 32), column stride 5
+    Tensor out = Tensor::empty({5, 128}), want = Tensor::empty({5, 128});
+    kernels::packed_linear(xt, *p, out);
+    kernels::linear(xt, joined, b, want);
+    EXPECT_TRUE(bit_equal(out, want));
+    // Recorded (x requires grad): through the concatenation, gradients reaching both weights.
+    wq.set_requires_grad(true);
+    Tensor x = randn({3, 32}, 325);
+    x.set_requires_grad(true);
+    backward(sum(linear_packed(x, *p)));
+    ASSERT_TRUE(wq.grad().defined());
+    EXPECT_CLOSE(wq.grad(), expand(sum(x.detach(), {0}, true), {64, 32}).contiguous(), kF32);
+    wq.set_requires_grad(false);
+  }
+  if (kernels::dnnl_cpu_info().bf16_native()) {
+    PackedWeights cache;  // panels layout: oneDNN's bf16 form
+    auto p = cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16);
+    ASSERT_TRUE(p->bf16 != nullptr && !p->panels.defined());
+    expect_originals(*p);
+    // A batch on a CPU whose bf16 products run as fp32_fma: the joined originals, rounded.
+    const kernels::Bf16Products was = kernels::bf16_products();
+    kernels::set_bf16_products(kernels::Bf16Products::fp32_fma);
+    Tensor x = randn({kernels::bf16_fma_min_rows, 32}, 326);
+    Tensor out = Tensor::empty({kernels::bf16_fma_min_rows, 128}), want = out.clone();
+    kernels::packed_linear(x, *p, out);
+    kernels::packed_linear(x, kernels::pack_linear(joined, Tensor(), kernels::MatmulPrecision::bf16), want);
+    kernels::set_bf16_products(was);
+    EXPECT_TRUE(bit_equal(out, want));
+  }
+}

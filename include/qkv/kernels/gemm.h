@@ -84,11 +84,14 @@ enum class PackLayout { panels, rows };
 const char* pack_layout_name(PackLayout l);  // "panels" | "rows"
 
 struct PackedLinear {
-  // The originals, (N, K) and (N) or undefined (the f64 / recorded fallback path). A rows pack of
-  // several stacked weights leaves `weight` undefined (it would be a copy): see `rows`.
+  // The originals, (N, K) and (N) or undefined (the f64 / recorded fallback path). A pack of
+  // several stacked weights leaves `weight` undefined when it would be a copy that no product
+  // reads (a rows pack; a bf16 or int8 form without fp32 panels): see `rows`.
   Tensor weight, bias;
   Tensor panels;           // (ceil(N / 32), K, 32) f32; panels layout only
-  std::vector<Tensor> rows;  // rows layout: the weights (N_i, K), f32, contiguous, stacked on N (fp32 reads them)
+  // Rows layout: the weights (N_i, K), f32, contiguous, stacked on N (fp32 reads them in place).
+  // A bf16 or int8 form of a stack without `weight`: the same originals, for the fallbacks.
+  std::vector<Tensor> rows;
   std::shared_ptr<const uint16_t> rows_bf16;  // rows layout, bf16: the stacked weights as bf16 bits, (N, K)
   std::shared_ptr<const Bf16Weight> bf16;  // panels layout, bf16 (f32 weights only), else null
   std::shared_ptr<const Int8Weight> int8;  // precision int8, int8_pays or int8_pays_from_rows (f32 only), else null
@@ -98,6 +101,9 @@ struct PackedLinear {
   MatmulPrecision precision = MatmulPrecision::fp32;
   PackLayout layout = PackLayout::panels;
   bool defined() const { return weight.defined() || !rows.empty(); }
+  // The (N, K) original: `weight`, or else the stacked `rows` joined (a copy, made per call: only
+  // fallbacks read it, rare or amortised over a batch).
+  Tensor original_weight() const;
 };
 PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision precision = MatmulPrecision::fp32);
 // The rows layout over weights (N_i, K) stacked on axis 0 (e.g. [W_q; W_k; W_v]), each f32 and

@@ -144,6 +144,19 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
   return p;
 }
 
+Tensor PackedLinear::original_weight() const {
+  if (weight.defined() || rows.empty()) return weight;
+  Tensor joined = Tensor::empty({N, K}, rows[0].dtype());
+  char* dst = static_cast<char*>(joined.raw_data());
+  for (const Tensor& r : rows) {
+    const Tensor c = r.detach().contiguous();
+    const size_t bytes = size_t(c.numel()) * dtype_size(c.dtype());
+    std::memcpy(dst, c.raw_data(), bytes);
+    dst += bytes;
+  }
+  return joined;
+}
+
 PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision precision) {
   QKV_CHECK(w.defined() && w.ndim() == 2, "pack_linear", "weight must be (N, K), got ",
             w.defined() ? w.str() : std::string("undefined"));
@@ -241,11 +254,11 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
   }
   if (p.bf16 && x.dtype() == DType::f32 && x.strides()[1] == 1) {
     const int64_t ldx = M == 1 ? K : x.strides()[0];
-    if (M >= bf16_fma_min_rows && p.weight.defined() && bf16_products() == Bf16Products::fp32_fma) {
+    if (M >= bf16_fma_min_rows && p.defined() && bf16_products() == Bf16Products::fp32_fma) {
       // A batch's worth of rows: compute-bound, where this CPU's fp32 FMA beats its bf16 kernel.
       // The unpacked bf16 product against the original weight (bf16_products() runs it as fp32_fma).
       const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
-      return linear(x, p.weight, p.dense_bias, out);
+      return linear(x, p.original_weight(), p.dense_bias, out);
     }
     gemm_bf16_packed(M, x.data<float>(), ldx, *p.bf16, dense_bias, out.data<float>(), N);
     return;
@@ -260,7 +273,7 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
     return;
   }
   if (!p.panels.defined() || x.dtype() != DType::f32 || x.strides()[1] != 1) {
-    linear(x, p.weight, p.bias, out);
+    linear(x, p.original_weight(), p.bias, out);
     return;
   }
   const float* xp = x.data<float>();
