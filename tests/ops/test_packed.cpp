@@ -271,7 +271,7 @@ TEST(PackedWeights, LowPrecisionStacksKeepNoJoinedCopy) {
     kernels::packed_linear(xt, *p, out);
     kernels::linear(xt, joined, b, want);
     EXPECT_TRUE(bit_equal(out, want));
-    // Recorded (x requires grad): through the concatenation, gradients reaching both weights.
+    // Recorded (x requires grad): through the concatenation, the gradient reaching wq.
     wq.set_requires_grad(true);
     Tensor x = randn({3, 32}, 325);
     x.set_requires_grad(true);
