@@ -20,7 +20,8 @@
 //   build/bench/bench_bert embed [rounds=3] [passes=2] [sentences=256] [fp32|bf16|int8]
 //   /usr/bin/python3 tools/bench/paired.py embed --impl hf|nn   (single passes alternating with torch's)
 // embed bf16: qkv's matrix products in bf16 (EmbedOptions::precision, `qkv embed --precision bf16`),
-// torch's in fp32 as ever: a different computation, printed as such. embed int8: qkv's int8
+// torch's in fp32 as ever: a different computation, printed as such; the model holds its weights in
+// bf16 (nn::Module::hold_weights_in_bf16), as the command does. embed int8: qkv's int8
 // (`--precision int8`) against torch's fp32 and, like for like, torch's dynamic int8
 // (tools/bench/bert_torch.py --int8: quantize_dynamic on every nn.Linear, oneDNN engine).
 #include <unistd.h>
@@ -174,6 +175,7 @@ struct EmbedCase {
     bundle = io::make_bert(cfg, io::BertHeads{false, false, false}, g);
     bundle.tokenizer = text::WordPieceTokenizer::load_vocab_txt(dir + "/vocab.txt");
     embedder = std::make_unique<tasks::Embedder>(bundle);
+    if (precision == kernels::MatmulPrecision::bf16) embedder->hold_weights_in_bf16();  // as `qkv embed` does
     inputs.resize(static_cast<size_t>(n));
     std::string ids_text;
     for (auto& in : inputs) {

@@ -17,7 +17,10 @@
 // Then `reps` more generations alternate with STREAM-sized triads, each held against the faster
 // triad beside it: the paired ratio, robust to the bandwidth drifting during the sitting.
 // Peak RSS: VmHWM, reset after the first triads, so the model, its packed weights and the
-// generations (the process's earlier shapes are freed by then).
+// generations (the process's earlier shapes are freed by then); and "during generation", the
+// mark reset again once the model is built: what a long-running process holds.
+// Precision bf16 alone: the model holds its weights in bf16 (nn::Module::hold_weights_in_bf16), as
+// `qkv generate --precision bf16` does; with fp32 alongside it keeps f32 weights and bf16 packs.
 //
 // Run (one line): OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
 //        build/bench/bench_gpt_generate [reps=5] [shapes=cfg1,gpt2] [precision=fp32|bf16|int8|both|LIST]
@@ -63,7 +66,7 @@ struct Timing {
   int64_t checksum = 0;
 };
 
-void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<Variant> variants) {
+void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<Variant> variants, bool hold_bf16) {
   cfg.activation_function = "gelu";
   // The triads first, then the peak-RSS mark reset: the peak below is the model's and its
   // generation's, not the triad arrays'.
@@ -88,7 +91,12 @@ void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<V
     b.model = first ? std::exchange(first, nullptr) : build();
     g = std::make_unique<tasks::Generator>(b, /*eos_id=*/-1);
     b.model->set_pack_layout(v.layout);
+    if (hold_bf16) g->hold_weights_in_bf16();  // as `qkv generate --precision bf16` does
   }
+  // The peak while building (f32 weights, then held in bf16 if asked), then the mark reset again:
+  // the peak of generation alone, what a long-running process (qkv serve) holds.
+  const double build_rss = hwm_reset ? bench::peak_since_reset_mib() : bench::peak_rss_mib();
+  const bool gen_reset = hwm_reset && bench::reset_peak_rss();
   Generator pick(1);
   std::vector<int64_t> prompt(kPrompt);
   for (auto& t : prompt) t = int64_t(pick.randint(uint64_t(cfg.vocab_size)));
@@ -118,7 +126,8 @@ void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<V
     return std::string(kernels::precision_name(v.precision)) + (int8 ? "" : " ") +
            (int8 ? "" : kernels::pack_layout_name(v.layout));
   };
-  const double rss = hwm_reset ? bench::peak_since_reset_mib() : bench::peak_rss_mib();  // before the second triads
+  const double gen_rss = gen_reset ? bench::peak_since_reset_mib() : -1;  // before the second triads
+  const double rss = gen_reset ? std::max(build_rss, gen_rss) : bench::peak_rss_mib();
   const double triad = std::max(triad_before, bench::triad_gbs());
   const double stream = std::max(stream_before, bench::triad_gbs(10, stream_bytes));
   // Bytes read per new token: the weights (4 bytes each in fp32, 2 in bf16; int8: 1 for the
@@ -148,8 +157,10 @@ void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<V
                 "ms/token, measured / floor %.2fx\n",
                 (long long)(stream_bytes >> 20), (long long)(bench::last_level_cache_bytes() >> 20), stream,
                 stream_floor_ms, (w / kNew) / stream_floor_ms);
-    std::printf("      peak RSS %.0f MiB (%s)\n", rss,
-                hwm_reset ? "model + generation: the mark reset after the first triads" : "whole process");
+    std::printf("      peak RSS %.0f MiB (%s)", rss,
+                gen_reset ? "model + generation: the mark reset after the first triads" : "whole process");
+    if (gen_reset) std::printf("; during generation %.0f MiB", gen_rss);
+    std::printf("\n");
   }
   // Paired floor: the machine's bandwidth drifts within minutes here (a triad read 32 GB/s in one
   // sitting and 55 in the next), so the ratio above, the median generation against the faster of
@@ -219,18 +230,20 @@ int main(int argc, char** argv) {
     if (layout != "panels") variants.push_back({p, kernels::PackLayout::rows});
     if (layout != "rows") variants.push_back({p, kernels::PackLayout::panels});
   }
+  // bf16 alone: the weights held in bf16, as the commands hold them (half the weight memory).
+  const bool hold_bf16 = precisions.size() == 1 && precisions[0] == kernels::MatmulPrecision::bf16;
   std::printf("bench_gpt_generate: batch 1, prompt %lld, %lld new tokens, greedy, %d reps (median), precision %s; "
               "CPU %s, oneDNN ISA %s\n", (long long)kPrompt, (long long)kNew, reps, prec.c_str(),
               kernels::dnnl_cpu_info().cpu_model.c_str(), kernels::dnnl_cpu_info().isa.c_str());
   if (shapes.find("cfg1") != std::string::npos) {
     models::GptConfig c;
     c.vocab_size = 8192, c.n_positions = 256, c.n_embd = 256, c.n_head = 4, c.n_layer = 4, c.n_inner = 1024;
-    run("cfg1", c, reps, variants);
+    run("cfg1", c, reps, variants, hold_bf16);
   }
   if (shapes.find("gpt2") != std::string::npos) {
     models::GptConfig c;  // the defaults are GPT-2 124M
     c.n_inner = 3072;
-    run("gpt2", c, reps, variants);
+    run("gpt2", c, reps, variants, hold_bf16);
   }
   return 0;
 }

@@ -57,6 +57,7 @@ int run(int argc, char** argv) {
   have_prompt = app.count("--prompt") > 0;
   QKV_CHECK(std::filesystem::is_directory(model_dir), model_dir, "model directory not found");
   tasks::Generator gen(model_dir);
+  if (opt.precision == kernels::MatmulPrecision::bf16) gen.hold_weights_in_bf16();  // half the weight memory
 
   std::vector<std::string> prompts;
   if (have_prompt) {

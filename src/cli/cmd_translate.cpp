@@ -47,6 +47,7 @@ int run(int argc, char** argv) {
   req.refuse_long = on_long == "refuse";
 
   tasks::Translator translator(model_dir);
+  if (req.precision == kernels::MatmulPrecision::bf16) translator.hold_weights_in_bf16();  // half the weight memory
   const std::vector<std::string> lines = read_input_lines(input, "sentences to translate");
   QKV_CHECK(attention_png.empty() || (attention_line >= 1 && attention_line <= int64_t(lines.size())),
             "--attention-line", "must be in 1..", lines.size(), ", got ", attention_line);  // before the work
@@ -70,6 +71,7 @@ int run(int argc, char** argv) {
   auto ends_with = [](const std::string& s, const std::string& e) {
     return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
   };
+  const kernels::MatmulPrecisionScope drawn_at(req.precision);  // the attention of the translation made
   if (ends_with(attention_png, ".html") || ends_with(attention_png, ".htm")) {
     tasks::ViewInput in;
     in.text = lines[size_t(attention_line - 1)];

@@ -1,5 +1,6 @@
 #include "qkv/nn/module.h"
 
+#include <algorithm>
 #include <set>
 
 #include "qkv/autograd/node.h"
@@ -146,6 +147,58 @@ void Module::set_pack_layout(kernels::PackLayout layout) {
 void Module::set_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) {
   on_pack_layout(layout, precision);
   for (auto& [n, m] : children_) m->set_pack_layout(layout, precision);
+}
+
+void Module::hold_weights_in_bf16() {
+  std::vector<Module*> all{this};  // every module below, parents before children
+  for (size_t i = 0; i < all.size(); ++i)
+    for (auto& [n, m] : all[i]->children_) all.push_back(m.get());
+  // Smallest own parameters first (a MultiHeadAttention, which owns none, before the Linears whose
+  // weights it joins), each module's f32 weights returned to the system as soon as they are held
+  // (not kept in the tensor cache): while a weight is converted the process holds the f32 model
+  // and that weight's bf16 copy, so the largest tables go last and the peak stays about the f32
+  // model's.
+  auto own_bytes = [](const Module* m) {
+    size_t b = 0;
+    for (auto& [n, t] : m->params_) b += t.defined() ? size_t(t.numel()) * dtype_size(t.dtype()) : 0;
+    return b;
+  };
+  std::stable_sort(all.begin(), all.end(),
+                   [&](const Module* a, const Module* b) { return own_bytes(a) < own_bytes(b); });
+  for (Module* m : all) {
+    m->on_hold_weights_in_bf16();
+    allocator_empty_cache();
+  }
+}
+
+void hold_in_bf16(const std::vector<Tensor>& weights) {
+  std::vector<Tensor> todo;
+  int64_t total = 0;
+  for (const Tensor& w : weights) {
+    bool seen = false;  // the same tensor twice (tied) is held once
+    for (const Tensor& t : todo) seen = seen || t.impl_ptr() == w.impl_ptr();
+    if (w.defined() && w.dtype() == DType::f32 && !seen) {
+      todo.push_back(w);
+      total += w.numel();
+    }
+  }
+  if (todo.empty()) return;
+  // Apart from the tensor cache: the f32 weights freed below then leave whole segments idle.
+  const std::shared_ptr<Storage> held = Storage::allocate_apart(size_t(total) * sizeof(uint16_t));
+  int64_t offset = 0;
+  for (const Tensor& w : todo) {
+    const Tensor c = w.detach().contiguous();
+    kernels::round_to_bf16(c.data<float>(), static_cast<uint16_t*>(held->data()) + offset, c.numel());
+    TensorImpl& impl = *w.impl_ptr();  // every handle of the weight shares this
+    impl.storage = held;
+    impl.offset = offset;
+    impl.strides = Shape::contiguous_strides(impl.shape);
+    impl.dtype = DType::bf16;
+    impl.requires_grad = false;
+    impl.grad.reset();
+    impl.grad_accumulator.reset();
+    offset += w.numel();
+  }
 }
 
 void Module::zero_grad() {

@@ -9,7 +9,8 @@ namespace qkv {
 
 Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w) {
   QKV_CHECK(w.defined(), "linear_packed", "the packed weight is empty");
-  const DType wdt = w.weight.defined() ? w.weight.dtype() : w.rows[0].dtype();  // a stacked pack may have no `weight`
+  DType wdt = w.weight.defined() ? w.weight.dtype() : w.rows[0].dtype();  // a stacked pack may have no `weight`
+  if (wdt == DType::bf16) wdt = DType::f32;  // weights held in bf16 multiply f32 x
   QKV_CHECK(x.defined() && x.ndim() >= 1 && x.size(-1) == w.K && x.dtype() == wdt, "linear_packed",
             "expected x (..., ", w.K, ") ", dtype_name(wdt), ", got ",
             x.defined() ? x.str() : std::string("undefined"));
@@ -40,6 +41,12 @@ PackedWeights& PackedWeights::operator=(const PackedWeights& other) {
     layout_ = layouts;
   }
   return *this;
+}
+
+void PackedWeights::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sources_.clear();
+  for (auto& p : packed_) p.reset();
 }
 
 void PackedWeights::set_layout(kernels::PackLayout layout) {
@@ -107,12 +114,22 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
     QKV_CHECK(b.defined() == has_bias, "PackedWeights", "either every weight has a bias or none does");
   Tensor b = !has_bias ? Tensor() : biases.size() == 1 ? biases[0] : concat(biases, 0);  // (N)
   bool rows = precision != kernels::MatmulPrecision::int8 && layout_[size_t(precision)] == kernels::PackLayout::rows;
-  for (const Tensor& w : weights)
-    rows = rows && w.defined() && w.dtype() == DType::f32 && w.ndim() == 2 && w.is_contiguous();
+  for (const Tensor& w : weights)  // f32, or held in bf16 (precision bf16 only: the kernels refuse the rest)
+    rows = rows && w.defined() && (w.dtype() == DType::f32 || w.dtype() == DType::bf16) && w.ndim() == 2 &&
+           w.is_contiguous();
   if (rows) {  // fp32: the weights read where they are, nothing copied but the bias; bf16: one bf16 copy
     packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear_rows(weights, b, precision));
   } else {
-    Tensor w = weights.size() == 1 ? weights[0] : concat(weights, 0);  // (N, K)
+    Tensor w;  // (N, K)
+    if (weights.size() > 1 && weights[0].dtype() == DType::bf16) {  // held in bf16: joined, widened
+      kernels::PackedLinear stacked;
+      stacked.rows = weights;
+      for (const Tensor& r : weights) stacked.N += r.size(0);
+      stacked.K = weights[0].size(1);
+      w = stacked.original_weight();  // f32 that rounds back to the same bits (a temporary)
+    } else {
+      w = weights.size() == 1 ? weights[0] : concat(weights, 0);
+    }
     kernels::PackedLinear p = kernels::pack_linear(w, b, precision);
     if (weights.size() > 1 && (p.bf16 || p.int8) && !p.panels.defined()) {
       // No product reads the joined copy (GPT-2's query, key and value in int8: 81 MiB): the
@@ -127,6 +144,16 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
 }
 
 bool use_cached_low_precision(const Tensor& x, const Tensor& w) {
+  if (w.defined() && w.dtype() == DType::bf16) {  // held in bf16: no other product reads it
+    const kernels::MatmulPrecision p = kernels::matmul_precision();
+    QKV_CHECK(p == kernels::MatmulPrecision::bf16, "product", "the weight ", w.str(), " is held in bf16 "
+              "(nn::Module::hold_weights_in_bf16): products against it run at matmul precision bf16, got ",
+              kernels::precision_name(p));
+    QKV_CHECK(x.defined() && x.dtype() == DType::f32 && !(grad_enabled() && x.requires_grad()), "product",
+              "a weight held in bf16 is for inference: expected f32 x not recorded for backward, got ",
+              x.defined() ? x.str() : std::string("undefined"), x.requires_grad() ? " requiring grad" : "");
+    return true;
+  }
   return kernels::matmul_precision() != kernels::MatmulPrecision::fp32 && x.defined() && x.dtype() == DType::f32 &&
          w.dtype() == DType::f32 && !(grad_enabled() && (x.requires_grad() || w.requires_grad()));
 }

@@ -75,6 +75,12 @@ ServedModel::ServedModel(std::string name, const std::string& dir, kernels::Matm
     case Kind::embedding: embedder_ = std::make_unique<tasks::Embedder>(dir); break;
     case Kind::classification: classifier_ = std::make_unique<tasks::Classifier>(dir); break;
   }
+  if (precision_ == kernels::MatmulPrecision::bf16) {  // every request runs in bf16: half the weight memory
+    if (translator_) translator_->hold_weights_in_bf16();
+    if (generator_) generator_->hold_weights_in_bf16();
+    if (embedder_) embedder_->hold_weights_in_bf16();
+    if (classifier_) classifier_->hold_weights_in_bf16();
+  }
   queue_ = std::make_unique<BatchQueue>(batch, [this](const std::vector<std::shared_ptr<Job>>& b) { run(b); });
 }
 

@@ -59,6 +59,11 @@ Classifier::Classifier(io::BertClassifierBundle bundle)
   if (bert_->max_len <= 0) bert_->max_len = bert_->model->bert->config().max_position_embeddings;
 }
 
+void Classifier::hold_weights_in_bf16() {
+  if (bert_) bert_->model->hold_weights_in_bf16();
+  else gpt_->model->hold_weights_in_bf16();
+}
+
 const std::vector<std::string>& Classifier::labels() const { return bert_ ? bert_->labels : gpt_->labels; }
 bool Classifier::pairs() const { return bert_ ? bert_->pairs : gpt_->pairs; }
 bool Classifier::accepts(bool pair) const {

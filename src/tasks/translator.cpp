@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "qkv/models/transformer.h"
 #include "qkv/text/placeholders.h"
 
 namespace qkv::tasks {
@@ -20,6 +21,10 @@ Translator::Translator(const std::string& model_dir) : Translator(io::load_seq2s
 Translator::Translator(io::Seq2SeqBundle bundle) : bundle_(std::move(bundle)) {
   QKV_CHECK(bundle_.model != nullptr, "Translator", "needs a model");
   ids_ = tasks::special_ids(bundle_);  // the free function (the member of that name hides it)
+}
+
+void Translator::hold_weights_in_bf16() {
+  if (auto* t = dynamic_cast<models::Transformer*>(bundle_.model.get())) t->hold_weights_in_bf16();
 }
 
 void Translator::check_tokenizers(const char* who) const {

@@ -203,7 +203,18 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   return std::shared_ptr<Storage>(new Storage(p, nbytes, cap));
 }
 
+std::shared_ptr<Storage> Storage::allocate_apart(size_t nbytes) {
+  const size_t n = nbytes == 0 ? 1 : nbytes;
+  void* p = buffer_alloc(n, BufferLife::kept);
+  QKV_CHECK(p != nullptr, "Storage::allocate_apart", "out of memory allocating ", n, " bytes");
+  return std::shared_ptr<Storage>(new Storage(p, nbytes, n, true));
+}
+
 Storage::~Storage() {
+  if (apart_) {
+    buffer_free(data_, capacity_, BufferLife::kept);
+    return;
+  }
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   c.stats.bytes_in_use -= capacity_;

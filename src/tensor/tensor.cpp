@@ -55,6 +55,28 @@ void copy_typed(const Tensor& dst, const Tensor& src) {
   });
 }
 
+// dst view (f32 or bf16) <- src view of bf16 bits (same shape): widened to f32 exactly (the bits
+// in the high half), or the bits copied. Rounding f32 to bf16 is kernels' (to_bf16), not here.
+void copy_from_bf16(const Tensor& dst, const Tensor& src) {
+  QKV_CHECK(dst.dtype() == DType::f32 || dst.dtype() == DType::bf16, "Tensor::copy_from",
+            "a bf16 tensor copies into f32 or bf16, not ", dtype_name(dst.dtype()));
+  const bool widen = dst.dtype() == DType::f32;
+  auto* d = static_cast<char*>(dst.impl_ptr()->storage->data()) + dst.offset() * int64_t(dtype_size(dst.dtype()));
+  const auto* s = static_cast<const uint16_t*>(src.impl_ptr()->storage->data()) + src.offset();
+  for_each_row<2>(dst.shape(), {&dst.strides(), &src.strides()}, [&](const std::array<int64_t, 2>& off, int64_t n) {
+    const int64_t ds = dst.ndim() ? dst.strides()[dst.ndim() - 1] : 1;
+    const int64_t ss = src.ndim() ? src.strides()[src.ndim() - 1] : 1;
+    const uint16_t* sp = s + off[1];
+    if (widen) {
+      uint32_t* dp = reinterpret_cast<uint32_t*>(d) + off[0];
+      for (int64_t i = 0; i < n; ++i) dp[i * ds] = uint32_t(sp[i * ss]) << 16;  // f32 bits
+    } else {
+      uint16_t* dp = reinterpret_cast<uint16_t*>(d) + off[0];
+      for (int64_t i = 0; i < n; ++i) dp[i * ds] = sp[i * ss];
+    }
+  });
+}
+
 }  // namespace
 
 TensorImpl& Tensor::impl() const {
@@ -63,7 +85,8 @@ TensorImpl& Tensor::impl() const {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
-  dispatch_all(dtype, "Tensor::empty", [](auto*) {});
+  // bf16: storage for weights held in bf16 (nn::hold_in_bf16); the ops that take it say so.
+  if (dtype != DType::bf16) dispatch_all(dtype, "Tensor::empty", [](auto*) {});
   return Tensor(make_impl(shape, dtype));
 }
 
@@ -212,6 +235,11 @@ Tensor Tensor::detach() const { return as_strided(shape(), strides(), offset());
 
 void Tensor::copy_from(const Tensor& src) {
   QKV_CHECK(src.shape() == shape(), "Tensor::copy_from", "shape ", src.shape().str(), " into ", shape().str());
+  if (src.dtype() == DType::bf16) {
+    copy_from_bf16(*this, src);
+    mark_modified();
+    return;
+  }
   dispatch_all(dtype(), "Tensor::copy_from", [&](auto* dtag) {
     using D = std::remove_pointer_t<decltype(dtag)>;
     dispatch_all(src.dtype(), "Tensor::copy_from", [&](auto* stag) {

@@ -81,7 +81,7 @@ TEST(GenerateCli, StreamsOnePromptAndAnswersAFileLineByLine) {
 }
 
 // --precision bf16 reaches the library (GenerateOptions::precision): the command prints what the
-// library generates in bf16.
+// library generates in bf16 with the weights held in bf16 (Generator::hold_weights_in_bf16).
 TEST(GenerateCli, PrecisionBf16ReachesTheLibrary) {
   if (!kernels::dnnl_cpu_info().bf16_native())
     GTEST_SKIP() << "oneDNN has no bf16 kernel here (" << kernels::dnnl_cpu_info().isa << "); the refusal is tested "
@@ -89,6 +89,7 @@ TEST(GenerateCli, PrecisionBf16ReachesTheLibrary) {
   const fs::path dir = make_model_dir();
   const std::string model = (dir / "model").string();
   tasks::Generator lib(model);
+  lib.hold_weights_in_bf16();
   tasks::GenerateOptions o;
   o.max_new_tokens = 12;
   o.precision = kernels::MatmulPrecision::bf16;

@@ -1,5 +1,5 @@
 // Shared by the bf16 and int8 inference tests: the distance between an fp32 and a reduced-
-// precision output, and random token ids.
+// precision output, random token ids, and the skip where oneDNN has no bf16 kernel.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -7,8 +7,15 @@
 #include <cmath>
 #include <vector>
 
+#include "qkv/kernels/bf16.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/tensor/tensor.h"
+
+// Skips a bf16 test where oneDNN has no bf16 kernel (the tasks refuse bf16 there, tested apart).
+#define SKIP_WITHOUT_BF16()                                                                                          \
+  if (!qkv::kernels::dnnl_cpu_info().bf16_native())                                                                  \
+  GTEST_SKIP() << "oneDNN has no bf16 kernel on this CPU (" << qkv::kernels::dnnl_cpu_info().isa << "): bf16 "       \
+                  "inference is refused here (tested by CappedIsaIsRefusedByTheTasks)"
 
 namespace qkv::testing {
 

@@ -23,6 +23,7 @@
 #include "qkv/io/bert.h"
 #include "qkv/io/gpt2.h"
 #include "qkv/io/model_dir.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/tasks/attention_view.h"
 #include "qkv/text/char_word.h"
 #include "qkv/util/file.h"
@@ -293,6 +294,18 @@ TEST(AttentionView, CliWritesThePageAndTranslateKeepsPng) {
                               "--attention", dir + "/t.png"}, dir + "/p.log"), 0)
       << read_file(dir + "/p.log");
   EXPECT_EQ(read_file(dir + "/t.png").substr(1, 3), "PNG");
+  if (kernels::dnnl_cpu_info().bf16_native()) {  // weights held in bf16: the maps are drawn in bf16 too
+    for (const char* file : {"/b.html", "/b.png"}) {
+      ASSERT_EQ(qkv::testing::run_qkv({"translate", "--model", dir + "/model", "-i", dir + "/in.txt", "-o",
+                                       dir + "/b.txt", "--precision", "bf16", "--attention", dir + file},
+                                      dir + "/b.log"), 0)
+          << file << ": " << read_file(dir + "/b.log");
+    }
+    std::string first = read_file(dir + "/b.txt");
+    first = first.substr(0, first.find('\n'));
+    EXPECT_EQ(viz::read_attention_page_json(read_file(dir + "/b.html"), "b.html")["info"][1][1], first);
+    EXPECT_EQ(read_file(dir + "/b.png").substr(1, 3), "PNG");
+  }
   EXPECT_NE(qkv::testing::run_qkv({"viz", "--model", dir + "/model", ""}, dir + "/e.log"), 0);
   EXPECT_NE(read_file(dir + "/e.log").find("the source text is empty"), std::string::npos);
   // viz writes HTML only: a .png name is refused rather than filled with a page; invalid UTF-8 too.

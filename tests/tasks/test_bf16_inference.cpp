@@ -31,11 +31,6 @@ using qkv::testing::random_ids;
 
 namespace {
 
-#define SKIP_WITHOUT_BF16()                                                                                   \
-  if (!kernels::dnnl_cpu_info().bf16_native())                                                              \
-  GTEST_SKIP() << "oneDNN has no bf16 kernel on this CPU (" << kernels::dnnl_cpu_info().isa << "): bf16 " \
-                  "inference is refused here (tested by CappedIsaIsRefusedByTheTasks)"
-
 // f() in fp32 and in bf16 (no grad); checks that bf16 converted weights on its first run, reused
 // them on its second (bit-identical output, no conversion), and returns the max-relative error.
 template <typename F>

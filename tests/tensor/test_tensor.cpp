@@ -75,5 +75,11 @@ TEST(Tensor, ErrorsNameTheProblem) {
   EXPECT_THROW(Tensor::zeros({2, 3}).item(), Error);
   EXPECT_THROW(Tensor::zeros({2, 3}).as_strided({3, 3}, {3, 1}, 0), Error);
   EXPECT_THROW(Shape({1, 2, 3, 4, 5, 6, 7}), Error);
-  EXPECT_THROW(Tensor::zeros({2}, DType::bf16), Error);
+  // bf16 is storage for weights held in bf16 (nn::hold_in_bf16): made, widened, copied; not filled
+  // or rounded into here (rounding is kernels::to_bf16's).
+  const Tensor b = Tensor::zeros({2}, DType::bf16);
+  EXPECT_EQ(b.to(DType::f32).to_vector<float>(), std::vector<float>({0.f, 0.f}));
+  EXPECT_THROW(Tensor::ones({2}, DType::bf16), Error);
+  EXPECT_THROW(Tensor::zeros({2}).to(DType::bf16), Error);
+  EXPECT_THROW(b.to(DType::i64), Error);
 }

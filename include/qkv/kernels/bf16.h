@@ -135,6 +135,9 @@ enum class Bf16WeightLayout : uint8_t { blocked, plain };
 // w (N, K) f32, row stride ldw. Throws when the CPU has neither AMX nor AVX512_BF16.
 std::shared_ptr<const Bf16Weight> pack_bf16_weight(const float* w, int64_t N, int64_t K, int64_t ldw,
                                                    Bf16WeightLayout layout = Bf16WeightLayout::blocked);
+// The same from w (N, K) already in bf16 (contiguous bf16 bits: a weight held in bf16).
+std::shared_ptr<const Bf16Weight> pack_bf16_weight_bits(const uint16_t* w, int64_t N, int64_t K,
+                                                        Bf16WeightLayout layout = Bf16WeightLayout::blocked);
 // A bf16 copy to be refilled (a training step's weights, kernels/bf16_step_weights.h), in the
 // blocked layout oneDNN picks for products of `rows` rows, storage only (zeroed): kn false for a
 // weight W (N, K) of x @ W^T; kn true for B (K, N) of x @ B (a Linear's dX = dY @ W: W (out, in)

@@ -86,14 +86,18 @@ const char* pack_layout_name(PackLayout l);  // "panels" | "rows"
 struct PackedLinear {
   // The originals, (N, K) and (N) or undefined (the f64 / recorded fallback path). A pack of
   // several stacked weights leaves `weight` undefined when it would be a copy that no product
-  // reads (a rows pack; a bf16 or int8 form without fp32 panels): see `rows`.
+  // reads (a rows pack; a bf16 or int8 form without fp32 panels): see `rows`. Weights held in
+  // bf16 (nn::Module::hold_weights_in_bf16) pack for precision bf16 only; their bias stays f32.
   Tensor weight, bias;
   Tensor panels;           // (ceil(N / 32), K, 32) f32; panels layout only
-  // Rows layout: the weights (N_i, K), f32, contiguous, stacked on N (fp32 reads them in place).
+  // Rows layout: the weights (N_i, K), f32 or held in bf16, contiguous, stacked on N (fp32 reads
+  // them in place).
   // A bf16 or int8 form of a stack without `weight`: the same originals, for the fallbacks.
   std::vector<Tensor> rows;
-  std::shared_ptr<const uint16_t> rows_bf16;  // rows layout, bf16: the stacked weights as bf16 bits, (N, K)
-  std::shared_ptr<const Bf16Weight> bf16;  // panels layout, bf16 (f32 weights only), else null
+  // Rows layout, bf16: the stacked weights as bf16 bits, (N, K); weights held in bf16 that lie one
+  // after another in their storage are read there (an alias), not copied.
+  std::shared_ptr<const uint16_t> rows_bf16;
+  std::shared_ptr<const Bf16Weight> bf16;  // panels layout, bf16, else null
   std::shared_ptr<const Int8Weight> int8;  // precision int8, int8_pays or int8_pays_from_rows (f32 only), else null
   Tensor dense_bias;    // bias, contiguous
   Tensor padded_bias;   // (ceil(N / 32) * 32) when N is not a multiple of 32 (panels)
@@ -102,13 +106,15 @@ struct PackedLinear {
   PackLayout layout = PackLayout::panels;
   bool defined() const { return weight.defined() || !rows.empty(); }
   // The (N, K) original: `weight`, or else the stacked `rows` joined (a copy, made per call: only
-  // fallbacks read it, rare or amortised over a batch).
+  // fallbacks read it, rare or amortised over a batch). Weights held in bf16 come back widened to
+  // f32 (exact; a copy per call).
   Tensor original_weight() const;
 };
 PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision precision = MatmulPrecision::fp32);
 // The rows layout over weights (N_i, K) stacked on axis 0 (e.g. [W_q; W_k; W_v]), each f32 and
 // contiguous; bias (sum N_i) or undefined. fp32: read in place, nothing copied but the bias.
-// bf16: converted once (to_bf16) into one (sum N_i, K) copy. Other precisions are refused.
+// bf16: converted once (to_bf16) into one (sum N_i, K) copy, or, for weights held in bf16, read in
+// place when they lie one after another in one storage. Other precisions are refused.
 PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias,
                               MatmulPrecision precision = MatmulPrecision::fp32);
 // out (M, N) = x (M, K) @ w^T + bias; x rows unit-stride (row stride free), out contiguous.

@@ -22,7 +22,8 @@ void index_add(Tensor& gx, int axis, const Tensor& index, const Tensor& g);
 // three broadcast to out's shape (any strides).
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
 
-// Embedding lookup: out (N, D) row n = weight (V, D) row ids[n] (any dtype; ids in range).
+// Embedding lookup: out (N, D) row n = weight (V, D) row ids[n] (any dtype; ids in range; a bf16
+// table into an f32 out is widened).
 void embedding_forward(const Tensor& weight, const std::vector<int64_t>& ids, Tensor& out);
 // gw (V, D) += gy (N, D) row n at row ids[n], except ids[n] == padding_idx (f32, f64). Threads own
 // column tiles and walk the ids in order, so the sums do not depend on the thread count.

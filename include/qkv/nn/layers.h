@@ -29,6 +29,10 @@ class Linear : public Module {
   void on_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) override {
     packed_.set_layout(layout, precision);
   }
+  void on_hold_weights_in_bf16() override {
+    hold_in_bf16({weight});
+    packed_.clear();  // frees the packs of the f32 weight
+  }
 
  private:
   PackedWeights packed_;
@@ -53,6 +57,10 @@ class Embedding : public Module {
  protected:
   void on_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) override {
     packed_.set_layout(layout, precision);
+  }
+  void on_hold_weights_in_bf16() override {
+    hold_in_bf16({weight});
+    packed_.clear();  // frees the packs of the f32 weight
   }
 
  private:

@@ -57,9 +57,25 @@ class Module {
   void set_pack_layout(kernels::PackLayout layout);
   void set_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision);
 
+  // bf16 inference in half the weight memory: every Linear weight and Embedding table here and
+  // below (a tied one once; MultiHeadAttention's query, key and value together in one storage) is
+  // replaced, in place in every handle that shares it, by its bf16 rounding (kernels::to_bf16)
+  // held as bf16; the f32 values and the packs made from them are freed, returned to the system
+  // module by module, the largest last (so the peak stays about the f32 model's). Biases, norms and every
+  // other tensor stay f32. Afterwards products against those weights run at matmul precision bf16
+  // in inference only (otherwise an error names the weight), and give the bits that the f32 model
+  // with weights rounded to bf16 gives at bf16; embedding lookups read the rounded rows. In the
+  // rows layout a product reads the held weight itself (no copy); in the panels layout oneDNN's
+  // blocked copy sits next to it. save() writes the weights widened to f32. Not undone; a
+  // weight already in bf16 is left as it is.
+  void hold_weights_in_bf16();
+
  protected:
   // What a module that owns packed weights (a PackedWeights) does with set_pack_layout.
   virtual void on_pack_layout(kernels::PackLayout, kernels::MatmulPrecision) {}
+  // What a module does with hold_weights_in_bf16 (called once per module, a module with fewer
+  // bytes of its own parameters before one with more, a parent before its children among equals).
+  virtual void on_hold_weights_in_bf16() {}
   Tensor register_parameter(const std::string& name, Tensor t);
   Tensor register_buffer(const std::string& name, Tensor t, bool persistent = true);
   template <typename M>
@@ -98,6 +114,11 @@ class Module {
   std::vector<Buffer> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
+
+// Replaces the f32 tensors among `weights` (other dtypes and undefined ones are skipped) in place
+// by their bf16 rounding, laid out one after another in one new bf16 storage in this order, no
+// longer requiring grad: every handle that shares a tensor sees the change (Module::hold_weights_in_bf16).
+void hold_in_bf16(const std::vector<Tensor>& weights);
 
 // Eval mode (dropout off) for the life of a scope, then the module's mode before it, also when an
 // exception leaves the scope: every forward pass that is not training (validation, inference,

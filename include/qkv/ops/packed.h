@@ -41,6 +41,9 @@ class PackedWeights {
   PackedWeights& operator=(const PackedWeights&);
 
   void set_layout(kernels::PackLayout layout);  // of both forms
+  // Drops every form and the sources it holds (their storage too): nn::Module::hold_weights_in_bf16
+  // frees the f32 weights this way. The next get() packs again.
+  void clear();
   // Of one form: precision fp32 or bf16 (int8's quantized form has no layout; a stack too small
   // for int8 takes the fp32 form).
   void set_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision);
@@ -78,7 +81,8 @@ class PackedWeights {
 // an fp32 one (int8): the calling thread's matmul precision is not fp32, x is f32, and the
 // product is not recorded for backward (inference). Layers that own their weights (nn::Linear,
 // nn::Embedding's tied head, MultiHeadAttention's fused projections) ask this in their ordinary
-// forward.
+// forward. A weight held in bf16 (nn::Module::hold_weights_in_bf16) has no other product: for it
+// this is true, or an error naming what is wrong (precision not bf16, x not f32, x recorded).
 bool use_cached_low_precision(const Tensor& x, const Tensor& w);
 
 }  // namespace qkv

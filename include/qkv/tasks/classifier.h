@@ -81,6 +81,10 @@ class Classifier {
   nn::Module& module() const;
   void save(const std::string& dir) const;  // the family's layout, each file atomically
 
+  // bf16 inference in half the weight memory (nn::Module::hold_weights_in_bf16): afterwards every
+  // call must ask for precision bf16 (an fp32 or int8 call is an error naming a weight). The
+  // commands call it when --precision is bf16.
+  void hold_weights_in_bf16();
   const io::GptClassifierBundle* gpt() const { return gpt_.get(); }    // null for BERT
   const io::BertClassifierBundle* bert() const { return bert_.get(); }  // null for GPT
 

@@ -53,6 +53,10 @@ class Embedder {
 
   std::vector<SentenceEmbedding> embed(const std::vector<ClsInput>& inputs, const EmbedOptions& opt = {}) const;
   int64_t dim() const { return bundle_.config.hidden_size; }
+  // bf16 inference in half the weight memory (nn::Module::hold_weights_in_bf16): afterwards every
+  // call must ask for precision bf16 (an fp32 or int8 call is an error naming a weight). The
+  // commands call it when --precision is bf16.
+  void hold_weights_in_bf16() { bundle_.bert->hold_weights_in_bf16(); }
   const io::BertBundle& bundle() const { return bundle_; }
 
  private:

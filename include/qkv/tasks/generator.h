@@ -90,6 +90,10 @@ class Generator {
   std::vector<Generation> generate_ids(const std::vector<std::vector<int64_t>>& prompts,
                                        const GenerateOptions& opt = {}) const;
 
+  // bf16 inference in half the weight memory (nn::Module::hold_weights_in_bf16): afterwards every
+  // call must ask for precision bf16 (an fp32 or int8 call is an error naming a weight). The
+  // commands call it when --precision is bf16.
+  void hold_weights_in_bf16() { bundle_.model->hold_weights_in_bf16(); }
   const io::GptBundle& bundle() const { return bundle_; }
   int64_t eos_id() const { return eos_; }
 

@@ -66,6 +66,10 @@ class Translator {
   size_t draw_attention(const Translations& r, const std::vector<std::string>& lines, int64_t line,
                         const std::string& png) const;
 
+  // bf16 inference in half the weight memory (nn::Module::hold_weights_in_bf16): afterwards every
+  // call must ask for precision bf16 (an fp32 or int8 call is an error naming a weight). The
+  // commands call it when --precision is bf16.
+  void hold_weights_in_bf16();
   const io::Seq2SeqBundle& bundle() const { return bundle_; }
   train::SeqIds special_ids() const { return ids_; }
 

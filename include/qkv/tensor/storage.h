@@ -16,6 +16,11 @@ namespace qkv {
 class Storage {
  public:
   static std::shared_ptr<Storage> allocate(size_t nbytes);
+  // A buffer of its own (buffer_alloc, long-lived: on 2 MiB pages from 2 MiB), outside the cache
+  // and its statistics, freed straight back to the system: for memory that lives as long as a
+  // model and replaces tensors of the cache (weights held in bf16, nn::hold_in_bf16), so that the
+  // segments those leave idle go back to the system whole (allocator_empty_cache).
+  static std::shared_ptr<Storage> allocate_apart(size_t nbytes);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -31,10 +36,12 @@ class Storage {
   void bump_version() { version_.fetch_add(1, std::memory_order_acq_rel); }
 
  private:
-  Storage(void* data, size_t nbytes, size_t capacity) : data_(data), nbytes_(nbytes), capacity_(capacity) {}
+  Storage(void* data, size_t nbytes, size_t capacity, bool apart = false)
+      : data_(data), nbytes_(nbytes), capacity_(capacity), apart_(apart) {}
   void* data_;
   size_t nbytes_;
   size_t capacity_;  // the size class actually allocated
+  bool apart_;       // allocate_apart's
   std::atomic<uint64_t> version_{0};
 };
 

@@ -75,10 +75,12 @@ class Tensor {
   // ---- copies and raw views (not differentiable; ops/ wraps them for autograd) ----
   Tensor contiguous() const;  // *this if contiguous, else a row-major copy (no autograd)
   Tensor clone() const;       // always a fresh contiguous copy (no autograd)
-  Tensor to(DType dtype) const;  // converted copy (no autograd)
+  Tensor to(DType dtype) const;  // converted copy (no autograd); bf16 converts to f32 or bf16 only
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
   Tensor detach() const;      // same data, no autograd history
-  void copy_from(const Tensor& src);  // element-wise copy into this view; shapes must match
+  // Element-wise copy into this view; shapes must match. A bf16 src copies into f32 (widened,
+  // exact) or bf16; nothing copies into bf16 from another dtype (rounding is kernels::to_bf16's).
+  void copy_from(const Tensor& src);
   void fill(double value);
   // Announces an in-place write made through data<T>() / raw_data() (bumps the storage's
   // version, storage.h): call it after writing a parameter's values by hand.

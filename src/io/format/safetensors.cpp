@@ -275,7 +275,7 @@ size_t byte_size(const Tensor& t) { return size_t(t.numel()) * dtype_size(t.dtyp
 
 // What save() and serialize() write: `head` (the 8-byte header length and the header, with a
 // checksum per tensor) and then the bytes of `data`, the tensors in name order (contiguous: the
-// tensor itself when it already is, else a copy).
+// tensor itself when it already is, else a copy; bf16 widened to f32).
 struct FileParts {
   std::string head;
   std::vector<Tensor> data;
@@ -290,9 +290,11 @@ FileParts file_parts(const std::map<std::string, Tensor>& tensors, const std::ma
   FileParts out;
   for (auto& [name, t] : tensors) {
     QKV_CHECK(t.defined(), "safetensors::save", "tensor '", name, "' is undefined");
-    out.data.push_back(t.contiguous());
-    const uint64_t pos = out.data_bytes, nb = byte_size(t);
-    header[name] = {{"dtype", st_dtype(t.dtype())}, {"shape", t.shape().vec()}, {"data_offsets", {pos, pos + nb}}};
+    // A weight held in bf16 (inference) is written widened to F32, exactly: checkpoints are fp32.
+    out.data.push_back(t.dtype() == DType::bf16 ? t.to(DType::f32) : t.contiguous());
+    const Tensor& w = out.data.back();
+    const uint64_t pos = out.data_bytes, nb = byte_size(w);
+    header[name] = {{"dtype", st_dtype(w.dtype())}, {"shape", w.shape().vec()}, {"data_offsets", {pos, pos + nb}}};
     meta[kChecksumPrefix + name] = crc32c_hex(crc32c(out.data.back().raw_data(), size_t(nb)));
     out.data_bytes += nb;
   }

@@ -281,18 +281,24 @@ void check_weight_args(const char* who, bool kn, int64_t N, int64_t K, int64_t l
 std::shared_ptr<const Bf16Weight> pack_bf16_weight(const float* w, int64_t N, int64_t K, int64_t ldw,
                                                    Bf16WeightLayout layout) {
   check_weight_args("pack_bf16_weight", false, N, K, ldw);
+  auto w16 = std::make_unique<uint16_t[]>(size_t(N * K));
+  round_to_bf16(w, N, K, ldw, w16.get());
+  return pack_bf16_weight_bits(w16.get(), N, K, layout);
+}
+
+std::shared_ptr<const Bf16Weight> pack_bf16_weight_bits(const uint16_t* w, int64_t N, int64_t K,
+                                                        Bf16WeightLayout layout) {
+  check_weight_args("pack_bf16_weight_bits", false, N, K, K);
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   // W (N, K) row-major is W^T (K, N) with strides (1, K): the plain layout.
   const dnnl::memory::desc plain({K, N}, dt::bf16, dims{1, K});
-  auto w16 = std::make_unique<uint16_t[]>(size_t(N * K));
-  round_to_bf16(w, N, K, ldw, w16.get());
   // 32 rows: a decoding batch.
   auto out = allocate_weight("pack_bf16_weight", N, K, 32, layout == Bf16WeightLayout::plain);
   if (layout == Bf16WeightLayout::plain) {
-    std::memcpy(out->data.get(), w16.get(), out->md.get_size());
+    std::memcpy(out->data.get(), w, out->md.get_size());
   } else {
-    dnnl::memory from(plain, engine(), w16.get()), to(out->md, engine(), out->data.get());
+    dnnl::memory from(plain, engine(), const_cast<uint16_t*>(w)), to(out->md, engine(), out->data.get());
     dnnl::stream s(engine());
     dnnl::reorder(from, to).execute(s, from, to);
     s.wait();

@@ -109,6 +109,31 @@ void tile_rows(int64_t mr, const float* x, int64_t ldx, const float* panel, int6
 
 const char* pack_layout_name(PackLayout l) { return l == PackLayout::rows ? "rows" : "panels"; }
 
+namespace {
+
+// The (N, K) bf16 bits of weights held in bf16, stacked on N: their own storage when they lie one
+// after another in it (one weight; the query, key and value that nn::MultiHeadAttention stores
+// together), else a joined copy.
+std::shared_ptr<const uint16_t> stacked_bf16_bits(const std::vector<Tensor>& weights, int64_t N, int64_t K) {
+  bool adjacent = true;
+  for (size_t i = 1; i < weights.size(); ++i)
+    adjacent = adjacent && weights[i].storage() == weights[0].storage() &&
+               weights[i].offset() == weights[i - 1].offset() + weights[i - 1].numel();
+  if (adjacent)  // an alias that keeps the storage alive
+    return std::shared_ptr<const uint16_t>(weights[0].storage(), static_cast<const uint16_t*>(weights[0].raw_data()));
+  const size_t bytes = (size_t(std::max<int64_t>(N * K, 1)) * sizeof(uint16_t) + 63) / 64 * 64;
+  uint16_t* dst = static_cast<uint16_t*>(buffer_alloc(bytes, BufferLife::kept));
+  QKV_CHECK(dst != nullptr, "pack_linear_rows", "out of memory for a bf16 copy of ", bytes, " bytes");
+  std::shared_ptr<const uint16_t> out(dst, BufferDeleter{bytes, BufferLife::kept});
+  for (const Tensor& w : weights) {
+    std::memcpy(dst, w.raw_data(), size_t(w.numel()) * sizeof(uint16_t));
+    dst += w.numel();
+  }
+  return out;
+}
+
+}  // namespace
+
 PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias, MatmulPrecision precision) {
   QKV_CHECK(!weights.empty(), "pack_linear_rows", "needs at least one weight");
   QKV_CHECK(precision != MatmulPrecision::int8, "pack_linear_rows", "takes precision fp32 or bf16, got int8");
@@ -116,15 +141,20 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
   p.layout = PackLayout::rows;
   p.precision = precision;
   p.K = weights[0].defined() && weights[0].ndim() == 2 ? weights[0].size(1) : -1;
+  const DType dt = weights[0].defined() ? weights[0].dtype() : DType::f32;
+  QKV_CHECK(dt == DType::f32 || (dt == DType::bf16 && precision == MatmulPrecision::bf16), "pack_linear_rows",
+            "weights held in bf16 pack for bf16 products only, got precision ", precision_name(precision));
   for (const Tensor& w : weights) {
-    QKV_CHECK(w.defined() && w.ndim() == 2 && w.size(1) == p.K && w.dtype() == DType::f32 && w.is_contiguous(),
-              "pack_linear_rows", "every weight must be (N_i, ", p.K, ") f32 and contiguous, got ",
+    QKV_CHECK(w.defined() && w.ndim() == 2 && w.size(1) == p.K && w.dtype() == dt && w.is_contiguous(),
+              "pack_linear_rows", "every weight must be (N_i, ", p.K, ") ", dtype_name(dt), " and contiguous, got ",
               w.defined() ? w.str() : std::string("undefined"));
     p.N += w.size(0);
     p.rows.push_back(w);  // the tensor itself (requires_grad too): fp32 reads it in place, never copied
   }
   if (weights.size() == 1) p.weight = weights[0];
-  if (precision == MatmulPrecision::bf16) {  // one (N, K) copy in bf16, 64-byte aligned, weights in order
+  if (dt == DType::bf16) {
+    p.rows_bf16 = stacked_bf16_bits(weights, p.N, p.K);
+  } else if (precision == MatmulPrecision::bf16) {  // one (N, K) copy in bf16, 64-byte aligned, weights in order
     const size_t bytes = (size_t(std::max<int64_t>(p.N * p.K, 1)) * sizeof(uint16_t) + 63) / 64 * 64;
     uint16_t* dst = static_cast<uint16_t*>(buffer_alloc(bytes, BufferLife::kept));
     QKV_CHECK(dst != nullptr, "pack_linear_rows", "out of memory for a bf16 copy of ", bytes, " bytes");
@@ -145,6 +175,19 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
 }
 
 Tensor PackedLinear::original_weight() const {
+  const bool held_in_bf16 = (weight.defined() ? weight.dtype() : rows.empty() ? DType::f32 : rows[0].dtype()) ==
+                            DType::bf16;
+  if (held_in_bf16) {  // widened: f32 holds every bf16 value exactly
+    Tensor wide = Tensor::empty({N, K});
+    float* dst = wide.data<float>();
+    for (const Tensor& r : weight.defined() ? std::vector<Tensor>{weight} : rows) {
+      const Tensor c = r.contiguous();
+      const auto* src = static_cast<const uint16_t*>(c.raw_data());
+      for (int64_t i = 0; i < c.numel(); ++i) dst[i] = from_bf16(src[i]);
+      dst += c.numel();
+    }
+    return wide;
+  }
   if (weight.defined() || rows.empty()) return weight;
   Tensor joined = Tensor::empty({N, K}, rows[0].dtype());
   char* dst = static_cast<char*>(joined.raw_data());
@@ -165,9 +208,19 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision pr
   p.N = w.size(0);
   p.K = w.size(1);
   if (bias.defined()) {
-    QKV_CHECK(bias.ndim() == 1 && bias.size(0) == p.N && bias.dtype() == w.dtype(), "pack_linear", "bias must be (",
-              p.N, ") ", dtype_name(w.dtype()), ", got ", bias.str());
+    const DType bdt = w.dtype() == DType::bf16 ? DType::f32 : w.dtype();  // a bf16 weight's bias stays f32
+    QKV_CHECK(bias.ndim() == 1 && bias.size(0) == p.N && bias.dtype() == bdt, "pack_linear", "bias must be (", p.N,
+              ") ", dtype_name(bdt), ", got ", bias.str());
     p.bias = bias;
+  }
+  if (w.dtype() == DType::bf16) {  // a weight held in bf16: its bits in oneDNN's layout
+    QKV_CHECK(precision == MatmulPrecision::bf16, "pack_linear",
+              "a weight held in bf16 packs for bf16 products only, got precision ", precision_name(precision));
+    const Tensor wc = w.contiguous();
+    p.precision = precision;
+    p.bf16 = pack_bf16_weight_bits(static_cast<const uint16_t*>(wc.raw_data()), p.N, p.K);
+    if (p.bias.defined()) p.dense_bias = bias.detach().contiguous();
+    return p;
   }
   if (w.dtype() != DType::f32) return p;  // f64 goes through BLAS with the original weight
   if (precision == MatmulPrecision::bf16 && p.N > 0 && p.K > 0) {  // converted once to bf16 in oneDNN's layout

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "qkv/kernels/bf16.h"
 #include "qkv/kernels/elementwise.h"
 #include "qkv/kernels/parallel.h"
 #include "qkv/tensor/strided.h"
@@ -148,6 +149,16 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void embedding_forward(const Tensor& weight, const std::vector<int64_t>& ids, Tensor& out) {
+  if (weight.dtype() == DType::bf16 && out.dtype() == DType::f32) {  // a table held in bf16: rows widened
+    const int64_t D = weight.size(1);
+    const auto* wp = static_cast<const uint16_t*>(weight.raw_data());
+    float* op = out.data<float>();
+    parallel_for_if(int64_t(ids.size()) * D >= kParallelGrain, int64_t(ids.size()), [&](int64_t n) {
+      const uint16_t* row = wp + ids[size_t(n)] * D;
+      for (int64_t j = 0; j < D; ++j) op[n * D + j] = from_bf16(row[j]);
+    });
+    return;
+  }
   const size_t row_bytes = size_t(weight.size(1)) * dtype_size(weight.dtype());
   const char* wp = static_cast<const char*>(weight.raw_data());
   char* op = static_cast<char*>(out.raw_data());

@@ -29,7 +29,8 @@ struct Contents {
 
 Contents load(const std::string& path);
 Contents parse(const std::string& bytes, const std::string& source_name);
-// Atomic (temporary file, fsync, rename). Tensors are written in name order.
+// Atomic (temporary file, fsync, rename). Tensors are written in name order; bf16 tensors (weights
+// held in bf16 for inference) as F32, widened exactly, so every checkpoint qkv writes is fp32.
 void save(const std::string& path, const std::map<std::string, Tensor>& tensors,
           const std::map<std::string, std::string>& metadata = {});
 std::string serialize(const std::map<std::string, Tensor>& tensors,

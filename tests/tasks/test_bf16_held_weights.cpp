@@ -1,0 +1,261 @@
+// Weights held in bf16 (nn::Module::hold_weights_in_bf16): a model whose Linear weights and
+// Embedding tables were replaced by their bf16 rounding gives, at matmul precision bf16, the same
+// bits as its twin that keeps f32 weights holding those rounded values, in every product layout
+// (panels, rows, the fp32_fma fallback from 256 rows) and through the tasks (translation, GPT
+// generation, BERT hidden states, the GPT classifier); it holds those weights in half the bytes;
+// fp32 products against it are refused with an error naming the weight; save() writes f32 that
+// loads back to the same values.
+//
+// The reference is the twin: the f32 model's bf16 inference is itself checked against fp32 and
+// PyTorch elsewhere (test_bf16_inference.cpp, the reference tests); here the claim is equality.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "qkv/autograd/node.h"
+#include "qkv/kernels/bf16.h"
+#include "qkv/models/bert.h"
+#include "qkv/models/gpt.h"
+#include "qkv/models/transformer.h"
+#include "qkv/ops/shape.h"
+#include "qkv/tasks/generator.h"
+#include "qkv/tasks/translator.h"
+#include "qkv/tensor/rng.h"
+#include "precision_compare.h"
+
+using namespace qkv;
+using kernels::MatmulPrecision;
+using qkv::testing::random_ids;
+
+namespace {
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return x.shape() == y.shape() && x.dtype() == y.dtype() &&
+         std::memcmp(x.raw_data(), y.raw_data(), size_t(x.numel()) * dtype_size(x.dtype())) == 0;
+}
+
+// Holds `held`'s weights in bf16 and writes their values (widened, exact) into the same tensors of
+// `twin`, which stays f32. Checks what was converted: every 2-D parameter, nothing else.
+void hold_and_round_twin(nn::Module& held, nn::Module& twin) {
+  held.hold_weights_in_bf16();
+  auto t = twin.state_dict();
+  for (auto& [name, w] : held.state_dict()) {
+    ASSERT_TRUE(t.count(name)) << name;
+    EXPECT_EQ(w.dtype(), w.ndim() == 2 && name.find("relative_") == std::string::npos ? DType::bf16 : DType::f32)
+        << name;
+    if (w.dtype() != DType::bf16) continue;
+    EXPECT_FALSE(w.requires_grad()) << name;
+    t[name].copy_from(w);  // the rounded values, in f32
+  }
+}
+
+template <typename F, typename G>
+void expect_same_bits_in_bf16(const char* what, F held, G twin) {
+  NoGradGuard ng;
+  kernels::MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+  const Tensor a = held(), b = twin();
+  EXPECT_TRUE(same_bits(a, b)) << what << ": max-relative difference " << qkv::testing::max_rel(b, a);
+}
+
+models::GptConfig gpt_config() {
+  models::GptConfig cfg;
+  cfg.vocab_size = 1000, cfg.n_positions = 64, cfg.n_embd = 256, cfg.n_layer = 3, cfg.n_head = 4;
+  return cfg;
+}
+
+models::TransformerConfig transformer_config() {
+  models::TransformerConfig cfg;
+  cfg.src_vocab = cfg.tgt_vocab = 1000;
+  cfg.d_model = 256, cfg.heads = 4, cfg.enc_layers = cfg.dec_layers = 2, cfg.d_ff = 1024;
+  cfg.dropout = 0.0;
+  cfg.shared_embeddings = true;
+  cfg.max_len = 64;
+  return cfg;
+}
+
+}  // namespace
+
+TEST(Bf16HeldWeights, TensorsChangeInPlaceForEveryHandle) {
+  Generator g(1);
+  Tensor a = Tensor::empty({3, 5}), b = Tensor::empty({4, 5}), bias = Tensor::empty({4});
+  for (Tensor t : {a, b, bias}) nn::init::normal(t, 0.0, 1.0, g);
+  a.set_requires_grad(true);
+  const Tensor alias = a;  // a tied handle
+  std::vector<float> before = a.to_vector<float>();
+  nn::hold_in_bf16({a, b, a, Tensor()});  // a twice (tied): held once; undefined skipped
+  EXPECT_EQ(alias.dtype(), DType::bf16);
+  EXPECT_FALSE(alias.requires_grad());
+  EXPECT_EQ(a.storage(), b.storage()) << "one storage, in order";
+  EXPECT_EQ(b.offset(), a.numel());
+  EXPECT_EQ(a.storage()->nbytes(), size_t(a.numel() + b.numel()) * 2);
+  const Tensor wide = a.to(DType::f32);
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_EQ(wide.data<float>()[i], kernels::from_bf16(kernels::to_bf16(before[i]))) << i;
+  EXPECT_EQ(bias.dtype(), DType::f32);
+  nn::hold_in_bf16({bias});
+  const Tensor bt = transpose(b, 0, 1).contiguous();  // a strided bf16 copy
+  EXPECT_TRUE(same_bits(bt.to(DType::f32), transpose(b.to(DType::f32), 0, 1).contiguous()));
+}
+
+TEST(Bf16HeldWeights, TransformerEqualsItsRoundedTwinInPanelsAndRows) {
+  SKIP_WITHOUT_BF16();
+  Generator g1(21), g2(21);
+  models::Transformer held(transformer_config(), g1), twin(transformer_config(), g2);
+  held.eval(), twin.eval();
+  hold_and_round_twin(held, twin);
+  // The query, key and value of a layer lie one after another: the stacked rows pack reads them there.
+  const auto& attn = (*held.encoder->layers)[0].self_attn;
+  EXPECT_EQ(attn->k_proj->weight.storage(), attn->q_proj->weight.storage());
+  EXPECT_EQ(attn->v_proj->weight.offset(), 2 * attn->q_proj->weight.numel());
+
+  Generator g(3);
+  const Tensor src = random_ids(g, 4, 20, 3, 1000), tgt = random_ids(g, 4, 15, 3, 1000);
+  const Tensor pad = Tensor::zeros({4, 20}, DType::u8);
+  expect_same_bits_in_bf16("transformer forward, panels", [&] { return held.forward(src, pad, tgt); },
+                           [&] { return twin.forward(src, pad, tgt); });
+  // 4 x 80 = 320 rows: from 256 rows a CPU whose bf16 runs as fp32_fma multiplies the widened weight.
+  const Tensor src_long = random_ids(g, 4, 60, 3, 1000), tgt_long = random_ids(g, 4, 60, 3, 1000);
+  const Tensor pad_long = Tensor::zeros({4, 60}, DType::u8);
+  expect_same_bits_in_bf16("transformer forward, 240 rows",
+                           [&] { return held.forward(src_long, pad_long, tgt_long); },
+                           [&] { return twin.forward(src_long, pad_long, tgt_long); });
+  held.set_pack_layout(kernels::PackLayout::rows), twin.set_pack_layout(kernels::PackLayout::rows);
+  expect_same_bits_in_bf16("transformer forward, rows", [&] { return held.forward(src, pad, tgt); },
+                           [&] { return twin.forward(src, pad, tgt); });
+}
+
+TEST(Bf16HeldWeights, TranslatorDecodesTheTwinsTokens) {
+  SKIP_WITHOUT_BF16();
+  const models::TransformerConfig cfg = transformer_config();
+  Generator g1(22), g2(22);
+  auto held = std::make_shared<models::Transformer>(cfg, g1), twin = std::make_shared<models::Transformer>(cfg, g2);
+  hold_and_round_twin(*held, *twin);
+  io::Seq2SeqBundle hb, tb;
+  hb.config = tb.config = {{"model_type", "transformer"}, {"model", cfg}};
+  hb.model = held, tb.model = twin;
+  const tasks::Translator th(hb), tt(tb);
+  Generator g(4);
+  std::vector<std::vector<int64_t>> src;
+  for (int i = 0; i < 6; ++i) {
+    const Tensor ids = random_ids(g, 1, 6 + 2 * i, 3, 1000);
+    src.emplace_back(ids.data<int64_t>(), ids.data<int64_t>() + ids.numel());
+    src.back().push_back(cfg.eos_id);
+  }
+  tasks::TranslateOptions o;
+  o.precision = MatmulPrecision::bf16;
+  o.search.max_len_ratio = 0, o.search.max_len_extra = 12;
+  for (int beam : {1, 4}) {
+    o.search.beam = beam;
+    const auto a = th.translate_ids(src, o), b = tt.translate_ids(src, o);
+    for (size_t i = 0; i < src.size(); ++i) {
+      EXPECT_EQ(a[i][0].tokens, b[i][0].tokens) << "beam " << beam << ", sentence " << i;
+      EXPECT_EQ(a[i][0].score, b[i][0].score) << "beam " << beam << ", sentence " << i;
+    }
+  }
+  tasks::TranslateOptions f32 = o;
+  f32.precision = MatmulPrecision::fp32;
+  try {
+    th.translate_ids(src, f32);
+    ADD_FAILURE() << "fp32 products against weights held in bf16 ran";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("held in bf16"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("got fp32"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Bf16HeldWeights, GptGeneratesTheTwinsTokensReadingTheHeldRowsInPlace) {
+  SKIP_WITHOUT_BF16();
+  Generator g1(23), g2(23);
+  io::GptBundle hb, tb;
+  hb.config = tb.config = gpt_config();
+  hb.model = std::make_shared<models::Gpt>(gpt_config(), g1);
+  tb.model = std::make_shared<models::Gpt>(gpt_config(), g2);
+  hold_and_round_twin(*hb.model, *tb.model);
+  const tasks::Generator gh(hb, -1, -1), gt(tb, -1, -1);  // bf16 decodes in the rows layout
+  Generator g(5);
+  std::vector<std::vector<int64_t>> prompts;
+  for (int i = 0; i < 4; ++i) {
+    const Tensor ids = random_ids(g, 1, 3 + 4 * i, 0, 1000);
+    prompts.emplace_back(ids.data<int64_t>(), ids.data<int64_t>() + ids.numel());
+  }
+  tasks::GenerateOptions o;
+  o.precision = MatmulPrecision::bf16;
+  o.max_new_tokens = 12;
+  o.batch_size = 4;
+  for (bool sample : {false, true}) {
+    o.sample = sample;
+    o.seed = 9;
+    o.logits = {0.9, 20, 0.95, 1.1};
+    const int64_t copies = kernels::bf16_weights_packed();
+    const auto a = gh.generate_ids(prompts, o);
+    // Every weight is read where it is held: the rows pack converts and copies nothing.
+    EXPECT_EQ(kernels::bf16_weights_packed(), copies) << "a rows pack copied weights held in bf16";
+    const auto b = gt.generate_ids(prompts, o);
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(a[i].tokens, b[i].tokens) << "sample " << sample << ", " << i;
+  }
+  const Tensor ids = random_ids(g, 2, 9, 0, 1000);
+  expect_same_bits_in_bf16("gpt forward (tied head, rows)", [&] { return hb.model->forward(ids); },
+                           [&] { return tb.model->forward(ids); });
+}
+
+TEST(Bf16HeldWeights, BertAndTheGptClassifierEqualTheirTwins) {
+  SKIP_WITHOUT_BF16();
+  models::BertConfig cfg;
+  cfg.vocab_size = 1000, cfg.hidden_size = 256, cfg.num_hidden_layers = 2, cfg.num_attention_heads = 4;
+  cfg.intermediate_size = 1024, cfg.max_position_embeddings = 128;
+  Generator g1(24), g2(24), g(6);
+  models::Bert held(cfg, g1), twin(cfg, g2);
+  held.eval(), twin.eval();
+  hold_and_round_twin(held, twin);
+  const Tensor ids = random_ids(g, 3, 100, 1, 1000);  // 300 rows
+  const Tensor types = Tensor::zeros({3, 100}, DType::i64);
+  expect_same_bits_in_bf16("bert hidden", [&] { return held.hidden(ids, types); },
+                           [&] { return twin.hidden(ids, types); });
+
+  Generator g3(25), g4(25);
+  models::GptClassifier ch(std::make_shared<models::Gpt>(gpt_config(), g3), 3, g3);
+  models::GptClassifier ct(std::make_shared<models::Gpt>(gpt_config(), g4), 3, g4);
+  ch.eval(), ct.eval();
+  hold_and_round_twin(ch, ct);
+  const Tensor cids = random_ids(g, 4, 20, 0, 1000), pad = Tensor::zeros({4, 20}, DType::u8);
+  const Tensor at = Tensor::from_vector(std::vector<int64_t>{19, 12, 19, 5}, {4});
+  expect_same_bits_in_bf16("gpt classifier", [&] { return ch.forward(cids, pad, at); },
+                           [&] { return ct.forward(cids, pad, at); });
+}
+
+TEST(Bf16HeldWeights, HalfTheBytesAndSavedAsF32) {
+  Generator g1(26), g2(26);
+  models::Gpt held(gpt_config(), g1), twin(gpt_config(), g2);
+  auto bytes = [](const nn::Module& m) {
+    int64_t n = 0;
+    for (auto& [name, t] : m.named_parameters()) n += t.numel() * int64_t(dtype_size(t.dtype()));
+    return n;
+  };
+  const int64_t f32_bytes = bytes(held);
+  hold_and_round_twin(held, twin);
+  int64_t matrices = 0;
+  for (auto& [name, t] : twin.named_parameters()) matrices += t.ndim() == 2 ? t.numel() : 0;
+  EXPECT_EQ(bytes(held), f32_bytes - 2 * matrices);
+  EXPECT_GT(2 * matrices, f32_bytes * 4 / 10) << "the matrices are most of a GPT's bytes";
+
+  const std::string path = (std::filesystem::temp_directory_path() / "qkv_bf16_held.safetensors").string();
+  held.save(path);  // widened to f32
+  Generator g3(27);
+  models::Gpt loaded(gpt_config(), g3);
+  loaded.load(path);
+  std::filesystem::remove(path);
+  const auto t = twin.state_dict();
+  for (auto& [name, w] : loaded.state_dict()) {
+    EXPECT_EQ(w.dtype(), DType::f32) << name;
+    EXPECT_TRUE(same_bits(w, t.at(name))) << name;
+  }
+  // Gradients cannot flow into weights held in bf16: a recorded product is refused.
+  Tensor x = Tensor::zeros({1, 256});
+  x.set_requires_grad(true);
+  kernels::MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+  EXPECT_THROW((*held.decoder->layers)[0].ffn->fc1->forward(x), std::exception);
+}
