@@ -117,12 +117,18 @@ TEST(Bf16HeldWeights, TransformerEqualsItsRoundedTwinInPanelsAndRows) {
   const Tensor pad = Tensor::zeros({4, 20}, DType::u8);
   expect_same_bits_in_bf16("transformer forward, panels", [&] { return held.forward(src, pad, tgt); },
                            [&] { return twin.forward(src, pad, tgt); });
-  // 4 x 80 = 320 rows: from 256 rows a CPU whose bf16 runs as fp32_fma multiplies the widened weight.
-  const Tensor src_long = random_ids(g, 4, 60, 3, 1000), tgt_long = random_ids(g, 4, 60, 3, 1000);
-  const Tensor pad_long = Tensor::zeros({4, 60}, DType::u8);
-  expect_same_bits_in_bf16("transformer forward, 240 rows",
-                           [&] { return held.forward(src_long, pad_long, tgt_long); },
-                           [&] { return twin.forward(src_long, pad_long, tgt_long); });
+  // 5 x 60 = 300 rows, under both bf16 product kernels: from 256 rows fp32_fma multiplies the
+  // weight widened per call (PackedLinear::original_weight), native the blocked copy.
+  const Tensor src_long = random_ids(g, 5, 60, 3, 1000), tgt_long = random_ids(g, 5, 60, 3, 1000);
+  const Tensor pad_long = Tensor::zeros({5, 60}, DType::u8);
+  const kernels::Bf16Products chosen = kernels::bf16_products();
+  for (kernels::Bf16Products p : {kernels::Bf16Products::fp32_fma, kernels::Bf16Products::native}) {
+    kernels::set_bf16_products(p);
+    expect_same_bits_in_bf16(p == kernels::Bf16Products::native ? "300 rows, native" : "300 rows, fp32_fma",
+                             [&] { return held.forward(src_long, pad_long, tgt_long); },
+                             [&] { return twin.forward(src_long, pad_long, tgt_long); });
+  }
+  kernels::set_bf16_products(chosen);
   held.set_pack_layout(kernels::PackLayout::rows), twin.set_pack_layout(kernels::PackLayout::rows);
   expect_same_bits_in_bf16("transformer forward, rows", [&] { return held.forward(src, pad, tgt); },
                            [&] { return twin.forward(src, pad, tgt); });

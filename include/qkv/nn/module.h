@@ -61,13 +61,13 @@ class Module {
   // below (a tied one once; MultiHeadAttention's query, key and value together in one storage) is
   // replaced, in place in every handle that shares it, by its bf16 rounding (kernels::to_bf16)
   // held as bf16; the f32 values and the packs made from them are freed, returned to the system
-  // module by module, the largest last (so the peak stays about the f32 model's). Biases, norms and every
-  // other tensor stay f32. Afterwards products against those weights run at matmul precision bf16
-  // in inference only (otherwise an error names the weight), and give the bits that the f32 model
-  // with weights rounded to bf16 gives at bf16; embedding lookups read the rounded rows. In the
-  // rows layout a product reads the held weight itself (no copy); in the panels layout oneDNN's
-  // blocked copy sits next to it. save() writes the weights widened to f32. Not undone; a
-  // weight already in bf16 is left as it is.
+  // module by module, the largest last (so the peak stays about the f32 model's). Biases, norms
+  // and every other tensor stay f32. Afterwards products against those weights run at matmul
+  // precision bf16 in inference only (otherwise an error names the weight), and give the bits
+  // that the f32 model with weights rounded to bf16 gives at bf16; embedding lookups read the
+  // rounded rows. In the rows layout a product reads the held weight itself (no copy); in the
+  // panels layout oneDNN's blocked copy sits next to it. save() writes the weights widened to
+  // f32. Not undone; a weight already in bf16 is left as it is.
   void hold_weights_in_bf16();
 
  protected:
@@ -117,7 +117,8 @@ class Module {
 
 // Replaces the f32 tensors among `weights` (other dtypes and undefined ones are skipped) in place
 // by their bf16 rounding, laid out one after another in one new bf16 storage in this order, no
-// longer requiring grad: every handle that shares a tensor sees the change (Module::hold_weights_in_bf16).
+// longer requiring grad: every handle that shares a tensor sees the change
+// (Module::hold_weights_in_bf16).
 void hold_in_bf16(const std::vector<Tensor>& weights);
 
 // Eval mode (dropout off) for the life of a scope, then the module's mode before it, also when an
