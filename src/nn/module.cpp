@@ -172,21 +172,21 @@ void Module::hold_weights_in_bf16() {
 }
 
 void hold_in_bf16(const std::vector<Tensor>& weights) {
-  std::vector<Tensor> todo;
+  std::vector<Tensor> to_hold;
   int64_t total = 0;
   for (const Tensor& w : weights) {
     bool seen = false;  // the same tensor twice (tied) is held once
-    for (const Tensor& t : todo) seen = seen || t.impl_ptr() == w.impl_ptr();
+    for (const Tensor& t : to_hold) seen = seen || t.impl_ptr() == w.impl_ptr();
     if (w.defined() && w.dtype() == DType::f32 && !seen) {
-      todo.push_back(w);
+      to_hold.push_back(w);
       total += w.numel();
     }
   }
-  if (todo.empty()) return;
+  if (to_hold.empty()) return;
   // Apart from the tensor cache: the f32 weights freed below then leave whole segments idle.
   const std::shared_ptr<Storage> held = Storage::allocate_apart(size_t(total) * sizeof(uint16_t));
   int64_t offset = 0;
-  for (const Tensor& w : todo) {
+  for (const Tensor& w : to_hold) {
     const Tensor c = w.detach().contiguous();
     kernels::round_to_bf16(c.data<float>(), static_cast<uint16_t*>(held->data()) + offset, c.numel());
     TensorImpl& impl = *w.impl_ptr();  // every handle of the weight shares this

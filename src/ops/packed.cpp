@@ -120,15 +120,11 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
   if (rows) {  // fp32: the weights read where they are, nothing copied but the bias; bf16: one bf16 copy
     packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear_rows(weights, b, precision));
   } else {
-    Tensor w;  // (N, K)
-    if (weights.size() > 1 && weights[0].dtype() == DType::bf16) {  // held in bf16: joined, widened
-      kernels::PackedLinear stacked;
-      stacked.rows = weights;
-      for (const Tensor& r : weights) stacked.N += r.size(0);
-      stacked.K = weights[0].size(1);
-      w = stacked.original_weight();  // f32 that rounds back to the same bits (a temporary)
-    } else {
-      w = weights.size() == 1 ? weights[0] : concat(weights, 0);
+    Tensor w = weights.size() == 1 ? weights[0] : Tensor();  // (N, K)
+    if (!w.defined()) {  // stacked; held in bf16: widened first (concat is for f32 / f64), a temporary
+      std::vector<Tensor> parts;
+      for (const Tensor& r : weights) parts.push_back(r.dtype() == DType::bf16 ? r.to(DType::f32) : r);
+      w = concat(parts, 0);  // a bf16 pack rounds it back to the same bits
     }
     kernels::PackedLinear p = kernels::pack_linear(w, b, precision);
     if (weights.size() > 1 && (p.bf16 || p.int8) && !p.panels.defined()) {

@@ -10,7 +10,6 @@
 // PyTorch elsewhere (test_bf16_inference.cpp, the reference tests); here the claim is equality.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -25,18 +24,14 @@
 #include "qkv/tasks/translator.h"
 #include "qkv/tensor/rng.h"
 #include "precision_compare.h"
+#include "ref.h"
 
 using namespace qkv;
 using kernels::MatmulPrecision;
+using qkv::testing::bit_equal;
 using qkv::testing::random_ids;
 
 namespace {
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return x.shape() == y.shape() && x.dtype() == y.dtype() &&
-         std::memcmp(x.raw_data(), y.raw_data(), size_t(x.numel()) * dtype_size(x.dtype())) == 0;
-}
 
 // Holds `held`'s weights in bf16 and writes their values (widened, exact) into the same tensors of
 // `twin`, which stays f32. Checks what was converted: every 2-D parameter, nothing else.
@@ -58,7 +53,7 @@ void expect_same_bits_in_bf16(const char* what, F held, G twin) {
   NoGradGuard ng;
   kernels::MatmulPrecisionScope bf16(MatmulPrecision::bf16);
   const Tensor a = held(), b = twin();
-  EXPECT_TRUE(same_bits(a, b)) << what << ": max-relative difference " << qkv::testing::max_rel(b, a);
+  EXPECT_TRUE(bit_equal(a, b)) << what << ": max-relative difference " << qkv::testing::max_rel(b, a);
 }
 
 models::GptConfig gpt_config() {
@@ -98,7 +93,7 @@ TEST(Bf16HeldWeights, TensorsChangeInPlaceForEveryHandle) {
   EXPECT_EQ(bias.dtype(), DType::f32);
   nn::hold_in_bf16({bias});
   const Tensor bt = transpose(b, 0, 1).contiguous();  // a strided bf16 copy
-  EXPECT_TRUE(same_bits(bt.to(DType::f32), transpose(b.to(DType::f32), 0, 1).contiguous()));
+  EXPECT_TRUE(bit_equal(bt.to(DType::f32), transpose(b.to(DType::f32), 0, 1).contiguous()));
 }
 
 TEST(Bf16HeldWeights, TransformerEqualsItsRoundedTwinInPanelsAndRows) {
@@ -257,7 +252,7 @@ TEST(Bf16HeldWeights, HalfTheBytesAndSavedAsF32) {
   const auto t = twin.state_dict();
   for (auto& [name, w] : loaded.state_dict()) {
     EXPECT_EQ(w.dtype(), DType::f32) << name;
-    EXPECT_TRUE(same_bits(w, t.at(name))) << name;
+    EXPECT_TRUE(bit_equal(w, t.at(name))) << name;
   }
   // Gradients cannot flow into weights held in bf16: a recorded product is refused.
   Tensor x = Tensor::zeros({1, 256});

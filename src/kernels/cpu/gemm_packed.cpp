@@ -175,27 +175,14 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
 }
 
 Tensor PackedLinear::original_weight() const {
-  const bool held_in_bf16 = (weight.defined() ? weight.dtype() : rows.empty() ? DType::f32 : rows[0].dtype()) ==
-                            DType::bf16;
-  if (held_in_bf16) {  // widened: f32 holds every bf16 value exactly
-    Tensor wide = Tensor::empty({N, K});
-    float* dst = wide.data<float>();
-    for (const Tensor& r : weight.defined() ? std::vector<Tensor>{weight} : rows) {
-      const Tensor c = r.contiguous();
-      const auto* src = static_cast<const uint16_t*>(c.raw_data());
-      for (int64_t i = 0; i < c.numel(); ++i) dst[i] = from_bf16(src[i]);
-      dst += c.numel();
-    }
-    return wide;
-  }
-  if (weight.defined() || rows.empty()) return weight;
-  Tensor joined = Tensor::empty({N, K}, rows[0].dtype());
-  char* dst = static_cast<char*>(joined.raw_data());
-  for (const Tensor& r : rows) {
-    const Tensor c = r.detach().contiguous();
-    const size_t bytes = size_t(c.numel()) * dtype_size(c.dtype());
-    std::memcpy(dst, c.raw_data(), bytes);
-    dst += bytes;
+  const std::vector<Tensor> parts = weight.defined() ? std::vector<Tensor>{weight} : rows;
+  if (parts.empty() || (weight.defined() && weight.dtype() != DType::bf16)) return weight;
+  // Joined, and widened to f32 if held in bf16 (Tensor::copy_from widens exactly).
+  Tensor joined = Tensor::empty({N, K}, parts[0].dtype() == DType::bf16 ? DType::f32 : parts[0].dtype());
+  int64_t row = 0;
+  for (const Tensor& r : parts) {
+    joined.as_strided({r.size(0), K}, {K, 1}, row * K).copy_from(r.detach());
+    row += r.size(0);
   }
   return joined;
 }
