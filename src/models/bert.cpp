@@ -2,6 +2,7 @@
 
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/matmul.h"
+#include "qkv/ops/packed.h"
 #include "qkv/ops/shape.h"
 
 namespace qkv::models {
@@ -153,7 +154,10 @@ BertMlmHead::BertMlmHead(const BertConfig& cfg, Tensor word_embeddings, Generato
 }
 
 Tensor BertMlmHead::forward(const Tensor& hidden) const {
-  return linear(transform->forward(hidden), decoder_weight, bias);  // (B, T, V): decoder tied to E_word
+  const Tensor h = transform->forward(hidden);
+  if (use_cached_low_precision(h, decoder_weight))  // bf16 / int8 inference, or the table held in bf16
+    return linear_packed(h, *packed_.get({decoder_weight}, {bias}));
+  return linear(h, decoder_weight, bias);  // (B, T, V): decoder tied to E_word
 }
 
 BertNspHead::BertNspHead(const BertConfig& cfg, Generator& gen) {

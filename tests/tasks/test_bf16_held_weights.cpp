@@ -2,9 +2,9 @@
 // Embedding tables were replaced by their bf16 rounding gives, at matmul precision bf16, the same
 // bits as its twin that keeps f32 weights holding those rounded values, in every product layout
 // (panels, rows, the fp32_fma fallback from 256 rows) and through the tasks (translation, GPT
-// generation, BERT hidden states, the GPT classifier); it holds those weights in half the bytes;
-// fp32 products against it are refused with an error naming the weight; save() writes f32 that
-// loads back to the same values.
+// generation, BERT hidden states and pretraining logits, the GPT classifier); it holds those
+// weights in half the bytes; fp32 products against it are refused with an error naming the weight;
+// save() writes f32 that loads back to the same values.
 //
 // The reference is the twin: the f32 model's bf16 inference is itself checked against fp32 and
 // PyTorch elsewhere (test_bf16_inference.cpp, the reference tests); here the claim is equality.
@@ -203,19 +203,31 @@ TEST(Bf16HeldWeights, GptGeneratesTheTwinsTokensReadingTheHeldRowsInPlace) {
                            [&] { return tb.model->forward(ids); });
 }
 
-TEST(Bf16HeldWeights, BertAndTheGptClassifierEqualTheirTwins) {
+TEST(Bf16HeldWeights, BertWithItsHeadsAndTheGptClassifierEqualTheirTwins) {
   SKIP_WITHOUT_BF16();
   models::BertConfig cfg;
   cfg.vocab_size = 1000, cfg.hidden_size = 256, cfg.num_hidden_layers = 2, cfg.num_attention_heads = 4;
   cfg.intermediate_size = 1024, cfg.max_position_embeddings = 128;
   Generator g1(24), g2(24), g(6);
-  models::Bert held(cfg, g1), twin(cfg, g2);
+  auto pretraining = [&cfg](Generator& gen) {  // the MLM decoder is tied to the word table
+    auto bert = std::make_shared<models::Bert>(cfg, gen);
+    return models::BertForPreTraining(
+        bert, std::make_shared<models::BertMlmHead>(cfg, bert->embeddings->word_embeddings->weight, gen),
+        std::make_shared<models::BertNspHead>(cfg, gen));
+  };
+  models::BertForPreTraining held = pretraining(g1), twin = pretraining(g2);
   held.eval(), twin.eval();
   hold_and_round_twin(held, twin);
+  EXPECT_EQ(held.mlm->decoder_weight.dtype(), DType::bf16) << "the tied decoder follows its table";
   const Tensor ids = random_ids(g, 3, 100, 1, 1000);  // 300 rows
   const Tensor types = Tensor::zeros({3, 100}, DType::i64);
-  expect_same_bits_in_bf16("bert hidden", [&] { return held.hidden(ids, types); },
-                           [&] { return twin.hidden(ids, types); });
+  expect_same_bits_in_bf16("bert hidden", [&] { return held.bert->hidden(ids, types); },
+                           [&] { return twin.bert->hidden(ids, types); });
+  const Tensor key_pad = Tensor::zeros({3, 100}, DType::u8);
+  expect_same_bits_in_bf16("bert mlm logits", [&] { return held.forward(ids, types, key_pad).mlm; },
+                           [&] { return twin.forward(ids, types, key_pad).mlm; });
+  expect_same_bits_in_bf16("bert nsp logits", [&] { return held.forward(ids, types, key_pad).nsp; },
+                           [&] { return twin.forward(ids, types, key_pad).nsp; });
 
   Generator g3(25), g4(25);
   models::GptClassifier ch(std::make_shared<models::Gpt>(gpt_config(), g3), 3, g3);

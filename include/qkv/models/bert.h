@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "qkv/models/transformer_blocks.h"
+#include "qkv/ops/packed.h"
 
 namespace qkv::models {
 
@@ -152,6 +153,9 @@ class BertMlmHead : public nn::Module {
   std::shared_ptr<BertPredictionTransform> transform;
   Tensor bias;            // (V), zero-initialised
   Tensor decoder_weight;  // (V, D): the tied word embeddings (the Bert's parameter, not this head's)
+
+ private:
+  PackedWeights packed_;  // the decoder's converted form for bf16 / int8 inference
 };
 
 // Next-sentence-prediction head (Hugging Face's cls.seq_relationship): 0 = B follows A, 1 = random.
