@@ -162,73 +162,86 @@ BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task
   if (heads.nsp) b.nsp = std::make_shared<models::BertNspHead>(b.config);
   b.task_heads = std::move(task);
 
-  // The file's tensors under their canonical names; one name spelt two ways is an error.
-  std::map<std::string, std::pair<std::string, Tensor>> file;  // canonical -> (as stored, tensor)
-  for (auto& [name, t] : safetensors::load(weights).tensors) {
+  // The file's tensors under their canonical names; one name spelt two ways is an error. The
+  // header is checked against the model first; then each tensor is read straight into its
+  // parameter, so the file is never held beside the model (BERT-base: 418 MiB, not 836).
+  const safetensors::Reader file(weights);
+  std::map<std::string, std::string> stored;  // canonical -> as stored
+  for (const std::string& name : file.names()) {
     const std::string c = canonical_bert_name(name);
-    auto [it, fresh] = file.emplace(c, std::pair{name, t});
-    QKV_CHECK(fresh, weights, "tensors '", it->second.first, "' and '", name, "' are the same parameter '", c, "'");
+    auto [it, fresh] = stored.emplace(c, name);
+    QKV_CHECK(fresh, weights, "tensors '", it->second, "' and '", name, "' are the same parameter '", c, "'");
   }
+  auto check_shape = [&](const std::string& name, const Tensor& param, const char* from) {
+    QKV_CHECK(file.shape(name) == param.shape(), weights, "tensor '", name, "': expected shape ", param.shape().str(),
+              from, ", got ", file.shape(name).str());
+    QKV_CHECK(file.dtype(name) == DType::f32, weights, "tensor '", name, "': expected F32, got ",
+              dtype_name(file.dtype(name)));
+  };
 
   NoGradGuard ng;
-  std::map<nn::Module*, std::map<std::string, Tensor>> sd;  // per module: the values to load
+  std::vector<std::pair<Tensor, std::string>> fills;  // parameter <- tensor as stored
+  struct Copy {  // a tensor the file stores twice: the copy (as stored) must equal what was loaded
+    std::string stored;
+    Tensor loaded;
+    const char *original, *why;
+  };
+  std::vector<Copy> copies;
   std::set<std::string> used;
   for (auto& s : slots(b)) {
-    auto it = file.find(s.published);
-    if (it == file.end()) {
+    auto it = stored.find(s.published);
+    if (it == stored.end()) {
       QKV_CHECK(!s.required, weights, "tensor '", s.published, "' is missing (expected shape ", s.param.shape().str(),
                 ")");
       b.report.initialised.push_back(s.published);
       continue;
     }
-    const Tensor& t = it->second.second;
-    const std::string& stored = it->second.first;
-    QKV_CHECK(t.shape() == s.param.shape(), weights, "tensor '", stored, "': expected shape ", s.param.shape().str(),
-              " (config.json), got ", t.shape().str());
-    QKV_CHECK(t.dtype() == DType::f32, weights, "tensor '", stored, "': expected F32, got ", dtype_name(t.dtype()));
-    sd[s.module][s.ours] = t;
+    check_shape(it->second, s.param, " (config.json)");
+    fills.emplace_back(s.param, it->second);
     used.insert(s.published);
     b.report.loaded.push_back(s.published);
   }
   // The MLM decoder: tied to the word embeddings, its bias the head's own.
   if (b.mlm) {
-    if (auto it = file.find("cls.predictions.decoder.weight"); it != file.end()) {
-      QKV_CHECK(same_bits(it->second.second, file.at("bert.embeddings.word_embeddings.weight").second), weights,
-                "tensor '", it->second.first, "' differs from 'bert.embeddings.word_embeddings.weight': qkv's MLM ",
-                "decoder is tied to the word embeddings");
+    if (auto it = stored.find("cls.predictions.decoder.weight"); it != stored.end()) {
+      copies.push_back({it->second, b.bert->embeddings->word_embeddings->weight,
+                        "bert.embeddings.word_embeddings.weight", "qkv's MLM decoder is tied to the word embeddings"});
       used.insert(it->first);
     }
-    if (auto it = file.find("cls.predictions.decoder.bias"); it != file.end()) {
-      auto own = file.find("cls.predictions.bias");
-      if (own == file.end()) {  // only the decoder's copy stored: it is the head's bias
-        QKV_CHECK(it->second.second.shape() == b.mlm->bias.shape(), weights, "tensor '", it->second.first,
-                  "': expected shape ", b.mlm->bias.shape().str(), ", got ", it->second.second.shape().str());
-        sd[b.mlm.get()]["bias"] = it->second.second;
+    if (auto it = stored.find("cls.predictions.decoder.bias"); it != stored.end()) {
+      if (!stored.count("cls.predictions.bias")) {  // only the decoder's copy stored: it is the head's bias
+        check_shape(it->second, b.mlm->bias, "");
+        fills.emplace_back(b.mlm->bias, it->second);
         std::erase(b.report.initialised, std::string("cls.predictions.bias"));
         b.report.loaded.push_back("cls.predictions.bias");
       } else {
-        QKV_CHECK(same_bits(it->second.second, own->second.second), weights, "tensor '", it->second.first,
-                  "' differs from 'cls.predictions.bias': the decoder's bias is the head's bias");
+        copies.push_back({it->second, b.mlm->bias, "cls.predictions.bias", "the decoder's bias is the head's bias"});
       }
       used.insert(it->first);
     }
   }
   // Everything else: unknown encoder or requested-head tensors are errors, the rest is ignored.
-  for (auto& [c, entry] : file) {
+  for (auto& [c, name] : stored) {
     if (used.count(c)) continue;
     bool requested_head = (b.mlm && starts_with(c, "cls.predictions.")) || (b.nsp && starts_with(c, "cls.seq_relationship."));
     for (auto& h : b.task_heads) requested_head |= starts_with(c, h.first + ".");
     const bool unbuilt_pooler = !b.bert->pooler && starts_with(c, "bert.pooler.");
-    QKV_CHECK(is_buffer(c) || unbuilt_pooler || !(encoder_namespace(c) || requested_head), weights, "tensor '", entry.first,
+    QKV_CHECK(is_buffer(c) || unbuilt_pooler || !(encoder_namespace(c) || requested_head), weights, "tensor '", name,
               "' is not part of a BERT with this config.json (", b.config.num_hidden_layers, " layers, hidden_size ",
               b.config.hidden_size, ")");
-    b.report.ignored.push_back(entry.first);
+    b.report.ignored.push_back(name);
   }
   // A checkpoint without a pooler (BertForMaskedLM, token classification, QA): Hugging Face's
   // initialisation, then whatever part of it the file has.
   if (b.bert->pooler && !used.count("bert.pooler.dense.weight"))
     nn::initialize(*b.bert->pooler, nn::init::Scheme::normal_002);
-  for (auto& [m, values] : sd) m->load_state_dict(values, /*strict=*/false, weights);
+  for (auto& [param, name] : fills) {
+    Tensor p = param;
+    file.read_into(name, p);
+  }
+  for (const Copy& c : copies)  // against the loaded original, so only the copy is read again
+    QKV_CHECK(same_bits(file.read(c.stored), c.loaded), weights, "tensor '", c.stored, "' differs from '", c.original,
+              "': ", c.why);
 
   if (fs::exists(d / "tokenizer.json") || fs::exists(d / "vocab.txt")) {
     b.tokenizer = text::load_tokenizer(dir);

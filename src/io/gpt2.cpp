@@ -162,6 +162,37 @@ models::GptConfig read_gpt2_config(const std::string& path) {
   }
 }
 
+std::shared_ptr<models::Gpt> read_gpt2_body(const safetensors::Reader& file,
+                                            const std::map<std::string, std::string>& in_file,
+                                            const models::GptConfig& cfg) {
+  const std::string& where = file.path();
+  std::map<std::string, std::pair<Shape, DType>> info;
+  for (auto& [published, name] : in_file) info[published] = {file.shape(name), file.dtype(name)};
+  check_published(info, cfg, where);  // from the header alone, before any tensor is read
+  auto fetch = [&](const std::string& published) { return file.read(in_file.at(published)); };
+  if (in_file.count("lm_head.weight")) check_tied_head(fetch("lm_head.weight"), fetch("wte.weight"), where);
+  // Built as zeros (nothing drawn), then filled tensor by tensor; every parameter exactly once.
+  auto model = std::make_shared<models::Gpt>(cfg, default_generator(), nn::init::Scheme::none);
+  std::map<std::string, Tensor> params = model->state_dict();  // the model's own tensors
+  std::set<std::string> unfilled;
+  for (const auto& [name, t] : params) unfilled.insert(name);
+  auto take = [&](const std::string& name) {
+    QKV_CHECK(unfilled.erase(name) == 1, where, "internal: the GPT-2 mapping gives '", name, "' twice or unknown");
+  };
+  map_gpt2_to_qkv(
+      fetch, cfg,
+      [&](const std::string& name, const Tensor& t) {
+        take(name);
+        model->load_state_dict({{name, t}}, /*strict=*/false, where);  // checks the shape and dtype
+      },
+      [&](const std::string& pub, const std::string& ours) {  // read straight into the parameter
+        take(ours);
+        file.read_into(in_file.at(pub), params.at(ours));
+      });
+  QKV_CHECK(unfilled.empty(), where, "internal: the GPT-2 mapping left '", *unfilled.begin(), "' unfilled");
+  return model;
+}
+
 GptBundle load_gpt2(const std::string& dir) {
   const fs::path d(dir);
   const std::string cfg_path = (d / "config.json").string(), weights = (d / "model.safetensors").string();
@@ -171,43 +202,17 @@ GptBundle load_gpt2(const std::string& dir) {
   b.config = read_gpt2_config(cfg_path);
   // Hugging Face's save_pretrained prefixes every name with "transformer." (GPT2LMHeadModel);
   // the published files have no prefix. Either is accepted; a mixture is not.
-  // The file is read one tensor at a time into the model (safetensors::Reader), so it is never
-  // held whole beside the model: peak memory is the model plus its largest tensor.
   const safetensors::Reader file(weights);
   const std::string prefix = "transformer.";
   std::map<std::string, std::string> in_file;  // published name -> name in the file
-  std::map<std::string, std::pair<Shape, DType>> info;
   bool any_prefixed = false, any_bare = false;
   for (const std::string& name : file.names()) {
     const bool p = name.rfind(prefix, 0) == 0;
     (p ? any_prefixed : any_bare) |= name != "lm_head.weight";
-    const std::string published = p ? name.substr(prefix.size()) : name;
-    in_file[published] = name;
-    info[published] = {file.shape(name), file.dtype(name)};
+    in_file[p ? name.substr(prefix.size()) : name] = name;
   }
   QKV_CHECK(!(any_prefixed && any_bare), weights, "some tensor names have the 'transformer.' prefix and some do not");
-  check_published(info, b.config, weights);  // from the header alone, before any tensor is read
-  auto fetch = [&](const std::string& published) { return file.read(in_file.at(published)); };
-  if (in_file.count("lm_head.weight")) check_tied_head(fetch("lm_head.weight"), fetch("wte.weight"), weights);
-  // Built as zeros (nothing drawn), then filled tensor by tensor; every parameter exactly once.
-  b.model = std::make_shared<models::Gpt>(b.config, default_generator(), nn::init::Scheme::none);
-  std::map<std::string, Tensor> params = b.model->state_dict();  // the model's own tensors
-  std::set<std::string> unfilled;
-  for (const auto& [name, t] : params) unfilled.insert(name);
-  auto take = [&](const std::string& name) {
-    QKV_CHECK(unfilled.erase(name) == 1, weights, "internal: the GPT-2 mapping gives '", name, "' twice or unknown");
-  };
-  map_gpt2_to_qkv(
-      fetch, b.config,
-      [&](const std::string& name, const Tensor& t) {
-        take(name);
-        b.model->load_state_dict({{name, t}}, /*strict=*/false, weights);  // checks the shape and dtype
-      },
-      [&](const std::string& pub, const std::string& ours) {  // read straight into the parameter
-        take(ours);
-        file.read_into(in_file.at(pub), params.at(ours));
-      });
-  QKV_CHECK(unfilled.empty(), weights, "internal: the GPT-2 mapping left '", *unfilled.begin(), "' unfilled");
+  b.model = read_gpt2_body(file, in_file, b.config);
   if (fs::exists(d / "tokenizer.json") || (fs::exists(d / "encoder.json") && fs::exists(d / "vocab.bpe")))
     b.tokenizer = text::load_tokenizer(dir);
   return b;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv/io/format/safetensors.h"
+#include "qkv/io/format/safetensors_reader.h"
 #include "qkv/io/gpt2.h"
 #include "qkv/io/labels.h"
 #include "qkv/util/file.h"
@@ -38,24 +39,24 @@ GptClassifierBundle load_gpt2_classifier(const std::string& dir) {
   b.pairs = q.pairs;
   b.max_len = q.max_len > 0 ? q.max_len : cfg.n_positions;
 
-  std::map<std::string, Tensor> body;
-  Tensor score;
+  // Read one tensor at a time into the model, as load_gpt2 does: the file is never held whole.
+  const safetensors::Reader file(weights);
+  std::map<std::string, std::string> body;  // published name -> name in the file
   const std::string prefix = "transformer.";
-  for (auto& [name, t] : safetensors::load(weights).tensors) {
-    if (name == "score.weight") score = t;
-    else if (name.rfind(prefix, 0) == 0) body[name.substr(prefix.size())] = t;
-    else fail(weights, "unexpected tensor '", name, "': a classifier holds transformer.* and score.weight");
+  for (const std::string& name : file.names()) {
+    if (name.rfind(prefix, 0) == 0) body[name.substr(prefix.size())] = name;
+    else QKV_CHECK(name == "score.weight", weights, "unexpected tensor '", name,
+                   "': a classifier holds transformer.* and score.weight");
   }
-  QKV_CHECK(score.defined(), weights, "tensor 'score.weight' is missing");
-  QKV_CHECK(score.ndim() == 2 && score.size(0) == int64_t(b.labels.size()) && score.size(1) == cfg.n_embd, weights,
-            "tensor 'score.weight': expected (", b.labels.size(), ", ", cfg.n_embd, ") for ", b.labels.size(),
-            " labels in config.json, got ", score.shape().str());
-  // Built as zeros (nothing drawn): every weight comes from the file.
-  auto gpt = std::make_shared<models::Gpt>(cfg, default_generator(), nn::init::Scheme::none);
-  gpt->load_state_dict(gpt2_to_qkv(body, cfg, weights), /*strict=*/true, weights);
+  QKV_CHECK(file.contains("score.weight"), weights, "tensor 'score.weight' is missing");
+  const Shape score = file.shape("score.weight");
+  QKV_CHECK(score == Shape({int64_t(b.labels.size()), cfg.n_embd}) && file.dtype("score.weight") == DType::f32,
+            weights, "tensor 'score.weight': expected F32 (", b.labels.size(), ", ", cfg.n_embd, ") for ",
+            b.labels.size(), " labels in config.json, got ", dtype_name(file.dtype("score.weight")), score.str());
+  auto gpt = read_gpt2_body(file, body, cfg);
   b.model = std::make_shared<models::GptClassifier>(gpt, int64_t(b.labels.size()), default_generator(),
                                                     nn::init::Scheme::none);
-  b.model->score->weight.copy_from(score);
+  file.read_into("score.weight", b.model->score->weight);
   b.tokenizer = text::load_tokenizer((d / "tokenizer.json").string());
   QKV_CHECK(b.tokenizer->vocab_size() <= cfg.vocab_size, dir, "tokenizer.json has ", b.tokenizer->vocab_size(),
             " tokens but the model's vocab_size is ", cfg.vocab_size);

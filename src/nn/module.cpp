@@ -5,6 +5,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
+#include "qkv/io/format/safetensors_reader.h"
 
 namespace qkv::nn {
 
@@ -90,39 +91,66 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool strict, const std::string& source) {
-  std::vector<std::pair<std::string, Tensor>> p, b;
-  collect("", p, b);
-  for (auto& x : b) p.push_back(x);
-  // Validate everything first so a bad file changes nothing.
+namespace {
+
+// A tensor a source offers under a name: a state dict's tensor, or a file's header entry.
+struct Offer {
+  Shape shape;
+  DType dtype;
+};
+
+// The model's tensors matched against what a source offers: shapes and dtypes exactly, and
+// under strict every name of each side on the other (tied tensors are satisfied by any of their
+// names). Returns the (model tensor, name) pairs to fill; throws naming the tensor, before
+// anything is written.
+std::vector<std::pair<Tensor, std::string>> match(const std::vector<std::pair<std::string, Tensor>>& model,
+                                                  const std::map<std::string, Offer>& offered, bool strict,
+                                                  const std::string& source) {
   std::set<std::string> expected;
-  std::map<const TensorImpl*, bool> filled;  // tied tensors are satisfied by any of their names
-  std::vector<std::pair<Tensor, Tensor>> copies;
-  for (auto& [name, t] : p) {
+  std::map<const TensorImpl*, bool> filled;
+  std::vector<std::pair<Tensor, std::string>> fills;
+  for (auto& [name, t] : model) {
     expected.insert(name);
-    auto it = sd.find(name);
-    if (it == sd.end()) {
+    auto it = offered.find(name);
+    if (it == offered.end()) {
       filled.try_emplace(&t.impl(), false);
       continue;
     }
-    const Tensor& src = it->second;
-    QKV_CHECK(src.shape() == t.shape(), source, "tensor '", name, "' has shape ", src.shape().str(), ", the model expects ",
+    const Offer& o = it->second;
+    QKV_CHECK(o.shape == t.shape(), source, "tensor '", name, "' has shape ", o.shape.str(), ", the model expects ",
               t.shape().str());
-    QKV_CHECK(src.dtype() == t.dtype(), source, "tensor '", name, "' has dtype ", dtype_name(src.dtype()),
+    QKV_CHECK(o.dtype == t.dtype(), source, "tensor '", name, "' has dtype ", dtype_name(o.dtype),
               ", the model expects ", dtype_name(t.dtype()));
     filled[&t.impl()] = true;
-    copies.emplace_back(t, src);
+    fills.emplace_back(t, name);
   }
   if (strict) {
-    for (auto& [name, t] : p)
+    for (auto& [name, t] : model)
       QKV_CHECK(filled[&t.impl()], source, "missing tensor '", name, "' (", t.str(), ")");
-    for (auto& [name, t] : sd)
-      QKV_CHECK(expected.count(name), source, "unexpected tensor '", name, "' (", t.str(), ") that the model does not have");
+    for (auto& [name, o] : offered)
+      QKV_CHECK(expected.count(name), source, "unexpected tensor '", name, "' (", dtype_name(o.dtype), o.shape.str(),
+                ") that the model does not have");
   }
+  return fills;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> Module::tensors_to_load() const {
+  std::vector<std::pair<std::string, Tensor>> p, b;
+  collect("", p, b);
+  for (auto& x : b) p.push_back(x);
+  return p;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool strict, const std::string& source) {
+  std::map<std::string, Offer> offered;
+  for (auto& [name, t] : sd) offered[name] = {t.shape(), t.dtype()};
+  const auto fills = match(tensors_to_load(), offered, strict, source);  // validated first: an error changes nothing
   NoGradGuard ng;
-  for (auto& [dst, src] : copies) {
+  for (auto& [dst, name] : fills) {
     Tensor d = dst;
-    d.copy_from(src);
+    d.copy_from(sd.at(name));
   }
 }
 
@@ -131,7 +159,16 @@ void Module::save(const std::string& path, const std::map<std::string, std::stri
 }
 
 void Module::load(const std::string& path, bool strict) {
-  load_state_dict(safetensors::load(path).tensors, strict, path);
+  const safetensors::Reader file(path);  // the header, checked
+  std::map<std::string, Offer> offered;
+  for (const std::string& name : file.names()) offered[name] = {file.shape(name), file.dtype(name)};
+  const auto fills = match(tensors_to_load(), offered, strict, path);
+  NoGradGuard ng;
+  for (auto& [dst, name] : fills) {
+    Tensor d = dst;
+    if (d.is_contiguous()) file.read_into(name, d);  // straight in: no copy of the file beside the model
+    else d.copy_from(file.read(name));
+  }
 }
 
 void Module::train(bool on) {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "qkv/kernels/gemm.h"
+#include "qkv/tensor/storage.h"
 #include "qkv/tensor/tensor.h"
 #include "qkv/util/error.h"
 #include "ref.h"
@@ -39,6 +40,21 @@ inline Tensor transposed_view(const Tensor& x) {
   std::swap(s[n - 1], s[n - 2]);
   std::swap(st[n - 1], st[n - 2]);
   return x.as_strided(s, st, x.offset());
+}
+
+// Runs `load` (which builds a model from a file and keeps it) and checks that the tensor memory
+// it peaked at is at most `ratio` times what it kept: a loader reading the file tensor by tensor
+// into the model stays near 1 (its temporaries are single tensors); one that read the whole file
+// first peaks at about twice the model.
+template <typename F>
+void expect_load_peak_near_kept(F&& load, double ratio, const char* what) {
+  allocator_reset_peak();
+  const size_t before = allocator_stats().bytes_in_use;
+  load();
+  const AllocatorStats after = allocator_stats();
+  ASSERT_GT(after.bytes_in_use, before) << what << ": the loaded model should be kept";
+  EXPECT_LE(double(after.peak_bytes_in_use - before), ratio * double(after.bytes_in_use - before))
+      << what << ": peak " << after.peak_bytes_in_use - before << " bytes to keep " << after.bytes_in_use - before;
 }
 
 // Reference tensor `name` of case `c` as a leaf that requires grad.

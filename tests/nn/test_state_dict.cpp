@@ -11,6 +11,7 @@
 
 #include "qkv/io/format/safetensors.h"
 #include "qkv/nn/module.h"
+#include "qkv/tensor/storage.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -102,6 +103,31 @@ TEST(StateDict, SafetensorsRoundTripIsBitIdentical) {
   EXPECT_TRUE(bit_equal(a.proj->weight, b.proj->weight));
   EXPECT_TRUE(b.proj->weight.requires_grad());
   EXPECT_EQ(safetensors::load(path).metadata.at("format"), "pt");
+}
+
+// Module::load reads each tensor straight into its parameter (the file is never held beside the
+// model): the storage the model had is the one that holds the values. A tensor whose bytes fail
+// their checksum stops the load naming the file and the tensor.
+TEST(StateDict, LoadFillsTheParametersInPlaceAndNamesACorruptTensor) {
+  Tiny a(1), b(100);
+  const std::string path = tmp_path("in_place.safetensors");
+  a.save(path);
+  const void* storage = b.proj->weight.raw_data();
+  allocator_reset_peak();
+  const size_t before = allocator_stats().bytes_in_use;
+  b.load(path);
+  EXPECT_EQ(allocator_stats().peak_bytes_in_use, before) << "no tensor allocated: nothing read beside the model";
+  EXPECT_EQ(b.proj->weight.raw_data(), storage);
+  for (auto& [name, t] : a.state_dict()) EXPECT_TRUE(bit_equal(t, b.state_dict().at(name))) << name;
+
+  std::string bytes = read_bytes(path);
+  const uint64_t n = uint64_t(uint8_t(bytes[0])) | uint64_t(uint8_t(bytes[1])) << 8;  // a small header
+  const auto header = nlohmann::json::parse(bytes.substr(8, size_t(n)));
+  const size_t at = size_t(8 + n + header.at("proj.weight").at("data_offsets")[0].get<uint64_t>());
+  bytes[at] ^= char(1);  // the lowest mantissa bit of its first value
+  write_bytes(path, bytes);
+  Tiny c(200);
+  expect_error([&] { c.load(path); }, {path, "'proj.weight'", "corrupted"});
 }
 
 TEST(StateDict, TruncatedFileNamesFileAndTensor) {

@@ -21,6 +21,10 @@
 #include "qkv/models/gpt.h"
 #include "qkv/text/tokenizer.h"
 
+namespace qkv::safetensors {
+class Reader;
+}
+
 namespace qkv::io {
 
 struct GptBundle {
@@ -34,6 +38,15 @@ std::map<std::string, Tensor> gpt2_to_qkv(const std::map<std::string, Tensor>& p
                                           const std::string& where);
 // qkv's Gpt -> the published tensors, without prefix (what save_gpt2 writes).
 std::map<std::string, Tensor> qkv_to_gpt2(const models::Gpt& model);
+
+// The Gpt of `cfg` read from `file` one tensor at a time, straight into its parameters (the file is
+// never held beside the model). in_file maps every published name (no prefix: "wte.weight",
+// "h.0.attn.c_attn.weight", ...) to the tensor's name in the file; it is checked against the
+// config from the header first: unknown, misshapen, non-F32 and missing tensors are errors naming
+// them, and a stored lm_head.weight must equal wte.weight.
+std::shared_ptr<models::Gpt> read_gpt2_body(const safetensors::Reader& file,
+                                            const std::map<std::string, std::string>& in_file,
+                                            const models::GptConfig& cfg);
 
 // config.json of a GPT directory, checked (GPT2Config's keys and validate()); errors name `path`.
 models::GptConfig read_gpt2_config(const std::string& path);

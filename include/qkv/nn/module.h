@@ -39,7 +39,12 @@ class Module {
   void load_state_dict(const std::map<std::string, Tensor>& sd, bool strict = true,
                        const std::string& source = "state dict");
 
-  // Safetensors files (atomic write; the loader checks everything).
+  // Safetensors files. save: an atomic write. load: the file's header is checked against the model
+  // first (names under strict, shapes, dtypes: a file that does not fit changes nothing), then one
+  // tensor at a time is read straight into its parameter, so the file is never held beside the
+  // model. A tensor that fails its checksum, or cannot be read, stops the load naming it, with the
+  // tensors before it already in place: into a model that must survive such a file, use
+  // load_state_dict(safetensors::load(path).tensors), which checks every byte before writing any.
   void save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
   void load(const std::string& path, bool strict = true);
 
@@ -102,6 +107,7 @@ class Module {
 
  private:
   void check_name(const std::string& name) const;
+  std::vector<std::pair<std::string, Tensor>> tensors_to_load() const;  // parameters, then persistent buffers
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& params,
                std::vector<std::pair<std::string, Tensor>>& bufs) const;
 
