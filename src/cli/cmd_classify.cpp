@@ -27,8 +27,7 @@ int run(int argc, char** argv) {
   add_precision_option(app, precision);
   QKV_PARSE(app, argc, argv);
   opt.precision = read_precision(precision, "qkv classify");
-  tasks::Classifier clf(model_dir);
-  if (opt.precision == kernels::MatmulPrecision::bf16) clf.hold_weights_in_bf16();  // half the weight memory
+  tasks::Classifier clf(model_dir, opt.precision);  // bf16: the weights held in bf16 as they are read
   std::vector<tasks::ClsInput> inputs;
   if (input.empty()) {
     inputs = tasks::read_cls_inputs(std::cin, "stdin", clf.input_pairs());

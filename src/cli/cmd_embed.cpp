@@ -43,8 +43,7 @@ int run(int argc, char** argv) {
   QKV_PARSE(app, argc, argv);
   opt.precision = read_precision(precision, "qkv embed");
   opt.pooling = tasks::parse_pooling(pooling);
-  tasks::Embedder emb(model_dir);
-  if (opt.precision == kernels::MatmulPrecision::bf16) emb.hold_weights_in_bf16();  // half the weight memory
+  tasks::Embedder emb(model_dir, opt.precision);  // bf16: the weights held in bf16 as they are read
   std::fprintf(stderr, "%s: %s", model_dir.c_str(), emb.bundle().report.summary().c_str());
   std::vector<tasks::ClsInput> inputs;
   if (input.empty()) {

@@ -56,8 +56,7 @@ int run(int argc, char** argv) {
   opt.precision = read_precision(precision, "qkv generate");
   have_prompt = app.count("--prompt") > 0;
   QKV_CHECK(std::filesystem::is_directory(model_dir), model_dir, "model directory not found");
-  tasks::Generator gen(model_dir);
-  if (opt.precision == kernels::MatmulPrecision::bf16) gen.hold_weights_in_bf16();  // half the weight memory
+  tasks::Generator gen(model_dir, opt.precision);  // bf16: the weights held in bf16 as they are read
 
   std::vector<std::string> prompts;
   if (have_prompt) {

@@ -146,7 +146,7 @@ void check_header_sizes(const std::string& weights, const models::BertConfig& c)
 
 }  // namespace
 
-BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task) {
+BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task, kernels::MatmulPrecision precision) {
   const fs::path d(dir);
   const std::string cfg_path = (d / "config.json").string(), weights = (d / "model.safetensors").string();
   QKV_CHECK(fs::is_directory(d), dir, "not a BERT model directory (expected config.json, model.safetensors)");
@@ -235,9 +235,15 @@ BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task
   // initialisation, then whatever part of it the file has.
   if (b.bert->pooler && !used.count("bert.pooler.dense.weight"))
     nn::initialize(*b.bert->pooler, nn::init::Scheme::normal_002);
+  if (precision == kernels::MatmulPrecision::bf16) {  // before any weight is read: the f32 ones are never touched
+    b.bert->hold_weights_in_bf16();
+    if (b.mlm) b.mlm->hold_weights_in_bf16();
+    if (b.nsp) b.nsp->hold_weights_in_bf16();
+    for (auto& [prefix, m] : b.task_heads) m->hold_weights_in_bf16();
+  }
   for (auto& [param, name] : fills) {
     Tensor p = param;
-    file.read_into(name, p);
+    nn::read_parameter(file, name, p);
   }
   for (const Copy& c : copies)  // against the loaded original, so only the copy is read again
     QKV_CHECK(same_bits(file.read(c.stored), c.loaded), weights, "tensor '", c.stored, "' differs from '", c.original,

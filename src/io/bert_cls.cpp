@@ -56,13 +56,14 @@ double dropout_of(const BertClassifierSpec& spec, const nlohmann::json& j, const
 }
 
 BertClassifierBundle load_with_head(const std::string& dir, const BertClassifierSpec& spec, const nlohmann::json& j,
-                                    const std::string& cfg_path) {
+                                    const std::string& cfg_path,
+                                    kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32) {
   QKV_CHECK(spec.labels.size() >= 2, "load_bert_classifier", "a classifier needs at least 2 labels, got ",
             spec.labels.size());
   const models::BertConfig cfg = bert_config(j, cfg_path);
   auto head = std::make_shared<nn::Linear>(cfg.hidden_size, int64_t(spec.labels.size()), true, nn::init::Scheme::none);
   nn::initialize(*head, nn::init::Scheme::normal_002);  // kept when the file has no classifier.*
-  BertBundle b = load_bert(dir, BertHeads{false, false}, {{"classifier", head}});
+  BertBundle b = load_bert(dir, BertHeads{false, false}, {{"classifier", head}}, precision);
   QKV_CHECK(b.tokenizer != nullptr, dir, "has no tokenizer (tokenizer.json or vocab.txt): a classifier needs one");
   BertClassifierBundle out;
   out.model = std::make_shared<models::BertForSequenceClassification>(
@@ -84,7 +85,7 @@ BertClassifierBundle load_bert_for_classification(const std::string& dir, const 
   return load_with_head(dir, spec, j, path);
 }
 
-BertClassifierBundle load_bert_classifier(const std::string& dir) {
+BertClassifierBundle load_bert_classifier(const std::string& dir, kernels::MatmulPrecision precision) {
   std::string path;
   const nlohmann::json j = read_config_json(dir, &path);
   BertClassifierSpec spec;
@@ -102,7 +103,7 @@ BertClassifierBundle load_bert_classifier(const std::string& dir) {
       fail(path, "field 'qkv_classifier.pooling': ", e.what());
     }
   }
-  BertClassifierBundle b = load_with_head(dir, spec, j, path);
+  BertClassifierBundle b = load_with_head(dir, spec, j, path, precision);
   b.pairs_declared = q.pairs_declared;
   // A fine-tuned classifier has every tensor; the pooler is needed unless pooling is mean.
   for (const std::string& n : b.report.initialised)

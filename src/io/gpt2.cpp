@@ -164,7 +164,7 @@ models::GptConfig read_gpt2_config(const std::string& path) {
 
 std::shared_ptr<models::Gpt> read_gpt2_body(const safetensors::Reader& file,
                                             const std::map<std::string, std::string>& in_file,
-                                            const models::GptConfig& cfg) {
+                                            const models::GptConfig& cfg, kernels::MatmulPrecision precision) {
   const std::string& where = file.path();
   std::map<std::string, std::pair<Shape, DType>> info;
   for (auto& [published, name] : in_file) info[published] = {file.shape(name), file.dtype(name)};
@@ -173,6 +173,7 @@ std::shared_ptr<models::Gpt> read_gpt2_body(const safetensors::Reader& file,
   if (in_file.count("lm_head.weight")) check_tied_head(fetch("lm_head.weight"), fetch("wte.weight"), where);
   // Built as zeros (nothing drawn), then filled tensor by tensor; every parameter exactly once.
   auto model = std::make_shared<models::Gpt>(cfg, default_generator(), nn::init::Scheme::none);
+  if (precision == kernels::MatmulPrecision::bf16) model->hold_weights_in_bf16();  // the zeros: no f32 touched
   std::map<std::string, Tensor> params = model->state_dict();  // the model's own tensors
   std::set<std::string> unfilled;
   for (const auto& [name, t] : params) unfilled.insert(name);
@@ -187,13 +188,13 @@ std::shared_ptr<models::Gpt> read_gpt2_body(const safetensors::Reader& file,
       },
       [&](const std::string& pub, const std::string& ours) {  // read straight into the parameter
         take(ours);
-        file.read_into(in_file.at(pub), params.at(ours));
+        nn::read_parameter(file, in_file.at(pub), params.at(ours));
       });
   QKV_CHECK(unfilled.empty(), where, "internal: the GPT-2 mapping left '", *unfilled.begin(), "' unfilled");
   return model;
 }
 
-GptBundle load_gpt2(const std::string& dir) {
+GptBundle load_gpt2(const std::string& dir, kernels::MatmulPrecision precision) {
   const fs::path d(dir);
   const std::string cfg_path = (d / "config.json").string(), weights = (d / "model.safetensors").string();
   QKV_CHECK(fs::exists(cfg_path), dir, "not a GPT model directory: config.json is missing");
@@ -212,7 +213,7 @@ GptBundle load_gpt2(const std::string& dir) {
     in_file[p ? name.substr(prefix.size()) : name] = name;
   }
   QKV_CHECK(!(any_prefixed && any_bare), weights, "some tensor names have the 'transformer.' prefix and some do not");
-  b.model = read_gpt2_body(file, in_file, b.config);
+  b.model = read_gpt2_body(file, in_file, b.config, precision);
   if (fs::exists(d / "tokenizer.json") || (fs::exists(d / "encoder.json") && fs::exists(d / "vocab.bpe")))
     b.tokenizer = text::load_tokenizer(dir);
   return b;

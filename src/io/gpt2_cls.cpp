@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 
 namespace qkv::io {
 
-GptClassifierBundle load_gpt2_classifier(const std::string& dir) {
+GptClassifierBundle load_gpt2_classifier(const std::string& dir, kernels::MatmulPrecision precision) {
   const fs::path d(dir);
   const std::string cfg_path = (d / "config.json").string(), weights = (d / "model.safetensors").string();
   QKV_CHECK(fs::exists(cfg_path), dir, "not a classifier model directory: config.json is missing");
@@ -53,10 +53,11 @@ GptClassifierBundle load_gpt2_classifier(const std::string& dir) {
   QKV_CHECK(score == Shape({int64_t(b.labels.size()), cfg.n_embd}) && file.dtype("score.weight") == DType::f32,
             weights, "tensor 'score.weight': expected F32 (", b.labels.size(), ", ", cfg.n_embd, ") for ",
             b.labels.size(), " labels in config.json, got ", dtype_name(file.dtype("score.weight")), score.str());
-  auto gpt = read_gpt2_body(file, body, cfg);
+  auto gpt = read_gpt2_body(file, body, cfg, precision);
   b.model = std::make_shared<models::GptClassifier>(gpt, int64_t(b.labels.size()), default_generator(),
                                                     nn::init::Scheme::none);
-  file.read_into("score.weight", b.model->score->weight);
+  if (precision == kernels::MatmulPrecision::bf16) b.model->hold_weights_in_bf16();  // the score head (the body is)
+  nn::read_parameter(file, "score.weight", b.model->score->weight);
   b.tokenizer = text::load_tokenizer((d / "tokenizer.json").string());
   QKV_CHECK(b.tokenizer->vocab_size() <= cfg.vocab_size, dir, "tokenizer.json has ", b.tokenizer->vocab_size(),
             " tokens but the model's vocab_size is ", cfg.vocab_size);

@@ -13,7 +13,8 @@ namespace qkv::nn {
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias, init::Scheme scheme) {
   QKV_CHECK(in > 0 && out > 0, "Linear", "sizes must be positive, got in=", in, " out=", out);
-  weight = register_parameter("weight", scheme == init::Scheme::none ? Tensor::zeros({out, in}) : Tensor::empty({out, in}));
+  const bool to_fill = scheme == init::Scheme::none;  // loaded next: no memory until then
+  weight = register_parameter("weight", to_fill ? Tensor::zeros_to_fill({out, in}) : Tensor::empty({out, in}));
   if (with_bias) bias = register_parameter("bias", Tensor::zeros({out}));
   switch (scheme) {
     case init::Scheme::none: break;
@@ -44,7 +45,8 @@ Embedding::Embedding(int64_t num, int64_t dim, int64_t padding_idx, bool scale, 
     : padding_idx(padding_idx), scale(scale) {
   QKV_CHECK(num > 0 && dim > 0, "Embedding", "sizes must be positive, got num=", num, " dim=", dim);
   QKV_CHECK(padding_idx < num, "Embedding", "padding_idx ", padding_idx, " out of range for ", num, " entries");
-  weight = register_parameter("weight", scheme == init::Scheme::none ? Tensor::zeros({num, dim}) : Tensor::empty({num, dim}));
+  const bool to_fill = scheme == init::Scheme::none;  // loaded next: no memory until then
+  weight = register_parameter("weight", to_fill ? Tensor::zeros_to_fill({num, dim}) : Tensor::empty({num, dim}));
   switch (scheme) {
     case init::Scheme::none: break;
     case init::Scheme::pytorch_default: init::normal(weight, 0.0, 1.0); break;

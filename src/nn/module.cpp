@@ -119,7 +119,8 @@ std::vector<std::pair<Tensor, std::string>> match(const std::vector<std::pair<st
     const Offer& o = it->second;
     QKV_CHECK(o.shape == t.shape(), source, "tensor '", name, "' has shape ", o.shape.str(), ", the model expects ",
               t.shape().str());
-    QKV_CHECK(o.dtype == t.dtype(), source, "tensor '", name, "' has dtype ", dtype_name(o.dtype),
+    const bool held = t.dtype() == DType::bf16 && o.dtype == DType::f32;  // rounded as it is filled
+    QKV_CHECK(o.dtype == t.dtype() || held, source, "tensor '", name, "' has dtype ", dtype_name(o.dtype),
               ", the model expects ", dtype_name(t.dtype()));
     filled[&t.impl()] = true;
     fills.emplace_back(t, name);
@@ -150,7 +151,15 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool stric
   NoGradGuard ng;
   for (auto& [dst, name] : fills) {
     Tensor d = dst;
-    d.copy_from(sd.at(name));
+    const Tensor& src = sd.at(name);
+    if (d.dtype() == DType::bf16 && src.dtype() == DType::f32) {  // a weight held in bf16: its rounding
+      const Tensor c = src.contiguous();
+      QKV_CHECK(d.is_contiguous(), source, "tensor '", name, "': a weight held in bf16 is contiguous");
+      kernels::round_to_bf16(c.data<float>(), static_cast<uint16_t*>(d.raw_data()), c.numel());
+      d.mark_modified();
+    } else {
+      d.copy_from(src);
+    }
   }
 }
 
@@ -166,8 +175,26 @@ void Module::load(const std::string& path, bool strict) {
   NoGradGuard ng;
   for (auto& [dst, name] : fills) {
     Tensor d = dst;
-    if (d.is_contiguous()) file.read_into(name, d);  // straight in: no copy of the file beside the model
-    else d.copy_from(file.read(name));
+    read_parameter(file, name, d);  // no copy of the file beside the model
+  }
+}
+
+void read_parameter(const safetensors::Reader& file, const std::string& name, Tensor& dst) {
+  QKV_CHECK(dst.defined() && file.shape(name) == dst.shape(), file.path(), "tensor '", name, "' is ",
+            file.shape(name).str(), ", the model's is ", dst.defined() ? dst.str() : std::string("undefined"));
+  if (dst.dtype() == DType::bf16 && file.dtype(name) == DType::f32) {
+    QKV_CHECK(dst.is_contiguous(), file.path(), "tensor '", name, "': a weight held in bf16 is contiguous");
+    uint16_t* out = static_cast<uint16_t*>(dst.raw_data());
+    file.read_pieces(name, size_t(1) << 20, [&](const void* bytes, size_t n) {  // whole floats: 2^20 % 4 == 0
+      const int64_t k = int64_t(n / sizeof(float));
+      kernels::round_to_bf16(static_cast<const float*>(bytes), out, k);
+      out += k;
+    });
+    dst.mark_modified();
+  } else if (dst.is_contiguous()) {
+    file.read_into(name, dst);
+  } else {
+    dst.copy_from(file.read(name));
   }
 }
 

@@ -71,16 +71,13 @@ ServedModel::ServedModel(std::string name, const std::string& dir, kernels::Matm
     : name_(std::move(name)), kind_(model_kind(dir)), precision_(precision), metrics_(metrics) {
   switch (kind_) {
     case Kind::translation: translator_ = std::make_unique<tasks::Translator>(dir); break;
-    case Kind::generation: generator_ = std::make_unique<tasks::Generator>(dir); break;
-    case Kind::embedding: embedder_ = std::make_unique<tasks::Embedder>(dir); break;
-    case Kind::classification: classifier_ = std::make_unique<tasks::Classifier>(dir); break;
+    // bf16: every request runs in bf16, so the weights are held in bf16 as they are read
+    case Kind::generation: generator_ = std::make_unique<tasks::Generator>(dir, precision); break;
+    case Kind::embedding: embedder_ = std::make_unique<tasks::Embedder>(dir, precision); break;
+    case Kind::classification: classifier_ = std::make_unique<tasks::Classifier>(dir, precision); break;
   }
-  if (precision_ == kernels::MatmulPrecision::bf16) {  // every request runs in bf16: half the weight memory
-    if (translator_) translator_->hold_weights_in_bf16();
-    if (generator_) generator_->hold_weights_in_bf16();
-    if (embedder_) embedder_->hold_weights_in_bf16();
-    if (classifier_) classifier_->hold_weights_in_bf16();
-  }
+  // A translation model is built with random weights and then loaded: held once loaded.
+  if (translator_ && precision_ == kernels::MatmulPrecision::bf16) translator_->hold_weights_in_bf16();
   queue_ = std::make_unique<BatchQueue>(batch, [this](const std::vector<std::shared_ptr<Job>>& b) { run(b); });
 }
 

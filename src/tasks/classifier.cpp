@@ -37,12 +37,12 @@ ClassifierFamily classifier_family(const std::string& model_dir) {
   fail(path, "fields 'model_type' / 'architectures': expected a GPT-2 (\"gpt2\") or BERT (\"bert\") classifier");
 }
 
-Classifier::Classifier(const std::string& model_dir) {
+Classifier::Classifier(const std::string& model_dir, kernels::MatmulPrecision precision) {
   if (classifier_family(model_dir) == ClassifierFamily::bert) {
-    bert_ = std::make_shared<io::BertClassifierBundle>(io::load_bert_classifier(model_dir));
+    bert_ = std::make_shared<io::BertClassifierBundle>(io::load_bert_classifier(model_dir, precision));
     bert_->model->eval();
   } else {
-    gpt_ = std::make_shared<io::GptClassifierBundle>(io::load_gpt2_classifier(model_dir));
+    gpt_ = std::make_shared<io::GptClassifierBundle>(io::load_gpt2_classifier(model_dir, precision));
     gpt_->model->eval();
   }
 }

@@ -25,7 +25,8 @@ Pooling parse_pooling(const std::string& name) {
   fail("pooling", "unknown pooling '", name, "' (expected cls or mean)");
 }
 
-Embedder::Embedder(const std::string& model_dir) : Embedder(io::load_bert(model_dir, io::BertHeads{false, false})) {}
+Embedder::Embedder(const std::string& model_dir, kernels::MatmulPrecision precision)
+    : Embedder(io::load_bert(model_dir, io::BertHeads{false, false}, {}, precision)) {}
 
 Embedder::Embedder(io::BertBundle bundle) : bundle_(std::move(bundle)) {
   QKV_CHECK(bundle_.bert != nullptr, "Embedder", "needs a BERT model");

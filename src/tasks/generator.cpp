@@ -63,7 +63,8 @@ size_t find_stop(const std::string& text, const std::vector<std::string>& stop) 
 
 }  // namespace
 
-Generator::Generator(const std::string& model_dir) : Generator(io::load_gpt2(model_dir)) {
+Generator::Generator(const std::string& model_dir, kernels::MatmulPrecision precision)
+    : Generator(io::load_gpt2(model_dir, precision)) {
   // The special ids are not architecture: GptConfig ignores them; read them here.
   const std::string path = model_dir + "/config.json";
   nlohmann::json j;

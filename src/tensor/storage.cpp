@@ -24,6 +24,7 @@
 #include "qkv/tensor/storage.h"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -208,6 +209,15 @@ std::shared_ptr<Storage> Storage::allocate_apart(size_t nbytes) {
   void* p = buffer_alloc(n, BufferLife::kept);
   QKV_CHECK(p != nullptr, "Storage::allocate_apart", "out of memory allocating ", n, " bytes");
   return std::shared_ptr<Storage>(new Storage(p, nbytes, n, true));
+}
+
+std::shared_ptr<Storage> Storage::allocate_zeroed(size_t nbytes) {
+  const size_t n = nbytes == 0 ? 1 : nbytes;
+  if (!kBufferAsan && n >= buffer_huge_page_threshold(BufferLife::kept))
+    return allocate_apart(n);  // a fresh anonymous mapping (buffer_alloc): zero pages, untouched
+  std::shared_ptr<Storage> s = allocate(nbytes);
+  std::memset(s->data(), 0, n);
+  return s;
 }
 
 Storage::~Storage() {

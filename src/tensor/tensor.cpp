@@ -96,6 +96,16 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype) {
   return t;
 }
 
+Tensor Tensor::zeros_to_fill(const Shape& shape, DType dtype) {
+  dispatch_all(dtype, "Tensor::zeros_to_fill", [](auto*) {});
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::allocate_zeroed(size_t(shape.numel()) * dtype_size(dtype));
+  impl->shape = shape;
+  impl->strides = Shape::contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(impl);
+}
+
 Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype) {

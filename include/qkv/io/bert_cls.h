@@ -45,7 +45,9 @@ struct BertClassifierSpec {
 // BertForSequenceClassification.save_pretrained + the tokenizer): labels from id2label (a
 // "num_labels" key must agree), the head from classifier.*; a missing head is an error. Without
 // qkv_classifier.pairs the directory accepts single texts and pairs (pairs_declared false).
-BertClassifierBundle load_bert_classifier(const std::string& dir);
+// precision bf16: every weight held in bf16 from the start (load_bert).
+BertClassifierBundle load_bert_classifier(const std::string& dir,
+                                          kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 // Any BERT directory (BertModel, BertForPreTraining: e.g. `qkv train`'s BERT pretraining output)
 // as the start of fine-tuning: the encoder loaded, the classifier newly initialised (from the
 // default generator) unless the file has one, other heads (cls.*) ignored: bundle.report says which.

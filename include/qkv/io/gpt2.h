@@ -43,14 +43,17 @@ std::map<std::string, Tensor> qkv_to_gpt2(const models::Gpt& model);
 // never held beside the model). in_file maps every published name (no prefix: "wte.weight",
 // "h.0.attn.c_attn.weight", ...) to the tensor's name in the file; it is checked against the
 // config from the header first: unknown, misshapen, non-F32 and missing tensors are errors naming
-// them, and a stored lm_head.weight must equal wte.weight.
-std::shared_ptr<models::Gpt> read_gpt2_body(const safetensors::Reader& file,
-                                            const std::map<std::string, std::string>& in_file,
-                                            const models::GptConfig& cfg);
+// them, and a stored lm_head.weight must equal wte.weight. precision bf16: the model is built to
+// hold its weights in bf16 (nn::Module::hold_weights_in_bf16) before any is read, and each is
+// rounded as it is read, so the f32 weights are never in memory; fp32 and int8: f32 weights.
+std::shared_ptr<models::Gpt> read_gpt2_body(
+    const safetensors::Reader& file, const std::map<std::string, std::string>& in_file, const models::GptConfig& cfg,
+    kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 
 // config.json of a GPT directory, checked (GPT2Config's keys and validate()); errors name `path`.
 models::GptConfig read_gpt2_config(const std::string& path);
-GptBundle load_gpt2(const std::string& dir);
+// precision: as read_gpt2_body's (bf16: weights held in bf16 from the start).
+GptBundle load_gpt2(const std::string& dir, kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 // Writes config.json, model.safetensors and (if any) tokenizer.json into dir, each atomically.
 void save_gpt2(const std::string& dir, const GptBundle& bundle);
 

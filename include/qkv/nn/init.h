@@ -23,6 +23,7 @@ enum class Scheme {
   xavier_uniform,   // matrices Xavier-uniform, biases zero (the Transformer paper)
   normal_002,       // matrices and embeddings N(0, 0.02), biases zero (GPT, BERT)
   none,             // all zeros, no random draws: for a model whose every tensor is loaded next
+                    // (Linear and Embedding weights: Tensor::zeros_to_fill, no memory until filled)
 };
 
 }  // namespace qkv::nn::init

@@ -16,6 +16,10 @@
 #include "qkv/kernels/gemm.h"
 #include "qkv/tensor/tensor.h"
 
+namespace qkv::safetensors {
+class Reader;
+}
+
 namespace qkv::nn {
 
 class Module {
@@ -126,6 +130,12 @@ class Module {
 // longer requiring grad: every handle that shares a tensor sees the change
 // (Module::hold_weights_in_bf16).
 void hold_in_bf16(const std::vector<Tensor>& weights);
+
+// Reads the tensor `name` of `file` into dst, a model's tensor of the same shape: straight in when
+// dst is contiguous and of the file's dtype; into a weight held in bf16 from an F32 entry, rounded
+// (kernels::round_to_bf16) a piece at a time as it is read, so no f32 copy of it is made. What
+// Module::load and the model-directory loaders fill parameters with.
+void read_parameter(const safetensors::Reader& file, const std::string& name, Tensor& dst);
 
 // Eval mode (dropout off) for the life of a scope, then the module's mode before it, also when an
 // exception leaves the scope: every forward pass that is not training (validation, inference,

@@ -48,7 +48,8 @@ class Embedder {
  public:
   // io::load_bert without heads (their tensors are ignored), eval mode. The directory needs a
   // tokenizer (tokenizer.json or vocab.txt) with [CLS] and [SEP].
-  explicit Embedder(const std::string& model_dir);
+  // precision bf16: the weights held in bf16 as they are read (see hold_weights_in_bf16).
+  explicit Embedder(const std::string& model_dir, kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
   explicit Embedder(io::BertBundle bundle);  // a model in memory (shared, not copied)
 
   std::vector<SentenceEmbedding> embed(const std::vector<ClsInput>& inputs, const EmbedOptions& opt = {}) const;

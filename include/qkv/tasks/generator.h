@@ -73,7 +73,9 @@ struct Generation {
 
 class Generator {
  public:
-  explicit Generator(const std::string& model_dir);  // io::load_gpt2 + config.json's bos/eos ids
+  // io::load_gpt2 + config.json's bos/eos ids. precision bf16: the weights held in bf16 as they are
+  // read (hold_weights_in_bf16 below, without the f32 model in memory first).
+  explicit Generator(const std::string& model_dir, kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
   // Puts the model in eval mode and sets its decoding products' layouts (nn::Module::set_pack_layout
   // with decoding_layout, for fp32 and for bf16). The model is shared, so this holds for its other
   // users too; their decoding results may differ in the last bits.

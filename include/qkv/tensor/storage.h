@@ -21,6 +21,11 @@ class Storage {
   // model and replaces tensors of the cache (weights held in bf16, nn::hold_in_bf16), so that the
   // segments those leave idle go back to the system whole (allocator_empty_cache).
   static std::shared_ptr<Storage> allocate_apart(size_t nbytes);
+  // Zeros, for a tensor that will be filled (a model built to be loaded, nn::init::Scheme::none):
+  // from 2 MiB a buffer apart whose pages the system supplies zeroed on first touch, so that it
+  // costs no memory until written (a model loaded to be held in bf16 never touches its f32
+  // weights); below that, or under AddressSanitizer, allocate() and zero-filled.
+  static std::shared_ptr<Storage> allocate_zeroed(size_t nbytes);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

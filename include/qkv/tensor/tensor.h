@@ -42,6 +42,8 @@ class Tensor {
   // ---- factories (never require grad) ----
   static Tensor empty(const Shape& shape, DType dtype = DType::f32);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+  // Zeros to be filled later (Storage::allocate_zeroed): a large one costs no memory until written.
+  static Tensor zeros_to_fill(const Shape& shape, DType dtype = DType::f32);
   static Tensor ones(const Shape& shape, DType dtype = DType::f32);
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
   static Tensor scalar(double value, DType dtype = DType::f32);  // shape ()

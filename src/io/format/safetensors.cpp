@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "qkv/util/checksum.h"
 #include "qkv/util/file.h"
@@ -148,12 +149,17 @@ Index index_header(const char* h, uint64_t n, uint64_t buf_size, const std::stri
 }
 
 // A tensor's bytes against the CRC-32C recorded for it (nothing to do if none was).
-void verify_crc(const std::string& src, const std::string& name, const Reader::Entry& e, const void* data) {
+// The tensor's bytes against the CRC-32C the file recorded for it (if any): `found`, computed
+// over all of them.
+void check_crc(const std::string& src, const std::string& name, const Reader::Entry& e, uint32_t found) {
   if (!e.crc) return;
   const uint64_t size = e.end - e.begin;
-  const uint32_t found = crc32c(data, size);
   QKV_CHECK(found == *e.crc, src + ": tensor '" + name + "'", "corrupted data: CRC-32C of its ", size, " bytes is ",
             crc32c_hex(found), ", the file recorded ", crc32c_hex(*e.crc));
+}
+
+void verify_crc(const std::string& src, const std::string& name, const Reader::Entry& e, const void* data) {
+  if (e.crc) check_crc(src, name, e, crc32c(data, e.end - e.begin));
 }
 
 }  // namespace
@@ -267,6 +273,22 @@ void Reader::read_into(const std::string& name, Tensor& dst) const {
   read_exact(fd_, data_start_ + e.begin, dst.raw_data(), e.end - e.begin, path_, "tensor '" + name + "'");
   dst.mark_modified();
   verify_crc(path_, name, e, dst.raw_data());
+}
+
+void Reader::read_pieces(const std::string& name, size_t piece_bytes,
+                         const std::function<void(const void*, size_t)>& take) const {
+  const Entry& e = entry(name);
+  QKV_CHECK(piece_bytes > 0, path_, "read_pieces: pieces of 0 bytes");
+  std::vector<char> piece(size_t(std::min<uint64_t>(piece_bytes, e.end - e.begin)));
+  uint32_t crc = 0;
+  for (uint64_t done = 0; done < e.end - e.begin;) {
+    const size_t n = size_t(std::min<uint64_t>(piece.size(), e.end - e.begin - done));
+    read_exact(fd_, data_start_ + e.begin + done, piece.data(), n, path_, "tensor '" + name + "'");
+    crc = crc32c(piece.data(), n, crc);
+    take(piece.data(), n);
+    done += n;
+  }
+  check_crc(path_, name, e, crc);
 }
 
 namespace {

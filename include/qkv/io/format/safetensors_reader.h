@@ -9,6 +9,7 @@
 //   for (const auto& name : f.names()) use(name, f.read(name));   // or f.read_into(name, param)
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,6 +37,12 @@ class Reader {
   // parameter, so no second copy is made), then dst.mark_modified(). On a checksum mismatch dst
   // holds the bad bytes and the error names the tensor.
   void read_into(const std::string& name, Tensor& dst) const;
+  // The bytes of `name` in order, in pieces of at most piece_bytes: take(bytes, n) for each, from
+  // a buffer reused between pieces (a loader converting as it reads: no whole copy of the tensor).
+  // The checksum is verified after the last piece; on a mismatch the error names the tensor, and
+  // what take() made of the bytes is bad.
+  void read_pieces(const std::string& name, size_t piece_bytes,
+                   const std::function<void(const void*, size_t)>& take) const;
 
   const std::map<std::string, std::string>& metadata() const { return metadata_; }  // checksums left out
   bool has_checksums() const { return has_checksums_; }  // verified by each read()
