@@ -56,7 +56,8 @@ class Classifier {
  public:
   // Either family, eval mode. precision bf16: the weights held in bf16 as they are read (see
   // hold_weights_in_bf16).
-  explicit Classifier(const std::string& model_dir, kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
+  explicit Classifier(const std::string& model_dir,
+                      kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
   // A model already in memory, e.g. the one being trained (shared, not copied; its mode is set to
   // eval during classify() and restored after).
   explicit Classifier(io::GptClassifierBundle bundle);
