@@ -46,8 +46,7 @@ int run(int argc, char** argv) {
   req.precision = read_precision(precision, "qkv translate");
   req.refuse_long = on_long == "refuse";
 
-  tasks::Translator translator(model_dir);
-  if (req.precision == kernels::MatmulPrecision::bf16) translator.hold_weights_in_bf16();  // half the weight memory
+  tasks::Translator translator(model_dir, req.precision);  // bf16: the weights held in bf16 as they are read
   const std::vector<std::string> lines = read_input_lines(input, "sentences to translate");
   QKV_CHECK(attention_png.empty() || (attention_line >= 1 && attention_line <= int64_t(lines.size())),
             "--attention-line", "must be in 1..", lines.size(), ", got ", attention_line);  // before the work

@@ -38,9 +38,10 @@ models::TransformerConfig transformer_config(const nlohmann::json& model, const 
 
 }  // namespace
 
-std::shared_ptr<models::Seq2Seq> make_seq2seq(const nlohmann::json& config, const std::string& where) {
+std::shared_ptr<models::Seq2Seq> make_seq2seq(const nlohmann::json& config, const std::string& where, bool to_load) {
   if (model_type(config, where) == "transformer")
-    return std::make_shared<models::Transformer>(transformer_config(config["model"], where));
+    return std::make_shared<models::Transformer>(transformer_config(config["model"], where), default_generator(),
+                                                 to_load ? nn::init::Scheme::none : nn::init::Scheme::xavier_uniform);
   // errors read "<where>: field 'model.<key>': ..."
   return std::make_shared<models::RnnSeq2Seq>(models::RnnSeq2SeqConfig::parse(config["model"], where, "model"));
 }
@@ -78,15 +79,18 @@ nlohmann::json read_seq2seq_config(const std::string& path) {
   return config;
 }
 
-Seq2SeqBundle load_seq2seq(const std::string& dir) {
+Seq2SeqBundle load_seq2seq(const std::string& dir, kernels::MatmulPrecision precision) {
   QKV_CHECK(fs::is_directory(dir), dir, "not a model directory (expected config.json, model.safetensors, tokenizer.json)");
   std::string cfg_path = (fs::path(dir) / "config.json").string();
   QKV_CHECK(fs::exists(cfg_path), cfg_path, "missing: a model directory needs config.json");
   Seq2SeqBundle b;
   b.config = read_seq2seq_config(cfg_path);
-  b.model = make_seq2seq(b.config, cfg_path);
   std::string weights = (fs::path(dir) / "model.safetensors").string();
   QKV_CHECK(fs::exists(weights), weights, "missing: a model directory needs model.safetensors");
+  b.model = make_seq2seq(b.config, cfg_path, /*to_load=*/true);
+  auto* transformer = dynamic_cast<models::Transformer*>(b.model.get());
+  if (transformer && precision == kernels::MatmulPrecision::bf16)  // held before it is read (RNNs stay f32)
+    transformer->hold_weights_in_bf16();
   b.model->load(weights);
   b.model->eval();
   const nlohmann::json tok = b.config.value("tokenizer", nlohmann::json::object());

@@ -28,14 +28,18 @@ void TransformerState::select_rows(const std::vector<int64_t>& rows) {
 
 // ---------------------------------------------------------------- model
 
-Transformer::Transformer(const TransformerConfig& cfg, Generator& gen) : cfg_(cfg) {
+Transformer::Transformer(const TransformerConfig& cfg, Generator& gen, nn::init::Scheme init) : cfg_(cfg) {
   cfg_.validate();
+  QKV_CHECK(init == nn::init::Scheme::xavier_uniform || init == nn::init::Scheme::none, "Transformer",
+            "init must be xavier_uniform or none (a model to be loaded)");
+  const bool draw = init != nn::init::Scheme::none;
+  const auto built = draw ? nn::init::Scheme::pytorch_default : nn::init::Scheme::none;  // redrawn below if draw
   const int64_t D = cfg_.d_model;
   src_embed = register_module("src_embed", std::make_shared<nn::Embedding>(cfg_.src_vocab, D, cfg_.pad_id,
-                                                                           cfg_.scale_embeddings));
+                                                                           cfg_.scale_embeddings, built));
   tgt_embed = cfg_.shared_embeddings ? src_embed
                                      : std::make_shared<nn::Embedding>(cfg_.tgt_vocab, D, cfg_.pad_id,
-                                                                       cfg_.scale_embeddings);
+                                                                       cfg_.scale_embeddings, built);
   register_module("tgt_embed", tgt_embed);
   if (cfg_.positional == PositionalKind::sinusoidal) {
     sinusoid = register_module("sinusoid", std::make_shared<nn::SinusoidalPositionalEncoding>(D, cfg_.max_len));
@@ -44,10 +48,15 @@ Transformer::Transformer(const TransformerConfig& cfg, Generator& gen) : cfg_(cf
     tgt_pos = register_module("tgt_pos", std::make_shared<nn::LearnedPositionalEmbedding>(cfg_.max_len, D));
   }
   BlockOptions o = cfg_.block_options();
+  if (!draw) o.init = nn::init::Scheme::none;
   encoder = register_module("encoder", std::make_shared<Encoder>(o, cfg_.enc_layers));
   decoder = register_module("decoder", std::make_shared<Decoder>(o, cfg_.dec_layers));
-  generator = register_module("generator", std::make_shared<OutputProjection>(D, cfg_.tgt_vocab));
+  generator = register_module("generator", std::make_shared<OutputProjection>(D, cfg_.tgt_vocab, built));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(cfg_.dropout));
+  if (!draw) {  // to be loaded: nothing drawn
+    if (cfg_.tie_output) generator->tie(tgt_embed->weight);
+    return;
+  }
 
   nn::initialize(*this, nn::init::Scheme::xavier_uniform, gen);
   if (src_pos) {  // learned positions: N(0, 0.02) like GPT/BERT position tables
@@ -61,9 +70,7 @@ Transformer::Transformer(const TransformerConfig& cfg, Generator& gen) : cfg_(cf
         nn::init::xavier_uniform(t, 1.0, gen);
       }
   }
-  if (cfg_.tie_output) {
-    generator->tie(tgt_embed->weight);
-  }
+  if (cfg_.tie_output) generator->tie(tgt_embed->weight);  // after the draws: their sequence is fixed
 }
 
 Tensor Transformer::check_ids(const Tensor& ids, int64_t vocab, const char* what) const {

@@ -70,14 +70,12 @@ ServedModel::ServedModel(std::string name, const std::string& dir, kernels::Matm
                          const BatchOptions& batch, Metrics* metrics)
     : name_(std::move(name)), kind_(model_kind(dir)), precision_(precision), metrics_(metrics) {
   switch (kind_) {
-    case Kind::translation: translator_ = std::make_unique<tasks::Translator>(dir); break;
     // bf16: every request runs in bf16, so the weights are held in bf16 as they are read
+    case Kind::translation: translator_ = std::make_unique<tasks::Translator>(dir, precision); break;
     case Kind::generation: generator_ = std::make_unique<tasks::Generator>(dir, precision); break;
     case Kind::embedding: embedder_ = std::make_unique<tasks::Embedder>(dir, precision); break;
     case Kind::classification: classifier_ = std::make_unique<tasks::Classifier>(dir, precision); break;
   }
-  // A translation model is built with random weights and then loaded: held once loaded.
-  if (translator_ && precision_ == kernels::MatmulPrecision::bf16) translator_->hold_weights_in_bf16();
   queue_ = std::make_unique<BatchQueue>(batch, [this](const std::vector<std::shared_ptr<Job>>& b) { run(b); });
 }
 

@@ -14,7 +14,8 @@ train::SeqIds special_ids(const io::Seq2SeqBundle& b) {
   return {m.value("pad_id", int64_t(0)), m.value("bos_id", int64_t(1)), m.value("eos_id", int64_t(2))};
 }
 
-Translator::Translator(const std::string& model_dir) : Translator(io::load_seq2seq(model_dir)) {
+Translator::Translator(const std::string& model_dir, kernels::MatmulPrecision precision)
+    : Translator(io::load_seq2seq(model_dir, precision)) {
   bundle_.model->eval();
 }
 

@@ -1,5 +1,5 @@
-// Weights held in bf16 from the load (io::load_gpt2 / load_bert / load_gpt2_classifier with
-// precision bf16): each weight is rounded as it is read into a model that holds its weights in
+// Weights held in bf16 from the load (io::load_gpt2 / load_bert / load_gpt2_classifier /
+// load_seq2seq with precision bf16): each weight is rounded as it is read into a model that holds its weights in
 // bf16 from the start. The reference is the same directory loaded in f32 and then held
 // (nn::Module::hold_weights_in_bf16, itself checked against its f32 twin in
 // test_bf16_held_weights.cpp): every tensor has the same dtype and bits, the query, key and value
@@ -18,6 +18,8 @@
 #include "qkv/io/bert.h"
 #include "qkv/io/gpt2.h"
 #include "qkv/io/gpt2_cls.h"
+#include "qkv/io/model_dir.h"
+#include "qkv/models/transformer.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/tensor/storage.h"
@@ -26,6 +28,7 @@
 #include "qkv/util/buffer.h"
 #include "precision_compare.h"
 #include "ref.h"
+#include "tiny_models.h"
 
 using namespace qkv;
 using kernels::MatmulPrecision;
@@ -159,6 +162,25 @@ TEST(Bf16HeldAtLoad, GptClassifierEqualsTheModelHeldAfterLoading) {
   after.model->hold_weights_in_bf16();
   expect_same_state(*at_load.model, *after.model);
   EXPECT_EQ(at_load.model->score->weight.dtype(), DType::bf16);
+}
+
+TEST(Bf16HeldAtLoad, TranslationTransformerEqualsTheModelHeldAfterLoading) {
+  SKIP_WITHOUT_BF16();
+  for (const char* positional : {"sinusoidal", "learned", "relative"}) {
+    SCOPED_TRACE(positional);
+    const std::string dir = scratch(std::string("mt_") + positional);
+    io::save_seq2seq(dir, qkv_test::tiny_translation_model(46, 16, positional));
+    io::Seq2SeqBundle at_load = io::load_seq2seq(dir, MatmulPrecision::bf16), after = io::load_seq2seq(dir);
+    dynamic_cast<models::Transformer&>(*after.model).hold_weights_in_bf16();
+    expect_same_state(*at_load.model, *after.model);
+    Generator g(47);
+    const Tensor src = random_ids(g, 2, 7, 4, at_load.src_tok->vocab_size());
+    const Tensor tgt = random_ids(g, 2, 5, 4, at_load.src_tok->vocab_size());
+    const Tensor pad = Tensor::zeros({2, 7}, DType::u8);
+    at_load.model->eval(), after.model->eval();
+    expect_same_bits_in_bf16("transformer logits", [&] { return at_load.model->forward(src, pad, tgt); },
+                             [&] { return after.model->forward(src, pad, tgt); });
+  }
 }
 
 // GPT-2's widths, four layers: every weight is at least 2 MiB in f32, the size from which a model

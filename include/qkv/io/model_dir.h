@@ -25,14 +25,21 @@ struct Seq2SeqBundle {
 };
 
 // Builds an untrained model from {"model_type": ..., "model": {...}}; `where` names the source.
-std::shared_ptr<models::Seq2Seq> make_seq2seq(const nlohmann::json& config, const std::string& where);
+// to_load: a Transformer to be loaded next, built without drawing (nn::init::Scheme::none: its
+// matrices cost no memory until read); an RNN is drawn either way.
+std::shared_ptr<models::Seq2Seq> make_seq2seq(const nlohmann::json& config, const std::string& where,
+                                              bool to_load = false);
 // The "model" section with every default filled in, as the model reads it (same checks).
 nlohmann::json resolved_model_config(const nlohmann::json& config, const std::string& where);
 
 // config.json of a translation model directory (transformer or rnn), parsed and checked as
 // load_seq2seq does; errors name `path`.
 nlohmann::json read_seq2seq_config(const std::string& path);
-Seq2SeqBundle load_seq2seq(const std::string& dir);
+// precision bf16: a Transformer holds its weights in bf16 (nn::Module::hold_weights_in_bf16) before
+// they are read, each rounded as it is read, so its f32 weights are never in memory; an RNN and
+// the other precisions: f32.
+Seq2SeqBundle load_seq2seq(const std::string& dir,
+                           kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 // Writes config.json, model.safetensors and the tokenizer file(s) into dir (each atomically).
 void save_seq2seq(const std::string& dir, const Seq2SeqBundle& bundle);
 

@@ -81,15 +81,19 @@ class TransformerState : public DecoderState {
 // The output projection; tie() makes its weight another parameter (the target embedding).
 class OutputProjection : public nn::Linear {
  public:
-  OutputProjection(int64_t d_model, int64_t vocab) : nn::Linear(d_model, vocab, true) {}
+  OutputProjection(int64_t d_model, int64_t vocab, nn::init::Scheme init = nn::init::Scheme::pytorch_default)
+      : nn::Linear(d_model, vocab, true, init) {}
   void tie(const Tensor& w);  // w (vocab, d_model)
 };
 
 class Transformer : public Seq2Seq {
  public:
   // Initialises like the paper's reference / the Annotated Transformer: Xavier-uniform matrices
-  // and embeddings (padding row zero), zero biases, LayerNorm (1, 0).
-  explicit Transformer(const TransformerConfig& cfg, Generator& gen = default_generator());
+  // and embeddings (padding row zero), zero biases, LayerNorm (1, 0). init none: a model to be
+  // loaded, its matrices zeros on untouched pages (nn::init::Scheme::none; learned position
+  // tables are still drawn).
+  explicit Transformer(const TransformerConfig& cfg, Generator& gen = default_generator(),
+                       nn::init::Scheme init = nn::init::Scheme::xavier_uniform);
 
   // ---- Seq2Seq ----
   // src (B, S) i64, src_pad (B, S) u8 1 = padding (or undefined), tgt_in (B, T) i64 -> (B, T, V).

@@ -49,7 +49,10 @@ struct Translations {
 
 class Translator {
  public:
-  explicit Translator(const std::string& model_dir);  // io::load_seq2seq, eval mode
+  // io::load_seq2seq, eval mode. precision bf16: a Transformer's weights held in bf16 as they are
+  // read (see hold_weights_in_bf16).
+  explicit Translator(const std::string& model_dir,
+                      kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
   // A model already in memory, e.g. the one being trained (its weights may change between calls).
   // The tokenizers may be missing when only translate_ids is called.
   explicit Translator(io::Seq2SeqBundle bundle);
