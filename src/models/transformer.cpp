@@ -53,7 +53,7 @@ Transformer::Transformer(const TransformerConfig& cfg, Generator& gen, nn::init:
   decoder = register_module("decoder", std::make_shared<Decoder>(o, cfg_.dec_layers));
   generator = register_module("generator", std::make_shared<OutputProjection>(D, cfg_.tgt_vocab, built));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(cfg_.dropout));
-  if (!draw) {  // to be loaded: nothing drawn
+  if (!draw) {  // to be loaded: no matrix drawn (learned position tables were)
     if (cfg_.tie_output) generator->tie(tgt_embed->weight);
     return;
   }
