@@ -37,11 +37,20 @@ using qkv::testing::random_ids;
 
 namespace {
 
-std::string scratch(const std::string& name) {
-  const auto d = std::filesystem::temp_directory_path() / ("qkv_held_at_load_" + std::to_string(::getpid())) / name;
-  std::filesystem::create_directories(d);
-  return d.string();
-}
+// A directory under the temporary one, removed with the object (the 4-layer GPT-2 is 120 MB).
+struct Scratch {
+  std::string dir;
+  explicit Scratch(const std::string& name)
+      : dir((std::filesystem::temp_directory_path() / ("qkv_held_at_load_" + std::to_string(::getpid())) / name)
+                .string()) {
+    std::filesystem::create_directories(dir);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    std::filesystem::remove(std::filesystem::path(dir).parent_path(), ec);  // once empty
+  }
+};
 
 // Same names, dtypes and bits; a held weight is bf16 in both.
 void expect_same_state(const nn::Module& at_load, const nn::Module& after) {
@@ -70,14 +79,13 @@ models::GptConfig gpt_config(int64_t d) {
   return cfg;
 }
 
-// VmHWM (peak RSS, KiB) after "5" into /proc/self/clear_refs reset it to the current RSS; -1 if
+// Resets VmHWM (the peak RSS) to the current RSS: "5" into /proc/self/clear_refs. False where
 // this system does not allow it.
-int64_t reset_peak_rss_kib() {
+bool reset_peak_rss() {
   FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (!f) return -1;
-  const bool ok = std::fputs("5", f) >= 0;
-  std::fclose(f);
-  return ok ? 0 : -1;
+  if (!f) return false;
+  const bool written = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && written;
 }
 
 int64_t status_kib(const char* field) {
@@ -96,7 +104,8 @@ TEST(Bf16HeldAtLoad, Gpt2EqualsTheModelHeldAfterLoading) {
   Generator g(41);
   b.config = gpt_config(64);
   b.model = std::make_shared<models::Gpt>(b.config, g);
-  const std::string dir = scratch("gpt2");
+  const Scratch scratch("gpt2");
+  const std::string& dir = scratch.dir;
   io::save_gpt2(dir, b);
   io::GptBundle at_load = io::load_gpt2(dir, MatmulPrecision::bf16), after = io::load_gpt2(dir);
   after.model->hold_weights_in_bf16();
@@ -119,7 +128,8 @@ TEST(Bf16HeldAtLoad, BertWithItsHeadsAndATaskHeadEqualsTheModelHeldAfterLoading)
   cfg.vocab_size = 500, cfg.hidden_size = 64, cfg.num_hidden_layers = 2, cfg.num_attention_heads = 4;
   cfg.intermediate_size = 128, cfg.max_position_embeddings = 64;
   Generator g(42);
-  const std::string dir = scratch("bert");
+  const Scratch scratch("bert");
+  const std::string& dir = scratch.dir;
   io::save_bert(dir, io::make_bert(cfg, {}, g));  // no classifier.* stored: the task head is kept as given
   auto head = [] {
     Generator hg(43);
@@ -155,7 +165,8 @@ TEST(Bf16HeldAtLoad, GptClassifierEqualsTheModelHeldAfterLoading) {
   cfg.vocab_size = b.tokenizer->vocab_size();
   b.model = std::make_shared<models::GptClassifier>(std::make_shared<models::Gpt>(cfg, g), 3, g);
   b.labels = {"a", "b", "c"};
-  const std::string dir = scratch("gpt_cls");
+  const Scratch scratch("gpt_cls");
+  const std::string& dir = scratch.dir;
   io::save_gpt2_classifier(dir, b);
   io::GptClassifierBundle at_load = io::load_gpt2_classifier(dir, MatmulPrecision::bf16);
   io::GptClassifierBundle after = io::load_gpt2_classifier(dir);
@@ -168,7 +179,8 @@ TEST(Bf16HeldAtLoad, TranslationTransformerEqualsTheModelHeldAfterLoading) {
   SKIP_WITHOUT_BF16();
   for (const char* positional : {"sinusoidal", "learned", "relative"}) {
     SCOPED_TRACE(positional);
-    const std::string dir = scratch(std::string("mt_") + positional);
+    const Scratch scratch(std::string("mt_") + positional);
+    const std::string& dir = scratch.dir;
     io::save_seq2seq(dir, qkv_test::tiny_translation_model(46, 16, positional));
     io::Seq2SeqBundle at_load = io::load_seq2seq(dir, MatmulPrecision::bf16), after = io::load_seq2seq(dir);
     dynamic_cast<models::Transformer&>(*after.model).hold_weights_in_bf16();
@@ -188,7 +200,8 @@ TEST(Bf16HeldAtLoad, TranslationTransformerEqualsTheModelHeldAfterLoading) {
 TEST(Bf16HeldAtLoad, ThePeakWhileLoadingStaysWellUnderTheF32Weights) {
   SKIP_WITHOUT_BF16();
   if (kBufferAsan) GTEST_SKIP() << "under AddressSanitizer every buffer is zero-filled";
-  const std::string dir = scratch("gpt2_768");
+  const Scratch scratch("gpt2_768");
+  const std::string& dir = scratch.dir;
   int64_t f32_bytes = 0;
   {
     io::GptBundle b;
@@ -200,8 +213,9 @@ TEST(Bf16HeldAtLoad, ThePeakWhileLoadingStaysWellUnderTheF32Weights) {
     io::save_gpt2(dir, b);
   }
   allocator_empty_cache();
-  if (reset_peak_rss_kib() < 0) GTEST_SKIP() << "/proc/self/clear_refs is not writable here";
+  if (!reset_peak_rss()) GTEST_SKIP() << "/proc/self/clear_refs is not writable here";
   const int64_t before = status_kib("VmRSS:");
+  ASSERT_GT(before, 0) << "no VmRSS in /proc/self/status";
   io::GptBundle held = io::load_gpt2(dir, MatmulPrecision::bf16);
   const int64_t peak = status_kib("VmHWM:") - before;
   ASSERT_GT(f32_bytes, 100 << 20);
