@@ -181,10 +181,9 @@ BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task
 
   NoGradGuard ng;
   std::vector<std::pair<Tensor, std::string>> fills;  // parameter <- tensor as stored
-  struct Copy {  // a tensor the file stores twice: the copy (as stored) must equal what was loaded
-    std::string stored;
-    Tensor loaded;
-    const char *original, *why;
+  struct Copy {  // a tensor the file stores twice: the copy must equal the original (both as stored)
+    std::string copy, original;
+    const char* why;
   };
   std::vector<Copy> copies;
   std::set<std::string> used;
@@ -204,8 +203,8 @@ BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task
   // The MLM decoder: tied to the word embeddings, its bias the head's own.
   if (b.mlm) {
     if (auto it = stored.find("cls.predictions.decoder.weight"); it != stored.end()) {
-      copies.push_back({it->second, b.bert->embeddings->word_embeddings->weight,
-                        "bert.embeddings.word_embeddings.weight", "qkv's MLM decoder is tied to the word embeddings"});
+      copies.push_back({it->second, stored.at("bert.embeddings.word_embeddings.weight"),
+                        "qkv's MLM decoder is tied to the word embeddings"});
       used.insert(it->first);
     }
     if (auto it = stored.find("cls.predictions.decoder.bias"); it != stored.end()) {
@@ -215,7 +214,7 @@ BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task
         std::erase(b.report.initialised, std::string("cls.predictions.bias"));
         b.report.loaded.push_back("cls.predictions.bias");
       } else {
-        copies.push_back({it->second, b.mlm->bias, "cls.predictions.bias", "the decoder's bias is the head's bias"});
+        copies.push_back({it->second, stored.at("cls.predictions.bias"), "the decoder's bias is the head's bias"});
       }
       used.insert(it->first);
     }
@@ -235,6 +234,9 @@ BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task
   // initialisation, then whatever part of it the file has.
   if (b.bert->pooler && !used.count("bert.pooler.dense.weight"))
     nn::initialize(*b.bert->pooler, nn::init::Scheme::normal_002);
+  for (const Copy& c : copies)  // from the file, before anything is loaded (or held in bf16); rare
+    QKV_CHECK(same_bits(file.read(c.copy), file.read(c.original)), weights, "tensor '", c.copy, "' differs from '",
+              c.original, "': ", c.why);
   if (precision == kernels::MatmulPrecision::bf16) {  // before any weight is read: the f32 ones are never touched
     b.bert->hold_weights_in_bf16();
     if (b.mlm) b.mlm->hold_weights_in_bf16();
@@ -245,9 +247,6 @@ BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task
     Tensor p = param;
     nn::read_parameter(file, name, p);
   }
-  for (const Copy& c : copies)  // against the loaded original, so only the copy is read again
-    QKV_CHECK(same_bits(file.read(c.stored), c.loaded), weights, "tensor '", c.stored, "' differs from '", c.original,
-              "': ", c.why);
 
   if (fs::exists(d / "tokenizer.json") || fs::exists(d / "vocab.txt")) {
     b.tokenizer = text::load_tokenizer(dir);

@@ -13,6 +13,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
+#include "qkv/io/format/safetensors_reader.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/ops/loss.h"
 #include "qkv/ops/shape.h"
@@ -121,6 +122,20 @@ TEST(BertCheckpoint, PretrainingLossAndEveryGradientMatchTorch) {
   size_t in_ref = 0;
   for (auto& [name, t] : ref.contents().tensors) in_ref += name.rfind(c + "/grad.", 0) == 0;
   EXPECT_EQ(compared, in_ref);
+}
+
+// Loaded to be held in bf16 (precision bf16): the file's copy of the tied decoder is still checked
+// against the word embeddings as stored, and every weight is its f32 load's rounding.
+TEST(BertCheckpoint, LoadsIntoBf16WithTheStoredDecoderCopy) {
+  RefFile ref("models_bert");
+  const std::string dir = case_dir(ref, "pretraining");
+  ASSERT_TRUE(safetensors::Reader(dir + "/model.safetensors").contains("cls.predictions.decoder.weight"));
+  io::BertBundle held = io::load_bert(dir, {}, {}, kernels::MatmulPrecision::bf16), f32 = io::load_bert(dir);
+  EXPECT_EQ(held.report.loaded, f32.report.loaded);
+  EXPECT_EQ(held.mlm->decoder_weight.dtype(), DType::bf16);
+  f32.bert->hold_weights_in_bf16();
+  const auto want = f32.bert->state_dict();
+  for (auto& [name, t] : held.bert->state_dict()) EXPECT_TRUE(bit_equal(t, want.at(name))) << name;
 }
 
 TEST(BertCheckpoint, BareEncoderWithOldNamesReportsWhatItInitialisedAndIgnored) {
