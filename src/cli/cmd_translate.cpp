@@ -28,6 +28,8 @@ int run(int argc, char** argv) {
   app.add_option("--max-len-extra", req.search.max_len_extra, "tokens added to that maximum");
   app.add_option("--no-repeat-ngram", req.search.no_repeat_ngram_size,
                  "never repeat an n-gram of output tokens (0 = off)")->check(non_negative());
+  app.add_flag("--allow-unk", req.search.allow_unk,
+               "let the output contain the unknown token (by default search passes over it, as Marian's does)");
   app.add_option("--nbest", req.search.nbest, "print the n best hypotheses, tab-separated with scores");
   app.add_option("--batch-size", req.batch_size, "sentences per batch")->check(positive());
   app.add_flag("--sample", req.search.sample, "sample instead of searching");

@@ -104,10 +104,10 @@ int64_t max_target_len(const models::Seq2Seq& model, int64_t src_len, const Opti
 
 namespace {
 
-// The tokens no hypothesis may contain (SpecialIds), sorted.
-std::vector<int64_t> never_generated(SpecialIds ids) {
+// The tokens no hypothesis may contain (SpecialIds, Options::allow_unk), sorted.
+std::vector<int64_t> never_generated(SpecialIds ids, const Options& opt) {
   std::vector<int64_t> never;
-  for (int64_t t : {ids.bos, ids.pad})
+  for (int64_t t : {ids.bos, ids.pad, opt.allow_unk ? int64_t(-1) : ids.unk})
     if (t >= 0 && t != ids.eos) never.push_back(t);
   std::sort(never.begin(), never.end());
   never.erase(std::unique(never.begin(), never.end()), never.end());
@@ -178,7 +178,7 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
   std::vector<int64_t> last(size_t(B), ids.bos), step_tok(size_t(B), 0);  // per row
   std::vector<double> step_lp(size_t(B), 0.0);
   const int ngram = opt.no_repeat_ngram_size;
-  const std::vector<int64_t> never = never_generated(ids);
+  const std::vector<int64_t> never = never_generated(ids, opt);
   for (int64_t t = 0; t < max_steps && !live.empty(); ++t) {
     Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (R, V)
     const int64_t R = int64_t(live.size()), V = logits.size(1);
@@ -261,7 +261,7 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
   struct Cand { double s; int64_t row, tok; };
   std::vector<Cand> cands;
   std::vector<std::vector<std::pair<float, int64_t>>> top(static_cast<size_t>(B * K));  // per row: (log-prob, token)
-  const std::vector<int64_t> never = never_generated(ids);
+  const std::vector<int64_t> never = never_generated(ids, opt);
 
   for (int64_t t = 0; t < max_steps && !live.empty(); ++t) {
     Tensor logits = model.step(*state, tokens_tensor(last)).contiguous();  // (R, V), R = live * K

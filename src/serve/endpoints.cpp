@@ -84,7 +84,8 @@ void Server::Impl::wait(Job& job) {
 
 void Server::Impl::translate(const httplib::Request& req, httplib::Response& res) {
   const std::string ep = "/v1/translate";
-  JsonRequest body(req.body, ep, {"model", "text", "texts", "beam", "alpha", "patience", "max_length", "no_repeat_ngram_size", "truncate"});
+  JsonRequest body(req.body, ep, {"model", "text", "texts", "beam", "alpha", "patience", "max_length",
+                                  "no_repeat_ngram_size", "allow_unk", "truncate"});
   const Kind kind = Kind::translation;
   ServedModel& m = pick(body, ep, &kind);
   auto job = std::make_shared<TranslateJob>();
@@ -113,6 +114,7 @@ void Server::Impl::translate(const httplib::Request& req, httplib::Response& res
   s.alpha = body.number("alpha", s.alpha, 0, 10);
   s.patience = body.number("patience", s.patience, 0.125, 64);
   s.no_repeat_ngram_size = int(body.integer("no_repeat_ngram_size", 0, 0, 16));
+  s.allow_unk = body.boolean("allow_unk", false);
   if (body.has("max_length")) {
     const int64_t ml = body.integer("max_length", 0, 1, INT64_MAX);
     if (ml > opt.limits.max_tokens)
@@ -125,7 +127,8 @@ void Server::Impl::translate(const httplib::Request& req, httplib::Response& res
   job->opt.refuse_long = !truncate;
   job->items = job->lines.size();
   job->key = std::string(truncate ? "cut " : "") + "b" + std::to_string(s.beam) + " a" + num(s.alpha) + " p" + num(s.patience) + " r" + num(s.max_len_ratio) + " e" +
-             std::to_string(s.max_len_extra) + " n" + std::to_string(s.no_repeat_ngram_size);
+             std::to_string(s.max_len_extra) + " n" + std::to_string(s.no_repeat_ngram_size) +
+             (s.allow_unk ? " unk" : "");
   submit(m, job);
   wait(*job);
   current_request().tokens = job->tokens;

@@ -88,6 +88,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   vreq.search.alpha = vr.number("alpha", 0.6);
   vreq.search.patience = vr.number("patience", 1.0);
   vreq.search.no_repeat_ngram_size = int(vr.integer_in("no_repeat_ngram_size", 0, 0, 1024));
+  vreq.search.allow_unk = vr.boolean("allow_unk", false);
   vreq.search.max_len_ratio = vr.number("max_len_ratio", vreq.search.max_len_ratio);
   vreq.search.max_len_extra = vr.integer("max_len_extra", vreq.search.max_len_extra);
   vreq.quiet = true;

@@ -6,6 +6,7 @@
 
 #include "qkv/models/transformer.h"
 #include "qkv/text/placeholders.h"
+#include "qkv/text/tokenizer.h"
 
 namespace qkv::tasks {
 
@@ -22,6 +23,7 @@ Translator::Translator(const std::string& model_dir, kernels::MatmulPrecision pr
 Translator::Translator(io::Seq2SeqBundle bundle) : bundle_(std::move(bundle)) {
   QKV_CHECK(bundle_.model != nullptr, "Translator", "needs a model");
   ids_ = tasks::special_ids(bundle_);  // the free function (the member of that name hides it)
+  if (bundle_.tgt_tok) unk_ = bundle_.tgt_tok->special_id(text::Role::Unk).value_or(-1);
 }
 
 void Translator::hold_weights_in_bf16() {
@@ -92,7 +94,7 @@ std::vector<std::vector<decode::Hypothesis>> Translator::translate_ids(const std
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) {
     return src_ids[size_t(a)].size() > src_ids[size_t(c)].size();
   });
-  const decode::SpecialIds ids{ids_.bos, opt.ignore_eos ? -1 : ids_.eos, ids_.pad};  // eos -1: nothing ends one
+  const decode::SpecialIds ids{ids_.bos, opt.ignore_eos ? -1 : ids_.eos, ids_.pad, unk_};  // eos -1: nothing ends one
   for (int64_t start = 0; start < n; start += opt.batch_size) {
     const int64_t end = std::min(n, start + opt.batch_size);
     std::vector<const std::vector<int64_t>*> rows;

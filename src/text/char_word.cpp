@@ -59,6 +59,7 @@ VocabTokenizer::VocabTokenizer(Level level, std::vector<std::string> vocab, std:
   auto it = token_id_.find(unk_);
   QKV_CHECK(it != token_id_.end(), "text vocab", "unk_token '", unk_, "' is not in the vocabulary");
   unk_id_ = it->second;
+  set_special(Role::Unk, unk_);  // what every input outside the vocabulary becomes
 }
 
 std::unique_ptr<VocabTokenizer> VocabTokenizer::build_from_text(Level level, std::string_view text,

@@ -153,6 +153,52 @@ TEST(Decode, NeverEmitsPadOrBos) {
   EXPECT_TRUE(contains(decode::greedy(m, src, pad, {kBos, kEos}, o)[0][0].tokens, kPad));
 }
 
+// The unknown token is passed over like <pad> unless Options::allow_unk (Marian's default): a
+// model whose favourite token is <unk> never emits it from greedy, beam or sampling, emits it when
+// allowed, and an <unk> that is also </s> (GPT-2's <|endoftext|>) still ends hypotheses.
+TEST(Decode, PassesOverUnkUnlessAllowed) {
+  constexpr int64_t V = 7, T = 12, kPad = 0, kBos = 1, kEos = 2, kUnk = 3;
+  Generator gen(22);
+  std::vector<float> w(size_t(V * V)), pt(size_t(T * V)), sb(size_t(2 * V));
+  for (auto* v : {&w, &pt, &sb})
+    for (auto& x : *v) x = float(gen.uniform1()) - 0.5f;
+  for (int64_t a = 0; a < V; ++a) w[size_t(a * V + kUnk)] += 4.f;
+  TableModel m(Tensor::from_vector(w, {V, V}), Tensor::from_vector(pt, {T, V}), Tensor::from_vector(sb, {2, V}), T);
+  Tensor src = Tensor::zeros({2, 3}, DType::i64), pad = Tensor::zeros({2, 3}, DType::u8);
+  decode::Options o;
+  o.max_len_ratio = 0;
+  o.max_len_extra = T - 2;
+  auto contains = [](const std::vector<int64_t>& t, int64_t v) { return std::find(t.begin(), t.end(), v) != t.end(); };
+  const decode::SpecialIds ids{kBos, kEos, kPad, kUnk};
+
+  auto banned = decode::greedy(m, src, pad, ids, o);
+  auto no_unk_id = decode::greedy(m, src, pad, {kBos, kEos, kPad}, o);  // unk -1: nothing more to ban
+  o.allow_unk = true;
+  auto allowed = decode::greedy(m, src, pad, ids, o);
+  for (size_t b = 0; b < 2; ++b) {
+    const auto &h = banned[b][0].tokens, &a = allowed[b][0].tokens;
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(a[0], kUnk) << "sentence " << b;  // the model's favourite, once allowed
+    EXPECT_FALSE(contains(h, kUnk)) << "sentence " << b;
+    EXPECT_EQ(no_unk_id[b][0].tokens, a) << "sentence " << b;
+  }
+  o.allow_unk = false;
+  o.beam = o.nbest = 3;
+  for (auto& sent : decode::beam_search(m, src, pad, ids, o))
+    for (auto& h : sent) EXPECT_FALSE(contains(h.tokens, kUnk));
+  o.beam = o.nbest = 1;
+  o.sample = true;
+  for (uint64_t seed = 0; seed < 5; ++seed) {
+    o.seed = seed;
+    for (auto& sent : decode::greedy(m, src, pad, ids, o))
+      EXPECT_FALSE(contains(sent[0].tokens, kUnk)) << "seed " << seed;
+  }
+  // <unk> the same token as </s>: the first step ends every sentence, as the favourite should.
+  o.sample = false;
+  for (auto& sent : decode::greedy(m, src, pad, {kBos, kUnk, kPad, kUnk}, o))
+    EXPECT_EQ(sent[0].tokens, std::vector<int64_t>{kUnk});
+}
+
 TEST(Sampling, SeededAndRespectsTopK) {
   RefFile ref("decode_beam");
   std::string c = ref.cases().front();

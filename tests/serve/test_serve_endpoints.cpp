@@ -6,6 +6,7 @@
 //   read back exactly); /v1/classify = Classifier::classify (texts and pairs); /tokenize and
 //   /detokenize = the tokenizer's; /health, /metrics (Prometheus text) and the request ids;
 //   requests that arrive together are answered by one batch, each as if alone.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <sstream>
@@ -64,6 +65,27 @@ TEST(Serve, TranslateEqualsTheTranslator) {
   int64_t tokens = 0;
   for (auto& h : lib.translate({kTexts[0]}, o).hyps) tokens += int64_t(h.front().tokens.size());
   EXPECT_EQ(r.json["usage"]["completion_tokens"], tokens);
+  // "allow_unk": the search may take <unk> (some of 24 word triples' greedy outputs do), which the
+  // text then drops; without it the search takes another token there.
+  std::vector<std::string> words, texts;
+  std::istringstream all(qkv_test::kTinyWords);
+  for (std::string w; all >> w;) words.push_back(w);
+  for (size_t i = 0; i < 24; ++i)
+    texts.push_back(words[i % 13] + " " + words[i * 5 % 13] + " " + words[(i * 7 + 3) % 13]);
+  tasks::TranslateOptions a;
+  a.search.allow_unk = true;
+  const tasks::Translations allowed = lib.translate(texts, a);
+  const int64_t unk = lib.bundle().tgt_tok->require_special_id(text::Role::Unk);
+  int64_t unks = 0;
+  for (auto& h : allowed.hyps) unks += std::count(h[0].tokens.begin(), h[0].tokens.end(), unk);
+  ASSERT_GT(unks, 0);
+  r = post(s.port, "/v1/translate", {{"texts", texts}, {"allow_unk", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["translations"].get<std::vector<std::string>>(), allowed.text);
+  r = post(s.port, "/v1/translate", {{"texts", texts}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["translations"].get<std::vector<std::string>>(), lib.translate(texts, {}).text);
+  EXPECT_NE(allowed.text, lib.translate(texts, {}).text);
 }
 
 TEST(Serve, CompletionsEqualTheGenerator) {

@@ -36,6 +36,10 @@ struct Options {
   // not chosen. Search ranks the model's own log-probabilities of the allowed tokens; sampling
   // draws from the allowed tokens renormalised.
   int no_repeat_ngram_size = 0;
+  // Whether a hypothesis may contain the unknown token (SpecialIds::unk). Off, as in Marian
+  // (--allow-unk): the model's `<unk>` stands for no word in particular, and detokenizing drops
+  // it, so an output that chose it would silently lose a word; search takes the best real token.
+  bool allow_unk = false;
 };
 
 // The tokens that would complete an n-gram of `tokens` already present in it (n >= 1), sorted.
@@ -50,9 +54,11 @@ struct Hypothesis {
 // No hypothesis ever contains <s> (it only starts the decoder's input) or <pad> (it only fills
 // batches): search and sampling pass over them (fairseq bans <pad> the same way; Hugging Face's
 // Marian configurations ban it through bad_words_ids), and the log-probabilities stay the
-// model's own. eos -1: no token ends a hypothesis; pad -1: the vocabulary has none.
+// model's own. eos -1: no token ends a hypothesis; pad -1: the vocabulary has none. The unknown
+// token is passed over the same way unless Options::allow_unk (unk -1: none; an unk that is also
+// </s>, as GPT-2's <|endoftext|> is, still ends hypotheses).
 struct SpecialIds {
-  int64_t bos, eos, pad = -1;
+  int64_t bos, eos, pad = -1, unk = -1;
 };
 
 // src (B, S) i64, src_pad (B, S) u8 (1 = pad). Returns nbest hypotheses per sentence, best first.

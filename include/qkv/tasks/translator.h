@@ -80,6 +80,7 @@ class Translator {
   void check_tokenizers(const char* who) const;
   io::Seq2SeqBundle bundle_;
   train::SeqIds ids_;
+  int64_t unk_ = -1;  // the target tokenizer's unknown token (decode::Options::allow_unk), or none
 };
 
 // <pad>/<s>/</s> ids of a bundle's model config.
