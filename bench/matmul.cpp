@@ -350,11 +350,17 @@ void bench_int8_packed() {
     return;
   }
   const bool bf16 = info.bf16_native();
-  std::printf("| %-34s | fp32 panels       | bf16 blocked      | int8              | fp32/int8 | bf16/int8 | err     |\n"
-              "|%s|-------------------|-------------------|-------------------|-----------|-----------|---------|\n",
+  // int8 rows: the rows form on qkv's kernel at every M here (the library takes oneDNN from
+  // int8_rows_max_batch() rows), to place that threshold.
+  const int64_t rows_max_batch = kernels::int8_rows_max_batch();
+  kernels::set_int8_rows_max_batch(int64_t(1) << 40);
+  std::printf("| %-34s | fp32 panels       | bf16 blocked      | int8              | int8 rows         | fp32/int8 | "
+              "bf16/int8 | int8/rows | err     |\n"
+              "|%s|-------------------|-------------------|-------------------|-------------------|-----------|"
+              "-----------|-----------|---------|\n",
               "case (M x N x K)", std::string(36, '-').c_str());
   for (const DecodeShape& sh : decode_shapes())
-    for (int64_t M : {1, 8, 32, 128}) {
+    for (int64_t M : {1, 4, 8, 16, 32, 128}) {
       if (sh.N > 10000 && M > 8) continue;
       Tensor w = rand_t({sh.N, sh.K}, 50), x = rand_t({M, sh.K}, 51), out = Tensor::empty({M, sh.N});
       Tensor ref = Tensor::empty({M, sh.N});
@@ -362,6 +368,7 @@ void bench_int8_packed() {
       const kernels::PackedLinear rows = kernels::pack_linear_rows({w}, Tensor(), kernels::MatmulPrecision::bf16);
       auto b16 = bf16 ? kernels::pack_bf16_weight(w.data<float>(), sh.N, sh.K, sh.K) : nullptr;
       auto i8 = kernels::pack_int8_weight(w.data<float>(), sh.N, sh.K, sh.K);
+      auto i8_rows = kernels::pack_int8_weight_rows(w.data<float>(), sh.N, sh.K, sh.K);
       const double macs = double(M) * double(sh.N) * double(sh.K);
       const int reps = std::clamp(int(2e9 / macs), 10, 400);
       float* y = out.data<float>();
@@ -374,7 +381,8 @@ void bench_int8_packed() {
       }
       std::vector<std::function<void()>> runs = {
           [&] { kernels::packed_linear(x, f32, out); },
-          [&] { kernels::gemm_int8_packed(M, x.data<float>(), sh.K, *i8, nullptr, y, sh.N); }};
+          [&] { kernels::gemm_int8_packed(M, x.data<float>(), sh.K, *i8, nullptr, y, sh.N); },
+          [&] { kernels::gemm_int8_packed(M, x.data<float>(), sh.K, *i8_rows, nullptr, y, sh.N); }};
       if (b16) runs.insert(runs.begin() + 1, [&] { kernels::gemm_bf16_packed(M, x.data<float>(), sh.K, *b16, nullptr, y, sh.N); });
       auto t = timed_all(runs, reps);
       if (!b16) t.insert(t.begin() + 1, Timed{0, 0});
@@ -382,8 +390,10 @@ void bench_int8_packed() {
       std::snprintf(name, sizeof name, "%s %lldx%lldx%lld", sh.name, (long long)M, (long long)sh.N, (long long)sh.K);
       std::printf("| %-34s |", name);
       for (const Timed& x : t) std::printf(" %7.1f (%7.1f) |", x.wall * 1e6, x.cpu * 1e6);
-      std::printf(" %8.2fx | %8.2fx | %.1e |\n", t[0].wall / t[2].wall, b16 ? t[1].wall / t[2].wall : 0.0, err / big);
+      std::printf(" %8.2fx | %8.2fx | %8.2fx | %.1e |\n", t[0].wall / t[2].wall, b16 ? t[1].wall / t[2].wall : 0.0,
+                  t[2].wall / t[3].wall, err / big);
     }
+  kernels::set_int8_rows_max_batch(rows_max_batch);
 }
 
 // `bench_matmul gpt2stream`: one batch-1 decoding step's products for GPT-2 124M (12 layers of
@@ -405,7 +415,7 @@ void bench_gpt2_stream(int tokens) {
   std::vector<Tensor> w, x, y;
   std::vector<kernels::PackedLinear> rows, panels, rows16;
   std::vector<std::shared_ptr<const kernels::Bf16Weight>> b16;
-  std::vector<std::shared_ptr<const kernels::Int8Weight>> i8;
+  std::vector<std::shared_ptr<const kernels::Int8Weight>> i8, i8_rows;
   double f32_bytes = 0, b16_bytes = 0, i8_bytes = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const W& s = shapes[i];
@@ -417,6 +427,8 @@ void bench_gpt2_stream(int tokens) {
     if (info.bf16_native()) b16.push_back(kernels::pack_bf16_weight(w.back().data<float>(), s.N, s.K, s.K));
     if (info.bf16_native()) rows16.push_back(kernels::pack_linear_rows({w.back()}, {}, kernels::MatmulPrecision::bf16));
     if (kernels::int8_native()) i8.push_back(kernels::pack_int8_weight(w.back().data<float>(), s.N, s.K, s.K));
+    if (kernels::int8_native())
+      i8_rows.push_back(kernels::pack_int8_weight_rows(w.back().data<float>(), s.N, s.K, s.K));
     f32_bytes += 4.0 * double(s.N * s.K);
     if (!b16.empty()) b16_bytes += double(kernels::bf16_weight_bytes(*b16.back()));
     if (!i8.empty()) i8_bytes += double(kernels::int8_weight_bytes(*i8.back()));
@@ -440,8 +452,13 @@ void bench_gpt2_stream(int tokens) {
       for (size_t i = 0; i < shapes.size(); ++i)
         kernels::gemm_int8_packed(1, x[i].data<float>(), shapes[i].K, *i8[i], nullptr, y[i].data<float>(), shapes[i].N);
     });
-    names.push_back("int8");
-    bytes.push_back(i8_bytes);
+    runs.push_back([&] {
+      for (size_t i = 0; i < shapes.size(); ++i)
+        kernels::gemm_int8_packed(1, x[i].data<float>(), shapes[i].K, *i8_rows[i], nullptr, y[i].data<float>(),
+                                  shapes[i].N);
+    });
+    names.insert(names.end(), {"int8 blocked", "int8 rows"});
+    bytes.insert(bytes.end(), {i8_bytes, f32_bytes / 4});
   }
   auto t = timed_all(runs, tokens);
   std::printf("| form | weight MB read per token | ms per token, wall (CPU) | GB/s | fp32 rows / form |\n|---|---:|---:|---:|---:|\n");

@@ -204,8 +204,8 @@ void Module::train(bool on) {
 }
 
 void Module::set_pack_layout(kernels::PackLayout layout) {
-  set_pack_layout(layout, kernels::MatmulPrecision::fp32);
-  set_pack_layout(layout, kernels::MatmulPrecision::bf16);
+  for (auto p : {kernels::MatmulPrecision::fp32, kernels::MatmulPrecision::bf16, kernels::MatmulPrecision::int8})
+    set_pack_layout(layout, p);
 }
 
 void Module::set_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) {

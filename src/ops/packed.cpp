@@ -50,14 +50,12 @@ void PackedWeights::clear() {
 }
 
 void PackedWeights::set_layout(kernels::PackLayout layout) {
-  set_layout(layout, kernels::MatmulPrecision::fp32);
-  set_layout(layout, kernels::MatmulPrecision::bf16);
+  for (auto p : {kernels::MatmulPrecision::fp32, kernels::MatmulPrecision::bf16, kernels::MatmulPrecision::int8})
+    set_layout(layout, p);
 }
 
 void PackedWeights::set_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) {
-  QKV_CHECK(precision != kernels::MatmulPrecision::int8, "PackedWeights::set_layout",
-            "a layout is for the fp32 or the bf16 form, not int8's");
-  const size_t i = size_t(precision);  // fp32 0, bf16 1: packed_'s index too
+  const size_t i = size_t(precision);  // fp32 0, bf16 1, int8 2: packed_'s index too
   std::lock_guard<std::mutex> lock(mutex_);
   if (layout_[i] == layout) return;
   layout_[i] = layout;
@@ -66,7 +64,7 @@ void PackedWeights::set_layout(kernels::PackLayout layout, kernels::MatmulPrecis
 
 kernels::PackLayout PackedWeights::layout(kernels::MatmulPrecision precision) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return layout_[precision == kernels::MatmulPrecision::bf16 ? 1 : 0];
+  return layout_[size_t(precision)];
 }
 
 PackedWeights::Layouts PackedWeights::layouts() const {
@@ -113,11 +111,11 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
   for (const Tensor& b : biases)
     QKV_CHECK(b.defined() == has_bias, "PackedWeights", "either every weight has a bias or none does");
   Tensor b = !has_bias ? Tensor() : biases.size() == 1 ? biases[0] : concat(biases, 0);  // (N)
-  bool rows = precision != kernels::MatmulPrecision::int8 && layout_[size_t(precision)] == kernels::PackLayout::rows;
+  bool rows = layout_[size_t(precision)] == kernels::PackLayout::rows;
   for (const Tensor& w : weights)  // f32, or held in bf16 (precision bf16 only: the kernels refuse the rest)
     rows = rows && w.defined() && (w.dtype() == DType::f32 || w.dtype() == DType::bf16) && w.ndim() == 2 &&
            w.is_contiguous();
-  if (rows) {  // fp32: the weights read where they are, nothing copied but the bias; bf16: one bf16 copy
+  if (rows) {  // fp32: the weights read where they are, nothing copied but the bias; bf16 / int8: one copy
     packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear_rows(weights, b, precision));
   } else {
     Tensor w = weights.size() == 1 ? weights[0] : Tensor();  // (N, K)

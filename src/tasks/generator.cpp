@@ -88,7 +88,7 @@ Generator::Generator(io::GptBundle bundle, int64_t eos_id, int64_t bos_id)
     : bundle_(std::move(bundle)), eos_(eos_id), bos_(bos_id) {
   QKV_CHECK(bundle_.model != nullptr, "Generator", "needs a GPT model");
   bundle_.model->eval();
-  for (auto p : {kernels::MatmulPrecision::fp32, kernels::MatmulPrecision::bf16})
+  for (auto p : {kernels::MatmulPrecision::fp32, kernels::MatmulPrecision::bf16, kernels::MatmulPrecision::int8})
     bundle_.model->set_pack_layout(decoding_layout(*bundle_.model, p), p);
 }
 
@@ -99,6 +99,11 @@ kernels::PackLayout Generator::decoding_layout(const models::Gpt& model, kernels
   // (BENCHMARKS.md). A row's bits do not depend on the batch; a batch of 8 prompts multiplies
   // about 2x slower than in oneDNN, which the rows kernel does not match at 8 rows.
   if (precision == kernels::MatmulPrecision::bf16) return kernels::PackLayout::rows;
+  // int8: qkv's VNNI kernel over s8 rows multiplies one row 1.2-2.3x faster than oneDNN's blocked
+  // form (GPT-2's 49 products of a token: 3.7-5.0 ms against 4.5-6.2, `bench_matmul gpt2stream`,
+  // AMD EPYC Zen 4); the same exact int32 sums, so the same bits. From int8_rows_max_batch() rows
+  // a rows pack multiplies through oneDNN reading the rows as plain weights.
+  if (precision == kernels::MatmulPrecision::int8) return kernels::PackLayout::rows;
   // At batch 1 every weight is read once per token (kernels/gemm.h, PackLayout). A model whose
   // weights can stay in the last-level cache between tokens (GPT cfg1: 21.9 MB) reads panels
   // (AMD EPYC Zen 5, the two alternating: panels 0.225 ms/token in both sittings measured, rows

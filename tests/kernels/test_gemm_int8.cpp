@@ -82,53 +82,69 @@ struct Case {
   bool bias;
 };
 
+// Both forms: oneDNN's blocked layout, and the rows (qkv's VNNI kernel below int8_rows_max_batch()
+// rows, oneDNN reading the rows as plain weights from there), with the streams a thread reads at
+// batch 1 (the rows kernel) at each of their counts.
 TEST(Int8Gemm, EqualsTheSchemeComputedExactly) {
   SKIP_WITHOUT_INT8();
-  // Decode (M 1-32) and prefill shapes, K not a multiple of 4 or 16, N not of 16, a product large
-  // enough for two threads (64 x 1024 x 256 = 2^24 multiply-adds), padded row strides.
-  for (const Case& c : {Case{1, 1, 1, true}, Case{1, 768, 256, true}, Case{3, 17, 15, false}, Case{32, 1000, 256, true},
-                        Case{5, 64, 3072, false}, Case{64, 1024, 256, true}, Case{7, 50, 770, true}}) {
-    const int64_t ldx = c.K + 3, ldo = c.N + 5, ldw = c.K + 1;
-    std::vector<float> w = randn_values(c.N * ldw, uint64_t(c.N * 7 + c.K), 0.05f);
-    for (int64_t k = 0; k < c.K; ++k) w[size_t(k)] = 0.f;  // a zero row: scale 0
-    std::vector<float> x = randn_values(c.M * ldx, uint64_t(c.M * 13 + c.K), 2.f);
-    std::vector<float> bias = randn_values(c.N, 99);
-    std::vector<float> out(size_t(c.M * ldo), -1.f);
-    auto packed = kernels::pack_int8_weight(w.data(), c.N, c.K, ldw);
-    ASSERT_EQ(kernels::int8_weight_rows(*packed), c.N);
-    ASSERT_EQ(kernels::int8_weight_cols(*packed), c.K);
-    kernels::gemm_int8_packed(c.M, x.data(), ldx, *packed, c.bias ? bias.data() : nullptr, out.data(), ldo);
+  // Decode (M 1-32) and prefill shapes, K not a multiple of 4, 16 or 64, N not of 16, products
+  // large enough for two threads (64 x 1024 x 256 = 2^24 multiply-adds; at batch 1, 1000 x 770 with
+  // its shared tail), padded row strides.
+  const Case cases[] = {Case{1, 1, 1, true},   Case{1, 768, 256, true},   Case{3, 17, 15, false},
+                        Case{32, 1000, 256, true}, Case{5, 64, 3072, false}, Case{64, 1024, 256, true},
+                        Case{7, 50, 770, true},  Case{1, 1000, 770, true},  Case{15, 9, 130, false},
+                        Case{16, 9, 130, true}};
+  const int default_streams = kernels::rows_streams_per_thread();
+  for (const bool rows : {false, true})
+    for (const int streams : {1, 2, 4, 8})
+      for (const Case& c : cases) {
+        if (!rows && streams != default_streams) continue;  // the blocked form reads no streams
+        SCOPED_TRACE(std::string(rows ? "rows, " + std::to_string(streams) + " streams" : "blocked"));
+        kernels::set_rows_streams_per_thread(streams);
+        const int64_t ldx = c.K + 3, ldo = c.N + 5, ldw = c.K + 1;
+        std::vector<float> w = randn_values(c.N * ldw, uint64_t(c.N * 7 + c.K), 0.05f);
+        for (int64_t k = 0; k < c.K; ++k) w[size_t(k)] = 0.f;  // a zero row: scale 0
+        std::vector<float> x = randn_values(c.M * ldx, uint64_t(c.M * 13 + c.K), 2.f);
+        std::vector<float> bias = randn_values(c.N, 99);
+        std::vector<float> out(size_t(c.M * ldo), -1.f);
+        auto packed = rows ? kernels::pack_int8_weight_rows(w.data(), c.N, c.K, ldw)
+                           : kernels::pack_int8_weight(w.data(), c.N, c.K, ldw);
+        ASSERT_EQ(kernels::int8_weight_in_rows(*packed), rows);
+        ASSERT_EQ(kernels::int8_weight_rows(*packed), c.N);
+        ASSERT_EQ(kernels::int8_weight_cols(*packed), c.K);
+        kernels::gemm_int8_packed(c.M, x.data(), ldx, *packed, c.bias ? bias.data() : nullptr, out.data(), ldo);
 
-    // The weight rule: sw = max|w| / 127, qw = nearbyint(w * (127 / max|w|)).
-    std::vector<int8_t> qw(size_t(c.N * c.K));
-    std::vector<float> sw(size_t(c.N));
-    kernels::int8_weight_values(*packed, qw.data(), sw.data());
-    std::vector<int64_t> wsum(size_t(c.N), 0);
-    for (int64_t n = 0; n < c.N; ++n) {
-      float amax = 0.f;
-      for (int64_t k = 0; k < c.K; ++k) amax = std::max(amax, std::fabs(w[size_t(n * ldw + k)]));
-      ASSERT_EQ(sw[size_t(n)], amax / 127.f) << "row " << n;
-      const float inv = amax > 0.f ? 127.f / amax : 0.f;
-      for (int64_t k = 0; k < c.K; ++k) {
-        ASSERT_EQ(qw[size_t(n * c.K + k)], int8_t(std::nearbyint(w[size_t(n * ldw + k)] * inv))) << "row " << n;
-        wsum[size_t(n)] += qw[size_t(n * c.K + k)];
+        // The weight rule: sw = max|w| / 127, qw = nearbyint(w * (127 / max|w|)).
+        std::vector<int8_t> qw(size_t(c.N * c.K));
+        std::vector<float> sw(size_t(c.N));
+        kernels::int8_weight_values(*packed, qw.data(), sw.data());
+        std::vector<int64_t> wsum(size_t(c.N), 0);
+        for (int64_t n = 0; n < c.N; ++n) {
+          float amax = 0.f;
+          for (int64_t k = 0; k < c.K; ++k) amax = std::max(amax, std::fabs(w[size_t(n * ldw + k)]));
+          ASSERT_EQ(sw[size_t(n)], amax / 127.f) << "row " << n;
+          const float inv = amax > 0.f ? 127.f / amax : 0.f;
+          for (int64_t k = 0; k < c.K; ++k) {
+            ASSERT_EQ(qw[size_t(n * c.K + k)], int8_t(std::nearbyint(w[size_t(n * ldw + k)] * inv))) << "row " << n;
+            wsum[size_t(n)] += qw[size_t(n * c.K + k)];
+          }
+        }
+        for (int64_t m = 0; m < c.M; ++m) {
+          std::vector<int32_t> qx;
+          const float sx = ref_quantize_row(x.data() + m * ldx, c.K, qx);
+          for (int64_t n = 0; n < c.N; ++n) {
+            // sum (qx + 128) qw - 128 sum qw = sum qx qw: the zero point cancels exactly.
+            int64_t acc = 0;
+            for (int64_t k = 0; k < c.K; ++k) acc += int64_t(qx[size_t(k)] + 128) * qw[size_t(n * c.K + k)];
+            acc -= 128 * wsum[size_t(n)];
+            const float want = std::fma(float(acc), sx * sw[size_t(n)], c.bias ? bias[size_t(n)] : 0.f);
+            ASSERT_EQ(out[size_t(m * ldo + n)], want)
+                << "M " << c.M << " N " << c.N << " K " << c.K << " at (" << m << ", " << n << ")";
+          }
+          for (int64_t n = c.N; n < ldo; ++n) ASSERT_EQ(out[size_t(m * ldo + n)], -1.f) << "wrote past N";
+        }
       }
-    }
-    for (int64_t m = 0; m < c.M; ++m) {
-      std::vector<int32_t> qx;
-      const float sx = ref_quantize_row(x.data() + m * ldx, c.K, qx);
-      for (int64_t n = 0; n < c.N; ++n) {
-        // sum (qx + 128) qw - 128 sum qw = sum qx qw: the zero point cancels exactly.
-        int64_t acc = 0;
-        for (int64_t k = 0; k < c.K; ++k) acc += int64_t(qx[size_t(k)] + 128) * qw[size_t(n * c.K + k)];
-        acc -= 128 * wsum[size_t(n)];
-        const float want = std::fma(float(acc), sx * sw[size_t(n)], c.bias ? bias[size_t(n)] : 0.f);
-        ASSERT_EQ(out[size_t(m * ldo + n)], want)
-            << "M " << c.M << " N " << c.N << " K " << c.K << " at (" << m << ", " << n << ")";
-      }
-      for (int64_t n = c.N; n < ldo; ++n) ASSERT_EQ(out[size_t(m * ldo + n)], -1.f) << "wrote past N";
-    }
-  }
+  kernels::set_rows_streams_per_thread(0);
 }
 
 // Against the f32 product: with x^ = x + dx, |dx| <= sx / 2 and w^ = w + dw, |dw| <= sw / 2 (half a

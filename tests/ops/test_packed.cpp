@@ -187,7 +187,9 @@ TEST(PackedWeights, RowsLayoutInBf16ConvertsOnce) {
   cache.set_layout(kernels::PackLayout::panels, kernels::MatmulPrecision::fp32);
   EXPECT_EQ(cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16), p2);
   EXPECT_TRUE(cache.get({wq, wk}, {}, kernels::MatmulPrecision::fp32)->panels.defined());
-  EXPECT_THROW(cache.set_layout(kernels::PackLayout::rows, kernels::MatmulPrecision::int8), Error);
+  cache.set_layout(kernels::PackLayout::rows, kernels::MatmulPrecision::int8);  // int8's own: bf16 keeps its pack
+  EXPECT_EQ(cache.layout(kernels::MatmulPrecision::int8), kernels::PackLayout::rows);
+  EXPECT_EQ(cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16), p2);
   if (!kernels::dnnl_cpu_info().bf16_native()) return;  // oneDNN's bf16 form needs AMX or AVX512_BF16
   cache.set_layout(kernels::PackLayout::panels, kernels::MatmulPrecision::bf16);
   auto q = cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16);
@@ -244,6 +246,40 @@ TEST(PackedWeights, Int8KeepsItsOwnFormOnlyForStacksThatPay) {
   auto i = rows.get({wq, wk}, {}, kernels::MatmulPrecision::int8);
   EXPECT_EQ(i, f) << "a stack too small to pay must share the fp32 form";
   EXPECT_EQ(i->layout, kernels::PackLayout::rows);
+}
+
+// The int8 rows layout (s8 rows: qkv's kernel below int8_rows_max_batch() rows, oneDNN reading
+// them as plain weights from there) gives the blocked form's bits at every batch: both quantize
+// the same way and sum exactly in int32. A stack that pays only from a batch multiplies its fp32
+// rows below int8_small_weight_min_rows() rows, as the fp32 rows pack does.
+TEST(PackedWeights, Int8RowsLayoutGivesTheBlockedFormsBits) {
+  if (!kernels::int8_native()) GTEST_SKIP() << "no AVX512-VNNI or AMX int8 kernel here";
+  Tensor wq = randn({384, 128}, 331), wk = randn({128, 128}, 332), b = randn({512}, 333);
+  const std::vector<Tensor> biases{slice(b, 0, 0, 384), slice(b, 0, 384, 512)};
+  for (const bool from_batch : {false, true}) {
+    Int8Threshold always(from_batch ? 512 * 128 + 1 : 512 * 128);
+    Int8SmallWeightRows small(from_batch ? 3 : kernels::int8_small_weight_min_rows());
+    ASSERT_EQ(kernels::int8_pays_from_rows(512, 128), from_batch);
+    PackedWeights blocked, rows, fp32_rows;
+    rows.set_layout(kernels::PackLayout::rows);
+    fp32_rows.set_layout(kernels::PackLayout::rows);
+    auto pb = blocked.get({wq, wk}, biases, kernels::MatmulPrecision::int8);
+    auto pr = rows.get({wq, wk}, biases, kernels::MatmulPrecision::int8);
+    auto pf = fp32_rows.get({wq, wk}, biases, kernels::MatmulPrecision::fp32);
+    ASSERT_TRUE(pb->int8 != nullptr && pr->int8 != nullptr);
+    EXPECT_FALSE(kernels::int8_weight_in_rows(*pb->int8));
+    EXPECT_TRUE(kernels::int8_weight_in_rows(*pr->int8));
+    EXPECT_EQ(pr->layout, kernels::PackLayout::rows);
+    EXPECT_EQ(pr->int8_from_batch, from_batch);
+    for (int64_t M : {1, 2, 3, 4, 5, 8}) {
+      SCOPED_TRACE("from_batch " + std::to_string(from_batch) + ", M " + std::to_string(M));
+      const Tensor x = randn({M, 128}, 340 + uint64_t(M));
+      Tensor got = Tensor::empty({M, 512}), want = Tensor::empty({M, 512});
+      kernels::packed_linear(x, *pr, got);
+      kernels::packed_linear(x, from_batch && M < 3 ? *pf : *pb, want);
+      EXPECT_TRUE(bit_equal(got, want));
+    }
+  }
 }
 
 // A stack's bf16 or int8 form without fp32 panels keeps no joined f32 copy of its weights (for

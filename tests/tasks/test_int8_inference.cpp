@@ -12,6 +12,7 @@
 // scheme exactly (tests/kernels/test_gemm_int8.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -103,6 +104,40 @@ TEST(Int8Inference, GptForwardNearFp32) {
   // 3 layers x (c_attn, c_proj, c_fc, mlp c_proj) + the tied head. Measured 2.67e-2 (logits
   // (3, 24, 1000)).
   EXPECT_LT(fp32_vs_int8("gpt", 13, [&] { return m.forward(ids); }), 4e-2);
+}
+
+// GPT decoding in int8 in both layouts of the packed weights (tasks::Generator sets rows: s8 rows
+// and qkv's batch-1 kernel): the prompt step (24 rows, through oneDNN) and each one-token step
+// (1 row, qkv's kernel in the rows layout) give the blocked form's logits bit for bit.
+TEST(Int8Inference, GptStepsEqualInBothLayouts) {
+  SKIP_WITHOUT_INT8();
+  models::GptConfig cfg;
+  cfg.vocab_size = 1000, cfg.n_positions = 64, cfg.n_embd = 256, cfg.n_layer = 2, cfg.n_head = 4;
+  Generator g(15);
+  models::Gpt m(cfg, g);
+  m.eval();
+  const Tensor prompt = random_ids(g, 1, 24, 0, 1000);
+  NoGradGuard ng;
+  Int8Threshold all(0);
+  kernels::MatmulPrecisionScope int8(MatmulPrecision::int8);
+  std::vector<std::vector<float>> by_layout[2];
+  for (auto layout : {kernels::PackLayout::panels, kernels::PackLayout::rows}) {
+    m.set_pack_layout(layout, MatmulPrecision::int8);
+    models::GptCache cache = m.start();
+    auto& out = by_layout[size_t(layout)];
+    Tensor pos = Tensor::empty({1, 24}, DType::i64);
+    for (int64_t j = 0; j < 24; ++j) pos.data<int64_t>()[j] = j;
+    out.push_back(m.step(prompt, cache, pos).to_vector<float>());
+    for (int64_t t = 0; t < 6; ++t) {  // greedy: the last row's argmax, fed back
+      const std::vector<float> last(out.back().end() - 1000, out.back().end());
+      Tensor next = Tensor::empty({1, 1}, DType::i64), at = Tensor::empty({1, 1}, DType::i64);
+      next.data<int64_t>()[0] = std::max_element(last.begin(), last.end()) - last.begin();
+      at.data<int64_t>()[0] = 24 + t;
+      out.push_back(m.step(next, cache, at).to_vector<float>());
+    }
+  }
+  ASSERT_EQ(by_layout[0].size(), by_layout[1].size());
+  for (size_t i = 0; i < by_layout[0].size(); ++i) EXPECT_EQ(by_layout[0][i], by_layout[1][i]) << "step " << i;
 }
 
 TEST(Int8Inference, BertHiddenNearFp32) {

@@ -98,7 +98,10 @@ struct PackedLinear {
   // after another in their storage are read there (an alias), not copied.
   std::shared_ptr<const uint16_t> rows_bf16;
   std::shared_ptr<const Bf16Weight> bf16;  // panels layout, bf16, else null
-  std::shared_ptr<const Int8Weight> int8;  // precision int8, int8_pays or int8_pays_from_rows (f32 only), else null
+  // Precision int8, int8_pays or int8_pays_from_rows (f32 only), else null. Panels layout: oneDNN's
+  // blocked form; rows layout: s8 rows (kernels/int8.h, the rows form).
+  std::shared_ptr<const Int8Weight> int8;
+  bool int8_from_batch = false;  // int8 only from int8_small_weight_min_rows() rows (int8_pays_from_rows)
   Tensor dense_bias;    // bias, contiguous
   Tensor padded_bias;   // (ceil(N / 32) * 32) when N is not a multiple of 32 (panels)
   int64_t N = 0, K = 0;
@@ -114,7 +117,9 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision pr
 // The rows layout over weights (N_i, K) stacked on axis 0 (e.g. [W_q; W_k; W_v]), each f32 and
 // contiguous; bias (sum N_i) or undefined. fp32: read in place, nothing copied but the bias.
 // bf16: converted once (to_bf16) into one (sum N_i, K) copy, or, for weights held in bf16, read in
-// place when they lie one after another in one storage. Other precisions are refused.
+// place when they lie one after another in one storage. int8: quantized once into one (sum N_i, K)
+// s8 copy (the f32 weights stay the fallback of a batch below int8_small_weight_min_rows() when
+// the stack pays only from rows).
 PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias,
                               MatmulPrecision precision = MatmulPrecision::fp32);
 // out (M, N) = x (M, K) @ w^T + bias; x rows unit-stride (row stride free), out contiguous.

@@ -35,7 +35,23 @@ struct Int8Weight;
 // infinity (naming the row).
 std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, int64_t K, int64_t ldw);
 
+// The same quantization into (N, K) rows of qkv's own (the rows form): row-major, row stride K,
+// in one buffer of N * K bytes.
+std::shared_ptr<const Int8Weight> pack_int8_weight_rows(const float* w, int64_t N, int64_t K, int64_t ldw);
+// The rows form over rows quantized elsewhere (q (N, K) with row stride ldq, scale[n] = sw[n],
+// zero_point_sum[n] = 128 sum_k q[n,k]), read in place; `keep` owns q and stays alive with it.
+std::shared_ptr<const Int8Weight> int8_weight_over_rows(const int8_t* q, int64_t ldq, const float* scale,
+                                                        const int32_t* zero_point_sum, int64_t N, int64_t K,
+                                                        std::shared_ptr<const void> keep);
+// The scheme's weight rule: w (N, K) (row stride ldw) -> q (row stride ldq), scale (N) and
+// zero_point_sum (N). Throws naming the row of a NaN or an infinity.
+void quantize_int8_rows(const float* w, int64_t N, int64_t K, int64_t ldw, int8_t* q, int64_t ldq, float* scale,
+                        int32_t* zero_point_sum);
+
 // out (M, N) with row stride ldo = x (M, K) (row stride ldx) @ W^T + bias, by the scheme above.
+// The rows form: fewer than int8_rows_max_batch() rows on qkv's AVX512-VNNI kernel
+// (src/kernels/cpu/gemm_int8_rows.cpp), more through oneDNN reading the rows as plain weights.
+// Either way each int32 sum is exact, so the two forms give the same bits.
 // bias (N) f32 or null. Products of fewer than 2^20 (spinning idle threads) / 2^22 multiply-adds
 // run on one thread, as the f32 packed products do.
 void gemm_int8_packed(int64_t M, const float* x, int64_t ldx, const Int8Weight& w, const float* bias, float* out,
@@ -72,10 +88,16 @@ float quantize_row_u8(const float* x, int64_t K, uint8_t* q);
 // Weights quantized by pack_int8_weight so far (tests count them: quantized once, not per call).
 int64_t int8_weights_packed();
 
+// Batches below this many rows take the rows form's own kernel (4 unless set, or the
+// QKV_INT8_ROWS_BATCH environment value).
+int64_t int8_rows_max_batch();
+void set_int8_rows_max_batch(int64_t rows);
+
 // For tests: the quantized weight as plain (N, K) s8 rows and its per-row scales sw (N).
 void int8_weight_values(const Int8Weight& w, int8_t* q, float* scales);
 int64_t int8_weight_rows(const Int8Weight& w);
 int64_t int8_weight_cols(const Int8Weight& w);
-size_t int8_weight_bytes(const Int8Weight& w);  // the s8 weight in oneDNN's layout (padded)
+size_t int8_weight_bytes(const Int8Weight& w);  // the s8 weight: in oneDNN's layout (padded), or N * K
+bool int8_weight_in_rows(const Int8Weight& w);  // the rows form
 
 }  // namespace qkv::kernels

@@ -60,8 +60,8 @@ class Module {
   // How the packed products of incremental decoding hold this module's weights, here and in every
   // module below (PackedWeights, ops/packed.h): kernels::PackLayout::panels (a packed copy next to
   // each weight, the default; in bf16 oneDNN's layout) or rows (fp32: the weights read in place, an
-  // inference-only model holds each weight once; bf16: the rows converted to bf16; tasks::Generator
-  // sets it). For the fp32 and the bf16 form both, or for the form of one precision (fp32 or bf16).
+  // inference-only model holds each weight once; bf16: the rows converted to bf16; int8: quantized
+  // s8 rows; tasks::Generator sets it). For every precision's form, or for the form of one.
   // Only speed and memory differ; packs stay in step with the weights.
   void set_pack_layout(kernels::PackLayout layout);
   void set_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision);

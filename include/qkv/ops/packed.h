@@ -30,22 +30,22 @@ Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w);
 // its int8 form holds fp32 panels too, used below that batch). get() returns the form for
 // `precision` (by default the calling thread's, kernels::matmul_precision()); a stale source
 // drops every form, so none is ever older than the weights.
-// The layout of the fp32 and of the bf16 form (kernels::PackLayout) is the owner's choice, one
-// for each: panels (a copy, the default; bf16 in oneDNN's layout) or rows (fp32: the f32 weights
-// read in place, no copy; bf16: the rows converted once to bf16; taken only when every weight is
-// f32 and contiguous, else panels). set_layout drops a form made in the other layout.
+// The layout of each form (kernels::PackLayout) is the owner's choice, one for each: panels (a
+// copy, the default; bf16 and int8 in oneDNN's layout) or rows (fp32: the f32 weights read in
+// place, no copy; bf16: the rows converted once to bf16; int8: quantized once into s8 rows, for
+// qkv's own batch-1 kernel; taken only when every weight is f32, or held in bf16 for bf16, and
+// contiguous, else panels). set_layout drops a form made in the other layout.
 class PackedWeights {
  public:
   PackedWeights() = default;
   PackedWeights(const PackedWeights& other) : layout_(other.layouts()) {}
   PackedWeights& operator=(const PackedWeights&);
 
-  void set_layout(kernels::PackLayout layout);  // of both forms
+  void set_layout(kernels::PackLayout layout);  // of every form
   // Drops every form and the sources it holds (their storage too): nn::Module::hold_weights_in_bf16
   // frees the f32 weights this way. The next get() packs again.
   void clear();
-  // Of one form: precision fp32 or bf16 (int8's quantized form has no layout; a stack too small
-  // for int8 takes the fp32 form).
+  // Of one form (a stack too small for int8 takes the fp32 form, in the fp32 form's layout).
   void set_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision);
   kernels::PackLayout layout(kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32) const;
 
@@ -68,12 +68,12 @@ class PackedWeights {
     bool same_as(const Tensor& t) const;
   };
   static Source source_of(const Tensor& t);
-  using Layouts = std::array<kernels::PackLayout, 2>;  // of the fp32 and the bf16 form
+  using Layouts = std::array<kernels::PackLayout, 3>;  // of the fp32, bf16 and int8 forms
   Layouts layouts() const;
   mutable std::mutex mutex_;
   mutable std::vector<Source> sources_;  // weights then biases
   mutable std::shared_ptr<const kernels::PackedLinear> packed_[3];  // by MatmulPrecision: fp32, bf16, int8
-  Layouts layout_{kernels::PackLayout::panels, kernels::PackLayout::panels};
+  Layouts layout_{kernels::PackLayout::panels, kernels::PackLayout::panels, kernels::PackLayout::panels};
 };
 
 // True when a product of x against the weight w should take the weight's cached bf16 or int8

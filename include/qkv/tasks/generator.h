@@ -77,12 +77,13 @@ class Generator {
   // read (hold_weights_in_bf16 below, without the f32 model in memory first).
   explicit Generator(const std::string& model_dir, kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
   // Puts the model in eval mode and sets its decoding products' layouts (nn::Module::set_pack_layout
-  // with decoding_layout, for fp32 and for bf16). The model is shared, so this holds for its other
+  // with decoding_layout, for each precision). The model is shared, so this holds for its other
   // users too; their decoding results may differ in the last bits.
   explicit Generator(io::GptBundle bundle, int64_t eos_id = -1, int64_t bos_id = -1);
   // fp32 (and int8's fp32 products): panels (a packed copy) for a model of at most 64 MiB of f32
   // weights, which can stay in the last-level cache between tokens; rows (the weights read in
-  // place, no copy) for a larger one. bf16: rows (a bf16 copy of the rows) whatever the size.
+  // place, no copy) for a larger one. bf16: rows (a bf16 copy of the rows) whatever the size;
+  // int8: rows (s8 rows, qkv's batch-1 kernel) whatever the size.
   static kernels::PackLayout decoding_layout(const models::Gpt& model,
                                              kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 

@@ -10,8 +10,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include <omp.h>
 #include "dnnl_common.h"
+#include "gemm_int8_rows.h"
 #include "qkv/kernels/int8.h"
+#include "qkv/kernels/parallel.h"
 #include "qkv/util/buffer.h"
 #include "qkv/util/error.h"
 
@@ -58,6 +61,11 @@ std::atomic<int64_t>& small_weight_min_rows() {
   return n;
 }
 
+std::atomic<int64_t>& rows_max_batch() {
+  static std::atomic<int64_t> n = count_from_env("QKV_INT8_ROWS_BATCH", "a row count >= 1", [] { return int64_t(4); });
+  return n;
+}
+
 void check_native(const char* where) {
   QKV_CHECK(int8_native(), where,
             "int8 needs AVX512-VNNI or AMX (exact int32 sums), but oneDNN's ISA on this CPU has neither "
@@ -84,16 +92,28 @@ void set_int8_small_weight_min_rows(int64_t rows) {
   QKV_CHECK(rows >= 0, "set_int8_small_weight_min_rows", "expected a row count >= 0, got ", rows);
   small_weight_min_rows().store(rows);
 }
+int64_t int8_rows_max_batch() { return std::max<int64_t>(1, rows_max_batch().load()); }
+void set_int8_rows_max_batch(int64_t rows) {
+  QKV_CHECK(rows >= 1, "set_int8_rows_max_batch", "expected a row count >= 1, got ", rows);
+  rows_max_batch().store(rows);
+}
+
 bool int8_pays_from_rows(int64_t N, int64_t K) {
   return !int8_pays(N, K) && N > 0 && K > 0 && N * K >= (int64_t(1) << 16) && int8_small_weight_min_rows() > 0;
 }
 
 struct Int8Weight {
   int64_t N = 0, K = 0;
-  dnnl::memory::desc md;                       // (K, N): W^T as matmul's weights, oneDNN's layout
-  std::unique_ptr<uint8_t, BufferDeleter> data;
-  std::vector<float> scale;                    // sw (N)
-  std::vector<int32_t> zero_point_sum;         // c[n] = 128 sum_k qw[n,k]
+  // (K, N): W^T as matmul's weights. Blocked: oneDNN's layout for this CPU, its values in `data`.
+  // Rows: plain, over `rows` (what oneDNN reads for a batch of int8_rows_max_batch() rows or more).
+  dnnl::memory::desc md;
+  std::unique_ptr<uint8_t, BufferDeleter> data;  // blocked only
+  const int8_t* rows = nullptr;                  // rows only: (N, K) s8, row stride ldq
+  int64_t ldq = 0;
+  std::shared_ptr<const void> keep;              // rows only: what owns `rows`
+  std::vector<float> scale;                      // sw (N)
+  std::vector<int32_t> zero_point_sum;           // c[n] = 128 sum_k qw[n,k]
+  const void* values() const { return rows ? static_cast<const void*>(rows) : data.get(); }
 };
 
 float quantize_row_u8(const float* x, int64_t K, uint8_t* q) {
@@ -132,17 +152,8 @@ float quantize_row_u8(const float* x, int64_t K, uint8_t* q) {
   return amax / 127.f;
 }
 
-std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, int64_t K, int64_t ldw) {
-  QKV_CHECK(N > 0 && K > 0 && ldw >= K, "pack_int8_weight",
-            "expected a (N, K) weight with N, K > 0 and row stride >= K, got N = ", N, ", K = ", K, ", ldw = ", ldw);
-  QKV_CHECK(K <= (int64_t(1) << 16), "pack_int8_weight", "K = ", K,
-            " is above 65536: int32 sums of K products of 255 x 127 could overflow");
-  check_native("pack_int8_weight");
-  auto out = std::make_shared<Int8Weight>();
-  out->N = N, out->K = K;
-  out->scale.resize(size_t(N));
-  out->zero_point_sum.resize(size_t(N));
-  std::vector<int8_t> qw(size_t(N * K));  // (N, K) row-major, reordered into md below
+void quantize_int8_rows(const float* w, int64_t N, int64_t K, int64_t ldw, int8_t* q, int64_t ldq, float* scale,
+                        int32_t* zero_point_sum) {
   for (int64_t n = 0; n < N; ++n) {
     const float* row = w + n * ldw;
     float amax = 0.f;
@@ -152,14 +163,42 @@ std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, in
     }
     const float inv = amax > 0.f ? 127.f / amax : 0.f;
     int32_t sum = 0;
-    int8_t* q = qw.data() + n * K;
-    for (int64_t k = 0; k < K; ++k) sum += (q[k] = quantize_weight(row[k], inv));
-    out->scale[size_t(n)] = amax / 127.f;
-    out->zero_point_sum[size_t(n)] = 128 * sum;
+    int8_t* qn = q + n * ldq;
+    for (int64_t k = 0; k < K; ++k) sum += (qn[k] = quantize_weight(row[k], inv));
+    scale[n] = amax / 127.f;
+    zero_point_sum[n] = 128 * sum;
   }
+}
+
+namespace {
+
+// A weight of N rows of K values: shape checks, and the scales' room.
+std::shared_ptr<Int8Weight> new_weight(int64_t N, int64_t K, int64_t ld, const char* where) {
+  QKV_CHECK(N > 0 && K > 0 && ld >= K, where,
+            "expected a (N, K) weight with N, K > 0 and row stride >= K, got N = ", N, ", K = ", K,
+            ", row stride ", ld);
+  QKV_CHECK(K <= (int64_t(1) << 16), where, "K = ", K,
+            " is above 65536: int32 sums of K products of 255 x 127 could overflow");
+  check_native(where);
+  auto out = std::make_shared<Int8Weight>();
+  out->N = N, out->K = K;
+  out->scale.resize(size_t(N));
+  out->zero_point_sum.resize(size_t(N));
+  return out;
+}
+
+dnnl::memory::desc plain_desc(int64_t N, int64_t K, int64_t ldq) {  // W (N, K) row-major is W^T (K, N)
+  return dnnl::memory::desc({K, N}, dnnl::memory::data_type::s8, dnnl::memory::dims{1, ldq});
+}
+
+}  // namespace
+
+std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, int64_t K, int64_t ldw) {
+  auto out = new_weight(N, K, ldw, "pack_int8_weight");
+  std::vector<int8_t> qw(size_t(N * K));  // (N, K) row-major, reordered into md below
+  quantize_int8_rows(w, N, K, ldw, qw.data(), K, out->scale.data(), out->zero_point_sum.data());
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
-  const dnnl::memory::desc plain({K, N}, dt::s8, dims{1, K});  // W (N, K) row-major is W^T (K, N)
   {  // the layout oneDNN's u8 x s8 matmul picks for W^T (32 rows: a decoding batch)
     dnnl::memory::desc x({32, K}, dt::u8, dims{K, 1});
     dnnl::memory::desc any({K, N}, dt::s8, dnnl::memory::format_tag::any);
@@ -169,11 +208,35 @@ std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, in
   const size_t bytes = out->md.get_size();
   out->data = {static_cast<uint8_t*>(buffer_alloc(bytes, BufferLife::kept)), BufferDeleter{bytes, BufferLife::kept}};
   QKV_CHECK(out->data != nullptr, "pack_int8_weight", "out of memory for ", bytes, " bytes");
-  dnnl::memory src(plain, engine(), qw.data()), dst(out->md, engine(), out->data.get());
+  dnnl::memory src(plain_desc(N, K, K), engine(), qw.data()), dst(out->md, engine(), out->data.get());
   dnnl::stream s(engine());
   dnnl::reorder(src, dst).execute(s, src, dst);
   s.wait();
   g_weights_packed.fetch_add(1);
+  return out;
+}
+
+std::shared_ptr<const Int8Weight> pack_int8_weight_rows(const float* w, int64_t N, int64_t K, int64_t ldw) {
+  auto out = new_weight(N, K, ldw, "pack_int8_weight_rows");
+  const size_t bytes = size_t(N * K);
+  std::shared_ptr<int8_t> q(static_cast<int8_t*>(buffer_alloc(bytes, BufferLife::kept)),
+                            BufferDeleter{bytes, BufferLife::kept});
+  QKV_CHECK(q != nullptr, "pack_int8_weight_rows", "out of memory for ", bytes, " bytes");
+  quantize_int8_rows(w, N, K, ldw, q.get(), K, out->scale.data(), out->zero_point_sum.data());
+  out->rows = q.get(), out->ldq = K, out->keep = q;
+  out->md = plain_desc(N, K, K);
+  g_weights_packed.fetch_add(1);
+  return out;
+}
+
+std::shared_ptr<const Int8Weight> int8_weight_over_rows(const int8_t* q, int64_t ldq, const float* scale,
+                                                        const int32_t* zero_point_sum, int64_t N, int64_t K,
+                                                        std::shared_ptr<const void> keep) {
+  auto out = new_weight(N, K, ldq, "int8_weight_over_rows");
+  std::copy(scale, scale + N, out->scale.begin());
+  std::copy(zero_point_sum, zero_point_sum + N, out->zero_point_sum.begin());
+  out->rows = q, out->ldq = ldq, out->keep = std::move(keep);
+  out->md = plain_desc(N, K, ldq);
   return out;
 }
 
@@ -182,11 +245,14 @@ namespace {
 struct Key {
   int64_t M, N, K;
   int threads;
-  bool operator==(const Key& o) const { return M == o.M && N == o.N && K == o.K && threads == o.threads; }
+  int64_t ldq;  // the rows form's row stride (plain weights), or 0 (oneDNN's blocked layout)
+  bool operator==(const Key& o) const {
+    return M == o.M && N == o.N && K == o.K && threads == o.threads && ldq == o.ldq;
+  }
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
-    return dnnl_detail::hash_key({k.M, k.N, k.K, int64_t(k.threads)});
+    return dnnl_detail::hash_key({k.M, k.N, k.K, int64_t(k.threads), k.ldq});
   }
 };
 struct Entry {
@@ -194,8 +260,8 @@ struct Entry {
   dnnl::memory::desc x, w, y, scratch;
 };
 
-// One primitive per (M, N, K, threads). The weight layout pack_int8_weight picks depends only on
-// N, K and the CPU, so every weight of a shape shares it (checked).
+// One primitive per (M, N, K, threads, layout). The blocked layout pack_int8_weight picks depends
+// only on N, K and the CPU, so every blocked weight of a shape shares it (checked).
 const Entry& entry(const Key& key, const dnnl::memory::desc& md) {
   static std::mutex mu;
   static std::unordered_map<Key, Entry, KeyHash> cache;  // node-based: references stay valid
@@ -248,24 +314,31 @@ void gemm_int8_packed(int64_t M, const float* x, int64_t ldx, const Int8Weight& 
             ", ldo >= N = ", N, ", got M = ", M, ", ldx = ", ldx, ", ldo = ", ldo);
   if (M == 0) return;
   check_native("gemm_int8_packed");
-  const int threads = dnnl_detail::product_threads(M, N, K);
+  const bool own_kernel = w.rows != nullptr && M < int8_rows_max_batch();
+  const int threads = own_kernel ? omp_get_max_threads() : dnnl_detail::product_threads(M, N, K);
   OmpThreadsScope team(threads);
-  const Entry& e = entry(Key{M, N, K, threads}, w.md);
   thread_local std::vector<uint8_t> xq, scratch_buf;
   thread_local std::vector<float> sx;
   thread_local std::vector<int32_t> acc;
   xq.resize(std::max(xq.size(), size_t(M * K)));
   sx.resize(std::max(sx.size(), size_t(M)));
-  acc.resize(std::max(acc.size(), size_t(M * N)));
   // Rows are independent: the team quantizes and dequantizes them in parallel (the same bits for
   // any team size). Serial, these loops kept BERT's int8 embedding at 1.5 of 2 cores busy.
   uint8_t* const xqp = xq.data();
   float* const sxp = sx.data();
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+#pragma omp parallel for num_threads(threads) if (threads > 1 && M > 1) schedule(static)
   for (int64_t m = 0; m < M; ++m) sxp[m] = quantize_row_u8(x + m * ldx, K, xqp + m * K);
+  if (own_kernel) {  // the same exact sums, read from the rows (gemm_int8_rows.h)
+    const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 16) : (int64_t(1) << 22);  // as packed_linear
+    int8_rows_product(M, xqp, sxp, w.rows, w.ldq, N, K, w.scale.data(), w.zero_point_sum.data(), bias, out, ldo,
+                      min_macs);
+    return;
+  }
+  const Entry& e = entry(Key{M, N, K, threads, w.rows ? w.ldq : 0}, w.md);
+  acc.resize(std::max(acc.size(), size_t(M * N)));
   scratch_buf.resize(std::max<size_t>(scratch_buf.size(), e.scratch.get_size()));
-  dnnl::memory xm(e.x, engine(), xq.data()), wm(w.md, engine(), w.data.get()), ym(e.y, engine(), acc.data());
-  dnnl::memory sm(e.scratch, engine(), scratch_buf.data());
+  dnnl::memory xm(e.x, engine(), xq.data()), wm(w.md, engine(), const_cast<void*>(w.values()));
+  dnnl::memory ym(e.y, engine(), acc.data()), sm(e.scratch, engine(), scratch_buf.data());
   thread_local dnnl::stream stream(engine());
   e.prim.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_SCRATCHPAD, sm}});
   stream.wait();
@@ -276,15 +349,19 @@ void gemm_int8_packed(int64_t M, const float* x, int64_t ldx, const Int8Weight& 
 }
 
 void int8_weight_values(const Int8Weight& w, int8_t* q, float* scales) {
-  const dnnl::memory::desc plain({w.K, w.N}, dnnl::memory::data_type::s8, dnnl::memory::dims{1, w.K});
-  dnnl::memory src(w.md, engine(), w.data.get()), dst(plain, engine(), q);
-  dnnl::stream s(engine());
-  dnnl::reorder(src, dst).execute(s, src, dst);
-  s.wait();
+  if (w.rows) {
+    for (int64_t n = 0; n < w.N; ++n) std::memcpy(q + n * w.K, w.rows + n * w.ldq, size_t(w.K));
+  } else {
+    dnnl::memory src(w.md, engine(), w.data.get()), dst(plain_desc(w.N, w.K, w.K), engine(), q);
+    dnnl::stream s(engine());
+    dnnl::reorder(src, dst).execute(s, src, dst);
+    s.wait();
+  }
   std::memcpy(scales, w.scale.data(), w.scale.size() * sizeof(float));
 }
 int64_t int8_weight_rows(const Int8Weight& w) { return w.N; }
 int64_t int8_weight_cols(const Int8Weight& w) { return w.K; }
-size_t int8_weight_bytes(const Int8Weight& w) { return w.md.get_size(); }
+size_t int8_weight_bytes(const Int8Weight& w) { return w.rows ? size_t(w.N * w.K) : w.md.get_size(); }
+bool int8_weight_in_rows(const Int8Weight& w) { return w.rows != nullptr; }
 
 }  // namespace qkv::kernels

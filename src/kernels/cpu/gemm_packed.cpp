@@ -136,7 +136,6 @@ std::shared_ptr<const uint16_t> stacked_bf16_bits(const std::vector<Tensor>& wei
 
 PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias, MatmulPrecision precision) {
   QKV_CHECK(!weights.empty(), "pack_linear_rows", "needs at least one weight");
-  QKV_CHECK(precision != MatmulPrecision::int8, "pack_linear_rows", "takes precision fp32 or bf16, got int8");
   PackedLinear p;
   p.layout = PackLayout::rows;
   p.precision = precision;
@@ -164,6 +163,11 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
       dst += w.numel();
     }
     count_bf16_rows_copy();
+  } else if (precision == MatmulPrecision::int8 && (int8_pays(p.N, p.K) || int8_pays_from_rows(p.N, p.K))) {
+    // Quantized per output channel, as pack_linear's blocked form: the same values, so the same bits.
+    p.int8_from_batch = !int8_pays(p.N, p.K);
+    const Tensor joined = weights.size() == 1 ? weights[0].detach() : p.original_weight();  // contiguous
+    p.int8 = pack_int8_weight_rows(joined.data<float>(), p.N, p.K, p.K);
   }
   if (bias.defined()) {
     QKV_CHECK(bias.ndim() == 1 && bias.size(0) == p.N && bias.dtype() == DType::f32, "pack_linear_rows",
@@ -222,6 +226,7 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision pr
     Tensor wc = w.detach().contiguous();
     p.precision = precision;
     p.int8 = pack_int8_weight(wc.data<float>(), p.N, p.K, p.K);
+    p.int8_from_batch = !int8_always;
     if (p.bias.defined()) p.dense_bias = bias.detach().contiguous();
     if (int8_always) return p;
     // Paying only from int8_small_weight_min_rows() rows: the fp32 panels too, for fewer rows.
@@ -266,12 +271,20 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
   // output is one thread's fixed-order dot product.
   const int64_t min_macs = idle_threads_spin() ? (int64_t(1) << 16) : (int64_t(1) << 22);
   const float* dense_bias = p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr;
+  // A stack that pays only from a batch (int8_pays_from_rows) takes int8 from
+  // int8_small_weight_min_rows() rows; below, its fp32 form (panels, or the rows read in place).
+  const int64_t int8_min_rows = int8_small_weight_min_rows();
+  const bool int8_at_this_batch = !p.int8_from_batch || (int8_min_rows > 0 && M >= int8_min_rows);
   if (p.layout == PackLayout::rows) {
     QKV_CHECK(x.dtype() == DType::f32 && x.strides()[1] == 1 && x.size(1) == K && out.is_contiguous() &&
                   out.size(0) == M && out.size(1) == N,
               "packed_linear", "a rows pack takes x (M, ", K, ") f32 with unit-stride rows and out (M, ", N,
               ") contiguous, got x ", x.str(), ", out ", out.str());
     const int64_t ldx = M == 1 ? K : x.strides()[0];
+    if (p.int8 && int8_at_this_batch) {  // s8 rows: qkv's kernel below int8_rows_max_batch() rows
+      gemm_int8_packed(M, x.data<float>(), ldx, *p.int8, dense_bias, out.data<float>(), N);
+      return;
+    }
     if (p.rows_bf16) {  // bf16 products: x rounded to bf16 (per-thread buffer), the weights' bf16 copy
       const int64_t start[2] = {0, N};
       thread_local std::vector<uint16_t> rounded;
@@ -303,12 +316,7 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
     gemm_bf16_packed(M, x.data<float>(), ldx, *p.bf16, dense_bias, out.data<float>(), N);
     return;
   }
-  // A pack with panels too (int8_pays_from_rows) takes int8 only from int8_small_weight_min_rows() rows.
-  const auto int8_at_this_batch = [&] {
-    const int64_t rows = int8_small_weight_min_rows();
-    return !p.panels.defined() || (rows > 0 && M >= rows);
-  };
-  if (p.int8 && x.dtype() == DType::f32 && x.strides()[1] == 1 && int8_at_this_batch()) {
+  if (p.int8 && x.dtype() == DType::f32 && x.strides()[1] == 1 && int8_at_this_batch) {
     gemm_int8_packed(M, x.data<float>(), M == 1 ? K : x.strides()[0], *p.int8, dense_bias, out.data<float>(), N);
     return;
   }
