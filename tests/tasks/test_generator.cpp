@@ -109,7 +109,7 @@ TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
   EXPECT_EQ(checked, 2 * 2 * 2 * 3 * 5);
 }
 
-TEST(Generator, DecodingLayoutIsPanelsUpTo64MiBOfWeightsInFp32AndRowsInBf16) {
+TEST(Generator, DecodingLayoutIsPanelsUpTo64MiBOfWeightsInFp32AndRowsInBf16AndInt8) {
   // Weights zero (init none: nothing drawn); vocab V, width 1024, one layer with n_inner 1024:
   // V * 1024 + 6,311,936 parameters.
   using kernels::MatmulPrecision;
@@ -126,7 +126,9 @@ TEST(Generator, DecodingLayoutIsPanelsUpTo64MiBOfWeightsInFp32AndRowsInBf16) {
   ASSERT_GT(large_bytes, int64_t(64) << 20);
   EXPECT_EQ(small, kernels::PackLayout::panels);
   EXPECT_EQ(large, kernels::PackLayout::rows);
-  EXPECT_EQ(layout_for(10200, MatmulPrecision::int8).second, kernels::PackLayout::panels);  // int8's fp32 products
+  // int8's own form reads s8 rows whatever the size (a weight too small for int8 takes the fp32
+  // form, in the fp32 form's layout).
+  EXPECT_EQ(layout_for(10200, MatmulPrecision::int8).second, kernels::PackLayout::rows);
   EXPECT_EQ(layout_for(10200, MatmulPrecision::bf16).second, kernels::PackLayout::rows);
   EXPECT_EQ(layout_for(10240, MatmulPrecision::bf16).second, kernels::PackLayout::rows);
 }
