@@ -79,6 +79,12 @@ models::TransformerConfig transformer_config() {
   return cfg;
 }
 
+models::GptConfig gpt_config(int64_t layers) {  // vocabulary 1000, width 256, 4 heads
+  models::GptConfig cfg;
+  cfg.vocab_size = 1000, cfg.n_positions = 64, cfg.n_embd = 256, cfg.n_layer = layers, cfg.n_head = 4;
+  return cfg;
+}
+
 }  // namespace
 
 TEST(Int8Inference, TransformerForwardNearFp32) {
@@ -95,10 +101,8 @@ TEST(Int8Inference, TransformerForwardNearFp32) {
 
 TEST(Int8Inference, GptForwardNearFp32) {
   SKIP_WITHOUT_INT8();
-  models::GptConfig cfg;
-  cfg.vocab_size = 1000, cfg.n_positions = 64, cfg.n_embd = 256, cfg.n_layer = 3, cfg.n_head = 4;
   Generator g(13);
-  models::Gpt m(cfg, g);
+  models::Gpt m(gpt_config(3), g);
   m.eval();
   Tensor ids = random_ids(g, 3, 24, 0, 1000);
   // 3 layers x (c_attn, c_proj, c_fc, mlp c_proj) + the tied head. Measured 2.67e-2 (logits
@@ -111,10 +115,8 @@ TEST(Int8Inference, GptForwardNearFp32) {
 // (1 row, qkv's kernel in the rows layout) give the blocked form's logits bit for bit.
 TEST(Int8Inference, GptStepsEqualInBothLayouts) {
   SKIP_WITHOUT_INT8();
-  models::GptConfig cfg;
-  cfg.vocab_size = 1000, cfg.n_positions = 64, cfg.n_embd = 256, cfg.n_layer = 2, cfg.n_head = 4;
   Generator g(15);
-  models::Gpt m(cfg, g);
+  models::Gpt m(gpt_config(2), g);
   m.eval();
   const Tensor prompt = random_ids(g, 1, 24, 0, 1000);
   NoGradGuard ng;
