@@ -19,8 +19,9 @@
 // Peak RSS: VmHWM, reset after the first triads, so the model, its packed weights and the
 // generations (the process's earlier shapes are freed by then); and "during generation", the
 // mark reset again once the model is built: what a long-running process holds.
-// Precision bf16 alone: the model holds its weights in bf16 (nn::Module::hold_weights_in_bf16), as
-// `qkv generate --precision bf16` does; with fp32 alongside it keeps f32 weights and bf16 packs.
+// Precision bf16 or int8 alone: the model holds its weights in bf16 / int8
+// (nn::Module::hold_weights_in_bf16 / _in_int8), as `qkv generate --precision bf16 / int8` does;
+// with fp32 alongside it keeps f32 weights and bf16 / int8 packs.
 //
 // Run (one line): OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
 //        build/bench/bench_gpt_generate [reps=5] [shapes=cfg1,gpt2] [precision=fp32|bf16|int8|both|LIST]
@@ -66,7 +67,7 @@ struct Timing {
   int64_t checksum = 0;
 };
 
-void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<Variant> variants, bool hold_bf16) {
+void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<Variant> variants, bool hold) {
   cfg.activation_function = "gelu";
   // The triads first, then the peak-RSS mark reset: the peak below is the model's and its
   // generation's, not the triad arrays'.
@@ -91,9 +92,10 @@ void run(const std::string& name, models::GptConfig cfg, int reps, std::vector<V
     b.model = first ? std::exchange(first, nullptr) : build();
     g = std::make_unique<tasks::Generator>(b, /*eos_id=*/-1);
     b.model->set_pack_layout(v.layout);
-    if (hold_bf16) g->hold_weights_in_bf16();  // as `qkv generate --precision bf16` does
+    if (hold && v.precision == kernels::MatmulPrecision::bf16) g->hold_weights_in_bf16();  // as `qkv generate` does
+    if (hold && v.precision == kernels::MatmulPrecision::int8) g->hold_weights_in_int8();
   }
-  // The peak while building (f32 weights, then held in bf16 if asked), then the mark reset again:
+  // The peak while building (f32 weights, then held in bf16 / int8 if asked), then the mark reset again:
   // the peak of generation alone, what a long-running process (qkv serve) holds.
   const double build_rss = hwm_reset ? bench::peak_since_reset_mib() : bench::peak_rss_mib();
   const bool gen_reset = hwm_reset && bench::reset_peak_rss();
@@ -230,20 +232,21 @@ int main(int argc, char** argv) {
     if (layout != "panels") variants.push_back({p, kernels::PackLayout::rows});
     if (layout != "rows") variants.push_back({p, kernels::PackLayout::panels});
   }
-  // bf16 alone: the weights held in bf16, as the commands hold them (half the weight memory).
-  const bool hold_bf16 = precisions.size() == 1 && precisions[0] == kernels::MatmulPrecision::bf16;
+  // bf16 or int8 alone: the weights held so, as the commands hold them (a half / a quarter of the
+  // weight memory).
+  const bool hold = precisions.size() == 1 && precisions[0] != kernels::MatmulPrecision::fp32;
   std::printf("bench_gpt_generate: batch 1, prompt %lld, %lld new tokens, greedy, %d reps (median), precision %s; "
               "CPU %s, oneDNN ISA %s\n", (long long)kPrompt, (long long)kNew, reps, prec.c_str(),
               kernels::dnnl_cpu_info().cpu_model.c_str(), kernels::dnnl_cpu_info().isa.c_str());
   if (shapes.find("cfg1") != std::string::npos) {
     models::GptConfig c;
     c.vocab_size = 8192, c.n_positions = 256, c.n_embd = 256, c.n_head = 4, c.n_layer = 4, c.n_inner = 1024;
-    run("cfg1", c, reps, variants, hold_bf16);
+    run("cfg1", c, reps, variants, hold);
   }
   if (shapes.find("gpt2") != std::string::npos) {
     models::GptConfig c;  // the defaults are GPT-2 124M
     c.n_inner = 3072;
-    run("gpt2", c, reps, variants, hold_bf16);
+    run("gpt2", c, reps, variants, hold);
   }
   return 0;
 }

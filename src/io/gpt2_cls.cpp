@@ -56,7 +56,9 @@ GptClassifierBundle load_gpt2_classifier(const std::string& dir, kernels::Matmul
   auto gpt = read_gpt2_body(file, body, cfg, precision);
   b.model = std::make_shared<models::GptClassifier>(gpt, int64_t(b.labels.size()), default_generator(),
                                                     nn::init::Scheme::none);
-  if (precision == kernels::MatmulPrecision::bf16) b.model->hold_weights_in_bf16();  // the score head (the body is)
+  // The score head as the body (a head too small to pay for int8 stays f32).
+  if (precision == kernels::MatmulPrecision::bf16) b.model->hold_weights_in_bf16();
+  if (precision == kernels::MatmulPrecision::int8) b.model->hold_weights_in_int8();
   nn::read_parameter(file, "score.weight", b.model->score->weight);
   b.tokenizer = text::load_tokenizer((d / "tokenizer.json").string());
   QKV_CHECK(b.tokenizer->vocab_size() <= cfg.vocab_size, dir, "tokenizer.json has ", b.tokenizer->vocab_size(),

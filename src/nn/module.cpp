@@ -6,6 +6,9 @@
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
 #include "qkv/io/format/safetensors_reader.h"
+#include "qkv/kernels/bf16.h"
+#include "qkv/kernels/int8.h"
+#include "qkv/tensor/held_int8.h"
 
 namespace qkv::nn {
 
@@ -119,7 +122,7 @@ std::vector<std::pair<Tensor, std::string>> match(const std::vector<std::pair<st
     const Offer& o = it->second;
     QKV_CHECK(o.shape == t.shape(), source, "tensor '", name, "' has shape ", o.shape.str(), ", the model expects ",
               t.shape().str());
-    const bool held = t.dtype() == DType::bf16 && o.dtype == DType::f32;  // rounded as it is filled
+    const bool held = (t.dtype() == DType::bf16 || t.dtype() == DType::i8) && o.dtype == DType::f32;  // converted
     QKV_CHECK(o.dtype == t.dtype() || held, source, "tensor '", name, "' has dtype ", dtype_name(o.dtype),
               ", the model expects ", dtype_name(t.dtype()));
     filled[&t.impl()] = true;
@@ -157,6 +160,11 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool stric
       QKV_CHECK(d.is_contiguous(), source, "tensor '", name, "': a weight held in bf16 is contiguous");
       kernels::round_to_bf16(c.data<float>(), static_cast<uint16_t*>(d.raw_data()), c.numel());
       d.mark_modified();
+    } else if (is_held_int8(d) && src.dtype() == DType::f32) {  // a weight held in int8: its quantization
+      const HeldInt8Rows r = held_int8_rows(d, source.c_str());
+      const Tensor c = src.contiguous();
+      kernels::quantize_int8_rows(c.data<float>(), r.rows, r.K, r.K, r.q, r.K, r.scale, r.zero_point_sum);
+      d.mark_modified();
     } else {
       d.copy_from(src);
     }
@@ -191,6 +199,17 @@ void read_parameter(const safetensors::Reader& file, const std::string& name, Te
       out += k;
     });
     dst.mark_modified();
+  } else if (is_held_int8(dst) && file.dtype(name) == DType::f32) {
+    const HeldInt8Rows r = held_int8_rows(dst, file.path().c_str());
+    const int64_t rows_per_piece = std::max<int64_t>(1, (int64_t(1) << 20) / (r.K * int64_t(sizeof(float))));
+    int64_t row = 0;
+    file.read_pieces(name, size_t(rows_per_piece * r.K) * sizeof(float), [&](const void* bytes, size_t n) {
+      const int64_t rows = int64_t(n / sizeof(float)) / r.K;  // whole rows: pieces are whole but the last
+      kernels::quantize_int8_rows(static_cast<const float*>(bytes), rows, r.K, r.K, r.q + row * r.K, r.K,
+                                  r.scale + row, r.zero_point_sum + row);
+      row += rows;
+    });
+    dst.mark_modified();
   } else if (dst.is_contiguous()) {
     file.read_into(name, dst);
   } else {
@@ -213,14 +232,21 @@ void Module::set_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecisio
   for (auto& [n, m] : children_) m->set_pack_layout(layout, precision);
 }
 
-void Module::hold_weights_in_bf16() {
+void Module::hold_weights_in_bf16() { hold_weights_as(DType::bf16); }
+
+void Module::hold_weights_in_int8() {
+  kernels::check_precision_supported(kernels::MatmulPrecision::int8, "hold_weights_in_int8");
+  hold_weights_as(DType::i8);
+}
+
+void Module::hold_weights_as(DType as) {
   std::vector<Module*> all{this};  // every module below, parents before children
   for (size_t i = 0; i < all.size(); ++i)
     for (auto& [n, m] : all[i]->children_) all.push_back(m.get());
   // Smallest own parameters first (a MultiHeadAttention, which owns none, before the Linears whose
   // weights it joins), each module's f32 weights returned to the system as soon as they are held
   // (not kept in the tensor cache): while a weight is converted the process holds the f32 model
-  // and that weight's bf16 copy, so the largest tables go last and the peak stays about the f32
+  // and that weight's held copy, so the largest tables go last and the peak stays about the f32
   // model's.
   auto own_bytes = [](const Module* m) {
     size_t b = 0;
@@ -230,37 +256,85 @@ void Module::hold_weights_in_bf16() {
   std::stable_sort(all.begin(), all.end(),
                    [&](const Module* a, const Module* b) { return own_bytes(a) < own_bytes(b); });
   for (Module* m : all) {
-    m->on_hold_weights_in_bf16();
+    m->on_hold_weights(as);
     allocator_empty_cache();
   }
 }
 
-void hold_in_bf16(const std::vector<Tensor>& weights) {
-  std::vector<Tensor> to_hold;
-  int64_t total = 0;
+void hold_in(const std::vector<Tensor>& weights, DType as) {
+  QKV_CHECK(as == DType::bf16 || as == DType::i8, "hold_in", "weights are held in bf16 or i8, not ", dtype_name(as));
+  if (as == DType::bf16) hold_in_bf16(weights);
+  else hold_in_int8(weights);
+}
+
+namespace {
+
+// The f32 tensors among `weights`, each once (a tied one may be listed twice).
+std::vector<Tensor> f32_weights_once(const std::vector<Tensor>& weights) {
+  std::vector<Tensor> out;
   for (const Tensor& w : weights) {
-    bool seen = false;  // the same tensor twice (tied) is held once
-    for (const Tensor& t : to_hold) seen = seen || t.impl_ptr() == w.impl_ptr();
-    if (w.defined() && w.dtype() == DType::f32 && !seen) {
-      to_hold.push_back(w);
-      total += w.numel();
-    }
+    bool seen = false;
+    for (const Tensor& t : out) seen = seen || t.impl_ptr() == w.impl_ptr();
+    if (w.defined() && w.dtype() == DType::f32 && !seen) out.push_back(w);
   }
+  return out;
+}
+
+// Points every handle of w at `held` (its new storage, offset and dtype), no longer requiring grad.
+void replace_with_held(const Tensor& w, const Tensor& held) {
+  TensorImpl& impl = *w.impl_ptr();  // every handle of the weight shares this
+  impl.storage = held.storage();
+  impl.offset = held.offset();
+  impl.strides = held.strides();
+  impl.dtype = held.dtype();
+  impl.requires_grad = false;
+  impl.grad.reset();
+  impl.grad_accumulator.reset();
+}
+
+}  // namespace
+
+void hold_in_int8(const std::vector<Tensor>& weights) {
+  const std::vector<Tensor> to_hold = f32_weights_once(weights);
   if (to_hold.empty()) return;
+  const int64_t K = to_hold[0].ndim() == 2 ? to_hold[0].size(1) : -1;
+  int64_t rows = 0;
+  for (const Tensor& w : to_hold) {
+    QKV_CHECK(w.ndim() == 2 && w.size(1) == K, "hold_in_int8", "expected (N, K) weights",
+              K > 0 ? " with K = " + std::to_string(K) : std::string(), " (held together), got ", w.str());
+    rows += w.size(0);
+  }
+  if (!kernels::int8_pays(rows, K)) return;  // stays f32: its products run in fp32 under int8
+  const std::shared_ptr<Storage> held = held_int8_storage(rows, K);
+  int64_t row = 0;
+  for (const Tensor& w : to_hold) {
+    const int64_t n = w.size(0);
+    const Tensor t = held_int8_tensor(held, row, n), c = w.detach().contiguous();
+    const HeldInt8Rows r = held_int8_rows(t, "hold_in_int8");
+    kernels::quantize_int8_rows(c.data<float>(), n, K, K, r.q, K, r.scale, r.zero_point_sum);
+    replace_with_held(w, t);
+    row += n;
+  }
+}
+
+void hold_in_bf16(const std::vector<Tensor>& weights) {
+  const std::vector<Tensor> to_hold = f32_weights_once(weights);
+  if (to_hold.empty()) return;
+  int64_t total = 0;
+  for (const Tensor& w : to_hold) total += w.numel();
   // Apart from the tensor cache: the f32 weights freed below then leave whole segments idle.
   const std::shared_ptr<Storage> held = Storage::allocate_apart(size_t(total) * sizeof(uint16_t));
   int64_t offset = 0;
   for (const Tensor& w : to_hold) {
     const Tensor c = w.detach().contiguous();
     kernels::round_to_bf16(c.data<float>(), static_cast<uint16_t*>(held->data()) + offset, c.numel());
-    TensorImpl& impl = *w.impl_ptr();  // every handle of the weight shares this
-    impl.storage = held;
-    impl.offset = offset;
-    impl.strides = Shape::contiguous_strides(impl.shape);
-    impl.dtype = DType::bf16;
-    impl.requires_grad = false;
-    impl.grad.reset();
-    impl.grad_accumulator.reset();
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = held;
+    impl->offset = offset;
+    impl->shape = w.shape();
+    impl->strides = Shape::contiguous_strides(w.shape());
+    impl->dtype = DType::bf16;
+    replace_with_held(w, Tensor(impl));
     offset += w.numel();
   }
 }

@@ -43,7 +43,8 @@ Tensor embedding(const Tensor& ids, const Tensor& weight, int64_t padding_idx) {
   check_defined(ids, "embedding", "ids");
   QKV_CHECK(ids.dtype() == DType::i64 || ids.dtype() == DType::i32, "embedding", "ids must be i32 or i64, got ",
             ids.str());
-  if (weight.dtype() != DType::bf16) check_floating(weight, "embedding", "weight");  // or held in bf16
+  const bool held = weight.dtype() == DType::bf16 || weight.dtype() == DType::i8;  // held in bf16 or int8
+  if (!held) check_floating(weight, "embedding", "weight");
   QKV_CHECK(weight.ndim() == 2, "embedding", "weight must be (V, D), got ", weight.str());
   int64_t V = weight.shape()[0], D = weight.shape()[1];
   QKV_CHECK(padding_idx >= -1 && padding_idx < V, "embedding", "padding_idx must be -1 (none) or in [0, ", V,
@@ -52,8 +53,9 @@ Tensor embedding(const Tensor& ids, const Tensor& weight, int64_t padding_idx) {
   std::vector<int64_t> idv = checked_ids(ids, V);
   Shape os = ids.shape();
   os.push_back(D);
-  // A table held in bf16 (nn::Module::hold_weights_in_bf16) looks up f32 rows; it needs no gradient.
-  Tensor out = Tensor::empty(os, weight.dtype() == DType::bf16 ? DType::f32 : weight.dtype());
+  // A table held in bf16 or int8 (nn::Module::hold_weights_in_bf16 / _in_int8) looks up f32 rows;
+  // it needs no gradient.
+  Tensor out = Tensor::empty(os, held ? DType::f32 : weight.dtype());
   kernels::embedding_forward(weight.contiguous(), idv, out);
   if (any_requires_grad({weight})) {
     auto node = make_node<EmbeddingBackward>({ids, weight});

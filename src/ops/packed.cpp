@@ -10,7 +10,7 @@ namespace qkv {
 Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w) {
   QKV_CHECK(w.defined(), "linear_packed", "the packed weight is empty");
   DType wdt = w.weight.defined() ? w.weight.dtype() : w.rows[0].dtype();  // a stacked pack may have no `weight`
-  if (wdt == DType::bf16) wdt = DType::f32;  // weights held in bf16 multiply f32 x
+  if (wdt == DType::bf16 || wdt == DType::i8) wdt = DType::f32;  // weights held in bf16 / int8 multiply f32 x
   QKV_CHECK(x.defined() && x.ndim() >= 1 && x.size(-1) == w.K && x.dtype() == wdt, "linear_packed",
             "expected x (..., ", w.K, ") ", dtype_name(wdt), ", got ",
             x.defined() ? x.str() : std::string("undefined"));
@@ -90,7 +90,8 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
             "expected one or more weights and a bias per weight (or none), got ", weights.size(), " weights and ",
             biases.size(), " biases");
   std::lock_guard<std::mutex> lock(mutex_);
-  if (precision == kernels::MatmulPrecision::int8) {  // a weight too small to pay keeps the fp32 form
+  const bool held_int8 = weights[0].defined() && weights[0].dtype() == DType::i8;
+  if (precision == kernels::MatmulPrecision::int8 && !held_int8) {  // a weight too small to pay keeps the fp32 form
     int64_t N = 0;
     for (const Tensor& w : weights) N += w.defined() && w.ndim() == 2 ? w.size(0) : 0;
     const int64_t K = weights[0].defined() && weights[0].ndim() == 2 ? weights[0].size(1) : 0;
@@ -112,9 +113,10 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
     QKV_CHECK(b.defined() == has_bias, "PackedWeights", "either every weight has a bias or none does");
   Tensor b = !has_bias ? Tensor() : biases.size() == 1 ? biases[0] : concat(biases, 0);  // (N)
   bool rows = layout_[size_t(precision)] == kernels::PackLayout::rows;
-  for (const Tensor& w : weights)  // f32, or held in bf16 (precision bf16 only: the kernels refuse the rest)
-    rows = rows && w.defined() && (w.dtype() == DType::f32 || w.dtype() == DType::bf16) && w.ndim() == 2 &&
-           w.is_contiguous();
+  for (const Tensor& w : weights)  // f32, or held in bf16 / int8 (their precision only: the kernels refuse the rest)
+    rows = rows && w.defined() && (w.dtype() == DType::f32 || w.dtype() == DType::bf16 || w.dtype() == DType::i8) &&
+           w.ndim() == 2 && w.is_contiguous();
+  rows = rows || held_int8;  // held rows are read in place (or joined once); they have no other form here
   if (rows) {  // fp32: the weights read where they are, nothing copied but the bias; bf16 / int8: one copy
     packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear_rows(weights, b, precision));
   } else {
@@ -138,13 +140,15 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
 }
 
 bool use_cached_low_precision(const Tensor& x, const Tensor& w) {
-  if (w.defined() && w.dtype() == DType::bf16) {  // held in bf16: no other product reads it
+  if (w.defined() && (w.dtype() == DType::bf16 || w.dtype() == DType::i8)) {  // held: no other product reads it
+    const bool bf16 = w.dtype() == DType::bf16;
+    const char* held = bf16 ? "bf16" : "int8";
     const kernels::MatmulPrecision p = kernels::matmul_precision();
-    QKV_CHECK(p == kernels::MatmulPrecision::bf16, "product", "the weight ", w.str(), " is held in bf16 "
-              "(nn::Module::hold_weights_in_bf16): products against it run at matmul precision bf16, got ",
-              kernels::precision_name(p));
+    QKV_CHECK(p == (bf16 ? kernels::MatmulPrecision::bf16 : kernels::MatmulPrecision::int8), "product", "the weight ",
+              w.str(), " is held in ", held, " (nn::Module::hold_weights_in_", held,
+              "): products against it run at matmul precision ", held, ", got ", kernels::precision_name(p));
     QKV_CHECK(x.defined() && x.dtype() == DType::f32 && !(grad_enabled() && x.requires_grad()), "product",
-              "a weight held in bf16 is for inference: expected f32 x not recorded for backward, got ",
+              "a weight held in ", held, " is for inference: expected f32 x not recorded for backward, got ",
               x.defined() ? x.str() : std::string("undefined"), x.requires_grad() ? " requiring grad" : "");
     return true;
   }

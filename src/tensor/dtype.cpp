@@ -13,6 +13,7 @@ size_t dtype_size(DType t) {
     case DType::u8: return 1;
     case DType::boolean: return 1;
     case DType::bf16: return 2;
+    case DType::i8: return 1;
   }
   fail("dtype_size", "unknown dtype ", int(t));
 }
@@ -26,6 +27,7 @@ const char* dtype_name(DType t) {
     case DType::u8: return "u8";
     case DType::boolean: return "bool";
     case DType::bf16: return "bf16";
+    case DType::i8: return "i8";
   }
   return "?";
 }

@@ -26,6 +26,24 @@ inline std::string temp_run_dir(const std::string& what) {
   return ::testing::TempDir() + "/qkv_" + what + "_" + std::to_string(getpid());
 }
 
+// A directory <temp>/qkv_<group>_<pid>/<name>, created here and removed with the object (the
+// group directory too, once empty): for tests that write large model directories.
+struct ScopedTempDir {
+  std::string dir;
+  ScopedTempDir(const std::string& group, const std::string& name)
+      : dir((std::filesystem::temp_directory_path() / ("qkv_" + group + "_" + std::to_string(getpid())) / name)
+                .string()) {
+    std::filesystem::create_directories(dir);
+  }
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    std::filesystem::remove(std::filesystem::path(dir).parent_path(), ec);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+};
+
 // Runs a shell command; returns its exit status (0 = success).
 inline int run_shell(const std::string& cmd) {
   int rc = std::system(cmd.c_str());

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qkv/kernels/bf16.h"
+#include "qkv/kernels/int8.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/tensor/tensor.h"
 
@@ -16,6 +17,12 @@
   if (!qkv::kernels::dnnl_cpu_info().bf16_native())                                                                  \
   GTEST_SKIP() << "oneDNN has no bf16 kernel on this CPU (" << qkv::kernels::dnnl_cpu_info().isa << "): bf16 "       \
                   "inference is refused here (tested by CappedIsaIsRefusedByTheTasks)"
+
+// Skips an int8 test where oneDNN has no exact int8 kernel (AVX512-VNNI or AMX): the tasks refuse
+// int8 there (tested by CappedIsaIsRefusedByTheTasks).
+#define SKIP_WITHOUT_INT8()           \
+  if (!qkv::kernels::int8_native()) \
+  GTEST_SKIP() << "oneDNN has no AVX512-VNNI or AMX int8 kernel here: int8 inference is refused here"
 
 namespace qkv::testing {
 
@@ -36,6 +43,17 @@ inline Tensor random_ids(Generator& g, int64_t B, int64_t T, int64_t lo, int64_t
   std::vector<int64_t> v(size_t(B * T));
   for (auto& t : v) t = lo + int64_t(g.randint(uint64_t(hi - lo)));
   return Tensor::from_vector(v, {B, T});
+}
+
+// n prompts of ids drawn uniformly from [0, vocab), the i-th of first + i * step tokens.
+inline std::vector<std::vector<int64_t>> random_prompts(Generator& g, int n, int64_t first, int64_t step,
+                                                        int64_t vocab) {
+  std::vector<std::vector<int64_t>> out;
+  for (int i = 0; i < n; ++i) {
+    const Tensor ids = random_ids(g, 1, first + step * i, 0, vocab);
+    out.emplace_back(ids.data<int64_t>(), ids.data<int64_t>() + ids.numel());
+  }
+  return out;
 }
 
 }  // namespace qkv::testing

@@ -8,9 +8,7 @@
 // stays well under their size).
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -26,30 +24,24 @@
 #include "qkv/text/char_word.h"
 #include "qkv/text/finetune_tokens.h"
 #include "qkv/util/buffer.h"
+#include "peak_rss.h"
 #include "precision_compare.h"
 #include "ref.h"
+#include "scratch_util.h"
 #include "tiny_models.h"
 
 using namespace qkv;
 using kernels::MatmulPrecision;
 using qkv::testing::bit_equal;
+using qkv::testing::reset_peak_rss;
+using qkv::testing::status_kib;
 using qkv::testing::random_ids;
 
 namespace {
 
-// A directory under the temporary one, removed with the object (the 4-layer GPT-2 is 120 MB).
-struct Scratch {
-  std::string dir;
-  explicit Scratch(const std::string& name)
-      : dir((std::filesystem::temp_directory_path() / ("qkv_held_at_load_" + std::to_string(::getpid())) / name)
-                .string()) {
-    std::filesystem::create_directories(dir);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-    std::filesystem::remove(std::filesystem::path(dir).parent_path(), ec);  // once empty
-  }
+// A directory under the temporary one, removed with the object.
+struct Scratch : qkv_test::ScopedTempDir {
+  explicit Scratch(const std::string& name) : ScopedTempDir("held_at_load", name) {}
 };
 
 // Same names, dtypes and bits; a held weight is bf16 in both.
@@ -79,23 +71,6 @@ models::GptConfig gpt_config(int64_t d) {
   return cfg;
 }
 
-// Resets VmHWM (the peak RSS) to the current RSS: "5" into /proc/self/clear_refs. False where
-// this system does not allow it.
-bool reset_peak_rss() {
-  FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (!f) return false;
-  const bool written = std::fputs("5", f) >= 0;
-  return std::fclose(f) == 0 && written;
-}
-
-int64_t status_kib(const char* field) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(std::string(field).size()));
-  return -1;
-}
-
 }  // namespace
 
 TEST(Bf16HeldAtLoad, Gpt2EqualsTheModelHeldAfterLoading) {
@@ -117,8 +92,8 @@ TEST(Bf16HeldAtLoad, Gpt2EqualsTheModelHeldAfterLoading) {
   at_load.model->eval(), after.model->eval();
   expect_same_bits_in_bf16("gpt-2 logits", [&] { return at_load.model->forward(ids); },
                            [&] { return after.model->forward(ids); });
-  // fp32 and int8 keep f32 weights.
-  for (auto& [name, t] : io::load_gpt2(dir, MatmulPrecision::int8).model->state_dict())
+  // fp32 keeps f32 weights (int8 holds them in int8: test_int8_held_weights.cpp).
+  for (auto& [name, t] : io::load_gpt2(dir, MatmulPrecision::fp32).model->state_dict())
     EXPECT_EQ(t.dtype(), DType::f32) << name;
 }
 

@@ -178,11 +178,7 @@ TEST(Bf16HeldWeights, GptGeneratesTheTwinsTokensReadingTheHeldRowsInPlace) {
   hold_and_round_twin(*hb.model, *tb.model);
   const tasks::Generator gh(hb, -1, -1), gt(tb, -1, -1);  // bf16 decodes in the rows layout
   Generator g(5);
-  std::vector<std::vector<int64_t>> prompts;
-  for (int i = 0; i < 4; ++i) {
-    const Tensor ids = random_ids(g, 1, 3 + 4 * i, 0, 1000);
-    prompts.emplace_back(ids.data<int64_t>(), ids.data<int64_t>() + ids.numel());
-  }
+  const std::vector<std::vector<int64_t>> prompts = qkv::testing::random_prompts(g, 4, 3, 4, 1000);
   tasks::GenerateOptions o;
   o.precision = MatmulPrecision::bf16;
   o.max_new_tokens = 12;

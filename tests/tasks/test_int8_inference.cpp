@@ -41,10 +41,6 @@ using qkv::testing::random_ids;
 
 namespace {
 
-#define SKIP_WITHOUT_INT8()    \
-  if (!kernels::int8_native()) \
-  GTEST_SKIP() << "oneDNN has no AVX512-VNNI or AMX int8 kernel here (tested by CappedIsaIsRefusedByTheTasks)"
-
 // f() in fp32 and in int8 with every weight quantized (no grad); checks that int8 quantized
 // `weights` weights on its first run and none on its second (bit-identical output), and returns
 // the max-relative error.

@@ -163,9 +163,9 @@ class MultiHeadAttention : public nn::Module {
   void on_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) override {
     packed_qkv_.set_layout(layout, precision);
   }
-  // [W_q; W_k; W_v] one after another in one bf16 storage: the stacked pack reads it in place.
-  void on_hold_weights_in_bf16() override {
-    nn::hold_in_bf16({q_proj->weight, k_proj->weight, v_proj->weight});
+  // [W_q; W_k; W_v] one after another in one held storage: the stacked pack reads it in place.
+  void on_hold_weights(DType as) override {
+    nn::hold_in({q_proj->weight, k_proj->weight, v_proj->weight}, as);
     packed_qkv_.clear();
   }
 

@@ -45,14 +45,15 @@ std::map<std::string, Tensor> qkv_to_gpt2(const models::Gpt& model);
 // config from the header first: unknown, misshapen, non-F32 and missing tensors are errors naming
 // them, and a stored lm_head.weight must equal wte.weight. precision bf16: the model is built to
 // hold its weights in bf16 (nn::Module::hold_weights_in_bf16) before any is read, and each is
-// rounded as it is read, so the f32 weights are never in memory; fp32 and int8: f32 weights.
+// rounded as it is read, so the f32 weights are never in memory; int8 likewise holds them in int8
+// (hold_weights_in_int8), each quantized a piece of whole rows at a time as it is read; fp32: f32.
 std::shared_ptr<models::Gpt> read_gpt2_body(
     const safetensors::Reader& file, const std::map<std::string, std::string>& in_file, const models::GptConfig& cfg,
     kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 
 // config.json of a GPT directory, checked (GPT2Config's keys and validate()); errors name `path`.
 models::GptConfig read_gpt2_config(const std::string& path);
-// precision: as read_gpt2_body's (bf16: weights held in bf16 from the start).
+// precision: as read_gpt2_body's (bf16 / int8: weights held in bf16 / int8 from the start).
 GptBundle load_gpt2(const std::string& dir, kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 // Writes config.json, model.safetensors and (if any) tokenizer.json into dir, each atomically.
 void save_gpt2(const std::string& dir, const GptBundle& bundle);

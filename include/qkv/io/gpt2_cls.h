@@ -29,7 +29,7 @@ struct GptClassifierBundle {
   int64_t max_len = 0;                         // inputs truncated to this many tokens (0 = n_positions)
 };
 
-// precision bf16: every weight held in bf16 from the start (io::read_gpt2_body).
+// precision bf16 / int8: every weight held in bf16 / int8 from the start (io::read_gpt2_body).
 GptClassifierBundle load_gpt2_classifier(const std::string& dir,
                                          kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 // Writes config.json, model.safetensors and tokenizer.json into dir, each atomically.

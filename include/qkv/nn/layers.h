@@ -29,8 +29,8 @@ class Linear : public Module {
   void on_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) override {
     packed_.set_layout(layout, precision);
   }
-  void on_hold_weights_in_bf16() override {
-    hold_in_bf16({weight});
+  void on_hold_weights(DType as) override {
+    hold_in({weight}, as);
     packed_.clear();  // frees the packs of the f32 weight
   }
 
@@ -58,8 +58,8 @@ class Embedding : public Module {
   void on_pack_layout(kernels::PackLayout layout, kernels::MatmulPrecision precision) override {
     packed_.set_layout(layout, precision);
   }
-  void on_hold_weights_in_bf16() override {
-    hold_in_bf16({weight});
+  void on_hold_weights(DType as) override {
+    hold_in({weight}, as);
     packed_.clear();  // frees the packs of the f32 weight
   }
 

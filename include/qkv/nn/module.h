@@ -78,13 +78,27 @@ class Module {
   // panels layout oneDNN's blocked copy sits next to it. save() writes the weights widened to
   // f32. Not undone; a weight already in bf16 is left as it is.
   void hold_weights_in_bf16();
+  // int8 inference in a quarter of the weight memory, the same way: every Linear weight and
+  // Embedding table here and below of at least kernels::int8_min_weight_elements() values (a
+  // tied one once; MultiHeadAttention's query, key and value together) is replaced in place by
+  // its quantization (kernels/int8.h's rule: per row, s8 values and an f32 scale) held as i8
+  // (tensor/held_int8.h); the f32 values and their packs are freed. Smaller weights, biases and
+  // norms stay f32. Afterwards products against held weights run at matmul precision int8 in
+  // inference only (otherwise an error names the weight), with the bits the f32 model gives at
+  // int8 (the same quantization); embedding lookups read q * scale, the rows the products use.
+  // Products read the held rows themselves in either layout (qkv's kernel below
+  // kernels::int8_rows_max_batch() rows, oneDNN over the plain rows above; no blocked copy).
+  // save() writes q * scale in f32. Needs AVX512-VNNI or AMX (an error otherwise). Not undone; a
+  // weight already held is left as it is.
+  void hold_weights_in_int8();
 
  protected:
   // What a module that owns packed weights (a PackedWeights) does with set_pack_layout.
   virtual void on_pack_layout(kernels::PackLayout, kernels::MatmulPrecision) {}
-  // What a module does with hold_weights_in_bf16 (called once per module, a module with fewer
-  // bytes of its own parameters before one with more, a parent before its children among equals).
-  virtual void on_hold_weights_in_bf16() {}
+  // What a module does with hold_weights_in_bf16 / _in_int8 (`as` bf16 or i8; called once per
+  // module, a module with fewer bytes of its own parameters before one with more, a parent
+  // before its children among equals): hold_in() its weights.
+  virtual void on_hold_weights(DType as) { (void)as; }
   Tensor register_parameter(const std::string& name, Tensor t);
   Tensor register_buffer(const std::string& name, Tensor t, bool persistent = true);
   template <typename M>
@@ -112,6 +126,7 @@ class Module {
  private:
   void check_name(const std::string& name) const;
   std::vector<std::pair<std::string, Tensor>> tensors_to_load() const;  // parameters, then persistent buffers
+  void hold_weights_as(DType as);
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& params,
                std::vector<std::pair<std::string, Tensor>>& bufs) const;
 
@@ -130,10 +145,18 @@ class Module {
 // longer requiring grad: every handle that shares a tensor sees the change
 // (Module::hold_weights_in_bf16).
 void hold_in_bf16(const std::vector<Tensor>& weights);
+// The same into int8 (Module::hold_weights_in_int8): the f32 tensors among `weights` ((N_i, K)
+// each, the same K) quantized one after another into one held-int8 storage (tensor/held_int8.h),
+// when together they have at least kernels::int8_min_weight_elements() values; otherwise they stay
+// f32 (their products run in fp32 under int8).
+void hold_in_int8(const std::vector<Tensor>& weights);
+// hold_in_bf16 (as bf16) or hold_in_int8 (as i8).
+void hold_in(const std::vector<Tensor>& weights, DType as);
 
 // Reads the tensor `name` of `file` into dst, a model's tensor of the same shape: straight in when
 // dst is contiguous and of the file's dtype; into a weight held in bf16 from an F32 entry, rounded
-// (kernels::round_to_bf16) a piece at a time as it is read, so no f32 copy of it is made. What
+// (kernels::round_to_bf16) a piece at a time as it is read, so no f32 copy of it is made; into a
+// weight held in int8, quantized a piece of whole rows at a time (kernels::quantize_int8_rows). What
 // Module::load and the model-directory loaders fill parameters with.
 void read_parameter(const safetensors::Reader& file, const std::string& name, Tensor& dst);
 

@@ -73,8 +73,9 @@ struct Generation {
 
 class Generator {
  public:
-  // io::load_gpt2 + config.json's bos/eos ids. precision bf16: the weights held in bf16 as they are
-  // read (hold_weights_in_bf16 below, without the f32 model in memory first).
+  // io::load_gpt2 + config.json's bos/eos ids. precision bf16 / int8: the weights held in bf16 /
+  // int8 as they are read (hold_weights_in_bf16 / _in_int8 below, without the f32 model in memory
+  // first).
   explicit Generator(const std::string& model_dir, kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
   // Puts the model in eval mode and sets its decoding products' layouts (nn::Module::set_pack_layout
   // with decoding_layout, for each precision). The model is shared, so this holds for its other
@@ -97,6 +98,9 @@ class Generator {
   // call must ask for precision bf16 (an fp32 or int8 call is an error naming a weight). The
   // commands call it when --precision is bf16.
   void hold_weights_in_bf16() { bundle_.model->hold_weights_in_bf16(); }
+  // int8 inference in a quarter of the weight memory (nn::Module::hold_weights_in_int8), likewise:
+  // afterwards every call must ask for precision int8.
+  void hold_weights_in_int8() { bundle_.model->hold_weights_in_int8(); }
   const io::GptBundle& bundle() const { return bundle_; }
   int64_t eos_id() const { return eos_; }
 

@@ -1,5 +1,6 @@
 // qkv/tensor/dtype.h - element types. f32 computes, f64 serves gradient checks, i32/i64 index,
-// u8/bool mask; bf16 has its slot so a dispatch can accept it later (and throws until then).
+// u8/bool mask; bf16 and i8 hold inference weights (nn::Module::hold_weights_in_bf16 / _in_int8:
+// i8 only as a weight held in int8, tensor/held_int8.h), which general ops refuse.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -7,12 +8,12 @@
 
 namespace qkv {
 
-enum class DType : uint8_t { f32, f64, i32, i64, u8, boolean, bf16 };
+enum class DType : uint8_t { f32, f64, i32, i64, u8, boolean, bf16, i8 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // "f32", "i64", ...
 bool is_floating(DType t);        // f32, f64, bf16
-bool is_integral(DType t);        // i32, i64, u8, bool
+bool is_integral(DType t);        // i32, i64, u8, bool, i8
 
 template <typename T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }

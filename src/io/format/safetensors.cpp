@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "qkv/tensor/held_int8.h"
 #include "qkv/util/checksum.h"
 #include "qkv/util/file.h"
 
@@ -28,6 +29,7 @@ const char* st_dtype(DType t) {
     case DType::u8: return "U8";
     case DType::boolean: return "BOOL";
     case DType::bf16: return "BF16";
+    case DType::i8: return "I8";
   }
   return "?";
 }
@@ -313,7 +315,10 @@ FileParts file_parts(const std::map<std::string, Tensor>& tensors, const std::ma
   for (auto& [name, t] : tensors) {
     QKV_CHECK(t.defined(), "safetensors::save", "tensor '", name, "' is undefined");
     // A weight held in bf16 (inference) is written widened to F32, exactly: checkpoints are fp32.
-    out.data.push_back(t.dtype() == DType::bf16 ? t.to(DType::f32) : t.contiguous());
+    // One held in int8 is written as the values it stands for, q * scale, in F32.
+    out.data.push_back(t.dtype() == DType::bf16 ? t.to(DType::f32)
+                       : is_held_int8(t)        ? dequantize_held_int8(t)
+                                                : t.contiguous());
     const Tensor& w = out.data.back();
     const uint64_t pos = out.data_bytes, nb = byte_size(w);
     header[name] = {{"dtype", st_dtype(w.dtype())}, {"shape", w.shape().vec()}, {"data_offsets", {pos, pos + nb}}};

@@ -23,6 +23,7 @@
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/int8.h"
 #include "qkv/kernels/parallel.h"
+#include "qkv/tensor/held_int8.h"
 #include "qkv/util/buffer.h"
 
 #if defined(__AVX512F__)
@@ -132,6 +133,32 @@ std::shared_ptr<const uint16_t> stacked_bf16_bits(const std::vector<Tensor>& wei
   return out;
 }
 
+// The int8 rows form of weights held in int8, stacked on N: their own storage when they lie one
+// after another in it (one weight; a held query, key and value), else a joined copy.
+std::shared_ptr<const Int8Weight> stacked_int8_rows(const std::vector<Tensor>& weights, int64_t N, int64_t K) {
+  bool adjacent = true;
+  for (size_t i = 1; i < weights.size(); ++i)
+    adjacent = adjacent && weights[i].storage() == weights[0].storage() &&
+               weights[i].offset() == weights[i - 1].offset() + weights[i - 1].numel();
+  if (adjacent) {
+    const HeldInt8Rows r = held_int8_rows(weights[0], "pack_linear_rows");
+    return int8_weight_over_rows(r.q, K, r.scale, r.zero_point_sum, N, K, weights[0].storage());
+  }
+  struct Joined {
+    std::vector<int8_t> q;
+    std::vector<float> scale;
+    std::vector<int32_t> zero_point_sum;
+  };
+  auto j = std::make_shared<Joined>();
+  for (const Tensor& w : weights) {
+    const HeldInt8Rows r = held_int8_rows(w, "pack_linear_rows");
+    j->q.insert(j->q.end(), r.q, r.q + r.rows * K);
+    j->scale.insert(j->scale.end(), r.scale, r.scale + r.rows);
+    j->zero_point_sum.insert(j->zero_point_sum.end(), r.zero_point_sum, r.zero_point_sum + r.rows);
+  }
+  return int8_weight_over_rows(j->q.data(), K, j->scale.data(), j->zero_point_sum.data(), N, K, j);
+}
+
 }  // namespace
 
 PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias, MatmulPrecision precision) {
@@ -141,8 +168,10 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
   p.precision = precision;
   p.K = weights[0].defined() && weights[0].ndim() == 2 ? weights[0].size(1) : -1;
   const DType dt = weights[0].defined() ? weights[0].dtype() : DType::f32;
-  QKV_CHECK(dt == DType::f32 || (dt == DType::bf16 && precision == MatmulPrecision::bf16), "pack_linear_rows",
-            "weights held in bf16 pack for bf16 products only, got precision ", precision_name(precision));
+  QKV_CHECK(dt == DType::f32 || (dt == DType::bf16 && precision == MatmulPrecision::bf16) ||
+                (dt == DType::i8 && precision == MatmulPrecision::int8),
+            "pack_linear_rows", "weights held in ", dt == DType::i8 ? "int8" : "bf16", " pack for ",
+            dt == DType::i8 ? "int8" : "bf16", " products only, got precision ", precision_name(precision));
   for (const Tensor& w : weights) {
     QKV_CHECK(w.defined() && w.ndim() == 2 && w.size(1) == p.K && w.dtype() == dt && w.is_contiguous(),
               "pack_linear_rows", "every weight must be (N_i, ", p.K, ") ", dtype_name(dt), " and contiguous, got ",
@@ -151,7 +180,9 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
     p.rows.push_back(w);  // the tensor itself (requires_grad too): fp32 reads it in place, never copied
   }
   if (weights.size() == 1) p.weight = weights[0];
-  if (dt == DType::bf16) {
+  if (dt == DType::i8) {  // every batch in int8: held weights have no f32 values to fall back to
+    p.int8 = stacked_int8_rows(weights, p.N, p.K);
+  } else if (dt == DType::bf16) {
     p.rows_bf16 = stacked_bf16_bits(weights, p.N, p.K);
   } else if (precision == MatmulPrecision::bf16) {  // one (N, K) copy in bf16, 64-byte aligned, weights in order
     const size_t bytes = (size_t(std::max<int64_t>(p.N * p.K, 1)) * sizeof(uint16_t) + 63) / 64 * 64;
@@ -180,12 +211,14 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
 
 Tensor PackedLinear::original_weight() const {
   const std::vector<Tensor> parts = weight.defined() ? std::vector<Tensor>{weight} : rows;
-  if (parts.empty() || (weight.defined() && weight.dtype() != DType::bf16)) return weight;
-  // Joined, and widened to f32 if held in bf16 (Tensor::copy_from widens exactly).
-  Tensor joined = Tensor::empty({N, K}, parts[0].dtype() == DType::bf16 ? DType::f32 : parts[0].dtype());
+  const auto held = [](const Tensor& t) { return t.dtype() == DType::bf16 || t.dtype() == DType::i8; };
+  if (parts.empty() || (weight.defined() && !held(weight))) return weight;
+  // Joined, and widened to f32 if held in bf16 (Tensor::copy_from widens exactly) or int8 (q * scale).
+  Tensor joined = Tensor::empty({N, K}, held(parts[0]) ? DType::f32 : parts[0].dtype());
   int64_t row = 0;
   for (const Tensor& r : parts) {
-    joined.as_strided({r.size(0), K}, {K, 1}, row * K).copy_from(r.detach());
+    joined.as_strided({r.size(0), K}, {K, 1}, row * K)
+        .copy_from(r.dtype() == DType::i8 ? dequantize_held_int8(r) : r.detach());
     row += r.size(0);
   }
   return joined;

@@ -7,6 +7,7 @@
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/elementwise.h"
 #include "qkv/kernels/parallel.h"
+#include "qkv/tensor/held_int8.h"
 #include "qkv/tensor/strided.h"
 
 #include "dispatch.h"
@@ -149,6 +150,16 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void embedding_forward(const Tensor& weight, const std::vector<int64_t>& ids, Tensor& out) {
+  if (is_held_int8(weight) && out.dtype() == DType::f32) {  // a table held in int8: q * scale, per row
+    const HeldInt8Rows r = held_int8_rows(weight, "embedding");
+    float* op = out.data<float>();
+    parallel_for_if(int64_t(ids.size()) * r.K >= kParallelGrain, int64_t(ids.size()), [&](int64_t n) {
+      const int64_t id = ids[size_t(n)];
+      const int8_t* row = r.q + id * r.K;
+      for (int64_t j = 0; j < r.K; ++j) op[n * r.K + j] = float(row[j]) * r.scale[id];
+    });
+    return;
+  }
   if (weight.dtype() == DType::bf16 && out.dtype() == DType::f32) {  // a table held in bf16: rows widened
     const int64_t D = weight.size(1);
     const auto* wp = static_cast<const uint16_t*>(weight.raw_data());
