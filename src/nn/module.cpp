@@ -122,7 +122,9 @@ std::vector<std::pair<Tensor, std::string>> match(const std::vector<std::pair<st
     const Offer& o = it->second;
     QKV_CHECK(o.shape == t.shape(), source, "tensor '", name, "' has shape ", o.shape.str(), ", the model expects ",
               t.shape().str());
-    const bool held = (t.dtype() == DType::bf16 || t.dtype() == DType::i8) && o.dtype == DType::f32;  // converted
+    // Converted: f32 into a held weight (rounded / quantized), a held int8 one into f32 (q * scale).
+    const bool held = ((t.dtype() == DType::bf16 || t.dtype() == DType::i8) && o.dtype == DType::f32) ||
+                      (t.dtype() == DType::f32 && o.dtype == DType::i8);
     QKV_CHECK(o.dtype == t.dtype() || held, source, "tensor '", name, "' has dtype ", dtype_name(o.dtype),
               ", the model expects ", dtype_name(t.dtype()));
     filled[&t.impl()] = true;
@@ -165,6 +167,9 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool stric
       const Tensor c = src.contiguous();
       kernels::quantize_int8_rows(c.data<float>(), r.rows, r.K, r.K, r.q, r.K, r.scale, r.zero_point_sum);
       d.mark_modified();
+    } else if (is_held_int8(src)) {  // from a model holding int8: its rows, or the values they stand for
+      if (is_held_int8(d)) copy_held_int8(d, src);
+      else d.copy_from(dequantize_held_int8(src));
     } else {
       d.copy_from(src);
     }

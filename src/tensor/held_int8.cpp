@@ -72,6 +72,16 @@ HeldInt8Rows held_int8_rows(const Tensor& w, const char* who) {
   return r;
 }
 
+void copy_held_int8(const Tensor& dst, const Tensor& src) {
+  const HeldInt8Rows d = held_int8_rows(dst, "copy_held_int8"), s = held_int8_rows(src, "copy_held_int8");
+  QKV_CHECK(d.rows == s.rows && d.K == s.K, "copy_held_int8", "shape ", src.shape().str(), " into ",
+            dst.shape().str());
+  std::memcpy(d.q, s.q, size_t(d.rows * d.K));
+  std::memcpy(d.scale, s.scale, size_t(d.rows) * sizeof(float));
+  std::memcpy(d.zero_point_sum, s.zero_point_sum, size_t(d.rows) * sizeof(int32_t));
+  dst.mark_modified();
+}
+
 Tensor dequantize_held_int8(const Tensor& w) {
   const HeldInt8Rows r = held_int8_rows(w, "dequantize_held_int8");
   Tensor out = Tensor::empty({r.rows, r.K});

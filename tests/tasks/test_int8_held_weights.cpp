@@ -293,6 +293,26 @@ TEST(Int8HeldWeights, AQuarterOfTheBytesAndSavedAsTheValuesItStandsFor) {
   }
 }
 
+TEST(Int8HeldWeights, StateDictsMoveBetweenHeldAndF32Models) {
+  SKIP_WITHOUT_INT8();
+  Int8Threshold all(0);
+  Generator g1(51), g2(52), g3(53);
+  models::Gpt a(gpt_config(1), g1), b(gpt_config(1), g2), f32(gpt_config(1), g3);
+  a.hold_weights_in_int8(), b.hold_weights_in_int8();
+  const auto sa = a.state_dict();
+  b.load_state_dict(sa);  // held into held: the rows, scales and sums themselves
+  f32.load_state_dict(sa);  // held into f32: the values they stand for
+  const auto sb = b.state_dict(), sf = f32.state_dict();
+  for (auto& [name, t] : sa) {
+    if (t.dtype() != DType::i8) {
+      EXPECT_TRUE(bit_equal(sb.at(name), t)) << name;
+      continue;
+    }
+    expect_same_held(sb.at(name), t, name);
+    EXPECT_TRUE(bit_equal(sf.at(name), dequantize_held_int8(t))) << name;
+  }
+}
+
 TEST(Int8HeldAtLoad, Gpt2AndTheClassifierEqualTheModelHeldAfterLoading) {
   SKIP_WITHOUT_INT8();
   Int8Threshold all(0);

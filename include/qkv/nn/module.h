@@ -38,8 +38,10 @@ class Module {
 
   // Parameters and persistent buffers by full name (tied tensors once).
   std::map<std::string, Tensor> state_dict() const;
-  // Copies values in. strict: every expected name present and no unknown names. Shapes and
-  // dtypes must match exactly; errors name the tensor, and nothing is modified on error.
+  // Copies values in. strict: every expected name present and no unknown names. Shapes must
+  // match exactly, and dtypes too except: f32 into a weight held in bf16 / int8 (rounded /
+  // quantized), and a weight held in int8 into f32 (q * scale). Errors name the tensor, and
+  // nothing is modified on error.
   void load_state_dict(const std::map<std::string, Tensor>& sd, bool strict = true,
                        const std::string& source = "state dict");
 

@@ -33,6 +33,8 @@ Tensor held_int8_tensor(const std::shared_ptr<Storage>& storage, int64_t first, 
 HeldInt8Rows held_int8_rows(const Tensor& w, const char* who);
 // True for a tensor of dtype i8 (only held weights have it).
 inline bool is_held_int8(const Tensor& w) { return w.defined() && w.dtype() == DType::i8; }
+// dst's rows, scales and sums <- src's (two held weights of one shape).
+void copy_held_int8(const Tensor& dst, const Tensor& src);
 // The values a held weight stands for: (N, K) f32, q[n, k] * scale[n] (save(), fallbacks).
 Tensor dequantize_held_int8(const Tensor& w);
 
