@@ -23,7 +23,8 @@
 // torch's in fp32 as ever: a different computation, printed as such; the model holds its weights in
 // bf16 (nn::Module::hold_weights_in_bf16), as the command does. embed int8: qkv's int8
 // (`--precision int8`) against torch's fp32 and, like for like, torch's dynamic int8
-// (tools/bench/bert_torch.py --int8: quantize_dynamic on every nn.Linear, oneDNN engine).
+// (tools/bench/bert_torch.py --int8: quantize_dynamic on every nn.Linear, oneDNN engine); the model
+// holds its weights in int8 (nn::Module::hold_weights_in_int8), as the command does.
 #include <unistd.h>
 
 #include <cstdio>
@@ -176,6 +177,7 @@ struct EmbedCase {
     bundle.tokenizer = text::WordPieceTokenizer::load_vocab_txt(dir + "/vocab.txt");
     embedder = std::make_unique<tasks::Embedder>(bundle);
     if (precision == kernels::MatmulPrecision::bf16) embedder->hold_weights_in_bf16();  // as `qkv embed` does
+    if (precision == kernels::MatmulPrecision::int8) embedder->hold_weights_in_int8();
     inputs.resize(static_cast<size_t>(n));
     std::string ids_text;
     for (auto& in : inputs) {

@@ -8,6 +8,8 @@
 // `bench_matmul bf16packed`: decoding's skinny products against a weight converted once to bf16,
 // oneDNN's blocked layout against plain row-major bf16 and qkv's bf16 rows, beside fp32 panels.
 // `bench_matmul int8`: the same products with the weight quantized once to int8 (kernels/int8.h).
+// `bench_matmul int8plain`: at batch sizes (16-512 rows), oneDNN over plain s8 rows (weights held
+// in int8) against its blocked form.
 // `bench_matmul gpt2stream`: a GPT-2 124M decoding step's products, weights streamed, per form.
 // `bench_matmul f32backends`: the two fp32 backends of kernels::gemm (kernels/gemm.h), oneDNN's f32
 // matmul against OpenBLAS's sgemm, at M = 1024 over N, K in 256..3072, for each transpose case the
@@ -341,7 +343,11 @@ void bench_f32_backends() {
   }
 }
 
-void bench_int8_packed() {
+// own_kernel: the "int8 rows" column runs qkv's kernel at every M (to place
+// int8_rows_max_batch()); else oneDNN over the plain s8 rows at every M, what weights held in int8
+// (nn::Module::hold_weights_in_int8) take for batches, against oneDNN's blocked form
+// (`bench_matmul int8plain`, at batch sizes).
+void bench_int8_forms(bool own_kernel) {
   const auto& info = kernels::dnnl_cpu_info();
   std::printf("\nDecode products x (M, K) @ W^T, W (N, K) quantized / converted once. CPU: %s; oneDNN ISA %s.\n"
               "Microseconds per product, wall (CPU).\n", info.cpu_model.c_str(), info.isa.c_str());
@@ -350,18 +356,20 @@ void bench_int8_packed() {
     return;
   }
   const bool bf16 = info.bf16_native();
-  // int8 rows: the rows form on qkv's kernel at every M here (the library takes oneDNN from
-  // int8_rows_max_batch() rows), to place that threshold.
   const int64_t rows_max_batch = kernels::int8_rows_max_batch();
-  kernels::set_int8_rows_max_batch(int64_t(1) << 40);
+  kernels::set_int8_rows_max_batch(own_kernel ? int64_t(1) << 40 : 1);
+  const std::vector<int64_t> batches = own_kernel ? std::vector<int64_t>{1, 4, 8, 16, 32, 128}
+                                                  : std::vector<int64_t>{16, 128, 512};
+  std::printf("int8 = oneDNN's blocked form; int8 rows = %s at every M.\n",
+              own_kernel ? "qkv's kernel" : "oneDNN over the plain s8 rows");
   std::printf("| %-34s | fp32 panels       | bf16 blocked      | int8              | int8 rows         | fp32/int8 | "
               "bf16/int8 | int8/rows | err     |\n"
               "|%s|-------------------|-------------------|-------------------|-------------------|-----------|"
               "-----------|-----------|---------|\n",
               "case (M x N x K)", std::string(36, '-').c_str());
   for (const DecodeShape& sh : decode_shapes())
-    for (int64_t M : {1, 4, 8, 16, 32, 128}) {
-      if (sh.N > 10000 && M > 8) continue;
+    for (int64_t M : batches) {
+      if (sh.N > 10000 && M > (own_kernel ? 8 : 16)) continue;
       Tensor w = rand_t({sh.N, sh.K}, 50), x = rand_t({M, sh.K}, 51), out = Tensor::empty({M, sh.N});
       Tensor ref = Tensor::empty({M, sh.N});
       const kernels::PackedLinear f32 = kernels::pack_linear(w, Tensor());
@@ -587,7 +595,8 @@ int main(int argc, char** argv) {
   using Section = std::pair<const char*, void (*)()>;  // run only when named
   for (const auto& [name, run] : {Section{"bf16", bench_bf16}, Section{"bf16packed", bench_bf16_packed},
                                   Section{"bf16fma", bench_bf16_fma}, Section{"bf16step", bench_bf16_step},
-                                  Section{"int8", bench_int8_packed}, Section{"f32backends", bench_f32_backends},
+                                  Section{"int8", [] { bench_int8_forms(true); }},
+                                  Section{"int8plain", [] { bench_int8_forms(false); }}, Section{"f32backends", bench_f32_backends},
                                   Section{"gpt2stream", [] { bench_gpt2_stream(20); }}})
     if (argc > 1 && want(name)) run();
 

@@ -237,11 +237,16 @@ BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task
   for (const Copy& c : copies)  // from the file, before anything is loaded (or held in bf16); rare
     QKV_CHECK(same_bits(file.read(c.copy), file.read(c.original)), weights, "tensor '", c.copy, "' differs from '",
               c.original, "': ", c.why);
-  if (precision == kernels::MatmulPrecision::bf16) {  // before any weight is read: the f32 ones are never touched
-    b.bert->hold_weights_in_bf16();
-    if (b.mlm) b.mlm->hold_weights_in_bf16();
-    if (b.nsp) b.nsp->hold_weights_in_bf16();
-    for (auto& [prefix, m] : b.task_heads) m->hold_weights_in_bf16();
+  // bf16 / int8: held before any weight is read, so the f32 ones are never touched.
+  if (precision == kernels::MatmulPrecision::bf16 || precision == kernels::MatmulPrecision::int8) {
+    const auto hold = [&](nn::Module& m) {
+      if (precision == kernels::MatmulPrecision::bf16) m.hold_weights_in_bf16();
+      else m.hold_weights_in_int8();
+    };
+    hold(*b.bert);
+    if (b.mlm) hold(*b.mlm);
+    if (b.nsp) hold(*b.nsp);
+    for (auto& [prefix, m] : b.task_heads) hold(*m);
   }
   for (auto& [param, name] : fills) {
     Tensor p = param;

@@ -64,6 +64,11 @@ void Classifier::hold_weights_in_bf16() {
   else gpt_->model->hold_weights_in_bf16();
 }
 
+void Classifier::hold_weights_in_int8() {
+  if (bert_) bert_->model->hold_weights_in_int8();
+  else gpt_->model->hold_weights_in_int8();
+}
+
 const std::vector<std::string>& Classifier::labels() const { return bert_ ? bert_->labels : gpt_->labels; }
 bool Classifier::pairs() const { return bert_ ? bert_->pairs : gpt_->pairs; }
 bool Classifier::accepts(bool pair) const {

@@ -79,9 +79,9 @@ std::string canonical_bert_name(const std::string& name);
 
 // config.json of a BERT directory, checked (BertConfig's keys and validate()); errors name `path`.
 models::BertConfig read_bert_config(const std::string& path);
-// precision bf16: the encoder, the heads and the task heads hold their weights in bf16
-// (nn::Module::hold_weights_in_bf16) before any is read, each rounded as it is read, so the f32
-// weights are never in memory; fp32 and int8: f32 weights.
+// precision bf16 / int8: the encoder, the heads and the task heads hold their weights in bf16 /
+// int8 (nn::Module::hold_weights_in_bf16 / _in_int8) before any is read, each rounded / quantized
+// as it is read, so the f32 weights are never in memory; fp32: f32 weights.
 BertBundle load_bert(const std::string& dir, BertHeads heads = {}, BertTaskHeads task = {},
                      kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 // Writes config.json, model.safetensors and (if any) tokenizer.json (+ vocab.txt for WordPiece)

@@ -54,8 +54,8 @@ ClassifierFamily classifier_family(const std::string& model_dir);
 
 class Classifier {
  public:
-  // Either family, eval mode. precision bf16: the weights held in bf16 as they are read (see
-  // hold_weights_in_bf16).
+  // Either family, eval mode. precision bf16 / int8: the weights held in bf16 / int8 as they are
+  // read (see hold_weights_in_bf16 / _in_int8).
   explicit Classifier(const std::string& model_dir,
                       kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
   // A model already in memory, e.g. the one being trained (shared, not copied; its mode is set to
@@ -88,6 +88,9 @@ class Classifier {
   // call must ask for precision bf16 (an fp32 or int8 call is an error naming a weight). The
   // commands call it when --precision is bf16.
   void hold_weights_in_bf16();
+  // int8 inference in a quarter of the weight memory (nn::Module::hold_weights_in_int8), likewise
+  // (every call at precision int8 afterwards).
+  void hold_weights_in_int8();
   const io::GptClassifierBundle* gpt() const { return gpt_.get(); }    // null for BERT
   const io::BertClassifierBundle* bert() const { return bert_.get(); }  // null for GPT
 

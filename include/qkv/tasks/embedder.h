@@ -48,7 +48,8 @@ class Embedder {
  public:
   // io::load_bert without heads (their tensors are ignored), eval mode. The directory needs a
   // tokenizer (tokenizer.json or vocab.txt) with [CLS] and [SEP].
-  // precision bf16: the weights held in bf16 as they are read (see hold_weights_in_bf16).
+  // precision bf16 / int8: the weights held in bf16 / int8 as they are read (see
+  // hold_weights_in_bf16 / _in_int8).
   explicit Embedder(const std::string& model_dir, kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
   explicit Embedder(io::BertBundle bundle);  // a model in memory (shared, not copied)
 
@@ -58,6 +59,9 @@ class Embedder {
   // call must ask for precision bf16 (an fp32 or int8 call is an error naming a weight). The
   // commands call it when --precision is bf16.
   void hold_weights_in_bf16() { bundle_.bert->hold_weights_in_bf16(); }
+  // int8 inference in a quarter of the weight memory (nn::Module::hold_weights_in_int8), likewise
+  // (every call at precision int8 afterwards).
+  void hold_weights_in_int8() { bundle_.bert->hold_weights_in_int8(); }
   const io::BertBundle& bundle() const { return bundle_; }
 
  private:
