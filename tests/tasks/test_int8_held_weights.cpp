@@ -17,11 +17,13 @@
 #include <set>
 #include <string>
 
+#include "qkv/attention/multihead.h"
 #include "qkv/autograd/node.h"
 #include "qkv/io/gpt2.h"
 #include "qkv/io/gpt2_cls.h"
 #include "qkv/kernels/int8.h"
 #include "qkv/models/gpt.h"
+#include "qkv/nn/init.h"
 #include "qkv/nn/layers.h"
 #include "qkv/ops/elementwise.h"
 #include "qkv/tasks/generator.h"
@@ -186,6 +188,26 @@ TEST(Int8HeldWeights, GptEqualsItsTwinOnExactlyRepresentableWeights) {
         EXPECT_EQ(a[i].tokens, b[i].tokens) << "batch " << batch << ", sample " << sample << ", prompt " << i;
     }
   }
+}
+
+// Query, key and value held one by one (three storages): the stacked projection joins their rows
+// once and gives the twin's bits.
+TEST(Int8HeldWeights, ProjectionsHeldApartAreJoinedForTheStackedProduct) {
+  SKIP_WITHOUT_INT8();
+  Int8Threshold all(0);
+  attention::MultiHeadAttention held(64, 4), twin(64, 4);
+  twin.load_state_dict(held.state_dict());  // the same biases
+  make_exactly_quantizable(held, 9), make_exactly_quantizable(twin, 9);
+  held.eval(), twin.eval();
+  held.q_proj->hold_weights_in_int8(), held.k_proj->hold_weights_in_int8(), held.v_proj->hold_weights_in_int8();
+  held.hold_weights_in_int8();  // the rest
+  ASSERT_NE(held.k_proj->weight.storage(), held.q_proj->weight.storage());
+  expect_held_twin(held, twin);
+  Generator g(10);
+  Tensor x = Tensor::empty({2, 7, 64});
+  nn::init::normal(x, 0.0, 1.0, g);
+  expect_same_bits_in_int8("self-attention", [&] { return held.forward(x, x, x).out; },
+                           [&] { return twin.forward(x, x, x).out; });
 }
 
 TEST(Int8HeldWeights, GptOnRandomWeightsStaysWithinTheInt8Bound) {
