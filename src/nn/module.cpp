@@ -285,13 +285,14 @@ std::vector<Tensor> f32_weights_once(const std::vector<Tensor>& weights) {
   return out;
 }
 
-// Points every handle of w at `held` (its new storage, offset and dtype), no longer requiring grad.
-void replace_with_held(const Tensor& w, const Tensor& held) {
+// Points every handle of w at its held copy (contiguous, `dtype`, from `offset` elements into
+// `storage`), no longer requiring grad.
+void replace_with_held(const Tensor& w, const std::shared_ptr<Storage>& storage, int64_t offset, DType dtype) {
   TensorImpl& impl = *w.impl_ptr();  // every handle of the weight shares this
-  impl.storage = held.storage();
-  impl.offset = held.offset();
-  impl.strides = held.strides();
-  impl.dtype = held.dtype();
+  impl.storage = storage;
+  impl.offset = offset;
+  impl.strides = Shape::contiguous_strides(impl.shape);
+  impl.dtype = dtype;
   impl.requires_grad = false;
   impl.grad.reset();
   impl.grad_accumulator.reset();
@@ -317,7 +318,7 @@ void hold_in_int8(const std::vector<Tensor>& weights) {
     const Tensor t = held_int8_tensor(held, row, n), c = w.detach().contiguous();
     const HeldInt8Rows r = held_int8_rows(t, "hold_in_int8");
     kernels::quantize_int8_rows(c.data<float>(), n, K, K, r.q, K, r.scale, r.zero_point_sum);
-    replace_with_held(w, t);
+    replace_with_held(w, held, t.offset(), DType::i8);
     row += n;
   }
 }
@@ -333,13 +334,7 @@ void hold_in_bf16(const std::vector<Tensor>& weights) {
   for (const Tensor& w : to_hold) {
     const Tensor c = w.detach().contiguous();
     kernels::round_to_bf16(c.data<float>(), static_cast<uint16_t*>(held->data()) + offset, c.numel());
-    auto impl = std::make_shared<TensorImpl>();
-    impl->storage = held;
-    impl->offset = offset;
-    impl->shape = w.shape();
-    impl->strides = Shape::contiguous_strides(w.shape());
-    impl->dtype = DType::bf16;
-    replace_with_held(w, Tensor(impl));
+    replace_with_held(w, held, offset, DType::bf16);
     offset += w.numel();
   }
 }

@@ -140,23 +140,18 @@ std::shared_ptr<const Int8Weight> stacked_int8_rows(const std::vector<Tensor>& w
   for (size_t i = 1; i < weights.size(); ++i)
     adjacent = adjacent && weights[i].storage() == weights[0].storage() &&
                weights[i].offset() == weights[i - 1].offset() + weights[i - 1].numel();
-  if (adjacent) {
-    const HeldInt8Rows r = held_int8_rows(weights[0], "pack_linear_rows");
-    return int8_weight_over_rows(r.q, K, r.scale, r.zero_point_sum, N, K, weights[0].storage());
+  Tensor first = weights[0];  // the stack's first rows, in a storage holding all N of them
+  if (!adjacent) {
+    const std::shared_ptr<Storage> joined = held_int8_storage(N, K);
+    int64_t row = 0;
+    for (const Tensor& w : weights) {
+      copy_held_int8(held_int8_tensor(joined, row, w.size(0)), w);
+      row += w.size(0);
+    }
+    first = held_int8_tensor(joined, 0, N);
   }
-  struct Joined {
-    std::vector<int8_t> q;
-    std::vector<float> scale;
-    std::vector<int32_t> zero_point_sum;
-  };
-  auto j = std::make_shared<Joined>();
-  for (const Tensor& w : weights) {
-    const HeldInt8Rows r = held_int8_rows(w, "pack_linear_rows");
-    j->q.insert(j->q.end(), r.q, r.q + r.rows * K);
-    j->scale.insert(j->scale.end(), r.scale, r.scale + r.rows);
-    j->zero_point_sum.insert(j->zero_point_sum.end(), r.zero_point_sum, r.zero_point_sum + r.rows);
-  }
-  return int8_weight_over_rows(j->q.data(), K, j->scale.data(), j->zero_point_sum.data(), N, K, j);
+  const HeldInt8Rows r = held_int8_rows(first, "pack_linear_rows");
+  return int8_weight_over_rows(r.q, K, r.scale, r.zero_point_sum, N, K, first.storage());
 }
 
 }  // namespace
