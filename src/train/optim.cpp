@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "qkv/io/format/safetensors_reader.h"
 #include "qkv/kernels/optim.h"
 
 namespace qkv {
@@ -93,14 +94,14 @@ void Optimizer::for_each_grad(const std::function<void(const ParamGroup&, Tensor
   }
 }
 
-std::map<std::string, Tensor> Optimizer::state_dict() const {
+std::map<std::string, Tensor> Optimizer::state_entries(bool copy) const {
   std::map<std::string, Tensor> out;
   for (size_t i = 0; i < state_.size(); ++i) {
     const State& s = state_[i];
     if (s.step == 0) continue;
     std::string key = "param." + std::to_string(i) + ".";
     out[key + "step"] = Tensor::scalar(double(s.step), DType::i64);
-    for (const auto& [n, t] : s.buffers) out[key + n] = t.clone();
+    for (const auto& [n, t] : s.buffers) out[key + n] = copy ? t.clone() : t;
   }
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     std::string key = "group." + std::to_string(gi) + ".";
@@ -111,34 +112,66 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
   return out;
 }
 
+std::map<std::string, Tensor> Optimizer::state_dict() const { return state_entries(true); }
+std::map<std::string, Tensor> Optimizer::state_dict_view() const { return state_entries(false); }
+
+// The entries load_state_dict reads: their names, each one's shape and dtype, a scalar's value, and
+// a buffer's values written into a new tensor of its shape.
+struct Optimizer::Entries {
+  std::vector<std::string> names;
+  std::function<std::pair<Shape, DType>(const std::string&)> kind;
+  std::function<double(const std::string&)> scalar;
+  std::function<void(const std::string&, Tensor&)> fill;
+};
+
 void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+  Entries e;
+  for (const auto& [k, t] : state) e.names.push_back(k);
+  e.kind = [&](const std::string& k) { return std::make_pair(state.at(k).shape(), state.at(k).dtype()); };
+  e.scalar = [&](const std::string& k) { return state.at(k).item(); };
+  e.fill = [&](const std::string& k, Tensor& dst) { dst.copy_from(state.at(k)); };
+  load_entries(e);
+}
+
+void Optimizer::load_state_dict(const safetensors::Reader& file, const std::string& prefix) {
+  Entries e;
+  for (const std::string& k : file.names())
+    if (k.rfind(prefix, 0) == 0) e.names.push_back(k.substr(prefix.size()));
+  e.kind = [&](const std::string& k) { return std::make_pair(file.shape(prefix + k), file.dtype(prefix + k)); };
+  e.scalar = [&](const std::string& k) { return file.read(prefix + k).item(); };
+  e.fill = [&](const std::string& k, Tensor& dst) { file.read_into(prefix + k, dst); };
+  load_entries(e);
+}
+
+void Optimizer::load_entries(const Entries& entries) {
   const std::string where = std::string(op_) + ".load_state_dict";
+  const std::set<std::string> present(entries.names.begin(), entries.names.end());
   std::vector<Tensor> ps = params();
   std::set<std::string> used;
-  auto scalar = [&](const std::string& key, DType dt) -> double {
-    auto it = state.find(key);
-    QKV_CHECK(it != state.end(), where, "missing entry '", key, "'");
-    QKV_CHECK(it->second.numel() == 1 && it->second.dtype() == dt, where, "entry '", key, "': expected a ",
-              dtype_name(dt), " scalar, got ", it->second.str());
+  auto expect = [&](const std::string& key, const Shape& shape, DType dt, const std::string& what) {
+    QKV_CHECK(present.count(key), where, "missing entry '", key, "'");
+    const auto [s, d] = entries.kind(key);
+    QKV_CHECK(s == shape && d == dt, where, "entry '", key, "': expected ", what, ", got ", dtype_name(d), s.str());
     used.insert(key);
-    return it->second.item();
   };
-  // Validate everything before changing anything.
-  std::vector<State> fresh(ps.size());
+  auto scalar = [&](const std::string& key, DType dt) -> double {
+    QKV_CHECK(present.count(key), where, "missing entry '", key, "'");
+    const auto [s, d] = entries.kind(key);
+    QKV_CHECK(s.numel() == 1 && d == dt, where, "entry '", key, "': expected a ", dtype_name(dt), " scalar, got ",
+              dtype_name(d), s.str());
+    used.insert(key);
+    return entries.scalar(key);
+  };
+  // Check everything before changing anything: names, shapes, dtypes and the scalars' values.
+  std::vector<int64_t> steps(ps.size(), 0);
   for (size_t i = 0; i < ps.size(); ++i) {
     std::string key = "param." + std::to_string(i) + ".";
-    if (!state.count(key + "step")) continue;  // this parameter has not stepped yet
+    if (!present.count(key + "step")) continue;  // this parameter has not stepped yet
     double step = scalar(key + "step", DType::i64);
     QKV_CHECK(step >= 1, where, "entry '", key, "step': expected >= 1, got ", step);
-    fresh[i].step = int64_t(step);
-    for (const std::string& n : buffer_names()) {
-      auto it = state.find(key + n);
-      QKV_CHECK(it != state.end(), where, "missing entry '", key + n, "'");
-      QKV_CHECK(it->second.shape() == ps[i].shape() && it->second.dtype() == ps[i].dtype(), where, "entry '",
-                key + n, "': expected ", ps[i].str(), " (like parameter ", i, "), got ", it->second.str());
-      fresh[i].buffers[n] = it->second.clone();
-      used.insert(key + n);
-    }
+    steps[i] = int64_t(step);
+    for (const std::string& n : buffer_names())
+      expect(key + n, ps[i].shape(), ps[i].dtype(), ps[i].str() + " (like parameter " + std::to_string(i) + ")");
   }
   std::vector<std::pair<double, double>> hyper;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -146,9 +179,20 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
     hyper.emplace_back(scalar(key + "lr", DType::f64), scalar(key + "weight_decay", DType::f64));
   }
   double lr = scalar("lr", DType::f64);
-  for (const auto& [k, t] : state)
+  for (const std::string& k : entries.names)
     QKV_CHECK(used.count(k), where, "unexpected entry '", k, "' (", ps.size(), " parameters in ", groups_.size(),
               " groups, buffers of ", name(), ")");
+  // Then the buffers, each into its new tensor; a read that fails leaves the state as it was.
+  std::vector<State> fresh(ps.size());
+  for (size_t i = 0; i < ps.size(); ++i) {
+    fresh[i].step = steps[i];
+    if (steps[i] == 0) continue;
+    for (const std::string& n : buffer_names()) {
+      Tensor t = Tensor::empty(ps[i].shape(), ps[i].dtype());
+      entries.fill("param." + std::to_string(i) + "." + n, t);
+      fresh[i].buffers[n] = std::move(t);
+    }
+  }
   state_ = std::move(fresh);
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     groups_[gi].lr = hyper[gi].first;

@@ -9,6 +9,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
+#include "qkv/io/format/safetensors_reader.h"
 #include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/kernels/precision_speed.h"
 #include "qkv/tensor/rng.h"
@@ -168,7 +169,7 @@ double Trainer::sum_over_ranks(double loss_sum) {
 
 std::map<std::string, Tensor> Trainer::training_state() const {
   std::map<std::string, Tensor> st;
-  for (auto& [k, v] : opt_.state_dict()) st["optim." + k] = v;
+  for (auto& [k, v] : opt_.state_dict_view()) st["optim." + k] = v;  // written at once: no copies
   st["step"] = i64_scalar(step_);
   st["best_step"] = i64_scalar(best_step_);
   st["bad_validations"] = i64_scalar(bad_validations_);
@@ -200,18 +201,19 @@ void Trainer::restore_training_state(const std::string& dir) {
 }
 
 void Trainer::restore_training_state_from(const std::string& file) {
-  auto st = safetensors::load(file).tensors;
+  // The optimizer's buffers are read straight into its new state; the rest are scalars.
+  const safetensors::Reader reader(file);
+  std::map<std::string, Tensor> st;
+  for (const std::string& k : reader.names())
+    if (k.rfind("optim.", 0) != 0) st[k] = reader.read(k);
   const int64_t ranks = st.count("dist.ranks") ? read_i64(st, "dist.ranks", file) : 1;
   QKV_CHECK(ranks == comm_.size(), file, "this run was trained on ", ranks, ranks == 1 ? " process" : " MPI ranks",
             " and is being resumed on ", comm_.size(), ": a data-parallel run resumes only with the same number of ranks (",
             ranks == 1 ? std::string("run qkv train without mpirun") : "mpirun -np " + std::to_string(ranks), ")");
-  std::map<std::string, Tensor> optim;
   std::map<std::string, int64_t> pos;
-  for (auto& [k, v] : st) {
-    if (k.rfind("optim.", 0) == 0) optim[k.substr(6)] = v;
-    else if (k.rfind("data.", 0) == 0) pos[k.substr(5)] = read_i64(st, k, file);
-  }
-  opt_.load_state_dict(optim);
+  for (auto& [k, v] : st)
+    if (k.rfind("data.", 0) == 0) pos[k.substr(5)] = read_i64(st, k, file);
+  opt_.load_state_dict(reader, "optim.");
   step_ = read_i64(st, "step", file);
   best_step_ = read_i64(st, "best_step", file);
   bad_validations_ = read_i64(st, "bad_validations", file);

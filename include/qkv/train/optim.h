@@ -15,7 +15,9 @@
 // State for training_state.safetensors: state_dict() names entries by the parameter's index in
 // group order, "param.<i>.<name>" (step, exp_avg, exp_avg_sq, max_exp_avg_sq, momentum_buffer),
 // plus "group.<g>.lr" and "group.<g>.weight_decay". load_state_dict() into an optimizer built
-// over the same parameters continues bit-identically.
+// over the same parameters continues bit-identically. A checkpoint writer takes state_dict_view()
+// (no copies of the moments) and a resume reads the file with load_state_dict(Reader, prefix),
+// each buffer read straight into the new state: neither holds a second copy of the moments.
 #pragma once
 #include <functional>
 #include <map>
@@ -30,6 +32,10 @@
 #include "qkv/tensor/tensor.h"
 
 namespace qkv {
+
+namespace safetensors {
+class Reader;
+}
 
 struct ParamGroup {
   std::vector<Tensor> params;          // leaves with requires_grad, contiguous, f32 or f64
@@ -61,9 +67,17 @@ class Optimizer {
   double lr() const { return lr_; }
   void set_lr(double lr);  // every group: lr * group.lr_scale
 
-  std::map<std::string, Tensor> state_dict() const;
-  // Throws naming the entry if one is missing, unexpected or misshapen.
+  std::map<std::string, Tensor> state_dict() const;  // a snapshot: the buffers copied
+  // The same entries, the buffers shared with the optimizer (not copied): the next step() changes
+  // them. For writing a checkpoint straight away.
+  std::map<std::string, Tensor> state_dict_view() const;
+  // Throws naming the entry if one is missing, unexpected or misshapen. Everything is checked
+  // before anything changes; on an error the optimizer keeps its state.
   void load_state_dict(const std::map<std::string, Tensor>& state);
+  // The entries of a file whose names start with prefix (the prefix taken off), each buffer read
+  // from the file into its new tensor (only the file's header is held whole). A checksum that
+  // does not match throws naming the tensor, and the optimizer keeps its state.
+  void load_state_dict(const safetensors::Reader& file, const std::string& prefix);
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* op);
@@ -81,6 +95,9 @@ class Optimizer {
   virtual std::vector<std::string> buffer_names() const = 0;
 
  private:
+  struct Entries;  // where load_state_dict reads from (optim.cpp)
+  void load_entries(const Entries& entries);
+  std::map<std::string, Tensor> state_entries(bool copy) const;
   std::vector<ParamGroup> groups_;
   std::vector<State> state_;
   double lr_;
