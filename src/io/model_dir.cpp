@@ -91,6 +91,7 @@ Seq2SeqBundle load_seq2seq(const std::string& dir, kernels::MatmulPrecision prec
   auto* transformer = dynamic_cast<models::Transformer*>(b.model.get());
   if (transformer && precision == kernels::MatmulPrecision::bf16)  // held before it is read (RNNs stay f32)
     transformer->hold_weights_in_bf16();
+  if (transformer && precision == kernels::MatmulPrecision::int8) transformer->hold_weights_in_int8_blocked();
   b.model->load(weights);
   b.model->eval();
   const nlohmann::json tok = b.config.value("tokenizer", nlohmann::json::object());

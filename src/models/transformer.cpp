@@ -81,6 +81,11 @@ Tensor Transformer::check_ids(const Tensor& ids, int64_t vocab, const char* what
   return ids;
 }
 
+void Transformer::hold_weights_in_int8_blocked() {
+  hold_weights_in_int8();
+  set_pack_layout(kernels::PackLayout::panels, kernels::MatmulPrecision::int8);
+}
+
 AttentionMask Transformer::memory_mask(const Tensor& src_pad) const {
   AttentionMask m;
   m.key_padding = src_pad;

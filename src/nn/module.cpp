@@ -242,6 +242,7 @@ void Module::hold_weights_in_bf16() { hold_weights_as(DType::bf16); }
 void Module::hold_weights_in_int8() {
   kernels::check_precision_supported(kernels::MatmulPrecision::int8, "hold_weights_in_int8");
   hold_weights_as(DType::i8);
+  set_pack_layout(kernels::PackLayout::rows, kernels::MatmulPrecision::int8);  // in place unless asked
 }
 
 void Module::hold_weights_as(DType as) {

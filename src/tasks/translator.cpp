@@ -30,6 +30,10 @@ void Translator::hold_weights_in_bf16() {
   if (auto* t = dynamic_cast<models::Transformer*>(bundle_.model.get())) t->hold_weights_in_bf16();
 }
 
+void Translator::hold_weights_in_int8() {
+  if (auto* t = dynamic_cast<models::Transformer*>(bundle_.model.get())) t->hold_weights_in_int8_blocked();
+}
+
 void Translator::check_tokenizers(const char* who) const {
   QKV_CHECK(bundle_.src_tok && bundle_.tgt_tok, who, "the model was loaded without its tokenizers");
 }

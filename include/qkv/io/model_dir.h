@@ -36,8 +36,8 @@ nlohmann::json resolved_model_config(const nlohmann::json& config, const std::st
 // load_seq2seq does; errors name `path`.
 nlohmann::json read_seq2seq_config(const std::string& path);
 // precision bf16: a Transformer holds its weights in bf16 (nn::Module::hold_weights_in_bf16) before
-// they are read, each rounded as it is read, so its f32 weights are never in memory; an RNN and
-// the other precisions: f32.
+// they are read, each rounded as it is read, so its f32 weights are never in memory; int8 likewise
+// (models::Transformer::hold_weights_in_int8_blocked: quantized as read); an RNN and fp32: f32.
 Seq2SeqBundle load_seq2seq(const std::string& dir,
                            kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 // Writes config.json, model.safetensors and the tokenizer file(s) into dir (each atomically).

@@ -119,9 +119,11 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision pr
 // bf16: converted once (to_bf16) into one (sum N_i, K) copy, or, for weights held in bf16, read in
 // place when they lie one after another in one storage. int8: quantized once into one (sum N_i, K)
 // s8 copy (the f32 weights stay the fallback of a batch below int8_small_weight_min_rows() when
-// the stack pays only from rows).
+// the stack pays only from rows). Weights held in int8 (i8 tensors): their rows read in place, or
+// with held_int8_blocked reordered once into oneDNN's blocked form (the panels layout's int8
+// form; the model keeps the rows for its lookups and save()).
 PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias,
-                              MatmulPrecision precision = MatmulPrecision::fp32);
+                              MatmulPrecision precision = MatmulPrecision::fp32, bool held_int8_blocked = false);
 // out (M, N) = x (M, K) @ w^T + bias; x rows unit-stride (row stride free), out contiguous.
 // fp32: each output element is one dot product whose order of additions is fixed by K alone (the
 // panels: k-ordered; the rows: 16 k-ordered lane sums, then a fixed tree), so results depend

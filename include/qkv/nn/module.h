@@ -88,8 +88,10 @@ class Module {
   // norms stay f32. Afterwards products against held weights run at matmul precision int8 in
   // inference only (otherwise an error names the weight), with the bits the f32 model gives at
   // int8 (the same quantization); embedding lookups read q * scale, the rows the products use.
-  // Products read the held rows themselves in either layout (qkv's kernel below
-  // kernels::int8_rows_max_batch() rows, oneDNN over the plain rows above; no blocked copy).
+  // Holding sets the int8 pack layout to rows: products read the held rows themselves (qkv's
+  // kernel below kernels::int8_rows_max_batch() rows, oneDNN over the plain rows above; no copy).
+  // set_pack_layout(panels, int8) afterwards gives them oneDNN's blocked copy of the rows instead
+  // (a byte a weight more; faster at 4-128 rows, where translation's beam search multiplies).
   // save() writes q * scale in f32. Needs AVX512-VNNI or AMX (an error otherwise). Not undone; a
   // weight already held is left as it is.
   void hold_weights_in_int8();

@@ -49,8 +49,8 @@ struct Translations {
 
 class Translator {
  public:
-  // io::load_seq2seq, eval mode. precision bf16: a Transformer's weights held in bf16 as they are
-  // read (see hold_weights_in_bf16).
+  // io::load_seq2seq, eval mode. precision bf16 / int8: a Transformer's weights held in bf16 / int8
+  // as they are read (see hold_weights_in_bf16 / _in_int8).
   explicit Translator(const std::string& model_dir,
                       kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
   // A model already in memory, e.g. the one being trained (its weights may change between calls).
@@ -73,6 +73,9 @@ class Translator {
   // call must ask for precision bf16 (an fp32 or int8 call is an error naming a weight). The
   // commands call it when --precision is bf16.
   void hold_weights_in_bf16();
+  // int8 inference in 2 bytes a weight instead of 5 (models::Transformer::hold_weights_in_int8_blocked),
+  // likewise: afterwards every call must ask for precision int8. An RNN model is left as it is.
+  void hold_weights_in_int8();
   const io::Seq2SeqBundle& bundle() const { return bundle_; }
   train::SeqIds special_ids() const { return ids_; }
 

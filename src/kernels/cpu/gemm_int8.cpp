@@ -193,26 +193,47 @@ dnnl::memory::desc plain_desc(int64_t N, int64_t K, int64_t ldq) {  // W (N, K) 
 
 }  // namespace
 
-std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, int64_t K, int64_t ldw) {
-  auto out = new_weight(N, K, ldw, "pack_int8_weight");
-  std::vector<int8_t> qw(size_t(N * K));  // (N, K) row-major, reordered into md below
-  quantize_int8_rows(w, N, K, ldw, qw.data(), K, out->scale.data(), out->zero_point_sum.data());
+namespace {
+
+// out's values: the (N, K) s8 rows q (row stride ldq) reordered into oneDNN's blocked layout for
+// this CPU (the one its u8 x s8 matmul picks for W^T at 32 rows: a decoding batch).
+void fill_blocked(Int8Weight& out, const int8_t* q, int64_t ldq, const char* where) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
-  {  // the layout oneDNN's u8 x s8 matmul picks for W^T (32 rows: a decoding batch)
+  const int64_t N = out.N, K = out.K;
+  {
     dnnl::memory::desc x({32, K}, dt::u8, dims{K, 1});
     dnnl::memory::desc any({K, N}, dt::s8, dnnl::memory::format_tag::any);
     dnnl::memory::desc y({32, N}, dt::s32, dims{N, 1});
-    out->md = dnnl::matmul::primitive_desc(dnnl::matmul::desc(x, any, y), engine()).weights_desc();
+    out.md = dnnl::matmul::primitive_desc(dnnl::matmul::desc(x, any, y), engine()).weights_desc();
   }
-  const size_t bytes = out->md.get_size();
-  out->data = {static_cast<uint8_t*>(buffer_alloc(bytes, BufferLife::kept)), BufferDeleter{bytes, BufferLife::kept}};
-  QKV_CHECK(out->data != nullptr, "pack_int8_weight", "out of memory for ", bytes, " bytes");
-  dnnl::memory src(plain_desc(N, K, K), engine(), qw.data()), dst(out->md, engine(), out->data.get());
+  const size_t bytes = out.md.get_size();
+  out.data = {static_cast<uint8_t*>(buffer_alloc(bytes, BufferLife::kept)), BufferDeleter{bytes, BufferLife::kept}};
+  QKV_CHECK(out.data != nullptr, where, "out of memory for ", bytes, " bytes");
+  dnnl::memory src(plain_desc(N, K, ldq), engine(), const_cast<int8_t*>(q)), dst(out.md, engine(), out.data.get());
   dnnl::stream s(engine());
   dnnl::reorder(src, dst).execute(s, src, dst);
   s.wait();
+}
+
+}  // namespace
+
+std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, int64_t K, int64_t ldw) {
+  auto out = new_weight(N, K, ldw, "pack_int8_weight");
+  std::vector<int8_t> qw(size_t(N * K));  // (N, K) row-major, reordered into the blocked layout
+  quantize_int8_rows(w, N, K, ldw, qw.data(), K, out->scale.data(), out->zero_point_sum.data());
+  fill_blocked(*out, qw.data(), K, "pack_int8_weight");
   g_weights_packed.fetch_add(1);
+  return out;
+}
+
+std::shared_ptr<const Int8Weight> int8_weight_blocked_from_rows(const int8_t* q, int64_t ldq, const float* scale,
+                                                                const int32_t* zero_point_sum, int64_t N,
+                                                                int64_t K) {
+  auto out = new_weight(N, K, ldq, "int8_weight_blocked_from_rows");
+  std::copy(scale, scale + N, out->scale.begin());
+  std::copy(zero_point_sum, zero_point_sum + N, out->zero_point_sum.begin());
+  fill_blocked(*out, q, ldq, "int8_weight_blocked_from_rows");
   return out;
 }
 

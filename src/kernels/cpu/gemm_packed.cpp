@@ -133,9 +133,11 @@ std::shared_ptr<const uint16_t> stacked_bf16_bits(const std::vector<Tensor>& wei
   return out;
 }
 
-// The int8 rows form of weights held in int8, stacked on N: their own storage when they lie one
-// after another in it (one weight; a held query, key and value), else a joined copy.
-std::shared_ptr<const Int8Weight> stacked_int8_rows(const std::vector<Tensor>& weights, int64_t N, int64_t K) {
+// The int8 form of weights held in int8, stacked on N, over their own storage when they lie one
+// after another in it (one weight; a held query, key and value), else over a joined copy: the rows
+// read in place, or (blocked) reordered once into oneDNN's blocked form.
+std::shared_ptr<const Int8Weight> stacked_held_int8(const std::vector<Tensor>& weights, int64_t N, int64_t K,
+                                                    bool blocked) {
   bool adjacent = true;
   for (size_t i = 1; i < weights.size(); ++i)
     adjacent = adjacent && weights[i].storage() == weights[0].storage() &&
@@ -151,12 +153,14 @@ std::shared_ptr<const Int8Weight> stacked_int8_rows(const std::vector<Tensor>& w
     first = held_int8_tensor(joined, 0, N);
   }
   const HeldInt8Rows r = held_int8_rows(first, "pack_linear_rows");
+  if (blocked) return int8_weight_blocked_from_rows(r.q, K, r.scale, r.zero_point_sum, N, K);
   return int8_weight_over_rows(r.q, K, r.scale, r.zero_point_sum, N, K, first.storage());
 }
 
 }  // namespace
 
-PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias, MatmulPrecision precision) {
+PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias, MatmulPrecision precision,
+                              bool held_int8_blocked) {
   QKV_CHECK(!weights.empty(), "pack_linear_rows", "needs at least one weight");
   PackedLinear p;
   p.layout = PackLayout::rows;
@@ -176,7 +180,7 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
   }
   if (weights.size() == 1) p.weight = weights[0];
   if (dt == DType::i8) {  // every batch in int8: held weights have no f32 values to fall back to
-    p.int8 = stacked_int8_rows(weights, p.N, p.K);
+    p.int8 = stacked_held_int8(weights, p.N, p.K, held_int8_blocked);
   } else if (dt == DType::bf16) {
     p.rows_bf16 = stacked_bf16_bits(weights, p.N, p.K);
   } else if (precision == MatmulPrecision::bf16) {  // one (N, K) copy in bf16, 64-byte aligned, weights in order
