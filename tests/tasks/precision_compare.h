@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "qkv/kernels/bf16.h"
@@ -54,6 +56,31 @@ inline std::vector<std::vector<int64_t>> random_prompts(Generator& g, int n, int
     out.emplace_back(ids.data<int64_t>(), ids.data<int64_t>() + ids.numel());
   }
   return out;
+}
+
+// n source sentences for a translation model: ids from [low, vocab) (above its special ids), the
+// i-th of first + i * step tokens, each ending with eos.
+inline std::vector<std::vector<int64_t>> random_sources(Generator& g, int n, int64_t first, int64_t step,
+                                                        int64_t low, int64_t vocab, int64_t eos) {
+  std::vector<std::vector<int64_t>> out;
+  for (int i = 0; i < n; ++i) {
+    const Tensor ids = random_ids(g, 1, first + step * i, low, vocab);
+    out.emplace_back(ids.data<int64_t>(), ids.data<int64_t>() + ids.numel());
+    out.back().push_back(eos);
+  }
+  return out;
+}
+
+// f() runs fp32 products against weights held in `held` ("bf16" or "int8"): it must throw the
+// error that names the held weight and the precision asked for.
+inline void expect_refused_at_fp32(const std::function<void()>& f, const char* held) {
+  try {
+    f();
+    ADD_FAILURE() << "fp32 products against weights held in " << held << " ran";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(std::string("held in ") + held), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("got fp32"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace qkv::testing

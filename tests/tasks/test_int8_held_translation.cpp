@@ -49,17 +49,6 @@ bool reads_rows(const nn::Linear& l) {
   return p && p->int8 && kernels::int8_weight_in_rows(*p->int8);
 }
 
-// n sentences of ids in [4, vocab) (above the special ids), each ending with eos
-std::vector<std::vector<int64_t>> random_sources(Generator& g, int n, int64_t eos, int64_t vocab) {
-  std::vector<std::vector<int64_t>> src;
-  for (int i = 0; i < n; ++i) {
-    const Tensor ids = random_ids(g, 1, 6 + i, 4, vocab);
-    src.emplace_back(ids.data<int64_t>(), ids.data<int64_t>() + ids.numel());
-    src.back().push_back(eos);
-  }
-  return src;
-}
-
 }  // namespace
 
 TEST(Int8HeldTranslation, TransformerEqualsItsTwinOnExactlyRepresentableWeights) {
@@ -86,7 +75,7 @@ TEST(Int8HeldTranslation, TransformerEqualsItsTwinOnExactlyRepresentableWeights)
   hb.config = tb.config = {{"model_type", "transformer"}, {"model", cfg}};
   hb.model = held, tb.model = twin;
   const tasks::Translator th(hb), tt(tb);
-  const auto sources = random_sources(g, 6, cfg.eos_id, cfg.src_vocab);
+  const auto sources = qkv::testing::random_sources(g, 6, 6, 1, 4, cfg.src_vocab, cfg.eos_id);
   tasks::TranslateOptions o;
   o.precision = MatmulPrecision::int8;
   o.search.max_len_ratio = 0, o.search.max_len_extra = 12;
@@ -109,13 +98,7 @@ TEST(Int8HeldTranslation, TransformerEqualsItsTwinOnExactlyRepresentableWeights)
 
   tasks::TranslateOptions f32 = o;
   f32.precision = MatmulPrecision::fp32;
-  try {
-    th.translate_ids(sources, f32);
-    ADD_FAILURE() << "fp32 products against weights held in int8 ran";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("held in int8"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("got fp32"), std::string::npos) << e.what();
-  }
+  qkv::testing::expect_refused_at_fp32([&] { th.translate_ids(sources, f32); }, "int8");
 }
 
 // Other models keep reading their held rows in place (hold_weights_in_int8 sets the rows layout).
@@ -155,7 +138,8 @@ TEST(Int8HeldTranslation, LoadingAtInt8EqualsHoldingAfterLoading) {
     EXPECT_GT(held, 0);
     const tasks::Translator ta(std::move(at_load));
     Generator g(64);
-    const auto sources = random_sources(g, 3, /*eos=*/3, ta.bundle().src_tok->vocab_size());
+    const int64_t vocab = ta.bundle().src_tok->vocab_size();
+    const auto sources = qkv::testing::random_sources(g, 3, 6, 1, 4, vocab, /*eos=*/3);
     tasks::TranslateOptions o;
     o.precision = MatmulPrecision::int8;
     o.search.beam = 3;
