@@ -41,12 +41,20 @@ models::TransformerConfig transformer_config() {
   return cfg;
 }
 
-// Whether a Linear's int8 product reads the plain rows (else oneDNN's blocked form).
+// Whether a Linear's int8 products of a batch read the plain rows (else oneDNN's blocked form).
 bool reads_rows(const nn::Linear& l) {
   const kernels::MatmulPrecisionScope int8(MatmulPrecision::int8);
   const auto p = l.packed();
   EXPECT_TRUE(p && p->int8) << "no int8 form";
   return p && p->int8 && kernels::int8_weight_in_rows(*p->int8);
+}
+
+// Whether a held Linear's pack keeps its held rows for products of fewer rows (beside the blocked form).
+bool keeps_held_rows(const nn::Linear& l) {
+  const kernels::MatmulPrecisionScope int8(MatmulPrecision::int8);
+  const auto p = l.packed();
+  return p && p->int8_rows && kernels::int8_weight_in_rows(*p->int8_rows) &&
+         kernels::int8_weight_rows(*p->int8_rows) == l.weight.size(0);
 }
 
 }  // namespace
@@ -64,6 +72,7 @@ TEST(Int8HeldTranslation, TransformerEqualsItsTwinOnExactlyRepresentableWeights)
   const auto& layer = (*held->encoder->layers)[0];
   EXPECT_FALSE(reads_rows(*layer.ffn->fc1)) << "the held model multiplies oneDNN's blocked copy";
   EXPECT_FALSE(reads_rows(*(*twin->encoder->layers)[0].ffn->fc1)) << "and so does its twin";
+  EXPECT_TRUE(keeps_held_rows(*layer.ffn->fc1)) << "1-3 rows read the held rows";
 
   Generator g(8);
   const Tensor src = random_ids(g, 4, 20, 4, 1000), tgt = random_ids(g, 4, 15, 4, 1000);
@@ -79,15 +88,16 @@ TEST(Int8HeldTranslation, TransformerEqualsItsTwinOnExactlyRepresentableWeights)
   tasks::TranslateOptions o;
   o.precision = MatmulPrecision::int8;
   o.search.max_len_ratio = 0, o.search.max_len_extra = 12;
-  for (int beam : {1, 4}) {
-    o.search.beam = beam;
+  for (auto [beam, batch] : {std::pair{1, 32}, {4, 32}, {1, 1}, {2, 1}}) {  // steps of 6, 24, 1 and 2 rows
+    o.search.beam = beam, o.batch_size = batch;
+    SCOPED_TRACE("beam " + std::to_string(beam) + ", batch " + std::to_string(batch));
     const int64_t before = kernels::int8_weights_packed();
     const auto a = th.translate_ids(sources, o);
     EXPECT_EQ(kernels::int8_weights_packed(), before) << "the held rows were quantized again";
     const auto b = tt.translate_ids(sources, o);
     for (size_t i = 0; i < sources.size(); ++i) {
-      EXPECT_EQ(a[i][0].tokens, b[i][0].tokens) << "beam " << beam << ", sentence " << i;
-      EXPECT_EQ(a[i][0].score, b[i][0].score) << "beam " << beam << ", sentence " << i;
+      EXPECT_EQ(a[i][0].tokens, b[i][0].tokens) << "sentence " << i;
+      EXPECT_EQ(a[i][0].score, b[i][0].score) << "sentence " << i;
     }
   }
   // The held rows read in place give the same bits (the int32 sums are exact in both forms).

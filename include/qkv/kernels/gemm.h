@@ -101,6 +101,9 @@ struct PackedLinear {
   // Precision int8, int8_pays or int8_pays_from_rows (f32 only), else null. Panels layout: oneDNN's
   // blocked form; rows layout: s8 rows (kernels/int8.h, the rows form).
   std::shared_ptr<const Int8Weight> int8;
+  // Weights held in int8 whose `int8` is oneDNN's blocked copy: the held rows themselves too (no
+  // copy), which batches below int8_rows_max_batch() rows multiply on qkv's kernel (the same bits).
+  std::shared_ptr<const Int8Weight> int8_rows;
   bool int8_from_batch = false;  // int8 only from int8_small_weight_min_rows() rows (int8_pays_from_rows)
   Tensor dense_bias;    // bias, contiguous
   Tensor padded_bias;   // (ceil(N / 32) * 32) when N is not a multiple of 32 (panels)
@@ -119,9 +122,9 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision pr
 // bf16: converted once (to_bf16) into one (sum N_i, K) copy, or, for weights held in bf16, read in
 // place when they lie one after another in one storage. int8: quantized once into one (sum N_i, K)
 // s8 copy (the f32 weights stay the fallback of a batch below int8_small_weight_min_rows() when
-// the stack pays only from rows). Weights held in int8 (i8 tensors): their rows read in place, or
-// with held_int8_blocked reordered once into oneDNN's blocked form (the panels layout's int8
-// form; the model keeps the rows for its lookups and save()).
+// the stack pays only from rows). Weights held in int8 (i8 tensors): their rows read in place, and
+// with held_int8_blocked also reordered once into oneDNN's blocked form for batches of
+// int8_rows_max_batch() rows or more (the panels layout's int8 form).
 PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& bias,
                               MatmulPrecision precision = MatmulPrecision::fp32, bool held_int8_blocked = false);
 // out (M, N) = x (M, K) @ w^T + bias; x rows unit-stride (row stride free), out contiguous.

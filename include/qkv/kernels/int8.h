@@ -43,13 +43,11 @@ std::shared_ptr<const Int8Weight> pack_int8_weight_rows(const float* w, int64_t 
 std::shared_ptr<const Int8Weight> int8_weight_over_rows(const int8_t* q, int64_t ldq, const float* scale,
                                                         const int32_t* zero_point_sum, int64_t N, int64_t K,
                                                         std::shared_ptr<const void> keep);
-// oneDNN's blocked form (pack_int8_weight's) of rows quantized elsewhere, as int8_weight_over_rows
-// takes them: the rows reordered once into a copy, the scales and sums copied; q is not kept.
-// Weights held in int8 in a model that multiplies batches (translation's beam search): oneDNN's
-// blocked kernels are 10-30% faster than over plain rows at 4-128 rows (`bench_matmul int8plain`).
-std::shared_ptr<const Int8Weight> int8_weight_blocked_from_rows(const int8_t* q, int64_t ldq, const float* scale,
-                                                                const int32_t* zero_point_sum, int64_t N,
-                                                                int64_t K);
+// oneDNN's blocked form (pack_int8_weight's) of a weight in the rows form: its rows reordered once
+// into a copy, its scales and sums copied; the rows are not kept. For weights held in int8 in a
+// model that multiplies batches (translation's beam search): oneDNN's blocked kernels run 10-30%
+// faster there than over the plain rows (`bench_matmul int8plain`, 16 rows).
+std::shared_ptr<const Int8Weight> int8_weight_blocked_from_rows(const Int8Weight& rows);
 // The scheme's weight rule: w (N, K) (row stride ldw) -> q (row stride ldq), scale (N) and
 // zero_point_sum (N). Throws naming the row of a NaN or an infinity.
 void quantize_int8_rows(const float* w, int64_t N, int64_t K, int64_t ldw, int8_t* q, int64_t ldq, float* scale,

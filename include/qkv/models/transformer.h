@@ -116,9 +116,9 @@ class Transformer : public Seq2Seq {
   Tensor embed_target(const Tensor& tgt, int64_t offset = 0) const;      // positions offset..offset+T-1
   const TransformerConfig& config() const { return cfg_; }
   // int8 translation in less memory: the weights held in int8 (nn::Module::hold_weights_in_int8),
-  // multiplied through oneDNN's blocked copy of the held rows (the panels layout), on which the
-  // 4-128 rows of a search step run 10-30% faster than on the plain rows: 2 bytes a weight,
-  // against 5 for f32 weights beside their int8 form.
+  // and oneDNN's blocked copy of the held rows (the panels layout), on which the 4-128 rows of a
+  // search step run 10-30% faster than on the plain rows (1-3 rows stay on the held rows and
+  // qkv's kernel): 2 bytes a weight, against 5 for f32 weights beside their int8 form.
   void hold_weights_in_int8_blocked();
 
   std::shared_ptr<nn::Embedding> src_embed, tgt_embed;  // the same object when shared

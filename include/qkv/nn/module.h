@@ -90,8 +90,9 @@ class Module {
   // int8 (the same quantization); embedding lookups read q * scale, the rows the products use.
   // Holding sets the int8 pack layout to rows: products read the held rows themselves (qkv's
   // kernel below kernels::int8_rows_max_batch() rows, oneDNN over the plain rows above; no copy).
-  // set_pack_layout(panels, int8) afterwards gives them oneDNN's blocked copy of the rows instead
-  // (a byte a weight more; faster at 4-128 rows, where translation's beam search multiplies).
+  // set_pack_layout(panels, int8) afterwards adds oneDNN's blocked copy of the rows for batches of
+  // int8_rows_max_batch() rows or more (a byte a weight more; faster at 4-128 rows, where
+  // translation's beam search multiplies).
   // save() writes q * scale in f32. Needs AVX512-VNNI or AMX (an error otherwise). Not undone; a
   // weight already held is left as it is.
   void hold_weights_in_int8();

@@ -227,13 +227,12 @@ std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, in
   return out;
 }
 
-std::shared_ptr<const Int8Weight> int8_weight_blocked_from_rows(const int8_t* q, int64_t ldq, const float* scale,
-                                                                const int32_t* zero_point_sum, int64_t N,
-                                                                int64_t K) {
-  auto out = new_weight(N, K, ldq, "int8_weight_blocked_from_rows");
-  std::copy(scale, scale + N, out->scale.begin());
-  std::copy(zero_point_sum, zero_point_sum + N, out->zero_point_sum.begin());
-  fill_blocked(*out, q, ldq, "int8_weight_blocked_from_rows");
+std::shared_ptr<const Int8Weight> int8_weight_blocked_from_rows(const Int8Weight& rows) {
+  QKV_CHECK(rows.rows != nullptr, "int8_weight_blocked_from_rows", "expected a weight in the rows form");
+  auto out = new_weight(rows.N, rows.K, rows.ldq, "int8_weight_blocked_from_rows");
+  out->scale = rows.scale;
+  out->zero_point_sum = rows.zero_point_sum;
+  fill_blocked(*out, rows.rows, rows.ldq, "int8_weight_blocked_from_rows");
   return out;
 }
 

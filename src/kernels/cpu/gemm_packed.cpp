@@ -133,11 +133,9 @@ std::shared_ptr<const uint16_t> stacked_bf16_bits(const std::vector<Tensor>& wei
   return out;
 }
 
-// The int8 form of weights held in int8, stacked on N, over their own storage when they lie one
-// after another in it (one weight; a held query, key and value), else over a joined copy: the rows
-// read in place, or (blocked) reordered once into oneDNN's blocked form.
-std::shared_ptr<const Int8Weight> stacked_held_int8(const std::vector<Tensor>& weights, int64_t N, int64_t K,
-                                                    bool blocked) {
+// The int8 rows form of weights held in int8, stacked on N: their own storage when they lie one
+// after another in it (one weight; a held query, key and value), else a joined copy.
+std::shared_ptr<const Int8Weight> stacked_int8_rows(const std::vector<Tensor>& weights, int64_t N, int64_t K) {
   bool adjacent = true;
   for (size_t i = 1; i < weights.size(); ++i)
     adjacent = adjacent && weights[i].storage() == weights[0].storage() &&
@@ -153,7 +151,6 @@ std::shared_ptr<const Int8Weight> stacked_held_int8(const std::vector<Tensor>& w
     first = held_int8_tensor(joined, 0, N);
   }
   const HeldInt8Rows r = held_int8_rows(first, "pack_linear_rows");
-  if (blocked) return int8_weight_blocked_from_rows(r.q, K, r.scale, r.zero_point_sum, N, K);
   return int8_weight_over_rows(r.q, K, r.scale, r.zero_point_sum, N, K, first.storage());
 }
 
@@ -180,7 +177,11 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
   }
   if (weights.size() == 1) p.weight = weights[0];
   if (dt == DType::i8) {  // every batch in int8: held weights have no f32 values to fall back to
-    p.int8 = stacked_held_int8(weights, p.N, p.K, held_int8_blocked);
+    p.int8 = stacked_int8_rows(weights, p.N, p.K);
+    if (held_int8_blocked) {  // batches on oneDNN's blocked copy, fewer rows on the held rows
+      p.int8_rows = p.int8;
+      p.int8 = int8_weight_blocked_from_rows(*p.int8_rows);
+    }
   } else if (dt == DType::bf16) {
     p.rows_bf16 = stacked_bf16_bits(weights, p.N, p.K);
   } else if (precision == MatmulPrecision::bf16) {  // one (N, K) copy in bf16, 64-byte aligned, weights in order
@@ -314,7 +315,8 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
               ") contiguous, got x ", x.str(), ", out ", out.str());
     const int64_t ldx = M == 1 ? K : x.strides()[0];
     if (p.int8 && int8_at_this_batch) {  // s8 rows: qkv's kernel below int8_rows_max_batch() rows
-      gemm_int8_packed(M, x.data<float>(), ldx, *p.int8, dense_bias, out.data<float>(), N);
+      const bool rows = p.int8_rows && M < int8_rows_max_batch();
+      gemm_int8_packed(M, x.data<float>(), ldx, rows ? *p.int8_rows : *p.int8, dense_bias, out.data<float>(), N);
       return;
     }
     if (p.rows_bf16) {  // bf16 products: x rounded to bf16 (per-thread buffer), the weights' bf16 copy
