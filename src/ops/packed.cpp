@@ -116,7 +116,7 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
   for (const Tensor& w : weights)  // f32, or held in bf16 / int8 (their precision only: the kernels refuse the rest)
     rows = rows && w.defined() && (w.dtype() == DType::f32 || w.dtype() == DType::bf16 || w.dtype() == DType::i8) &&
            w.ndim() == 2 && w.is_contiguous();
-  if (held_int8) {  // the rows read in place (or joined once), or in the panels layout oneDNN's blocked form
+  if (held_int8) {  // the rows read in place (or joined once); in the panels layout also oneDNN's blocked copy
     const bool blocked = layout_[size_t(precision)] == kernels::PackLayout::panels;
     packed = std::make_shared<const kernels::PackedLinear>(kernels::pack_linear_rows(weights, b, precision, blocked));
   } else if (rows) {  // fp32: the weights read where they are, nothing copied but the bias; bf16 / int8: one copy
