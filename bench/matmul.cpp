@@ -6,7 +6,8 @@
 // `bench_matmul bf16fma`: native bf16 against fp32 FMA on rounded operands, decoding to batch rows.
 // `bench_matmul bf16step`: training products against a step's bf16 weight copy, against per call.
 // `bench_matmul bf16packed`: decoding's skinny products against a weight converted once to bf16,
-// oneDNN's blocked layout against plain row-major bf16 and qkv's bf16 rows, beside fp32 panels.
+// oneDNN's blocked layout against plain row-major bf16, qkv's bf16 rows and qkv's bf16 panels (the
+// fp32_fma form, widened in registers), beside fp32 panels.
 // `bench_matmul int8`: the same products with the weight quantized once to int8 (kernels/int8.h).
 // `bench_matmul int8plain`: at batch sizes (16-512 rows), oneDNN over plain s8 rows (weights held
 // in int8) against its blocked form.
@@ -276,14 +277,19 @@ void bench_bf16_packed() {
     return;
   }
   std::printf("| %-34s | fp32 panels       | bf16 plain        | bf16 blocked      | bf16 rows         "
-              "| blocked/plain | fp32/blocked | rows/blocked |\n|%s|%s|---------------|--------------|--------------|\n",
-              "case (M x N x K)", std::string(36, '-').c_str(), std::string(79, '-').c_str());
+              "| bf16 panels       | blocked/plain | fp32/blocked | rows/blocked | panels/blocked |\n|%s|%s|"
+              "---------------|--------------|--------------|----------------|\n",
+              "case (M x N x K)", std::string(36, '-').c_str(), std::string(99, '-').c_str());
   for (const DecodeShape& sh : decode_shapes())
     for (int64_t M : {1, 8, 32, 128}) {
       if (sh.N > 10000 && M > 8) continue;
       Tensor w = rand_t({sh.N, sh.K}, 50), x = rand_t({M, sh.K}, 51), out = Tensor::empty({M, sh.N});
       const kernels::PackedLinear f32 = kernels::pack_linear(w, Tensor());
       const kernels::PackedLinear rows = kernels::pack_linear_rows({w}, Tensor(), kernels::MatmulPrecision::bf16);
+      const kernels::Bf16Products process = kernels::bf16_products();
+      kernels::set_bf16_products(kernels::Bf16Products::fp32_fma);  // the pack's form follows it
+      const kernels::PackedLinear panels16 = kernels::pack_linear(w, Tensor(), kernels::MatmulPrecision::bf16);
+      kernels::set_bf16_products(process);
       auto plain = kernels::pack_bf16_weight(w.data<float>(), sh.N, sh.K, sh.K, kernels::Bf16WeightLayout::plain);
       auto blocked = kernels::pack_bf16_weight(w.data<float>(), sh.N, sh.K, sh.K, kernels::Bf16WeightLayout::blocked);
       const double macs = double(M) * double(sh.N) * double(sh.K);
@@ -292,14 +298,15 @@ void bench_bf16_packed() {
       auto t = timed_all({[&] { kernels::packed_linear(x, f32, out); },
                           [&] { kernels::gemm_bf16_packed(M, x.data<float>(), sh.K, *plain, nullptr, y, sh.N); },
                           [&] { kernels::gemm_bf16_packed(M, x.data<float>(), sh.K, *blocked, nullptr, y, sh.N); },
-                          [&] { kernels::packed_linear(x, rows, out); }},
+                          [&] { kernels::packed_linear(x, rows, out); },
+                          [&] { kernels::packed_linear(x, panels16, out); }},
                          reps);
       char name[96];
       std::snprintf(name, sizeof name, "%s %lldx%lldx%lld", sh.name, (long long)M, (long long)sh.N, (long long)sh.K);
       std::printf("| %-34s |", name);
       for (const Timed& x : t) std::printf(" %7.1f (%7.1f) |", x.wall * 1e6, x.cpu * 1e6);
-      std::printf(" %12.2fx | %11.2fx | %11.2fx |\n", t[1].wall / t[2].wall, t[0].wall / t[2].wall,
-                  t[3].wall / t[2].wall);
+      std::printf(" %12.2fx | %11.2fx | %11.2fx | %13.2fx |\n", t[1].wall / t[2].wall, t[0].wall / t[2].wall,
+                  t[3].wall / t[2].wall, t[4].wall / t[2].wall);
     }
 }
 
@@ -374,6 +381,10 @@ void bench_int8_forms(bool own_kernel) {
       Tensor ref = Tensor::empty({M, sh.N});
       const kernels::PackedLinear f32 = kernels::pack_linear(w, Tensor());
       const kernels::PackedLinear rows = kernels::pack_linear_rows({w}, Tensor(), kernels::MatmulPrecision::bf16);
+      const kernels::Bf16Products process = kernels::bf16_products();
+      kernels::set_bf16_products(kernels::Bf16Products::fp32_fma);  // the pack's form follows it
+      const kernels::PackedLinear panels16 = kernels::pack_linear(w, Tensor(), kernels::MatmulPrecision::bf16);
+      kernels::set_bf16_products(process);
       auto b16 = bf16 ? kernels::pack_bf16_weight(w.data<float>(), sh.N, sh.K, sh.K) : nullptr;
       auto i8 = kernels::pack_int8_weight(w.data<float>(), sh.N, sh.K, sh.K);
       auto i8_rows = kernels::pack_int8_weight_rows(w.data<float>(), sh.N, sh.K, sh.K);

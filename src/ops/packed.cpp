@@ -129,7 +129,7 @@ std::shared_ptr<const kernels::PackedLinear> PackedWeights::get(const std::vecto
       w = concat(parts, 0);  // a bf16 pack rounds it back to the same bits
     }
     kernels::PackedLinear p = kernels::pack_linear(w, b, precision);
-    if (weights.size() > 1 && (p.bf16 || p.int8) && !p.panels.defined()) {
+    if (weights.size() > 1 && (p.bf16 || p.bf16_panels || p.int8) && !p.panels.defined()) {
       // No product reads the joined copy (GPT-2's query, key and value in int8: 81 MiB): the
       // fallbacks join the originals when they need them (PackedLinear::original_weight).
       p.weight = Tensor();

@@ -205,20 +205,21 @@ TEST(Bf16Gemm, FrontEndFollowsThePrecisionScope) {
   kernels::set_bf16_products(process);
 }
 
-// A weight packed for bf16 (inference): below bf16_fma_min_rows rows, or with native bf16 products,
-// packed_linear is oneDNN's bf16 matmul against the converted weight; from that many rows with
-// fp32_fma it is, bit for bit, the fp32 GEMM on the rounded x and the original weight, bias first.
+// A weight packed for bf16 (inference) under native bf16 products: packed_linear is oneDNN's bf16
+// matmul against the converted weight, below bf16_fma_min_rows rows or with native products at
+// the call; from that many rows with fp32_fma it is, bit for bit, the fp32 GEMM on the rounded x
+// and the original weight, bias first. (Packed under fp32_fma: test_bf16_panels.cpp.)
 TEST(Bf16Gemm, PackedLinearTakesFp32FmaFromBatchRows) {
   SKIP_WITHOUT_BF16();
   const int64_t N = 40, K = 24, rows = kernels::bf16_fma_min_rows;
   Tensor w = testing::randn(Shape{N, K}, 21), bias = testing::randn(Shape{N}, 22);
+  const kernels::Bf16ProductsScope packed_native(Bf16Products::native);
   const kernels::PackedLinear p = kernels::pack_linear(w, bias, MatmulPrecision::bf16);
   ASSERT_TRUE(p.bf16);
-  const Bf16Products process = kernels::bf16_products();
   for (Bf16Products how : {Bf16Products::native, Bf16Products::fp32_fma})
     for (int64_t M : {rows - 1, rows, rows + 37}) {
       SCOPED_TRACE(::testing::Message() << kernels::bf16_products_name(how) << " M " << M);
-      kernels::set_bf16_products(how);
+      const kernels::Bf16ProductsScope at_call(how);
       Tensor x = testing::randn(Shape{M, K}, uint64_t(23 + M)), got = Tensor::empty(Shape{M, N});
       kernels::packed_linear(x, p, got);
       std::vector<float> want(size_t(M * N));
@@ -233,7 +234,6 @@ TEST(Bf16Gemm, PackedLinearTakesFp32FmaFromBatchRows) {
       }
       EXPECT_EQ(std::vector<float>(got.data<float>(), got.data<float>() + M * N), want);
     }
-  kernels::set_bf16_products(process);
 }
 
 TEST(Bf16Gemm, PrimitivesAreCachedPerShape) {

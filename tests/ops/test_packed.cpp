@@ -190,11 +190,14 @@ TEST(PackedWeights, RowsLayoutInBf16ConvertsOnce) {
   cache.set_layout(kernels::PackLayout::rows, kernels::MatmulPrecision::int8);  // int8's own: bf16 keeps its pack
   EXPECT_EQ(cache.layout(kernels::MatmulPrecision::int8), kernels::PackLayout::rows);
   EXPECT_EQ(cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16), p2);
-  if (!kernels::dnnl_cpu_info().bf16_native()) return;  // oneDNN's bf16 form needs AMX or AVX512_BF16
+  // Panels: oneDNN's bf16 form (which needs AMX or AVX512_BF16) under native products, else qkv's.
+  const kernels::Bf16ProductsScope products(kernels::dnnl_cpu_info().bf16_native() ? kernels::Bf16Products::native
+                                                                                    : kernels::Bf16Products::fp32_fma);
   cache.set_layout(kernels::PackLayout::panels, kernels::MatmulPrecision::bf16);
   auto q = cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16);
   EXPECT_EQ(q->layout, kernels::PackLayout::panels);
-  EXPECT_TRUE(q->bf16 != nullptr);
+  EXPECT_TRUE(kernels::bf16_products() == kernels::Bf16Products::native ? q->bf16 != nullptr
+                                                                        : q->bf16_panels != nullptr);
   EXPECT_TRUE(q->rows_bf16 == nullptr);
 }
 
@@ -316,19 +319,23 @@ TEST(PackedWeights, LowPrecisionStacksKeepNoJoinedCopy) {
     EXPECT_CLOSE(wq.grad(), expand(sum(x.detach(), {0}, true), {64, 32}).contiguous(), kF32);
     wq.set_requires_grad(false);
   }
-  if (kernels::dnnl_cpu_info().bf16_native()) {
-    PackedWeights cache;  // panels layout: oneDNN's bf16 form
+  // Panels layout: oneDNN's bf16 form (native products, which need AMX or AVX512_BF16), or qkv's
+  // bf16 panels (fp32_fma); neither reads a joined copy.
+  for (const auto how : {kernels::Bf16Products::native, kernels::Bf16Products::fp32_fma}) {
+    if (how == kernels::Bf16Products::native && !kernels::dnnl_cpu_info().bf16_native()) continue;
+    SCOPED_TRACE(kernels::bf16_products_name(how));
+    const kernels::Bf16ProductsScope products(how);
+    PackedWeights cache;
     auto p = cache.get({wq, wk}, {}, kernels::MatmulPrecision::bf16);
-    ASSERT_TRUE(p->bf16 != nullptr && !p->panels.defined());
+    ASSERT_TRUE((how == kernels::Bf16Products::native ? p->bf16 != nullptr : p->bf16_panels != nullptr) &&
+                !p->panels.defined());
     expect_originals(*p);
     // A batch on a CPU whose bf16 products run as fp32_fma: the joined originals, rounded.
-    const kernels::Bf16Products was = kernels::bf16_products();
-    kernels::set_bf16_products(kernels::Bf16Products::fp32_fma);
+    const kernels::Bf16ProductsScope fma(kernels::Bf16Products::fp32_fma);
     Tensor x = randn({kernels::bf16_fma_min_rows, 32}, 326);
     Tensor out = Tensor::empty({kernels::bf16_fma_min_rows, 128}), want = out.clone();
     kernels::packed_linear(x, *p, out);
     kernels::packed_linear(x, kernels::pack_linear(joined, Tensor(), kernels::MatmulPrecision::bf16), want);
-    kernels::set_bf16_products(was);
     EXPECT_TRUE(bit_equal(out, want));
   }
 }

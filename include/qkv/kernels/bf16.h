@@ -91,6 +91,17 @@ Bf16Products bf16_products();
 void set_bf16_products(Bf16Products p);
 const char* bf16_products_name(Bf16Products p);              // "native" | "fp32_fma"
 Bf16Products parse_bf16_products(const std::string& s, const char* who);  // throws naming `who`
+// Sets bf16_products() for its lifetime, then restores the choice it found (benches, tests).
+class Bf16ProductsScope {
+ public:
+  explicit Bf16ProductsScope(Bf16Products p) : saved_(bf16_products()) { set_bf16_products(p); }
+  ~Bf16ProductsScope() { set_bf16_products(saved_); }
+  Bf16ProductsScope(const Bf16ProductsScope&) = delete;
+  Bf16ProductsScope& operator=(const Bf16ProductsScope&) = delete;
+
+ private:
+  Bf16Products saved_;
+};
 
 // C = alpha op(A) op(B) + beta C on f32 operands rounded to bf16 (into per-thread buffers), by the
 // process's bf16_products(); gemm_bf16_rounded names the way explicitly (the speed probe, tests).

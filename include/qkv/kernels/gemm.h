@@ -71,10 +71,16 @@ void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 // per product (f32 accumulation, f32 out). In the rows layout the copy is the rows themselves in
 // bf16 (row-major (N, K), stacked weights one after another: half the bytes of f32 to stream at
 // batch 1), read by the rows kernel on pairs of bf16 values (vdpbf16ps), so a row's output is again
-// the same alone or in a batch. In the panels layout the copy is in oneDNN's preferred layout
-// (Bf16Weight, bf16.h) and oneDNN multiplies;
-// from bf16_fma_min_rows rows on a CPU whose bf16 products run as fp32_fma (bf16.h), the original
-// f32 weight and x are rounded per product and multiplied by the fp32 GEMM instead.
+// the same alone or in a batch. In the panels layout the form follows the process's bf16 products
+// (bf16_products(), bf16.h) when the weight is packed:
+//   native:   oneDNN's preferred layout (Bf16Weight, bf16.h), and oneDNN multiplies;
+//   fp32_fma: qkv's panels in bf16 (half the bytes of fp32's), read by the fp32 micro-kernel with
+//             each panel row widened to f32 in registers (a shift and a mask), on x rounded to bf16:
+//             bit for bit the fp32 panels' product of the rounded x and the bf16 weight. A CPU
+//             whose bf16 instructions do not outrun its fp32 FMA (an Intel Xeon without AMX)
+//             runs decoding's tens of rows at about fp32's speed, not oneDNN bf16's 0.6-0.8x.
+// From bf16_fma_min_rows rows under fp32_fma, the original weight (widened, if held in bf16) and
+// x are rounded per product and multiplied by the fp32 GEMM instead.
 // Packed for precision int8, a weight large enough to pay (int8_pays, kernels/int8.h) is quantized
 // once per output channel (Int8Weight) and x per row at each product; a weight that pays only at
 // a batch (int8_pays_from_rows) gets both that and the fp32 panels, and products of at least
@@ -97,7 +103,10 @@ struct PackedLinear {
   // Rows layout, bf16: the stacked weights as bf16 bits, (N, K); weights held in bf16 that lie one
   // after another in their storage are read there (an alias), not copied.
   std::shared_ptr<const uint16_t> rows_bf16;
-  std::shared_ptr<const Bf16Weight> bf16;  // panels layout, bf16, else null
+  std::shared_ptr<const Bf16Weight> bf16;  // panels layout, bf16 products native, else null
+  // Panels layout, bf16 products fp32_fma: (ceil(N / 32), K, 32) bf16 panels, row k of a panel as 16
+  // dwords (dword c: column c in its low half, column c + 16 in its high half), else null.
+  std::shared_ptr<const uint16_t> bf16_panels;
   // Precision int8, int8_pays or int8_pays_from_rows (f32 only), else null. Panels layout: oneDNN's
   // blocked form; rows layout: s8 rows (kernels/int8.h, the rows form).
   std::shared_ptr<const Int8Weight> int8;
@@ -133,7 +142,8 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
 // neither on the thread count nor on M (a row's output is the same alone or in a batch).
 // bf16 rows: the same, on x rounded to bf16 and the bf16 weights, 16 lanes of pairs (vdpbf16ps;
 // without AVX512_BF16 in the build, f32 FMAs in the fp32 order). bf16 panels: oneDNN's matmul
-// against the converted weight (or fp32_fma from bf16_fma_min_rows rows, as above); int8:
+// against the converted weight, or the widened bf16 panels (or fp32_fma from bf16_fma_min_rows
+// rows, as above); int8:
 // kernels/int8.h's scheme.
 void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out);
 

@@ -412,7 +412,7 @@ const void* bf16_weight_data(const Bf16Weight& w) { return w.data.get(); }
 size_t bf16_weight_bytes(const Bf16Weight& w) { return w.md.get_size(); }
 
 int64_t bf16_weights_packed() { return g_weights_packed.load(); }
-void count_bf16_rows_copy() { g_weights_packed.fetch_add(1); }
+void count_bf16_weight_copy() { g_weights_packed.fetch_add(1); }
 
 namespace {
 

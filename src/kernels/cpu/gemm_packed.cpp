@@ -8,6 +8,10 @@
 // panel row, 8 broadcasts, 16 FMAs. Panels are split among threads (disjoint output columns,
 // so results do not depend on the thread count: each element is one k-ordered dot product).
 //
+// At precision bf16 on a CPU whose bf16 products run as fp32_fma (bf16.h: one whose bf16
+// instructions do not outrun its fp32 FMA), the panels hold bf16 values and the same micro-kernel
+// widens each panel row in registers (a shift and a mask) before its FMAs, on x rounded to bf16.
+//
 // The rows layout (PackLayout::rows) keeps no copy in fp32: the product (gemm_rows.cpp) reads
 // the weights' own (N, K) rows; in bf16 it reads one copy of them converted to bf16, row-major.
 #include <omp.h>
@@ -17,9 +21,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "gemm_rows.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/int8.h"
 #include "qkv/kernels/parallel.h"
@@ -36,13 +43,35 @@ namespace {
 constexpr int64_t kPanel = 32;  // output columns per panel
 constexpr int64_t kRows = 8;    // output rows per tile
 
+// A bf16 panel stores row k of its 32 columns as 16 dwords, dword c holding column c in its low half
+// and column c + 16 in its high half: widening to f32 (bf16 bits << 16) is then one shift for
+// columns 0-15 and one mask for 16-31. panel_value reads column j of such a row.
+inline float panel_value(const float* row, int64_t j) { return row[j]; }
+inline float panel_value(const uint16_t* row, int64_t j) { return from_bf16(row[j < 16 ? 2 * j : 2 * (j - 16) + 1]); }
+
 #if defined(__AVX512F__)
-// c (MR, ncols) = x (MR, K) @ panel (K, 32) [+ bias], ncols <= 32. `prefetch`, if not null, is
+// Row k of a panel as two f32 vectors, columns 0-15 and 16-31 (64-byte aligned).
+inline void panel_row(const float* row, __m512& w0, __m512& w1) {
+  w0 = _mm512_load_ps(row);
+  w1 = _mm512_load_ps(row + 16);
+}
+inline void panel_row(const uint16_t* row, __m512& w0, __m512& w1) {
+  // The zero-masked forms with every lane selected: GCC 12 warns about the unmasked ones'
+  // undefined pass-through operand.
+  constexpr __mmask16 all = 0xFFFF;
+  const __m512i v = _mm512_load_si512(row);
+  w0 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, v, 16));
+  w1 = _mm512_castsi512_ps(_mm512_maskz_and_epi32(all, v, _mm512_set1_epi32(int(0xFFFF0000u))));
+}
+
+// c (MR, ncols) = x (MR, K) @ panel (K, 32) [+ bias], ncols <= 32; W is float (f32 panels) or
+// uint16_t (bf16 panels, widened in registers: the same FMAs in the same order, so a bf16 panel's
+// result equals the f32 panel of its widened values bit for bit). `prefetch`, if not null, is
 // the next panel: its row k is requested into L2 as row k of this one is used, so that the weights
 // (a decoder's 20 MB live in L3, not L2) arrive before the next panel's first pass needs them.
-template <int MR>
-void tile(const float* x, int64_t ldx, const float* panel, int64_t K, const float* bias, float* c, int64_t ldc,
-          int64_t ncols, const float* prefetch) {
+template <int MR, typename W>
+void tile(const float* x, int64_t ldx, const W* panel, int64_t K, const float* bias, float* c, int64_t ldc,
+          int64_t ncols, const W* prefetch) {
   __m512 acc[MR][2];
   const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
   const __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
@@ -53,9 +82,11 @@ void tile(const float* x, int64_t ldx, const float* panel, int64_t K, const floa
   for (int64_t k = 0; k < K; ++k) {
     if (prefetch) {
       _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel + 16), _MM_HINT_T1);
+      if constexpr (sizeof(W) == 4)  // an f32 panel row is two cache lines, a bf16 one is one
+        _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel + 16), _MM_HINT_T1);
     }
-    const __m512 w0 = _mm512_load_ps(panel + k * kPanel), w1 = _mm512_load_ps(panel + k * kPanel + 16);
+    __m512 w0, w1;
+    panel_row(panel + k * kPanel, w0, w1);
     for (int m = 0; m < MR; ++m) {
       const __m512 a = _mm512_set1_ps(x[m * ldx + k]);
       acc[m][0] = _mm512_fmadd_ps(a, w0, acc[m][0]);
@@ -77,23 +108,24 @@ void tile(const float* x, int64_t ldx, const float* panel, int64_t K, const floa
   }
 }
 #else
-template <int MR>
-void tile(const float* x, int64_t ldx, const float* panel, int64_t K, const float* bias, float* c, int64_t ldc,
-          int64_t ncols, const float*) {
+template <int MR, typename W>
+void tile(const float* x, int64_t ldx, const W* panel, int64_t K, const float* bias, float* c, int64_t ldc,
+          int64_t ncols, const W*) {
   for (int m = 0; m < MR; ++m) {
     float acc[kPanel];
     for (int64_t j = 0; j < kPanel; ++j) acc[j] = bias ? bias[j] : 0.f;
     for (int64_t k = 0; k < K; ++k) {
       const float a = x[m * ldx + k];
-      for (int64_t j = 0; j < kPanel; ++j) acc[j] += a * panel[k * kPanel + j];
+      for (int64_t j = 0; j < kPanel; ++j) acc[j] += a * panel_value(panel + k * kPanel, j);
     }
     std::copy_n(acc, ncols, c + m * ldc);
   }
 }
 #endif
 
-void tile_rows(int64_t mr, const float* x, int64_t ldx, const float* panel, int64_t K, const float* bias, float* c,
-               int64_t ldc, int64_t ncols, const float* prefetch) {
+template <typename W>
+void tile_rows(int64_t mr, const float* x, int64_t ldx, const W* panel, int64_t K, const float* bias, float* c,
+               int64_t ldc, int64_t ncols, const W* prefetch) {
   switch (mr) {
     case 8: return tile<8>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
     case 7: return tile<7>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
@@ -103,6 +135,25 @@ void tile_rows(int64_t mr, const float* x, int64_t ldx, const float* panel, int6
     case 3: return tile<3>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
     case 2: return tile<2>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
     default: return tile<1>(x, ldx, panel, K, bias, c, ldc, ncols, prefetch);
+  }
+}
+
+// out (M, N) = x (M, K) @ panels + bias: bias padded to whole panels (or null). Panels are split
+// among threads (disjoint output columns), from min_macs multiply-adds. (Widening a bf16 panel once
+// into a per-thread f32 copy for all its row tiles was slower at 32 rows: 1.1-1.35x the time.)
+template <typename W>
+void panels_product(int64_t M, const float* xp, int64_t ldx, const W* panels, int64_t N, int64_t K,
+                    const float* bias, float* op, int64_t min_macs) {
+  const int64_t np = (N + kPanel - 1) / kPanel;
+#pragma omp parallel for schedule(static) if (M * N * K >= min_macs && np > 1)
+  for (int64_t j = 0; j < np; ++j) {
+    const int64_t n0 = j * kPanel, ncols = std::min(kPanel, N - n0);
+    const W* panel = panels + j * K * kPanel;
+    const float* b = bias ? bias + n0 : nullptr;
+    const W* next = j + 1 < np ? panel + K * kPanel : nullptr;
+    for (int64_t m0 = 0; m0 < M; m0 += kRows)  // the first row tile prefetches the next panel
+      tile_rows(std::min(kRows, M - m0), xp + m0 * ldx, ldx, panel, K, b, op + m0 * N + n0, N, ncols,
+                m0 == 0 ? next : nullptr);
   }
 }
 
@@ -193,7 +244,7 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
       round_to_bf16(w.data<float>(), dst, w.numel());
       dst += w.numel();
     }
-    count_bf16_rows_copy();
+    count_bf16_weight_copy();
   } else if (precision == MatmulPrecision::int8 && (int8_pays(p.N, p.K) || int8_pays_from_rows(p.N, p.K))) {
     // Quantized per output channel, as pack_linear's blocked form: the same values, so the same bits.
     p.int8_from_batch = !int8_pays(p.N, p.K);
@@ -224,6 +275,65 @@ Tensor PackedLinear::original_weight() const {
   return joined;
 }
 
+namespace {
+
+// Panel j = rows n0..n0+31 of w (N, K), transposed to (K, 32), zero past N: f32 panels of f32
+// values, or bf16 panels (W uint16_t, paired as panel_value reads them) of f32 values rounded to
+// bf16 (S float) or of bf16 bits (S uint16_t). Decoding packs every weight (19 MB for the 3+3-layer
+// base model) on one thread between its parallel regions otherwise; panels are independent.
+template <typename S, typename W>
+void fill_panels(const S* src, int64_t N, int64_t K, W* dst) {
+  const int64_t np = (N + kPanel - 1) / kPanel;
+#pragma omp parallel for schedule(static) if (N * K >= (int64_t(1) << 18) && np > 1)
+  for (int64_t j = 0; j < np; ++j) {
+    const int64_t n0 = j * kPanel, ncols = std::min(kPanel, N - n0);
+    W* panel = dst + j * K * kPanel;
+    for (int64_t k = 0; k < K; ++k) {
+      W* out = panel + k * kPanel;
+      for (int64_t c = 0; c < kPanel; ++c) {
+        const S v = c < ncols ? src[(n0 + c) * K + k] : S(0);
+        if constexpr (std::is_same_v<W, float>)
+          out[c] = v;
+        else if constexpr (std::is_same_v<S, float>)
+          out[c < 16 ? 2 * c : 2 * (c - 16) + 1] = to_bf16(v);
+        else
+          out[c < 16 ? 2 * c : 2 * (c - 16) + 1] = v;
+      }
+    }
+  }
+}
+
+// The bf16 panels of w (N, K), f32 values or bf16 bits, in a buffer of their own (64-byte aligned).
+template <typename S>
+std::shared_ptr<const uint16_t> bf16_panels_of(const S* w, int64_t N, int64_t K) {
+  const size_t bytes = size_t((N + kPanel - 1) / kPanel * K * kPanel) * sizeof(uint16_t);
+  uint16_t* dst = static_cast<uint16_t*>(buffer_alloc(std::max<size_t>(bytes, 64), BufferLife::kept));
+  QKV_CHECK(dst != nullptr, "pack_linear", "out of memory for bf16 panels of ", bytes, " bytes");
+  std::shared_ptr<const uint16_t> out(dst, BufferDeleter{std::max<size_t>(bytes, 64), BufferLife::kept});
+  fill_panels(w, N, K, dst);
+  count_bf16_weight_copy();
+  return out;
+}
+
+// p.dense_bias (contiguous) and, when N is not a multiple of 32, p.padded_bias (zero-padded to
+// whole panels, which the tiles read 32 wide), from p.bias if defined.
+void set_bias(PackedLinear& p, const Tensor& bias) {
+  if (!bias.defined()) return;
+  p.dense_bias = bias.detach().contiguous();
+  if (p.N % kPanel != 0) {
+    p.padded_bias = Tensor::zeros({(p.N + kPanel - 1) / kPanel * kPanel});
+    std::memcpy(p.padded_bias.data<float>(), p.dense_bias.data<float>(), size_t(p.N) * sizeof(float));
+  }
+}
+
+// The bias a panels product reads: padded to whole panels, or dense when N is a multiple of 32.
+const float* panel_bias(const PackedLinear& p) {
+  if (p.padded_bias.defined()) return p.padded_bias.data<float>();
+  return p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr;
+}
+
+}  // namespace
+
 PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision precision) {
   QKV_CHECK(w.defined() && w.ndim() == 2, "pack_linear", "weight must be (N, K), got ",
             w.defined() ? w.str() : std::string("undefined"));
@@ -237,58 +347,39 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision pr
               ") ", dtype_name(bdt), ", got ", bias.str());
     p.bias = bias;
   }
-  if (w.dtype() == DType::bf16) {  // a weight held in bf16: its bits in oneDNN's layout
+  if (w.dtype() == DType::bf16)
     QKV_CHECK(precision == MatmulPrecision::bf16, "pack_linear",
               "a weight held in bf16 packs for bf16 products only, got precision ", precision_name(precision));
-    const Tensor wc = w.contiguous();
+  const bool to_bf16_once = w.dtype() == DType::f32 && precision == MatmulPrecision::bf16 && p.N > 0 && p.K > 0;
+  if (w.dtype() == DType::bf16 || to_bf16_once) {
+    // Converted once to bf16 (a weight held in bf16: its bits): qkv's bf16 panels where this
+    // process's bf16 products run as fp32_fma (bf16.h), else oneDNN's layout.
+    const Tensor wc = w.detach().contiguous();
+    const bool held = w.dtype() == DType::bf16;
+    const uint16_t* bits = held ? static_cast<const uint16_t*>(wc.raw_data()) : nullptr;
     p.precision = precision;
-    p.bf16 = pack_bf16_weight_bits(static_cast<const uint16_t*>(wc.raw_data()), p.N, p.K);
-    if (p.bias.defined()) p.dense_bias = bias.detach().contiguous();
+    if (bf16_products() == Bf16Products::fp32_fma)
+      p.bf16_panels = held ? bf16_panels_of(bits, p.N, p.K) : bf16_panels_of(wc.data<float>(), p.N, p.K);
+    else
+      p.bf16 = held ? pack_bf16_weight_bits(bits, p.N, p.K) : pack_bf16_weight(wc.data<float>(), p.N, p.K, p.K);
+    set_bias(p, bias);
     return p;
   }
   if (w.dtype() != DType::f32) return p;  // f64 goes through BLAS with the original weight
-  if (precision == MatmulPrecision::bf16 && p.N > 0 && p.K > 0) {  // converted once to bf16 in oneDNN's layout
-    Tensor wc = w.detach().contiguous();
-    p.precision = precision;
-    p.bf16 = pack_bf16_weight(wc.data<float>(), p.N, p.K, p.K);
-    if (p.bias.defined()) p.dense_bias = bias.detach().contiguous();
-    return p;
-  }
   const bool int8_always = int8_pays(p.N, p.K), int8_by_rows = int8_pays_from_rows(p.N, p.K);
   if (precision == MatmulPrecision::int8 && (int8_always || int8_by_rows)) {  // quantized once per output channel
     Tensor wc = w.detach().contiguous();
     p.precision = precision;
     p.int8 = pack_int8_weight(wc.data<float>(), p.N, p.K, p.K);
     p.int8_from_batch = !int8_always;
-    if (p.bias.defined()) p.dense_bias = bias.detach().contiguous();
+    set_bias(p, bias);
     if (int8_always) return p;
     // Paying only from int8_small_weight_min_rows() rows: the fp32 panels too, for fewer rows.
   }
-  const int64_t np = (p.N + kPanel - 1) / kPanel;
-  p.panels = Tensor::empty({np, p.K, kPanel});  // 64-byte aligned (the allocator's alignment)
-  Tensor wc = w.contiguous();
-  const float* src = wc.data<float>();
-  float* dst = p.panels.data<float>();
-  // Panel j = rows n0..n0+31 of w, transposed to (K, 32), zero past N. Decoding packs every
-  // weight (19 MB for the 3+3-layer base model) on one thread between its parallel regions
-  // otherwise; panels are independent.
-#pragma omp parallel for schedule(static) if (p.N * p.K >= (int64_t(1) << 18) && np > 1)
-  for (int64_t j = 0; j < np; ++j) {
-    const int64_t n0 = j * kPanel, ncols = std::min(kPanel, p.N - n0);
-    float* panel = dst + j * p.K * kPanel;
-    for (int64_t k = 0; k < p.K; ++k) {
-      float* out = panel + k * kPanel;
-      for (int64_t c = 0; c < ncols; ++c) out[c] = src[(n0 + c) * p.K + k];
-      for (int64_t c = ncols; c < kPanel; ++c) out[c] = 0.0f;
-    }
-  }
-  if (p.bias.defined()) {  // contiguous; zero-padded to whole panels (read 32 wide)
-    p.dense_bias = bias.detach().contiguous();
-    if (p.N % kPanel != 0) {
-      p.padded_bias = Tensor::zeros({np * kPanel});
-      std::memcpy(p.padded_bias.data<float>(), p.dense_bias.data<float>(), size_t(p.N) * sizeof(float));
-    }
-  }
+  p.panels = Tensor::empty({(p.N + kPanel - 1) / kPanel, p.K, kPanel});  // 64-byte aligned (the allocator's)
+  const Tensor wc = w.contiguous();
+  fill_panels(wc.data<float>(), p.N, p.K, p.panels.data<float>());
+  set_bias(p, bias);
   return p;
 }
 
@@ -339,6 +430,17 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
                  dense_bias, out.data<float>(), min_macs);
     return;
   }
+  if (p.bf16_panels && x.dtype() == DType::f32 && x.strides()[1] == 1) {
+    if (M >= bf16_fma_min_rows) {  // a batch's worth of rows: the fp32 GEMM on the rounded originals
+      const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+      return linear(x, p.original_weight(), p.dense_bias, out);
+    }
+    thread_local std::vector<float> rounded;  // x's values rounded to bf16, then widened FMAs
+    rounded.resize(size_t(M * K));
+    round_to_bf16_values(x.data<float>(), M, K, M == 1 ? K : x.strides()[0], rounded.data());
+    panels_product(M, rounded.data(), K, p.bf16_panels.get(), N, K, panel_bias(p), out.data<float>(), min_macs);
+    return;
+  }
   if (p.bf16 && x.dtype() == DType::f32 && x.strides()[1] == 1) {
     const int64_t ldx = M == 1 ? K : x.strides()[0];
     if (M >= bf16_fma_min_rows && p.defined() && bf16_products() == Bf16Products::fp32_fma) {
@@ -358,23 +460,8 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
     linear(x, p.original_weight(), p.bias, out);
     return;
   }
-  const float* xp = x.data<float>();
-  const int64_t ldx = x.strides()[0];
-  float* op = out.data<float>();
-  const float* panels = p.panels.data<float>();
-  const float* bias = p.padded_bias.defined() ? p.padded_bias.data<float>()
-                                              : (p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr);
-  const int64_t np = (N + kPanel - 1) / kPanel;
-#pragma omp parallel for schedule(static) if (M * N * K >= min_macs && np > 1)
-  for (int64_t j = 0; j < np; ++j) {
-    const int64_t n0 = j * kPanel, ncols = std::min(kPanel, N - n0);
-    const float* panel = panels + j * K * kPanel;
-    const float* b = bias ? bias + n0 : nullptr;
-    const float* next = j + 1 < np ? panel + K * kPanel : nullptr;
-    for (int64_t m0 = 0; m0 < M; m0 += kRows)  // the first row tile prefetches the next panel
-      tile_rows(std::min(kRows, M - m0), xp + m0 * ldx, ldx, panel, K, b, op + m0 * N + n0, N, ncols,
-                m0 == 0 ? next : nullptr);
-  }
+  panels_product(M, x.data<float>(), x.strides()[0], p.panels.data<float>(), N, K, panel_bias(p), out.data<float>(),
+                 min_macs);
 }
 
 }  // namespace qkv::kernels

@@ -31,8 +31,8 @@ void rows_product(int64_t M, const float* x, int64_t ldx, const RowSource<float>
 void rows_product(int64_t M, const uint16_t* x, int64_t ldx, const RowSource<uint16_t>& src, int64_t N,
                   const float* bias, float* out, int64_t min_macs);
 
-// Counts a rows pack's bf16 copy among the weights converted to bf16 (bf16_weights_packed, whose
-// counter lives in gemm_dnnl.cpp).
-void count_bf16_rows_copy();
+// Counts a bf16 copy of qkv's own (a rows pack's rows, a panels pack's bf16 panels) among the
+// weights converted to bf16 (bf16_weights_packed, whose counter lives in gemm_dnnl.cpp).
+void count_bf16_weight_copy();
 
 }  // namespace qkv::kernels
