@@ -71,8 +71,9 @@ int run(int argc, char** argv) {
   std::printf("bf16 products    %s (%s)%s\n", qkv::kernels::bf16_products_name(how),
               env_or("QKV_BF16_PRODUCTS", "no QKV_BF16_PRODUCTS: the faster").c_str(),
               how == qkv::kernels::Bf16Products::fp32_fma
-                  ? ": training's bf16 products run as fp32 FMA on bf16-rounded operands; products against "
-                    "converted weights (inference) stay native"
+                  ? ": training's bf16 products run as fp32 FMA on bf16-rounded operands; inference's against "
+                    "weights converted to bf16 once, below 256 rows, on qkv's bf16 panels widened to f32 (the "
+                    "rows layout: vdpbf16ps)"
                   : "");
   const qkv::kernels::Bf16TileKernel tiles = qkv::kernels::bf16_tile_kernel();
   std::printf("bf16 attention   %s tiles%s\n", qkv::kernels::bf16_tile_kernel_name(tiles),
