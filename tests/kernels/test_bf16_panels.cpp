@@ -146,23 +146,35 @@ TEST(Bf16Panels, HeldWeightsPackTheSameBitsOnce) {
 
 TEST(Bf16Panels, BatchRowsTakeTheFp32GemmOnTheRoundedOriginals) {
   // From bf16_fma_min_rows rows: the fp32 GEMM on the rounded x and the original weight (a held
-  // one widened), bias first, bit for bit; below, the panels.
+  // one widened; a held stack, as PackedWeights keeps it, from its parts), bias rows first, bit for
+  // bit; below, the panels.
   const Bf16ProductsScope fma(Bf16Products::fp32_fma);
   const int64_t N = 40, K = 24, rows = kernels::bf16_fma_min_rows;
   Tensor w = testing::randn({N, K}, 21), bias = testing::randn({N}, 22);
-  for (const Tensor& weight : {w, held_in_bf16(w)}) {
-    SCOPED_TRACE(dtype_name(weight.dtype()));
-    const auto p = kernels::pack_linear(weight, bias, MatmulPrecision::bf16);
-    ASSERT_TRUE(p.bf16_panels);
-    for (int64_t M : {rows, rows + 37}) {
-      Tensor x = testing::randn({M, K}, uint64_t(23 + M));
-      const std::vector<float> x16 = values(rounded(x)), w16 = values(rounded(w));
-      std::vector<float> want(size_t(M * N));
-      for (int64_t i = 0; i < M; ++i) std::memcpy(&want[size_t(i * N)], bias.data<float>(), size_t(N) * 4);
-      kernels::gemm(false, true, M, N, K, 1.f, x16.data(), K, w16.data(), K, 1.f, want.data(), N);
-      EXPECT_EQ(values(product(x, p)), want) << "M " << M;
+  const Tensor held = held_in_bf16(w);
+  const Tensor top = held_in_bf16(w.as_strided({16, K}, {K, 1}, 0).contiguous());  // rows 0-15, then 16-39
+  const Tensor rest = held_in_bf16(w.as_strided({N - 16, K}, {K, 1}, 16 * K).contiguous());
+  for (int form = 0; form < 3; ++form)
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << (form == 0 ? "f32" : form == 1 ? "held" : "held stack") << " bias "
+                                        << with_bias);
+      const Tensor b = with_bias ? bias : Tensor();
+      kernels::PackedLinear p = kernels::pack_linear(form == 0 ? w : held, b, MatmulPrecision::bf16);
+      ASSERT_TRUE(p.bf16_panels);
+      if (form == 2) {  // the originals as two held parts, no joined copy
+        p.weight = Tensor();
+        p.rows = {top, rest};
+      }
+      for (int64_t M : {rows, rows + 37}) {
+        Tensor x = testing::randn({M, K}, uint64_t(23 + M));
+        const std::vector<float> x16 = values(rounded(x)), w16 = values(rounded(w));
+        std::vector<float> want(size_t(M * N), 0.f);
+        if (with_bias)
+          for (int64_t i = 0; i < M; ++i) std::memcpy(&want[size_t(i * N)], bias.data<float>(), size_t(N) * 4);
+        kernels::gemm(false, true, M, N, K, 1.f, x16.data(), K, w16.data(), K, with_bias ? 1.f : 0.f, want.data(), N);
+        EXPECT_EQ(values(product(x, p)), want) << "M " << M;
+      }
     }
-  }
 }
 
 }  // namespace

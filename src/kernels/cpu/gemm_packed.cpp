@@ -332,6 +332,44 @@ const float* panel_bias(const PackedLinear& p) {
   return p.dense_bias.defined() ? p.dense_bias.data<float>() : nullptr;
 }
 
+// out (M, N) = x @ W^T + bias for a batch of rows (bf16_fma_min_rows or more) of a bf16 pack: what
+// linear() runs under bf16, which under fp32_fma is the fp32 GEMM on x rounded to bf16 values and
+// the weight's bf16 values, bias rows first. For a weight held in bf16 this does the same without
+// its detours: the held bits widened (exact) once into a per-thread buffer, where linear() would
+// widen them into a new tensor (PackedLinear::original_weight) and gemm_bf16 round that copy again
+// (10% of bf16 BERT embeddings on a Xeon without AMX); the same operands, the same call, the same bits.
+void bf16_batch_product(const Tensor& x, const PackedLinear& p, Tensor& out) {
+  const Tensor& first = p.weight.defined() ? p.weight : p.rows.front();
+  if (first.dtype() != DType::bf16 || bf16_products() != Bf16Products::fp32_fma) {
+    const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    return linear(x, p.original_weight(), p.dense_bias, out);
+  }
+  const int64_t M = x.size(0), N = p.N, K = p.K;
+  thread_local std::vector<float> wide, rounded;
+  wide.resize(size_t(N * K));
+  int64_t row = 0;
+  for (const Tensor& part : p.weight.defined() ? std::vector<Tensor>{p.weight} : p.rows) {
+    const Tensor c = part.contiguous();
+    const uint16_t* bits = static_cast<const uint16_t*>(c.raw_data());
+    float* dst = wide.data() + row * K;
+    const int64_t n = c.numel();
+#pragma omp parallel for simd schedule(static) if (parallel : n >= (int64_t(1) << 18) && !omp_in_parallel())
+    for (int64_t i = 0; i < n; ++i) dst[i] = from_bf16(bits[i]);
+    row += part.size(0);
+  }
+  rounded.resize(size_t(M * K));
+  round_to_bf16_values(x.data<float>(), M, K, x.strides()[0], rounded.data());
+  float* o = out.data<float>();
+  const bool bias = p.dense_bias.defined();
+  if (bias) {  // as gemm's front-end does before a product with beta = 1
+    const float* b = p.dense_bias.data<float>();
+#pragma omp parallel for schedule(static) if (M * N >= (int64_t(1) << 18))
+    for (int64_t i = 0; i < M; ++i) std::memcpy(o + i * N, b, size_t(N) * sizeof(float));
+  }
+  const MatmulPrecisionScope fp32(MatmulPrecision::fp32);
+  gemm(false, true, M, N, K, 1.f, rounded.data(), K, wide.data(), K, bias ? 1.f : 0.f, o, N);
+}
+
 }  // namespace
 
 PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision precision) {
@@ -431,10 +469,7 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
     return;
   }
   if (p.bf16_panels && x.dtype() == DType::f32 && x.strides()[1] == 1) {
-    if (M >= bf16_fma_min_rows) {  // a batch's worth of rows: the fp32 GEMM on the rounded originals
-      const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
-      return linear(x, p.original_weight(), p.dense_bias, out);
-    }
+    if (M >= bf16_fma_min_rows) return bf16_batch_product(x, p, out);  // the fp32 GEMM on the rounded operands
     thread_local std::vector<float> rounded;  // x's values rounded to bf16, then widened FMAs
     rounded.resize(size_t(M * K));
     round_to_bf16_values(x.data<float>(), M, K, M == 1 ? K : x.strides()[0], rounded.data());
@@ -445,9 +480,8 @@ void packed_linear(const Tensor& x, const PackedLinear& p, Tensor& out) {
     const int64_t ldx = M == 1 ? K : x.strides()[0];
     if (M >= bf16_fma_min_rows && p.defined() && bf16_products() == Bf16Products::fp32_fma) {
       // A batch's worth of rows: compute-bound, where this CPU's fp32 FMA beats its bf16 kernel.
-      // The unpacked bf16 product against the original weight (bf16_products() runs it as fp32_fma).
-      const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
-      return linear(x, p.original_weight(), p.dense_bias, out);
+      // The unpacked bf16 product against the original weight, as fp32_fma.
+      return bf16_batch_product(x, p, out);
     }
     gemm_bf16_packed(M, x.data<float>(), ldx, *p.bf16, dense_bias, out.data<float>(), N);
     return;
