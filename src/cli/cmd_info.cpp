@@ -68,13 +68,14 @@ int run(int argc, char** argv) {
               "in training): bf16 %.2fx fp32\n",
               f32, b16, b16 / f32);
   const qkv::kernels::Bf16Products how = qkv::kernels::bf16_products();
-  std::printf("bf16 products    %s (%s)%s\n", qkv::kernels::bf16_products_name(how),
-              env_or("QKV_BF16_PRODUCTS", "no QKV_BF16_PRODUCTS: the faster").c_str(),
-              how == qkv::kernels::Bf16Products::fp32_fma
-                  ? ": training's bf16 products run as fp32 FMA on bf16-rounded operands; inference's against "
-                    "weights converted to bf16 once, below 256 rows, on qkv's bf16 panels widened to f32 (the "
-                    "rows layout: vdpbf16ps)"
-                  : "");
+  std::printf("bf16 products    %s (%s)", qkv::kernels::bf16_products_name(how),
+              env_or("QKV_BF16_PRODUCTS", "no QKV_BF16_PRODUCTS: the faster").c_str());
+  if (how == qkv::kernels::Bf16Products::fp32_fma)
+    std::printf(": training's bf16 products run as fp32 FMA on bf16-rounded operands; inference's against weights "
+                "converted to bf16 once, below %lld rows, on qkv's bf16 panels widened to f32 (the rows layout: "
+                "vdpbf16ps)",
+                (long long)qkv::kernels::bf16_fma_min_rows);
+  std::printf("\n");
   const qkv::kernels::Bf16TileKernel tiles = qkv::kernels::bf16_tile_kernel();
   std::printf("bf16 attention   %s tiles%s\n", qkv::kernels::bf16_tile_kernel_name(tiles),
               tiles == qkv::kernels::Bf16TileKernel::fp32_fma ? " (the fp32 GEMM on bf16-rounded operands)" : "");

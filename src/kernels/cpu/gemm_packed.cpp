@@ -315,12 +315,13 @@ std::shared_ptr<const uint16_t> bf16_panels_of(const S* w, int64_t N, int64_t K)
   return out;
 }
 
-// p.dense_bias (contiguous) and, when N is not a multiple of 32, p.padded_bias (zero-padded to
-// whole panels, which the tiles read 32 wide), from p.bias if defined.
+// p.dense_bias (contiguous) and, for a panels form (f32 or bf16) when N is not a multiple of 32,
+// p.padded_bias (zero-padded to whole panels, which the tiles read 32 wide), from bias if defined.
+// Call it once the pack's forms are set.
 void set_bias(PackedLinear& p, const Tensor& bias) {
   if (!bias.defined()) return;
   p.dense_bias = bias.detach().contiguous();
-  if (p.N % kPanel != 0) {
+  if ((p.panels.defined() || p.bf16_panels) && p.N % kPanel != 0) {
     p.padded_bias = Tensor::zeros({(p.N + kPanel - 1) / kPanel * kPanel});
     std::memcpy(p.padded_bias.data<float>(), p.dense_bias.data<float>(), size_t(p.N) * sizeof(float));
   }
@@ -410,8 +411,10 @@ PackedLinear pack_linear(const Tensor& w, const Tensor& bias, MatmulPrecision pr
     p.precision = precision;
     p.int8 = pack_int8_weight(wc.data<float>(), p.N, p.K, p.K);
     p.int8_from_batch = !int8_always;
-    set_bias(p, bias);
-    if (int8_always) return p;
+    if (int8_always) {
+      set_bias(p, bias);
+      return p;
+    }
     // Paying only from int8_small_weight_min_rows() rows: the fp32 panels too, for fewer rows.
   }
   p.panels = Tensor::empty({(p.N + kPanel - 1) / kPanel, p.K, kPanel});  // 64-byte aligned (the allocator's)
