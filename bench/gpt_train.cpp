@@ -67,8 +67,10 @@ int bench_products(const models::GptConfig& cfg, int64_t rows) {
     ps.push_back({"  dX", false, false, rows, in, out, count});  // dX = dY W
     ps.push_back({"  dW", true, false, out, in, rows, count});   // dW = dY^T X
   }
+  int64_t largest = 0;  // elements of the largest operand or result (cfg1's head: rows x V)
+  for (const Product& p : ps) largest = std::max({largest, p.M * p.K, p.K * p.N, p.M * p.N});
   Generator g(3);
-  std::vector<float> a(size_t(std::max(rows, V) * std::max(d, ff))), b(a.size()), c(a.size());
+  std::vector<float> a(static_cast<size_t>(largest)), b(a.size()), c(a.size());
   g.normal(a.data(), int64_t(a.size()));
   g.normal(b.data(), int64_t(b.size()));
   std::vector<float> evict(size_t(64) << 20);  // 256 MiB

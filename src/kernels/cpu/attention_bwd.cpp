@@ -33,22 +33,30 @@ struct Bwd {
 
   struct Scratch {
     std::vector<T> P, Pd, dP, mult;
-    Scratch()
-        : P(size_t(kAttnBlockQ * kAttnBlockK)), Pd(P.size()), dP(P.size()), mult(size_t(kAttnBlockK)) {}
+    std::vector<T> Kt, Vt;  // K_blk^T (Dh, cols), V_blk^T (Dv, cols) of the key block below
+    int64_t bh = -1, j0 = -1, cols = 0;
+    explicit Scratch(const Dims& d)
+        : P(size_t(kAttnBlockQ * kAttnBlockK)), Pd(P.size()), dP(P.size()), mult(size_t(kAttnBlockK)),
+          Kt(size_t(d.Dh * kAttnBlockK)), Vt(size_t(d.Dv * kAttnBlockK)) {}
   };
 
   // One tile: query rows [i0, i0 + rows) x keys [j0, j0 + cols).
   void tile(Scratch& w, int64_t b, int64_t h, int64_t i0, int64_t j0, bool want_dkdv, bool want_dq) const {
-    const int64_t rows = std::min(kAttnBlockQ, d.Tq - i0), cols = std::min(kAttnBlockK, d.Tk - j0);
+    const int64_t rows = std::min(kAttnBlockQ, d.Tq - i0);
     if (mc.tile_skipped(b, i0, rows, j0)) return;
+    const int64_t cols = mc.tile_cols(b, i0, rows, j0, kAttnBlockK);
     T* P = w.P.data();
     T* dP = w.dP.data();
     const T* Qb = Q.row(b, h, i0);
     const T* Kb = K.row(b, h, j0);
-    const T* Vb = V.row(b, h, j0);
     const T* dOb = dO.row(b, h, i0);
+    if (w.bh != b * d.H + h || w.j0 != j0 || w.cols != cols) {  // the loops reuse a key block's transposes
+      transpose_block(Kb, K.st, cols, d.Dh, w.Kt.data(), cols);
+      transpose_block(V.row(b, h, j0), V.st, cols, d.Dv, w.Vt.data(), cols);
+      w.bh = b * d.H + h, w.j0 = j0, w.cols = cols;
+    }
     // S = scale * Q_blk K_blk^T + mask; P = exp(S - lse)   (rows, cols)
-    mm(false, true, rows, cols, d.Dh, scale, Qb, Q.st, Kb, K.st, T(0), P, cols);
+    mm(false, false, rows, cols, d.Dh, scale, Qb, Q.st, w.Kt.data(), cols, T(0), P, cols);
     if (mc.tile_needs_mask(b, i0, j0, cols)) mc.apply(P, cols, rows, cols, b, h, i0, j0);
     const T* Lr = L + (b * d.H + h) * d.Tq + i0;
     for (int64_t r = 0; r < rows; ++r) {
@@ -73,7 +81,7 @@ struct Bwd {
     // dV_blk += (P*Z)^T dO_blk   (cols, Dv)
     if (want_dkdv) mm(true, false, cols, d.Dv, rows, T(1), Pz, cols, dOb, dO.st, T(1), dV.row(b, h, j0), dV.st);
     // dP = dO_blk V_blk^T   (rows, cols)
-    mm(false, true, rows, cols, d.Dv, T(1), dOb, dO.st, Vb, V.st, T(0), dP, cols);
+    mm(false, false, rows, cols, d.Dv, T(1), dOb, dO.st, w.Vt.data(), cols, T(0), dP, cols);
     const T* Dr = Drow + (b * d.H + h) * d.Tq + i0;
     for (int64_t r = 0; r < rows; ++r) {
       T* g = dP + r * cols;
@@ -135,7 +143,7 @@ void backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
     zero_rows_nowait(bw.dV, d, d.Tk, d.Dv);
 #pragma omp barrier
     const TilePrecision tile_precision;  // gemm() in fp32 on every thread (attention_common.h)
-    typename Bwd<T>::Scratch w;
+    typename Bwd<T>::Scratch w(d);
     if (by_heads) {
 #pragma omp for schedule(static)
       for (int64_t bh = 0; bh < heads; ++bh)

@@ -27,8 +27,9 @@ void forward_impl(const Tensor& q, const Tensor& k, const Tensor& v, double scal
 #pragma omp parallel if (d.parallel())
   {
     const TilePrecision tile_precision;  // gemm() in fp32 on every thread (attention_common.h)
-    // Per-thread scratch: S/P tile, dropout multipliers, accumulator, row statistics.
+    // Per-thread scratch: S/P tile, K_blk^T, dropout multipliers, accumulator, row statistics.
     std::vector<T> S(static_cast<size_t>(kAttnBlockQ * kAttnBlockK)), mult(static_cast<size_t>(kAttnBlockK));
+    std::vector<T> Kt(static_cast<size_t>(d.Dh * kAttnBlockK));
     std::vector<T> acc(static_cast<size_t>(kAttnBlockQ * d.Dv)), m(static_cast<size_t>(kAttnBlockQ)),
         l(static_cast<size_t>(kAttnBlockQ));
 #pragma omp for schedule(dynamic, 1)
@@ -41,9 +42,10 @@ void forward_impl(const Tensor& q, const Tensor& k, const Tensor& v, double scal
       std::fill(l.begin(), l.end(), T(0));
       for (int64_t j0 = 0; j0 < d.Tk; j0 += kAttnBlockK) {
         if (mc.tile_skipped(b, i0, rows, j0)) break;  // later key blocks are masked too
-        const int64_t cols = std::min(kAttnBlockK, d.Tk - j0);
-        // S = scale * Q_blk K_blk^T   (rows, cols)
-        mm(false, true, rows, cols, d.Dh, scale, Qb, Q.st, K.row(b, h, j0), K.st, T(0), S.data(), cols);
+        const int64_t cols = mc.tile_cols(b, i0, rows, j0, kAttnBlockK);
+        // S = scale * Q_blk K_blk^T   (rows, cols), K_blk^T (Dh, cols)
+        transpose_block(K.row(b, h, j0), K.st, cols, d.Dh, Kt.data(), cols);
+        mm(false, false, rows, cols, d.Dh, scale, Qb, Q.st, Kt.data(), cols, T(0), S.data(), cols);
         if (mc.tile_needs_mask(b, i0, j0, cols)) mc.apply(S.data(), cols, rows, cols, b, h, i0, j0);
         for (int64_t r = 0; r < rows; ++r) {
           T* s = S.data() + r * cols;
