@@ -83,46 +83,68 @@ inline PhiExp vphi(float x) {
 }
 
 #if defined(__AVX512F__)
-// GELU (erf) forward, 16 floats at a time with masked loads and stores for the remainder (every
-// element takes this path): vphi's algorithm in AVX-512 instructions GCC does not emit from the
-// scalar form, which spent about half its instructions on range handling and the reciprocal:
+// GELU (erf), 16 floats at a time with masked loads and stores for the remainder (every element
+// takes this path): vphi's algorithm in AVX-512 instructions GCC does not emit from the scalar
+// form, which spent about half its instructions on range handling and the reciprocal:
 //   t = 1 / (1 + 0.4 a): rcp14 (relative error < 2^-14) and one Newton step (< 2^-27);
 //   exp(-a^2 / 2): vexp's reduction and polynomial without its range clamps (the argument lies
 //   in [-98, 0]; below vexp's lower limit the result is 0, as vexp gives);
 //   q(t), the exact split of a^2 and the tail formula exactly as vphi.
 // Accuracy is checked with the scalar paths' bound (tests/ops, F32ActivationsAccurate...).
+struct PhiExp16 {
+  __m512 phi, e;  // Phi(x), exp(-x^2 / 2)
+};
+inline PhiExp16 vphi16(__m512 xv) {
+  const __m512 a = _mm512_min_ps(_mm512_abs_ps(xv), _mm512_set1_ps(14.0f));
+  const __m512 d = _mm512_fmadd_ps(a, _mm512_set1_ps(0.4f), _mm512_set1_ps(1.0f));
+  __m512 t = _mm512_rcp14_ps(d);
+  t = _mm512_mul_ps(t, _mm512_fnmadd_ps(d, t, _mm512_set1_ps(2.0f)));
+  __m512 q = _mm512_set1_ps(kPhiTail[0]);
+  for (int c = 1; c < 11; ++c) q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(kPhiTail[c]));
+  const __m512 hi = _mm512_mul_ps(a, a), lo = _mm512_fmsub_ps(a, a, hi);  // a^2 = hi + lo exactly
+  // exp(z), z = -hi / 2 in [-98, 0]: z = k ln2 + r, exp(r) by vexp's polynomial, 2^k from bits.
+  const __m512 z = _mm512_mul_ps(hi, _mm512_set1_ps(-0.5f));
+  const __m512 zc = _mm512_max_ps(z, _mm512_set1_ps(exp_f32::kLo));
+  const __m512 kr = _mm512_fmadd_ps(zc, _mm512_set1_ps(exp_f32::kLog2e), _mm512_set1_ps(exp_f32::kRound));
+  const __m512 k = _mm512_sub_ps(kr, _mm512_set1_ps(exp_f32::kRound));
+  const __m512i ki = _mm512_sub_epi32(_mm512_castps_si512(kr), _mm512_set1_epi32(0x4B400000));
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(exp_f32::kLn2Hi), zc);
+  r = _mm512_fmadd_ps(k, _mm512_set1_ps(exp_f32::kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(exp_f32::kPoly[0]);
+  for (int c = 1; c < 6; ++c) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_f32::kPoly[c]));
+  const __m512 er = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  const __m512 two_k = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ki, _mm512_set1_epi32(127)), 23));
+  __m512 e = _mm512_mul_ps(er, two_k);
+  e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(z, _mm512_set1_ps(exp_f32::kLo), _CMP_GE_OQ), e);
+  e = _mm512_mul_ps(e, _mm512_fnmadd_ps(_mm512_set1_ps(0.5f), lo, _mm512_set1_ps(1.0f)));  // exp(-lo / 2)
+  const __m512 tail = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), e), q);  // Phi(-a)
+  const __mmask16 neg = _mm512_cmp_ps_mask(xv, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return {_mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(1.0f), tail), tail), e};
+}
+
+// The mask of the 16-float block i of n floats.
+inline __mmask16 block_mask(int64_t n, int64_t i) {
+  const int64_t rest = n - i * 16;
+  return rest >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rest) - 1);
+}
+
+// y = x Phi(x)
 void gelu_erf_forward_avx512(int64_t n, const float* x, float* y) {
-  const int64_t blocks = (n + 15) / 16;
-  parallel_for_if(n >= kParallelGrain, blocks, [&](int64_t i) {
-    const int64_t rest = n - i * 16;
-    const __mmask16 m = rest >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rest) - 1);
+  parallel_for_if(n >= kParallelGrain, (n + 15) / 16, [&](int64_t i) {
+    const __mmask16 m = block_mask(n, i);
     const __m512 xv = _mm512_maskz_loadu_ps(m, x + i * 16);
-    const __m512 a = _mm512_min_ps(_mm512_abs_ps(xv), _mm512_set1_ps(14.0f));
-    const __m512 d = _mm512_fmadd_ps(a, _mm512_set1_ps(0.4f), _mm512_set1_ps(1.0f));
-    __m512 t = _mm512_rcp14_ps(d);
-    t = _mm512_mul_ps(t, _mm512_fnmadd_ps(d, t, _mm512_set1_ps(2.0f)));
-    __m512 q = _mm512_set1_ps(kPhiTail[0]);
-    for (int c = 1; c < 11; ++c) q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(kPhiTail[c]));
-    const __m512 hi = _mm512_mul_ps(a, a), lo = _mm512_fmsub_ps(a, a, hi);  // a^2 = hi + lo exactly
-    // exp(z), z = -hi / 2 in [-98, 0]: z = k ln2 + r, exp(r) by vexp's polynomial, 2^k from bits.
-    const __m512 z = _mm512_mul_ps(hi, _mm512_set1_ps(-0.5f));
-    const __m512 zc = _mm512_max_ps(z, _mm512_set1_ps(exp_f32::kLo));
-    const __m512 kr = _mm512_fmadd_ps(zc, _mm512_set1_ps(exp_f32::kLog2e), _mm512_set1_ps(exp_f32::kRound));
-    const __m512 k = _mm512_sub_ps(kr, _mm512_set1_ps(exp_f32::kRound));
-    const __m512i ki = _mm512_sub_epi32(_mm512_castps_si512(kr), _mm512_set1_epi32(0x4B400000));
-    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(exp_f32::kLn2Hi), zc);
-    r = _mm512_fmadd_ps(k, _mm512_set1_ps(exp_f32::kLn2Lo), r);
-    __m512 p = _mm512_set1_ps(exp_f32::kPoly[0]);
-    for (int c = 1; c < 6; ++c) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_f32::kPoly[c]));
-    const __m512 er = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-    const __m512 two_k = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ki, _mm512_set1_epi32(127)), 23));
-    __m512 e = _mm512_mul_ps(er, two_k);
-    e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(z, _mm512_set1_ps(exp_f32::kLo), _CMP_GE_OQ), e);
-    e = _mm512_mul_ps(e, _mm512_fnmadd_ps(_mm512_set1_ps(0.5f), lo, _mm512_set1_ps(1.0f)));  // exp(-lo / 2)
-    const __m512 tail = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), e), q);  // Phi(-a)
-    const __mmask16 neg = _mm512_cmp_ps_mask(xv, _mm512_setzero_ps(), _CMP_LT_OQ);
-    const __m512 phi = _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(1.0f), tail), tail);
-    _mm512_mask_storeu_ps(y + i * 16, m, _mm512_mul_ps(xv, phi));
+    _mm512_mask_storeu_ps(y + i * 16, m, _mm512_mul_ps(xv, vphi16(xv).phi));
+  });
+}
+
+// gx = gy (Phi(x) + x phi(x)), phi(x) = exp(-x^2 / 2) / sqrt(2 pi): derivative()'s f32 formula.
+void gelu_erf_backward_avx512(int64_t n, const float* x, const float* gy, float* gx) {
+  parallel_for_if(n >= kParallelGrain, (n + 15) / 16, [&](int64_t i) {
+    const __mmask16 m = block_mask(n, i);
+    const __m512 xv = _mm512_maskz_loadu_ps(m, x + i * 16), g = _mm512_maskz_loadu_ps(m, gy + i * 16);
+    const PhiExp16 p = vphi16(xv);
+    const __m512 d = _mm512_fmadd_ps(xv, _mm512_mul_ps(_mm512_set1_ps(float(kInvSqrt2Pi)), p.e), p.phi);
+    _mm512_mask_storeu_ps(gx + i * 16, m, _mm512_mul_ps(g, d));
   });
 }
 #endif
@@ -282,6 +304,10 @@ void unary_backward(Unary op, const Tensor& x, const Tensor& y, const Tensor& gy
     T* out = gx.data<T>();
     int64_t n = x.numel();
     // One loop per op (the switch outside) so that each vectorises.
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>)
+      if (op == Unary::gelu_erf) return gelu_erf_backward_avx512(n, xp, gp, out);
+#endif
     switch (op) {
 #define QKV_UNARY_BWD_CASE(OP) \
   case Unary::OP: \
