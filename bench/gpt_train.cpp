@@ -156,8 +156,7 @@ int main(int argc, char** argv) {
     {
       std::optional<kernels::Bf16StepWeights> copies;  // as the trainer: weights converted once per step
       if (precision == kernels::MatmulPrecision::bf16 && step_copies) copies.emplace(model.parameters());
-      Tensor logits = model.forward(ids);  // (B, T, V)
-      loss = cross_entropy(logits, targets);
+      loss = model.lm_loss(ids, targets);  // as the trainer: no (B, T, V) logits in memory
       opt->zero_grad();
       backward(loss);
     }

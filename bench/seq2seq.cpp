@@ -83,8 +83,8 @@ Times train_qkv(models::Transformer& model, AdamW& opt, Generator& data, int war
     {
       std::optional<kernels::Bf16StepWeights> copies;  // as the trainer: weights converted once per step
       if (kernels::matmul_precision() == kernels::MatmulPrecision::bf16) copies.emplace(model.parameters());
-      Tensor logits = model.forward(src, Tensor(), tgt_in);  // (B, T, V)
-      Tensor loss = cross_entropy(reshape(logits, {-1, kVocab}), reshape(tgt, {-1}));
+      // as the trainer: the generator and the loss together, no (B, T, V) logits in memory
+      Tensor loss = model.loss(src, Tensor(), tgt_in, tgt, -100, 0.0, Reduction::mean);
       opt.zero_grad();
       backward(loss);
     }

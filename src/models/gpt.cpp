@@ -52,6 +52,12 @@ Tensor Gpt::forward(const Tensor& ids, const Tensor& key_pad, const Tensor& posi
   return embed_tokens->tied_logits(hidden(ids, key_pad, position_ids));  // (B, T, V), head tied to E_tok
 }
 
+Tensor Gpt::lm_loss(const Tensor& ids, const Tensor& targets, double label_smoothing, Reduction reduction,
+                    const Tensor& key_pad) const {
+  return linear_cross_entropy(hidden(ids, key_pad), embed_tokens->weight, Tensor(), targets, -100, label_smoothing,
+                              reduction);
+}
+
 void GptCache::select_rows(const Tensor& index) {
   for (auto& l : layers) l.select_rows(index);
 }

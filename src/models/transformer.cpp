@@ -127,6 +127,13 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& src_pad, const Tens
   return generator->forward(decode(tgt_in, memory, src_pad));  // (B, T, V)
 }
 
+Tensor Transformer::loss(const Tensor& src, const Tensor& src_pad, const Tensor& tgt_in, const Tensor& tgt_out,
+                         int64_t pad_id, double label_smoothing, Reduction reduction) {
+  Tensor memory = encode(src, src_pad);  // (B, S, D)
+  return linear_cross_entropy(decode(tgt_in, memory, src_pad), generator->weight, generator->bias, tgt_out, pad_id,
+                              label_smoothing, reduction);
+}
+
 std::unique_ptr<DecoderState> Transformer::start(const Tensor& src, const Tensor& src_pad) {
   NoGradGuard ng;
   Tensor memory = encode(src, src_pad);  // (B, S, D)

@@ -48,8 +48,7 @@ std::vector<LmBatch> PackedLmStream::all_batches() const {
 }
 
 Tensor LmTask::summed_loss(const models::Gpt& model, const LmBatch& b, double ls) {
-  Tensor logits = model.forward(b.ids, b.key_pad);  // (B, T, V)
-  return cross_entropy(logits, b.targets, -100, ls, Reduction::sum);
+  return model.lm_loss(b.ids, b.targets, ls, Reduction::sum, b.key_pad);  // no (B, T, V) logits kept
 }
 
 TrainingTask::MicroBatch LmTask::next() {

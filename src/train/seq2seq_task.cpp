@@ -58,14 +58,12 @@ TrainingTask::MicroBatch Seq2SeqTask::next() {
   MicroBatch m;
   m.units = b.tgt_tokens;
   m.summed_loss = [this, b](double ls) {
-    Tensor logits = model_.forward(b.src, b.src_pad, b.tgt_in);  // (B, T, V)
-    return summed_loss(logits, b.tgt_out, pad_, ls);
+    return model_.loss(b.src, b.src_pad, b.tgt_in, b.tgt_out, pad_, ls, Reduction::sum);
   };
   m.row_units = target_tokens_per_row(b.tgt_out, pad_);
   m.rows_loss = [this, b](double ls, int64_t begin, int64_t end) {
     const Seq2SeqBatch part = batch_rows(b, begin, end, pad_);
-    Tensor logits = model_.forward(part.src, part.src_pad, part.tgt_in);  // (rows, T', V)
-    return summed_loss(logits, part.tgt_out, pad_, ls);
+    return model_.loss(part.src, part.src_pad, part.tgt_in, part.tgt_out, pad_, ls, Reduction::sum);
   };
   return m;
 }

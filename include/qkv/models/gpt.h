@@ -15,6 +15,7 @@
 #include <string>
 
 #include "qkv/models/transformer_blocks.h"
+#include "qkv/ops/loss.h"
 
 namespace qkv::models {
 
@@ -60,6 +61,11 @@ class Gpt : public nn::Module {
   Tensor hidden(const Tensor& ids, const Tensor& key_pad = {}, const Tensor& position_ids = {}) const;
   // Same arguments -> logits (B, T, V) through the tied head.
   Tensor forward(const Tensor& ids, const Tensor& key_pad = {}, const Tensor& position_ids = {}) const;
+  // The causal LM loss of ids against targets (B, T) i64 (-100 ignored), summed or averaged:
+  // cross_entropy(forward(ids, key_pad), targets, ...) through linear_cross_entropy, without the
+  // (B, T, V) logits in memory (ops/loss.h). Training's loss; forward() serves the rest.
+  Tensor lm_loss(const Tensor& ids, const Tensor& targets, double label_smoothing = 0.0,
+                 Reduction reduction = Reduction::mean, const Tensor& key_pad = {}) const;
   const GptConfig& config() const { return cfg_; }
 
   // ---- incremental decoding (not recorded: call under NoGradGuard, in eval mode) ----

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "qkv/nn/module.h"
+#include "qkv/ops/loss.h"
 
 namespace qkv::models {
 
@@ -33,6 +34,11 @@ class Seq2Seq : public nn::Module {
  public:
   // Teacher forcing: logits (B, T, V) for decoder inputs tgt_in (B, T) (target shifted right).
   virtual Tensor forward(const Tensor& src, const Tensor& src_pad, const Tensor& tgt_in) = 0;
+  // Teacher forcing's token loss against tgt_out (B, T), pad_id ignored, summed or averaged:
+  // cross_entropy(forward(src, src_pad, tgt_in), tgt_out, ...). A model whose output layer is a
+  // Linear overrides it with linear_cross_entropy, which keeps no (B, T, V) logits (ops/loss.h).
+  virtual Tensor loss(const Tensor& src, const Tensor& src_pad, const Tensor& tgt_in, const Tensor& tgt_out,
+                      int64_t pad_id, double label_smoothing, Reduction reduction);
   // Encodes once; the state holds everything step() needs.
   virtual std::unique_ptr<DecoderState> start(const Tensor& src, const Tensor& src_pad) = 0;
   // Feeds the last tokens (rows) and returns next-token logits (rows, V); advances the state.

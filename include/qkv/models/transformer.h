@@ -98,6 +98,9 @@ class Transformer : public Seq2Seq {
   // ---- Seq2Seq ----
   // src (B, S) i64, src_pad (B, S) u8 1 = padding (or undefined), tgt_in (B, T) i64 -> (B, T, V).
   Tensor forward(const Tensor& src, const Tensor& src_pad, const Tensor& tgt_in) override;
+  // The generator's product and the loss together (linear_cross_entropy): no (B, T, V) logits.
+  Tensor loss(const Tensor& src, const Tensor& src_pad, const Tensor& tgt_in, const Tensor& tgt_out, int64_t pad_id,
+              double label_smoothing, Reduction reduction) override;
   std::unique_ptr<DecoderState> start(const Tensor& src, const Tensor& src_pad) override;
   // last_tokens (rows) or (rows, 1) i64 -> logits (rows, V). Runs under no-grad.
   Tensor step(DecoderState& state, const Tensor& last_tokens) override;
