@@ -165,17 +165,17 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   Tensor gb = want_gb ? Tensor::zeros({V}, dt) : Tensor(), part = want_gb ? Tensor::empty({V}, dt) : Tensor();
   const int64_t C = chunk_rows_for(R, V, chunk_rows);
   Tensor logits = Tensor::empty({std::min(C, R), V}, dt);  // one chunk's logits, then their gradient
-  Tensor one = Tensor::empty({}, dt);
-  one.fill(1.0);
   for (int64_t r0 = 0; r0 < R; r0 += C) {
     const int64_t n = std::min(C, R - r0);
     const Tensor xc = row_block(x2, r0, n);
     Tensor L = row_block(logits, 0, n), rc = row_block(rows, r0, n), lc = row_block(lse, r0, n);
     kernels::linear(xc, weight, bias, L);  // (n, V)
-    kernels::cross_entropy_forward(L, t.data() + r0, ignore_index, label_smoothing, rc, lc);
-    if (!node) continue;
-    // dLoss/dlogits at gy = 1, over the logits in place (each element is read before it is written)
-    kernels::cross_entropy_backward(L, t.data() + r0, lc, ignore_index, label_smoothing, one, factor, L);
+    if (!node) {
+      kernels::cross_entropy_forward(L, t.data() + r0, ignore_index, label_smoothing, rc, lc);
+      continue;
+    }
+    // the loss rows, and dLoss/dlogits at gy = 1 over the logits in place
+    kernels::cross_entropy_forward_backward(L, t.data() + r0, ignore_index, label_smoothing, factor, rc, lc);
     if (want_gx) {
       Tensor gxc = row_block(gx, r0, n);
       kernels::matmul_2d(L, weight.detach(), gxc);  // dx = dlogits W   (n, D)

@@ -18,6 +18,12 @@ void cross_entropy_forward(const Tensor& logits, const int64_t* targets, int64_t
 // scale_i = gy[i] * factor if gy has N elements, else gy[0] * factor. gx (N, C) contiguous.
 void cross_entropy_backward(const Tensor& logits, const int64_t* targets, const Tensor& lse, int64_t ignore_index,
                             double smoothing, const Tensor& gy, double factor, Tensor& gx);
+// The forward and, for gy = 1, the backward in one pass over each row (linear_cross_entropy's
+// chunks): loss and lse as the forward writes them, and the logits overwritten by their gradient
+// at scale factor. The forward's exponentials are kept in place and scaled by factor / sum, not
+// computed again: p = exp(x - max) / sum rather than the backward's exp(x - lse).
+void cross_entropy_forward_backward(Tensor& logits, const int64_t* targets, int64_t ignore_index, double smoothing,
+                                    double factor, Tensor& loss, Tensor& lse);
 
 // Negative log-likelihood of log-probabilities logp (N, C): rows[i] = -logp[i, t_i] (0 if ignored).
 void nll_forward(const Tensor& logp, const int64_t* targets, int64_t ignore_index, Tensor& rows);

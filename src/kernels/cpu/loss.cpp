@@ -1,5 +1,6 @@
 #include "qkv/kernels/loss.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -70,6 +71,45 @@ void cross_entropy_backward(const Tensor& logits, const int64_t* targets, const 
 #pragma omp simd
       for (int64_t j = 0; j < C; ++j) g[j] = scale * (vexp(x[j] - l) - off);
       g[t] -= scale * (T(1) - eps);
+    }
+  });
+}
+
+void cross_entropy_forward_backward(Tensor& logits, const int64_t* targets, int64_t ignore_index, double smoothing,
+                                    double factor, Tensor& loss, Tensor& lse) {
+  dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t C = logits.shape().back(), N = logits.numel() / C;
+    T* xp = logits.data<T>();
+    T* lp = loss.data<T>();
+    T* sp = lse.data<T>();
+    const T eps = T(smoothing), f = T(factor), off = f * (eps / T(C));
+#pragma omp parallel for schedule(static) if (N * C >= kParallelGrain && N > 1)
+    for (int64_t i = 0; i < N; ++i) {
+      T* x = xp + i * C;
+      const int64_t t = targets[i];
+      const T mx = row_max(x, C), xt = t == ignore_index ? T(0) : x[t];
+      T s = 0, sx = 0;
+#pragma omp simd reduction(+ : s, sx)
+      for (int64_t j = 0; j < C; ++j) {  // x_j -> exp(x_j - max), in place
+        const T e = vexp(x[j] - mx);
+        sx += x[j];
+        x[j] = e;
+        s += e;
+      }
+      const T l = mx + std::log(s);
+      sp[i] = l;
+      if (t == ignore_index) {
+        lp[i] = T(0);
+        std::fill(x, x + C, T(0));
+        continue;
+      }
+      const T nll = l - xt;
+      lp[i] = eps == T(0) ? nll : (T(1) - eps) * nll + eps * (l - sx / T(C));
+      const T r = f / s;  // factor * p_j = factor * exp(x_j - max) / sum
+#pragma omp simd
+      for (int64_t j = 0; j < C; ++j) x[j] = x[j] * r - off;
+      x[t] -= f * (T(1) - eps);
     }
   });
 }
