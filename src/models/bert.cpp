@@ -160,6 +160,21 @@ Tensor BertMlmHead::forward(const Tensor& hidden) const {
   return linear(h, decoder_weight, bias);  // (B, T, V): decoder tied to E_word
 }
 
+Tensor BertMlmHead::loss(const Tensor& hidden, const Tensor& labels, Reduction reduction) const {
+  const int64_t D = hidden.size(-1);
+  QKV_CHECK(labels.dtype() == DType::i64 && labels.numel() * D == hidden.numel(), "BertMlmHead::loss",
+            "labels must be i64 with one entry per position of hidden ", hidden.str(), ", got ", labels.str());
+  const Tensor lc = labels.contiguous();
+  const int64_t* lab = lc.data<int64_t>();
+  std::vector<int64_t> rows, targets;  // the labelled positions (flat) and their labels
+  for (int64_t i = 0; i < lc.numel(); ++i)
+    if (lab[i] != -100) rows.push_back(i), targets.push_back(lab[i]);
+  const int64_t P = int64_t(rows.size());
+  const Tensor h = index_select(reshape(hidden, {-1, D}), 0, Tensor::from_vector(rows, {P}));  // (P, D)
+  return linear_cross_entropy(transform->forward(h), decoder_weight, bias, Tensor::from_vector(targets, {P}), -100,
+                              0.0, reduction);
+}
+
 BertNspHead::BertNspHead(const BertConfig& cfg, Generator& gen) {
   seq_relationship = register_module(
       "seq_relationship", std::make_shared<nn::Linear>(cfg.hidden_size, 2, true, nn::init::Scheme::none));

@@ -161,7 +161,8 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   if (any_requires_grad({x, weight, bias})) node = make_node<LinearCrossEntropyBackward>({x, weight, bias, targets});
   const bool want_gx = node && node->next[0].valid(), want_gw = node && node->next[1].valid();
   const bool want_gb = node && bias.defined() && node->next[2].valid();
-  Tensor gx = want_gx ? Tensor::empty({R, D}, dt) : Tensor(), gw = want_gw ? Tensor::empty({V, D}, dt) : Tensor();
+  Tensor gx = want_gx ? Tensor::empty({R, D}, dt) : Tensor();
+  Tensor gw = want_gw ? (R ? Tensor::empty({V, D}, dt) : Tensor::zeros({V, D}, dt)) : Tensor();  // no rows: dW = 0
   Tensor gb = want_gb ? Tensor::zeros({V}, dt) : Tensor(), part = want_gb ? Tensor::empty({V}, dt) : Tensor();
   const int64_t C = chunk_rows_for(R, V, chunk_rows);
   Tensor logits = Tensor::empty({std::min(C, R), V}, dt);  // one chunk's logits, then their gradient

@@ -198,11 +198,11 @@ BertBatch BertPretrainStream::next() {
 }
 
 BertLosses bert_pretrain_losses(const models::BertForPreTraining& model, const BertBatch& b) {
-  models::BertForPreTraining::Logits lg = model.forward(b.ids, b.token_type_ids, b.key_pad);
+  const models::BertOutput o = model.bert->forward(b.ids, b.token_type_ids, b.key_pad);
   BertLosses l;
-  l.mlm = b.predicted > 0 ? cross_entropy(lg.mlm, b.mlm_labels, -100, 0.0, Reduction::mean)
-                          : cross_entropy(lg.mlm, b.mlm_labels, -100, 0.0, Reduction::sum);  // 0, still recorded
-  l.nsp = cross_entropy(lg.nsp, b.nsp_labels, -100, 0.0, Reduction::mean);
+  // Over the predicted positions only (BertMlmHead::loss); none predicted: 0, still recorded.
+  l.mlm = model.mlm->loss(o.hidden, b.mlm_labels, b.predicted > 0 ? Reduction::mean : Reduction::sum);
+  l.nsp = cross_entropy(model.nsp->forward(o.pooled), b.nsp_labels, -100, 0.0, Reduction::mean);
   return l;
 }
 
@@ -219,9 +219,9 @@ TrainingTask::MicroBatch BertPretrainTask::next() {
   m.row_units.assign(size_t(b.sequences), 1);
   m.rows_loss = [this, b](double, int64_t begin, int64_t end) {
     auto rows = [&](const Tensor& x) { return x.defined() ? slice(x, 0, begin, end).contiguous() : x; };
-    models::BertForPreTraining::Logits lg = model_.forward(rows(b.ids), rows(b.token_type_ids), rows(b.key_pad));
-    Tensor mlm = cross_entropy(lg.mlm, rows(b.mlm_labels), -100, 0.0, Reduction::sum);
-    Tensor nsp = cross_entropy(lg.nsp, rows(b.nsp_labels), -100, 0.0, Reduction::sum);
+    const models::BertOutput o = model_.bert->forward(rows(b.ids), rows(b.token_type_ids), rows(b.key_pad));
+    Tensor mlm = model_.mlm->loss(o.hidden, rows(b.mlm_labels), Reduction::sum);
+    Tensor nsp = cross_entropy(model_.nsp->forward(o.pooled), rows(b.nsp_labels), -100, 0.0, Reduction::sum);
     const double B = double(b.sequences);
     return mlm * (b.predicted > 0 ? B / double(b.predicted) : 0.0) + nsp;  // nsp: B * (sum / B)
   };

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "qkv/models/transformer_blocks.h"
+#include "qkv/ops/loss.h"
 #include "qkv/ops/packed.h"
 
 namespace qkv::models {
@@ -149,6 +150,10 @@ class BertMlmHead : public nn::Module {
  public:
   BertMlmHead(const BertConfig& cfg, Tensor word_embeddings, Generator& gen = default_generator());
   Tensor forward(const Tensor& hidden) const;  // (B, T, D) -> logits (B, T, V)
+  // The MLM loss of hidden (B, T, D) against labels (B, T) i64 (-100: not predicted), summed or
+  // averaged over the labelled positions. Only their rows go through the transform and the
+  // decoder (about 15% of a batch), by linear_cross_entropy (ops/loss.h): no (B, T, V) logits.
+  Tensor loss(const Tensor& hidden, const Tensor& labels, Reduction reduction) const;
 
   std::shared_ptr<BertPredictionTransform> transform;
   Tensor bias;            // (V), zero-initialised
