@@ -54,8 +54,11 @@ Tensor Gpt::forward(const Tensor& ids, const Tensor& key_pad, const Tensor& posi
 
 Tensor Gpt::lm_loss(const Tensor& ids, const Tensor& targets, double label_smoothing, Reduction reduction,
                     const Tensor& key_pad) const {
-  return linear_cross_entropy(hidden(ids, key_pad), embed_tokens->weight, Tensor(), targets, -100, label_smoothing,
-                              reduction);
+  return head_loss(hidden(ids, key_pad), targets, label_smoothing, reduction);
+}
+
+Tensor Gpt::head_loss(const Tensor& h, const Tensor& targets, double label_smoothing, Reduction reduction) const {
+  return linear_cross_entropy(h, embed_tokens->weight, Tensor(), targets, -100, label_smoothing, reduction);
 }
 
 void GptCache::select_rows(const Tensor& index) {
@@ -100,7 +103,7 @@ GptClassifier::GptClassifier(std::shared_ptr<Gpt> body, int64_t labels, Generato
 }
 
 Tensor GptClassifier::forward(const Tensor& ids, const Tensor& key_pad, const Tensor& extract_pos,
-                              Tensor* lm_logits) const {
+                              Tensor* hidden) const {
   Tensor h = transformer->hidden(ids, key_pad);  // (B, T, D)
   const int64_t B = h.size(0), T = h.size(1);
   QKV_CHECK(extract_pos.defined() && extract_pos.dtype() == DType::i64 && extract_pos.shape() == Shape{B},
@@ -113,7 +116,7 @@ Tensor GptClassifier::forward(const Tensor& ids, const Tensor& key_pad, const Te
     rows[size_t(b)] += b * T;  // row of the flattened (B * T, D) states
   }
   Tensor at = index_select(reshape(h, {B * T, h.size(2)}), 0, Tensor::from_vector(rows, {B}));  // (B, D)
-  if (lm_logits) *lm_logits = transformer->embed_tokens->tied_logits(h);  // (B, T, V)
+  if (hidden) *hidden = h;
   return score->forward(at);  // (B, C)
 }
 

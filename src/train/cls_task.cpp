@@ -5,16 +5,23 @@
 #include "qkv/ops/shape.h"
 
 namespace qkv::train {
+namespace {
+
+// The auxiliary LM loss of hidden states h (B, T, D): positions 0 .. T-2 predict lm_targets (B, T-1).
+Tensor lm_head_loss(const models::GptClassifier& model, const Tensor& h, const Tensor& lm_targets, Reduction r) {
+  return model.transformer->head_loss(slice(h, 1, 0, h.size(1) - 1), lm_targets, 0.0, r);
+}
+
+}  // namespace
 
 Tensor GptClassificationTask::summed_loss(const models::GptClassifier& model, const ClsBatch& b, double lm_weight,
                                           double ls) {
   const bool aux = lm_weight > 0;
-  Tensor lm_logits;
-  Tensor cls = model.forward(b.ids, b.key_pad, b.extract_pos, aux ? &lm_logits : nullptr);  // (B, C)
+  Tensor h;
+  Tensor cls = model.forward(b.ids, b.key_pad, b.extract_pos, aux ? &h : nullptr);  // (B, C)
   Tensor loss = cross_entropy(cls, b.labels, -100, ls, Reduction::sum);
   if (!aux) return loss;
-  Tensor head = slice(lm_logits, 1, 0, lm_logits.size(1) - 1);  // (B, T-1, V): predicts tokens 1 .. T-1
-  Tensor lm = cross_entropy(head, b.lm_targets, -100, 0.0, Reduction::mean);
+  Tensor lm = lm_head_loss(model, h, b.lm_targets, Reduction::mean);
   return add(loss, mul(lm, lm_weight * double(b.ids.size(0))));
 }
 
@@ -49,14 +56,13 @@ Tensor ClassificationTask::rows_loss(const ClsBatch& b, double ls, int64_t begin
 Tensor GptClassificationTask::rows_loss(const ClsBatch& b, double ls, int64_t begin, int64_t end) const {
   if (lm_weight_ <= 0) return ClassificationTask::rows_loss(b, ls, begin, end);
   const ClsBatch part = cls_batch_rows(b, begin, end);
-  Tensor lm_logits;
-  Tensor cls = model_.forward(part.ids, part.key_pad, part.extract_pos, &lm_logits);  // (rows, C)
+  Tensor h;
+  Tensor cls = model_.forward(part.ids, part.key_pad, part.extract_pos, &h);  // (rows, C)
   Tensor loss = cross_entropy(cls, part.labels, -100, ls, Reduction::sum);
   int64_t counted = 0;
   const int64_t* t = b.lm_targets.data<int64_t>();
   for (int64_t i = 0; i < b.lm_targets.numel(); ++i) counted += t[i] != -100;
-  Tensor head = slice(lm_logits, 1, 0, lm_logits.size(1) - 1);  // (rows, T-1, V)
-  Tensor lm = cross_entropy(head, part.lm_targets, -100, 0.0, Reduction::sum);
+  Tensor lm = lm_head_loss(model_, h, part.lm_targets, Reduction::sum);
   const double scale = counted > 0 ? lm_weight_ * double(b.ids.size(0)) / double(counted) : 0.0;
   return add(loss, mul(lm, scale));
 }

@@ -66,6 +66,8 @@ class Gpt : public nn::Module {
   // (B, T, V) logits in memory (ops/loss.h). Training's loss; forward() serves the rest.
   Tensor lm_loss(const Tensor& ids, const Tensor& targets, double label_smoothing = 0.0,
                  Reduction reduction = Reduction::mean, const Tensor& key_pad = {}) const;
+  // The same loss from hidden states (..., D) (hidden()'s) against targets (...).
+  Tensor head_loss(const Tensor& hidden, const Tensor& targets, double label_smoothing, Reduction reduction) const;
   const GptConfig& config() const { return cfg_; }
 
   // ---- incremental decoding (not recorded: call under NoGradGuard, in eval mode) ----
@@ -99,9 +101,10 @@ class GptClassifier : public nn::Module {
   GptClassifier(std::shared_ptr<Gpt> body, int64_t num_labels, Generator& gen = default_generator(),
                 nn::init::Scheme init = nn::init::Scheme::normal_002);
   // ids, key_pad as Gpt::hidden; extract_pos (B) i64: where each row's [EXTRACT] stands.
-  // Returns class logits (B, C); lm_logits (B, T, V) too when non-null.
+  // Returns class logits (B, C); the body's hidden states (B, T, D) too when non-null, for the
+  // auxiliary LM loss (Gpt::head_loss: no (B, T, V) logits in memory).
   Tensor forward(const Tensor& ids, const Tensor& key_pad, const Tensor& extract_pos,
-                 Tensor* lm_logits = nullptr) const;
+                 Tensor* hidden = nullptr) const;
 
   std::shared_ptr<Gpt> transformer;
   std::shared_ptr<nn::Linear> score;  // (C, D)
