@@ -146,11 +146,11 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
             label_smoothing);
   QKV_CHECK(chunk_rows >= 0, op, "chunk_rows must be >= 0 (0: chosen from the classes), got ", chunk_rows);
   const int64_t D = weight.size(1), V = weight.size(0);
-  std::vector<int64_t> ls = x.shape().vec();
-  ls.back() = V;
+  std::vector<int64_t> logits_shape = x.shape().vec();  // (..., V)
+  logits_shape.back() = V;
   int64_t count = 0;
-  std::vector<int64_t> t =
-      checked_targets(Shape(ls), "(x " + x.str() + " times weight^T)", targets, ignore_index, op, count);
+  std::vector<int64_t> t = checked_targets(Shape(logits_shape), "(x " + x.str() + " times weight^T)", targets,
+                                           ignore_index, op, count);
   const int64_t R = targets.numel();
   const DType dt = x.dtype();
   Tensor x2 = reshape(x.detach(), {R, D}).contiguous();  // (R, D)

@@ -24,8 +24,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // (N, V) logits and their gradient are the largest tensors of a small model's step (cfg1 of the
 // GPT bench: 4,096 x 8,192 f32, 128 MiB each). Rows go through in chunks of chunk_rows (0: about
 // 2^23 logits a chunk): logits, loss rows and, when recording, the gradient of the logits in
-// their place, multiplied at once into dx and accumulated into dW and db (chunks in order: the
-// same bits for any thread count). The backward scales those gradients by the upstream scalar.
+// their place, multiplied at once into dx and accumulated into dW and db (chunks in a fixed
+// order, so runs repeat bit for bit). The backward scales those gradients by the upstream scalar.
 // x (..., D), weight (V, D), bias (V) or undefined, targets (...) as cross_entropy's; reduction
 // sum or mean (the gradients are made before gy is known, so per-row losses are refused). The
 // products follow the matmul precision as linear's do. Its backward runs once (no retain_graph).

@@ -83,8 +83,8 @@ using kernels::gemm;  // row-major C = alpha * op(A) op(B) + beta * C (qkv/kerne
 
 // dst (cols, rows) = src (rows, cols)^T, i.e. dst[c * ldd + r] = src[r * lds + c]. The tiles take a
 // key block transposed, K_blk^T and V_blk^T, so that S = Q K^T and dP = dO V^T run as NN products:
-// OpenBLAS's small NT kernel took 1.7x the NN kernel's time on the 64 x 128 x 64 score tile, and
-// the transpose costs a quarter of the difference.
+// OpenBLAS's small NT kernel took 1.7x the NN kernel's time on the 64 x 128 x 64 score tile (10.4
+// against 5.9 us on one thread), and the transpose of a 128 x 64 block costs about 1.4 us.
 template <typename T>
 inline void transpose_block(const T* src, int64_t lds, int64_t rows, int64_t cols, T* dst, int64_t ldd) {
   int64_t r0 = 0;
