@@ -11,6 +11,17 @@
 #include "row_max.h"
 
 namespace qkv::kernels {
+namespace {
+
+// A row's loss from its logsumexp l, its target's logit xt and the sum sx of its C logits:
+// (1 - eps) (l - xt) + eps (l - sx / C), the smoothed negative log-likelihood.
+template <typename T>
+inline T row_loss(T l, T xt, T sx, T eps, int64_t C) {
+  const T nll = l - xt;
+  return eps == T(0) ? nll : (T(1) - eps) * nll + eps * (l - sx / T(C));
+}
+
+}  // namespace
 
 void cross_entropy_forward(const Tensor& logits, const int64_t* targets, int64_t ignore_index, double smoothing,
                            Tensor& loss, Tensor& lse) {
@@ -39,8 +50,7 @@ void cross_entropy_forward(const Tensor& logits, const int64_t* targets, int64_t
         lp[i] = T(0);
         continue;
       }
-      T nll = l - x[t];
-      lp[i] = eps == T(0) ? nll : (T(1) - eps) * nll + eps * (l - sx / T(C));
+      lp[i] = row_loss(l, x[t], sx, eps, C);
     }
   });
 }
@@ -104,8 +114,7 @@ void cross_entropy_forward_backward(Tensor& logits, const int64_t* targets, int6
         std::fill(x, x + C, T(0));
         continue;
       }
-      const T nll = l - xt;
-      lp[i] = eps == T(0) ? nll : (T(1) - eps) * nll + eps * (l - sx / T(C));
+      lp[i] = row_loss(l, xt, sx, eps, C);
       const T r = f / s;  // factor * p_j = factor * exp(x_j - max) / sum
 #pragma omp simd
       for (int64_t j = 0; j < C; ++j) x[j] = x[j] * r - off;
