@@ -1,7 +1,6 @@
 #include "qkv/train/batch_order.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "qkv/text/batching.h"
 #include "qkv/util/error.h"
@@ -53,10 +52,13 @@ void BatchOrder::restore(const std::map<std::string, int64_t>& pos) {
   shuffle();
 }
 
-std::vector<std::vector<size_t>> length_sorted_batches(const std::vector<size_t>& lengths, int64_t batch_size) {
+std::vector<std::vector<size_t>> length_sorted_batches(const std::vector<size_t>& lengths, int64_t batch_size,
+                                                       uint64_t seed) {
   QKV_CHECK(batch_size > 0, "length_sorted_batches", "batch_size must be positive, got ", batch_size);
-  std::vector<size_t> idx(lengths.size());
-  std::iota(idx.begin(), idx.end(), size_t(0));
+  // A seeded permutation first (the batch orders' own, at an epoch no stream reaches), then a
+  // stable sort by length: equal lengths keep the permutation's order.
+  const std::vector<uint32_t> perm = text::epoch_batch_order(lengths.size(), seed, ~uint64_t(0));
+  std::vector<size_t> idx(perm.begin(), perm.end());
   std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return lengths[x] < lengths[y]; });
   std::vector<std::vector<size_t>> plan;
   for (size_t s = 0; s < idx.size(); s += size_t(batch_size))

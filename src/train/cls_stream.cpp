@@ -94,7 +94,7 @@ ClsExampleStream::ClsExampleStream(std::vector<ClsExample> examples, int64_t bat
     : examples_(std::move(examples)) {
   QKV_CHECK(!examples_.empty(), "classification stream", "no training examples");
   QKV_CHECK(batch_size > 0, "classification stream", "batch_size must be positive, got ", batch_size);
-  LengthPlan p = fingerprinted_length_plan(examples_, batch_size, [](PlanHash& h, const ClsExample& e) {
+  LengthPlan p = fingerprinted_length_plan(examples_, batch_size, seed, [](PlanHash& h, const ClsExample& e) {
     h.mix(e.ids.size());
     h.mix(uint64_t(e.label));
   });

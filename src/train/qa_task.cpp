@@ -43,7 +43,7 @@ QaFeatureStream::QaFeatureStream(std::vector<QaFeature> features, int64_t batch_
     : features_(std::move(features)), pad_id_(pad_id) {
   QKV_CHECK(!features_.empty(), "QA stream", "no training windows");
   QKV_CHECK(batch_size > 0, "QA stream", "batch_size must be positive, got ", batch_size);
-  LengthPlan p = fingerprinted_length_plan(features_, batch_size, [](PlanHash& h, const QaFeature& f) {
+  LengthPlan p = fingerprinted_length_plan(features_, batch_size, seed, [](PlanHash& h, const QaFeature& f) {
     h.mix(f.ids.size());
     h.mix(uint64_t(f.start));
     h.mix(uint64_t(f.end));

@@ -80,7 +80,7 @@ TagExampleStream::TagExampleStream(std::vector<TagExample> examples, int64_t bat
     : examples_(std::move(examples)), pad_(pad_id) {
   QKV_CHECK(!examples_.empty(), "tagging stream", "no training examples");
   QKV_CHECK(batch_size > 0, "tagging stream", "batch_size must be positive, got ", batch_size);
-  LengthPlan p = fingerprinted_length_plan(examples_, batch_size, [](PlanHash& h, const TagExample& e) {
+  LengthPlan p = fingerprinted_length_plan(examples_, batch_size, seed, [](PlanHash& h, const TagExample& e) {
     for (int64_t v : e.ids) h.mix(uint64_t(v));
     for (int64_t v : e.labels) h.mix(uint64_t(v));
   });

@@ -32,10 +32,13 @@ class BatchOrder {
   int64_t epoch_ = 0, index_ = 0;
 };
 
-// Example indices sorted by length (stable: equal lengths keep their order) and cut into
-// consecutive batches of batch_size: the plan of the classification, tagging and QA streams
-// (batches of similar length pad little). batch_size must be positive.
-std::vector<std::vector<size_t>> length_sorted_batches(const std::vector<size_t>& lengths, int64_t batch_size);
+// Example indices sorted by length and cut into consecutive batches of batch_size: the plan of the
+// classification, tagging and QA streams (batches of similar length pad little). Equal lengths
+// come in an order shuffled by `seed` (text::epoch_batch_order's permutation), not in file order:
+// a file sorted by label (the sentiment corpus is) gave batches of one label each, and a
+// fine-tune then sat at chance for its first few hundred steps. batch_size must be positive.
+std::vector<std::vector<size_t>> length_sorted_batches(const std::vector<size_t>& lengths, int64_t batch_size,
+                                                       uint64_t seed);
 
 // FNV-1a, 63 bits (a non-negative i64), over the values fed to it: a batch plan's fingerprint.
 class PlanHash {
@@ -49,7 +52,8 @@ class PlanHash {
   uint64_t h_ = 1469598103934665603ull;
 };
 
-// The length-sorted batches of `examples` (each with a token vector `ids`) and their fingerprint:
+// The length-sorted batches of `examples` (each with a token vector `ids`; ties shuffled by seed)
+// and their fingerprint:
 // every batch's size and example indices, and for each example what mix_example(hash, example)
 // feeds in (its targets, say). The plan and the fingerprint of the classification, tagging and
 // QA streams.
@@ -58,10 +62,11 @@ struct LengthPlan {
   int64_t fingerprint = 0;
 };
 template <class Example, class MixExample>
-LengthPlan fingerprinted_length_plan(const std::vector<Example>& examples, int64_t batch_size, MixExample mix_example) {
+LengthPlan fingerprinted_length_plan(const std::vector<Example>& examples, int64_t batch_size, uint64_t seed,
+                                     MixExample mix_example) {
   std::vector<size_t> lengths(examples.size());
   for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = examples[i].ids.size();
-  LengthPlan out{length_sorted_batches(lengths, batch_size)};
+  LengthPlan out{length_sorted_batches(lengths, batch_size, seed)};
   PlanHash h;
   for (const std::vector<size_t>& batch : out.batches) {
     h.mix(batch.size());
