@@ -214,7 +214,7 @@ BertRunResult train_bert(const TrainingRun& run) {
   std::vector<train::BertBatch> valid_batches;
   int64_t valid_count = 0;
   for (size_t i = 0; i < k; ++i) {
-    const size_t b = i * n_valid / k;
+    const size_t b = spread_index(i, n_valid, k);
     valid_batches.push_back(valid_stream.batch(b, train::mix_seed(sec.seed ^ 0x56ull, b)));
     valid_count += valid_batches.back().sequences;
   }

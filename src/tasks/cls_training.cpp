@@ -295,7 +295,7 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
   const int64_t valid_batch = vr.integer_in("batch_size", 64, 1, models::kMaxBatch);
   vr.finish();
   auto valid_ex = encode_set(valid_set, *clf, spec.valid, &cut_valid);
-  if (int64_t(valid_ex.size()) > valid_max) valid_ex.resize(size_t(valid_max));
+  keep_spread(valid_ex, valid_max);
   std::fprintf(stderr,
                "qkv train: %zu training and %zu validation examples (%lld and %lld truncated to %lld tokens), %zu "
                "labels, %s, %lld parameters\n",

@@ -151,14 +151,10 @@ LmRunResult train_lm(const LmRun& run) {
   train::PackedLmStream valid_stream(valid_ids, context, batch, sec.seed);
   // All held-out batches, or k of them spread evenly over the stream (its documents come in file
   // order, grouped by source: the first k batches would score one source only).
-  std::vector<train::LmBatch> all_valid = valid_stream.all_batches(), valid_batches;
-  const size_t per_batch = size_t(batch * context), n_valid = all_valid.size();
-  const size_t k = valid_max_tokens > 0 ? std::clamp<size_t>(size_t(valid_max_tokens) / per_batch, 1, n_valid) : n_valid;
+  std::vector<train::LmBatch> valid_batches = valid_stream.all_batches();
+  if (valid_max_tokens > 0) keep_spread(valid_batches, std::max<int64_t>(1, valid_max_tokens / (batch * context)));
   int64_t valid_tokens = 0;
-  for (size_t i = 0; i < k; ++i) {
-    valid_batches.push_back(std::move(all_valid[i * n_valid / k]));
-    valid_tokens += valid_batches.back().tokens;
-  }
+  for (const train::LmBatch& b : valid_batches) valid_tokens += b.tokens;
   std::fprintf(stderr, "qkv train: %zu training documents (%zu tokens, %lld windows of %lld), %zu validation "
                "documents (%lld tokens scored), %lld parameters\n", train_docs.size(), count_tokens(train_ids),
                (long long)stream.windows(), (long long)context, valid_docs.size(), (long long)valid_tokens,

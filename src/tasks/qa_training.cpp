@@ -114,7 +114,7 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
 
   const std::vector<data::QaExample> train_set = data::read_qa_file(spec.train, true);
   std::vector<data::QaExample> valid_set = data::read_qa_file(spec.valid, true);
-  if (valid_max > 0 && int64_t(valid_set.size()) > valid_max) valid_set.resize(size_t(valid_max));
+  keep_spread(valid_set, valid_max);
 
   manual_seed(sec.seed);  // initialisation and dropout draw from the default generator
   io::BertQaBundle bundle;

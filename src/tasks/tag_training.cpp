@@ -113,7 +113,7 @@ TaggerRunResult train_bert_tagger(const TrainingRun& run) {
 
   const std::vector<TaggedSentence> train_set = read_conll_file(spec.train);
   std::vector<TaggedSentence> valid_set = read_conll_file(spec.valid);
-  if (valid_max > 0 && int64_t(valid_set.size()) > valid_max) valid_set.resize(size_t(valid_max));
+  keep_spread(valid_set, valid_max);
 
   manual_seed(seed);  // initialisation and dropout draw from the default generator
   io::BertTaggerBundle bundle;

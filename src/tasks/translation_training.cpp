@@ -168,10 +168,10 @@ TranslationRunResult train_translation(const TranslationRun& run) {
     sched_cfg["d_model"] = model_cfg["d_model"];
   }
   auto schedule = schedule_from_config(nlohmann::json{{"schedule", sched_cfg}}, top_where);
-  std::vector<std::string> vsrc(valid_raw.src.begin(),
-                                valid_raw.src.begin() + std::min<int64_t>(valid_sentences, int64_t(valid_raw.src.size())));
-  std::vector<std::vector<std::string>> vref(1, std::vector<std::string>(valid_raw.tgt.begin(),
-                                                                       valid_raw.tgt.begin() + int64_t(vsrc.size())));
+  std::vector<std::string> vsrc = valid_raw.src;  // BLEU's sentences: valid.max_sentences, spread
+  std::vector<std::vector<std::string>> vref(1, valid_raw.tgt);
+  keep_spread(vsrc, valid_sentences);
+  keep_spread(vref[0], valid_sentences);
   auto valid_batches = valid_stream.all_batches();
   const Translator validator(bundle);  // the model being trained: shared, not copied
 

@@ -190,6 +190,19 @@ TEST(ClassifyCli, FineTunesSingleTextsAndClassifiesBatchedAsOneAtATime) {
   EXPECT_NE(log2.find("UTF-8"), std::string::npos) << log2;
 }
 
+// valid.max_examples: 0 validates on every example (it once kept none: a NaN loss), N on N of them.
+TEST(ClassifyCli, ValidMaxExamplesZeroKeepsEveryExampleAndNKeepsN) {
+  for (const auto& [max, want] : {std::pair{0, 60}, std::pair{25, 25}}) {
+    std::string cfg = kConfig;
+    cfg.insert(cfg.find("\"seed\""), "\"valid\": {\"max_examples\": " + std::to_string(max) + "},\n  ");
+    const ClsRun r = train_run("valid_max_" + std::to_string(max), false, 2, cfg.c_str());
+    const std::string log = read_file((r.dir / "train.log").string());
+    EXPECT_NE(log.find("400 training and " + std::to_string(want) + " validation examples"), std::string::npos)
+        << log;
+    EXPECT_EQ(log.find("nan"), std::string::npos) << log;
+  }
+}
+
 TEST(ClassifyCli, FineTunesPairsAndRefusesLinesWithoutTwoFields) {
   const ClsRun r = train_run("pairs", true, 200);
   EXPECT_GE(eval_accuracy(r, (r.dir / "valid.tsv").string()), 0.9);

@@ -21,6 +21,9 @@ namespace {
 
 using qkv::testing::run_qkv;
 
+// Validation translates all 20 validation pairs (valid.max_sentences 0): with 10 of them both
+// validations of the 2000-step run scored BLEU 100 and the tie kept step 1000's model, which gets
+// 17 of the 20 right (OpenBLAS's SkylakeX kernels).
 std::string config(const std::string& model, int steps = 60) {
   return R"({
     "model_type": "rnn",
@@ -31,7 +34,7 @@ std::string config(const std::string& model, int steps = 60) {
     "schedule": {"type": "constant", "lr": 0.01},
     "train": {"max_steps": )" + std::to_string(steps) + R"(, "save_every": )" + std::to_string(steps / 2) +
          R"(, "valid_every": )" + std::to_string(steps / 2) + R"(, "keep_last": 2, "clip_norm": 5.0},
-    "valid": {"max_sentences": 10, "beam": 2},
+    "valid": {"max_sentences": 0, "beam": 2},
     "seed": 3
   })";
 }

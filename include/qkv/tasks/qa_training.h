@@ -12,7 +12,7 @@
 //                 vocabulary learned on the training questions and contexts
 //   "data":       {"max_len": window tokens (256), "doc_stride" (128), "max_query_len" (64),
 //                  "batch_size": windows (16)}
-//   "valid":      {"max_examples" (1000: the first N), "batch_size" (32), "max_answer_length" (30)}
+//   "valid":      {"max_examples" (1000, spread over the file; 0 = all), "batch_size" (32), "max_answer_length" (30)}
 //   "optimizer" (default adamw, lr 5e-5), "schedule" (default warmup_cosine over train.max_steps),
 //   "train", "seed"
 //

@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "qkv/text/tokenizer.h"
 #include "qkv/train/schedule.h"
@@ -77,6 +78,24 @@ void override_limits(nlohmann::json& config, int64_t max_steps, double max_minut
 // All of `run`'s overriding flags written into spec.config: the limits, and a new run's
 // precision (a resumed run keeps the precision it started with: another one is an error).
 void apply_run_flags(RunDir& spec, const TrainingRun& run);
+
+// Index i of m spread evenly over n things (i < m <= n): floor(i * n / m), computed without
+// overflow as i * (n / m) + i * (n % m) / m. Validation subsets use it: the corpora's files come
+// sorted (by package name, by source, or by label where a split is written class by class), so
+// the first m would be a few packages or one label.
+inline size_t spread_index(size_t i, size_t n, size_t m) { return i * (n / m) + i * (n % m) / m; }
+
+// At most `max` of `items`, spread evenly over them in their order (spread_index); all of them
+// when max is 0 or not below their count.
+template <class T>
+void keep_spread(std::vector<T>& items, int64_t max) {
+  const size_t n = items.size();
+  if (max <= 0 || size_t(max) >= n) return;
+  std::vector<T> kept;
+  kept.reserve(size_t(max));
+  for (size_t i = 0; i < size_t(max); ++i) kept.push_back(std::move(items[spread_index(i, n, size_t(max))]));
+  items = std::move(kept);
+}
 
 // The top-level keys every training config has; unknown keys are errors naming them. Each
 // section is read strictly where it is used. Sets config["model_type"] to the resolved type.
