@@ -4,6 +4,8 @@
 // 20 held-out sequences exactly, and `qkv bleu` must agree; a model without attention translates
 // and refuses a heatmap with a reason; a bad rnn config fails naming the file and key.
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,6 +88,41 @@ TEST(RnnCli, TrainTranslateGreedyBeamAttentionAndBleu) {
     double bleu = std::stod(qkv::read_file((dir / ("bleu" + beam + ".txt")).string()));
     EXPECT_GE(bleu, 80.0);  // 18+ of 20 exact, the rest one word off
     EXPECT_LE(bleu, 100.0);
+  }
+
+  // qkv score on an RNN model: one log-probability per validation pair, negative and finite, and
+  // where the greedy translation is the reference, scoring either gives the same (fp32, 1e-5).
+  auto scores = [&](const std::string& name, const fs::path& tsv) {
+    EXPECT_EQ(run_qkv({"score", "--model", model.string(), "--input", tsv.string()}, log("score.log"),
+                      (dir / name).string()),
+              0)
+        << qkv::read_file(log("score.log").string());
+    std::istringstream in(qkv::read_file((dir / name).string()));
+    std::vector<double> v;
+    for (double x; in >> x;) v.push_back(x);
+    return v;
+  };
+  std::vector<bool> same;
+  {
+    std::istringstream src(qkv::read_file((dir / "valid.src").string())),
+        hyp(qkv::read_file((dir / "hyp1.txt").string())), ref(qkv::read_file((dir / "valid.ref").string()));
+    std::string pairs;
+    for (std::string s, h, r; std::getline(src, s) && std::getline(hyp, h) && std::getline(ref, r);) {
+      pairs += s + "\t" + h + "\n";
+      same.push_back(h == r);
+    }
+    qkv::write_file_atomic((dir / "greedy.tsv").string(), pairs);
+  }
+  const std::vector<double> ref_scores = scores("ref.scores", dir / "valid.tsv"),
+                            greedy_scores = scores("greedy.scores", dir / "greedy.tsv");
+  ASSERT_EQ(ref_scores.size(), 20u);
+  ASSERT_EQ(greedy_scores.size(), 20u);
+  ASSERT_EQ(same.size(), 20u);
+  for (size_t i = 0; i < 20; ++i) {
+    EXPECT_TRUE(std::isfinite(ref_scores[i]) && ref_scores[i] < 0) << ref_scores[i];
+    if (same[i]) {
+      EXPECT_NEAR(greedy_scores[i], ref_scores[i], 1e-5 * std::fabs(ref_scores[i])) << i;
+    }
   }
 
   // Without attention (Sutskever: reversed source, 2 layers) translation works and a heatmap

@@ -12,7 +12,7 @@
 #include "qkv/autograd/node.h"
 #include "qkv/ops/loss.h"
 #include "qkv/ops/shape.h"
-#include "ref.h"
+#include "transformer_ref.h"
 
 using namespace qkv;
 using namespace qkv::testing;
@@ -20,49 +20,23 @@ using namespace qkv::models;
 
 namespace {
 
-std::unique_ptr<Transformer> load_model(const RefFile& ref, const std::string& c) {
-  TransformerConfig cfg = ref.params(c)["config"].get<TransformerConfig>();
-  auto m = std::make_unique<Transformer>(cfg);
-  std::map<std::string, Tensor> sd;
-  for (auto& [name, t] : ref.contents().tensors)
-    if (name.rfind(c + "/p.", 0) == 0) sd[name.substr(c.size() + 3)] = t;
-  m->load_state_dict(sd, /*strict=*/true, c);  // every qkv name present in torch's model, none extra
-  m->eval();
-  return m;
-}
-
 // Logits of position t for the given rows: (R, V).
 Tensor logits_at(const Tensor& logits, const std::vector<int64_t>& rows, int64_t t) {
   Tensor idx = Tensor::from_vector<int64_t>(rows, {int64_t(rows.size())});
   return contiguous(reshape(slice(index_select(logits, 0, idx), 1, t, t + 1), {int64_t(rows.size()), logits.size(2)}));
 }
 
-// The last four put positions inside self-attention (relative: Shaw et al.; rope: RoFormer, both
-// pair layouts); their reference is plain torch written from the papers (PosTransformer).
-const std::vector<std::string> kModels = {"model_post_relu_separate",      "model_pre_gelu_shared_tied",
-                                          "model_post_learned_unscaled_tied", "model_pre_silu_shared_tied",
-                                          "model_post_gelu_tanh_separate", "model_post_relative_separate",
-                                          "model_pre_rope_shared_tied",    "model_post_rope_half_separate",
-                                          "model_pre_relative_shared_tied"};
-
-// Every model case in the reference file is one of kModels (a case added there and not here, or
-// a missing file, fails rather than passing with fewer cases).
-size_t count_model_cases(const RefFile& ref) {
-  size_t n = 0;
-  for (auto& [name, t] : ref.contents().tensors)
-    n += name.rfind("model_", 0) == 0 && name.size() > 7 && name.compare(name.size() - 7, 7, "/logits") == 0;
-  return n;
-}
+const std::vector<std::string>& kModels = kTransformerRefModels;
 
 }  // namespace
 
 TEST(Transformer, LogitsLossAndAllGradientsMatchTorch) {
   RefFile ref("models_transformer");
-  ASSERT_EQ(count_model_cases(ref), kModels.size());
+  ASSERT_EQ(count_transformer_ref_models(ref), kModels.size());
   size_t ran = 0, relative_tables = 0;
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
-    auto m = load_model(ref, c);
+    auto m = load_transformer_ref(ref, c);
     Tensor logits = m->forward(ref.get(c, "src"), ref.get(c, "src_pad"), ref.get(c, "tgt_in"));
     EXPECT_CLOSE(logits, ref.get(c, "logits"), scaled_tol(ref.get(c, "logits")));
     const int64_t pad = m->config().pad_id;
@@ -91,7 +65,7 @@ TEST(Transformer, CrossAttentionMapsMatchTorch) {
   RefFile ref("models_transformer");
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
-    auto m = load_model(ref, c);
+    auto m = load_transformer_ref(ref, c);
     m->train();  // cross_attention() runs in eval mode and restores the flag
     AttentionMaps maps = m->cross_attention(ref.get(c, "src"), ref.get(c, "src_pad"), ref.get(c, "tgt_in"));
     EXPECT_TRUE(m->is_training());
@@ -103,11 +77,11 @@ TEST(Transformer, CrossAttentionMapsMatchTorch) {
 
 TEST(Transformer, IncrementalDecodingEqualsFullForwardStepByStep) {
   RefFile ref("models_transformer");
-  ASSERT_EQ(count_model_cases(ref), kModels.size());
+  ASSERT_EQ(count_transformer_ref_models(ref), kModels.size());
   size_t steps = 0;
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
-    auto m = load_model(ref, c);
+    auto m = load_transformer_ref(ref, c);
     Tensor tgt_in = ref.get(c, "tgt_in"), logits = ref.get(c, "logits");  // torch's full forward
     const int64_t B = tgt_in.size(0), T = tgt_in.size(1);
     auto state = m->start(ref.get(c, "src"), ref.get(c, "src_pad"));
@@ -131,7 +105,7 @@ TEST(Transformer, SelectRowsReordersHypothesesLikeBeamSearch) {
   size_t steps = 0;
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
-    auto m = load_model(ref, c);
+    auto m = load_transformer_ref(ref, c);
     Tensor tgt_in = ref.get(c, "tgt_in"), logits = ref.get(c, "logits");
     auto state = m->start(ref.get(c, "src"), ref.get(c, "src_pad"));
     for (int64_t t = 0; t < 2; ++t) m->step(*state, contiguous(slice(tgt_in, 1, t, t + 1)));

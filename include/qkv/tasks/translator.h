@@ -9,8 +9,8 @@
 // Lines are tokenized with the model's source tokenizer and </s> appended; a line longer than the
 // model allows is truncated (and counted) or refused. A model trained with protected spans
 // (config "tokenizer": {"protect": true}) gets printf conversions, options, URLs, addresses and
-// paths as placeholders, and the translation gets them back verbatim (text/placeholders.h). Sentences are decoded longest first in
-// batches of similar length and returned in input order.
+// paths as placeholders, and the translation gets them back verbatim (text/placeholders.h).
+// Sentences are decoded longest first in batches of similar length and returned in input order.
 #pragma once
 #include <string>
 #include <vector>
@@ -47,6 +47,27 @@ struct Translations {
   int64_t truncated = 0;                             // lines cut to the model's maximum
 };
 
+// Forced decoding (Marian's scorer, CTranslate2's score_batch, fairseq's --score-reference): how
+// likely the model finds a given translation. Natural logarithms.
+struct ScoreOptions {
+  int64_t batch_size = 32;      // pairs per forward pass (batched by length)
+  bool refuse_long = false;     // a side longer than the model allows: error (else truncate + warn)
+  bool quiet = false;           // no truncation warnings on stderr
+  bool token_logprobs = false;  // also each target token's log-probability
+  kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32;  // as TranslateOptions::precision
+};
+
+struct PairScore {
+  double logprob = 0;   // sum of log p(y_t | y_<t, x) over the target's tokens, </s> included
+  int64_t tokens = 0;   // target tokens scored (</s> included)
+  std::vector<double> token_logprobs;  // per target token, </s> last (ScoreOptions::token_logprobs)
+};
+
+struct Scores {
+  std::vector<PairScore> pairs;  // in input order
+  int64_t truncated = 0;         // pairs with a side cut to the model's maximum
+};
+
 class Translator {
  public:
   // io::load_seq2seq, eval mode. precision bf16 / int8: a Transformer's weights held in bf16 / int8
@@ -62,6 +83,15 @@ class Translator {
   // the n-best per sentence, best first, in input order, batched as translate batches lines.
   std::vector<std::vector<decode::Hypothesis>> translate_ids(const std::vector<std::vector<int64_t>>& src_ids,
                                                              const TranslateOptions& opt = {}) const;
+  // Forced decoding of target[i] given source[i]: both tokenized as training tokenizes them (a
+  // model trained with protected spans gets the spans both sides share as the same placeholders,
+  // text::protect_pair) and </s> appended; the log-probability of every target token.
+  Scores score(const std::vector<std::string>& sources, const std::vector<std::string>& targets,
+               const ScoreOptions& opt = {}) const;
+  // Pairs already encoded (each side ending with </s>, as score encodes them).
+  std::vector<PairScore> score_ids(const std::vector<std::vector<int64_t>>& src_ids,
+                                   const std::vector<std::vector<int64_t>>& tgt_ids,
+                                   const ScoreOptions& opt = {}) const;
   // The text of a hypothesis's tokens (</s> dropped).
   std::string detokenize(const std::vector<int64_t>& tokens) const;
   // Cross-attention heatmaps (one panel per layer and head, plus their average) of input line
