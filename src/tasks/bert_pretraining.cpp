@@ -210,7 +210,8 @@ BertRunResult train_bert(const TrainingRun& run) {
   train::BertPretrainStream valid_stream(std::move(valid_pairs), batch, sp, sec.seed);
   // All held-out batches, or k of them spread evenly (documents come grouped by source).
   const size_t n_valid = size_t(valid_stream.batches_per_epoch());
-  const size_t k = valid_max_pairs > 0 ? std::clamp<size_t>(size_t(valid_max_pairs / batch), 1, n_valid) : n_valid;
+  const size_t k =  // not std::clamp: its bounds would cross when there are no batches
+      valid_max_pairs > 0 ? std::min(n_valid, std::max<size_t>(1, size_t(valid_max_pairs / batch))) : n_valid;
   std::vector<train::BertBatch> valid_batches;
   int64_t valid_count = 0;
   for (size_t i = 0; i < k; ++i) {
