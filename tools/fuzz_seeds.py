@@ -278,7 +278,7 @@ def serve_requests():
     """tests/fuzz/serve_request.cpp's inputs: a byte choosing the endpoint (its order of kPaths),
     then the JSON body, as docs/serve.md documents each endpoint's fields. The served models are
     "mt", "gpt", "bert", "cls" and "pair" (word vocabularies of tests/common/tiny_models.h)."""
-    paths = ["translate", "completions", "embeddings", "classify", "tokenize", "detokenize"]
+    paths = ["translate", "completions", "embeddings", "classify", "tokenize", "detokenize", "score"]
     bodies = {
         "translate_one.bin": ("translate", {"model": "mt", "text": "cannot open the file"}),
         "translate_beam.bin": ("translate", {"model": "mt", "texts": ["save the file", "read error"], "beam": 2,
@@ -294,6 +294,10 @@ def serve_requests():
         "classify_pair.bin": ("classify", {"model": "pair", "text": "cannot open", "text_pair": "the file"}),
         "tokenize.bin": ("tokenize", {"model": "mt", "text": "open the directory", "target": True,
                                       "add_special_tokens": True}),
+        "score.bin": ("score", {"model": "mt", "sources": ["save the file", "read error"],
+                                "targets": ["save", "error read"], "token_logprobs": True}),
+        "score_truncate.bin": ("score", {"model": "mt", "source": "user name " * 10, "target": "name",
+                                         "truncate": True}),
         "detokenize.bin": ("detokenize", {"model": "bert", "tokens": [2, 7, 8, 3], "skip_special_tokens": False}),
     }
     out = {name: bytes([paths.index(ep)]) + json.dumps(body).encode() for name, (ep, body) in bodies.items()}

@@ -1,5 +1,6 @@
 // Each endpoint: its request read strictly (json_request.h), checked against the limits, queued
 // on its model as a job, and answered in its JSON shape (OpenAI's for completions and embeddings).
+// Numbers go out as nlohmann's shortest round-trip text: a client reads back the very double.
 #include <cstdio>
 #include <ctime>
 #include <random>
@@ -135,6 +136,53 @@ void Server::Impl::translate(const httplib::Request& req, httplib::Response& res
   nlohmann::json out{{"model", m.name()}, {"translations", job->out}, {"usage", {{"completion_tokens", job->tokens}}}};
   if (truncated) out["truncated"] = truncated;  // texts cut to the model's maximum
   res.set_content(dump(out), "application/json");
+}
+
+void Server::Impl::score(const httplib::Request& req, httplib::Response& res) {
+  const std::string ep = "/v1/score";
+  JsonRequest body(req.body, ep, {"model", "source", "target", "sources", "targets", "token_logprobs", "truncate"});
+  const Kind kind = Kind::translation;
+  ServedModel& m = pick(body, ep, &kind);
+  auto job = std::make_shared<ScoreJob>();
+  const bool one = body.has("source") || body.has("target");
+  if (one == (body.has("sources") || body.has("targets")))
+    throw HttpError(400, ep + ": give either \"source\" and \"target\" (strings) or \"sources\" and \"targets\" "
+                              "(arrays of strings of the same length)");
+  const std::string sf = one ? "source" : "sources", tf = one ? "target" : "targets";
+  for (const std::string& f : {sf, tf})
+    if (!body.has(f))
+      throw HttpError(400, ep + ": field \"" + f + "\" is required with \"" + (f == sf ? tf : sf) + "\"",
+                      "invalid_request_error", f);
+  job->sources = one ? std::vector<std::string>{*body.string(sf)} : body.strings(sf);
+  job->targets = one ? std::vector<std::string>{*body.string(tf)} : body.strings(tf);
+  if (job->sources.empty()) throw HttpError(400, ep + ": \"sources\" is empty", "invalid_request_error", "sources");
+  if (job->targets.size() != job->sources.size())
+    throw HttpError(400, ep + ": \"targets\" has " + std::to_string(job->targets.size()) + " texts, \"sources\" " +
+                             std::to_string(job->sources.size()),
+                    "invalid_request_error", "targets");
+  check_inputs(job->sources.size(), opt.limits, ep, sf);
+  const auto& b = m.translator()->bundle();
+  for (size_t i = 0; i < job->sources.size(); ++i) {
+    check_tokens(int64_t(b.src_tok->encode(job->sources[i]).size()), i, opt.limits, ep, sf);
+    check_tokens(int64_t(b.tgt_tok->encode(job->targets[i]).size()), i, opt.limits, ep, tf);
+  }
+  job->opt.token_logprobs = body.boolean("token_logprobs", false);
+  const bool truncate = body.boolean("truncate", false);  // a side longer than the model takes: cut it, or 400
+  job->opt.refuse_long = !truncate;
+  job->items = job->sources.size();
+  job->key = std::string("score") + (truncate ? " cut" : "") + (job->opt.token_logprobs ? " tokens" : "");
+  submit(m, job);
+  wait(*job);
+  current_request().tokens = job->tokens;
+  nlohmann::json scores = nlohmann::json::array();
+  for (const tasks::PairScore& p : job->out) {
+    nlohmann::json x{{"logprob", p.logprob}, {"tokens", p.tokens}, {"mean_logprob", p.logprob / double(p.tokens)}};
+    if (job->opt.token_logprobs) x["token_logprobs"] = p.token_logprobs;
+    if (p.truncated) x["truncated"] = true;
+    scores.push_back(x);
+  }
+  res.set_content(dump({{"model", m.name()}, {"scores", scores}, {"usage", {{"target_tokens", job->tokens}}}}),
+                  "application/json");
 }
 
 void Server::Impl::completions(const httplib::Request& req, httplib::Response& res, Slot slot) {

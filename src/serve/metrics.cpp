@@ -77,7 +77,8 @@ std::string Metrics::prometheus(const Gauges& g) const {
   o += "# HELP qkv_queue_length Inputs waiting in a model's batching queue.\n"
        "# TYPE qkv_queue_length gauge\n";
   for (auto& [m, n] : g.queue) o += "qkv_queue_length{model=\"" + label(m) + "\"} " + std::to_string(n) + "\n";
-  o += "# HELP qkv_tokens_total Tokens generated (translate, completions) or read (embeddings, classify), by model.\n"
+  o += "# HELP qkv_tokens_total Tokens generated (translate, completions), scored (score) or read (embeddings, "
+       "classify), by model.\n"
        "# TYPE qkv_tokens_total counter\n";
   for (auto& [m, n] : tokens_total_) o += "qkv_tokens_total{model=\"" + label(m) + "\"} " + std::to_string(n) + "\n";
   o += "# HELP qkv_batches_total Library calls the batching loop made, by model.\n"

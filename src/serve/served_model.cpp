@@ -111,7 +111,7 @@ void ServedModel::run(const std::vector<std::shared_ptr<Job>>& batch) {
     for (auto* j : js) inputs += j->items;
     metrics_->batch(name_, inputs);
     switch (kind_) {
-      case Kind::translation: translate(js); break;
+      case Kind::translation: dynamic_cast<ScoreJob*>(js[0]) ? score(js) : translate(js); break;
       case Kind::generation: complete(js); break;
       case Kind::embedding: embed(js); break;
       case Kind::classification: classify(js); break;
@@ -158,6 +158,32 @@ void ServedModel::translate(const std::vector<Job*>& jobs) {
     for (size_t i = at; i < at + t.lines.size(); ++i) t.tokens += int64_t(r.hyps[i].front().tokens.size());
     total += t.tokens;
     at += t.lines.size();
+  }
+  metrics_->tokens(name_, total);
+  for (auto* j : jobs) j->finish();
+}
+
+void ServedModel::score(const std::vector<Job*>& jobs) {
+  std::vector<std::string> sources, targets;
+  for (auto* j : jobs) {
+    auto& t = static_cast<ScoreJob&>(*j);
+    sources.insert(sources.end(), t.sources.begin(), t.sources.end());
+    targets.insert(targets.end(), t.targets.begin(), t.targets.end());
+  }
+  tasks::ScoreOptions opt = static_cast<ScoreJob&>(*jobs[0]).opt;
+  opt.precision = precision_;
+  opt.batch_size = std::max<int64_t>(1, int64_t(sources.size()));
+  opt.quiet = true;
+  tasks::Scores r = translator_->score(sources, targets, opt);
+  size_t at = 0;
+  int64_t total = 0;
+  for (auto* j : jobs) {
+    auto& t = static_cast<ScoreJob&>(*j);
+    t.out.assign(r.pairs.begin() + int64_t(at), r.pairs.begin() + int64_t(at + t.sources.size()));
+    t.tokens = 0;
+    for (auto& p : t.out) t.tokens += p.tokens;
+    total += t.tokens;
+    at += t.sources.size();
   }
   metrics_->tokens(name_, total);
   for (auto* j : jobs) j->finish();

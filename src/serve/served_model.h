@@ -31,6 +31,15 @@ struct TranslateJob : Job {
   int64_t tokens = 0;            // target tokens generated
 };
 
+// Pairs to score by forced decoding (/v1/score) on a translation model; its key starts "score",
+// which no TranslateJob's does, so a batch holds one kind of job.
+struct ScoreJob : Job {
+  std::vector<std::string> sources, targets;
+  tasks::ScoreOptions opt;
+  std::vector<tasks::PairScore> out;  // one per pair
+  int64_t tokens = 0;                 // target tokens scored
+};
+
 // A completion request's prompts. Streaming jobs also receive the text as it is generated.
 struct CompletionJob : Job {
   struct Piece {
@@ -89,6 +98,7 @@ class ServedModel {
  private:
   void run(const std::vector<std::shared_ptr<Job>>& batch);
   void translate(const std::vector<Job*>& jobs);
+  void score(const std::vector<Job*>& jobs);
   void complete(const std::vector<Job*>& jobs);
   void embed(const std::vector<Job*>& jobs);
   void classify(const std::vector<Job*>& jobs);

@@ -44,8 +44,9 @@ ModelSpec parse_model_spec(const std::string& arg) {
 namespace {
 
 const std::set<std::string>& endpoints() {
-  static const std::set<std::string> e = {"/v1/translate", "/v1/completions", "/v1/embeddings", "/v1/classify",
-                                          "/tokenize",     "/detokenize",     "/health",        "/metrics"};
+  static const std::set<std::string> e = {"/v1/translate", "/v1/score", "/v1/completions", "/v1/embeddings",
+                                          "/v1/classify",  "/tokenize", "/detokenize",     "/health",
+                                          "/metrics"};
   return e;
 }
 
@@ -53,8 +54,8 @@ const std::set<std::string>& endpoints() {
 HttpError default_error(const httplib::Request& req, int status, size_t max_body) {
   if (status == 404)
     return HttpError(404, "no such endpoint: " + req.method + " " + req.path +
-                              " (POST /v1/translate, /v1/completions, /v1/embeddings, /v1/classify, /tokenize, "
-                              "/detokenize; GET /health, /metrics)",
+                              " (POST /v1/translate, /v1/score, /v1/completions, /v1/embeddings, /v1/classify, "
+                              "/tokenize, /detokenize; GET /health, /metrics)",
                      "not_found");
   if (status == 413)
     return limit_error(413, "max_body_bytes",
@@ -160,6 +161,7 @@ void Server::Impl::routes() {
     };
   };
   http.Post("/v1/translate", with_body(guarded([this](auto& q, auto& r, Slot) { translate(q, r); })));
+  http.Post("/v1/score", with_body(guarded([this](auto& q, auto& r, Slot) { score(q, r); })));
   http.Post("/v1/completions",
             with_body(guarded([this](auto& q, auto& r, Slot s) { completions(q, r, std::move(s)); })));
   http.Post("/v1/embeddings", with_body(guarded([this](auto& q, auto& r, Slot) { embeddings(q, r); })));

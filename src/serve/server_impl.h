@@ -43,6 +43,7 @@ struct Server::Impl {
 
   // Endpoints (endpoints.cpp). Each throws HttpError for an answer other than 200.
   void translate(const httplib::Request& req, httplib::Response& res);
+  void score(const httplib::Request& req, httplib::Response& res);
   void completions(const httplib::Request& req, httplib::Response& res, Slot slot);
   void embeddings(const httplib::Request& req, httplib::Response& res);
   void classify(const httplib::Request& req, httplib::Response& res);

@@ -22,6 +22,7 @@ Scores Translator::score(const std::vector<std::string>& sources, const std::vec
   const int64_t max_len = bundle_.model->max_len();
   Scores r;
   std::vector<std::vector<int64_t>> src_ids(sources.size()), tgt_ids(targets.size());
+  std::vector<size_t> cut;  // pairs truncated
   for (size_t i = 0; i < sources.size(); ++i) {
     std::string_view src = sources[i], tgt = targets[i];
     std::pair<std::string, std::string> prot;
@@ -36,12 +37,14 @@ Scores Translator::score(const std::vector<std::string>& sources, const std::vec
     if (!cut_src && !cut_tgt) continue;
     QKV_CHECK(!opt.refuse_long, "score", "pair ", i + 1, ": the ", cut_src ? "source" : "target", " has more than ",
               max_len - 1, " tokens (the model's maximum); shorten it or allow truncation");
-    ++r.truncated;
+    cut.push_back(i);
     if (!opt.quiet)
       std::fprintf(stderr, "qkv score: warning: pair %zu truncated to %lld tokens a side (model maximum)\n", i + 1,
                    (long long)(max_len - 1));
   }
   r.pairs = score_ids(src_ids, tgt_ids, opt);
+  for (size_t i : cut) r.pairs[i].truncated = true;
+  r.truncated = int64_t(cut.size());
   return r;
 }
 

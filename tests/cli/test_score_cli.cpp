@@ -3,7 +3,8 @@
 // scores are the library's to the last bit, the same in every run (eval mode: the model has
 // dropout), from --input or --src/--tgt or stdin; --normalize and --word-scores are the sum's mean
 // and parts; a reference whose span the source shares scores as training saw it (a placeholder),
-// far above the same pair scored without protection; malformed input is an error naming the line.
+// far above the same pair scored without protection; malformed input is an error naming the line;
+// a pair past the model's length is truncated with a warning, or refused (--on-long refuse).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -186,6 +187,28 @@ TEST_F(ScoreCli, MalformedInputIsAnErrorNamingTheLine) {
   EXPECT_NE(code, 0);
   EXPECT_NE(read_file((dir_ / "count.log").string()).find("b.txt: has 1 lines but"), std::string::npos)
       << read_file((dir_ / "count.log").string());
+  // A target past the model's 40 positions: truncated with a warning naming the pair (scored as
+  // the library scores it cut), or, with --on-long refuse, an error naming it.
+  std::string longer = "kopiere";
+  for (int i = 0; i < 60; ++i) longer += " gamma";
+  write_file_atomic((dir_ / "long.tsv").string(), "copy alpha\tkopiere alpha\ncopy gamma\t" + longer + "\n");
+  const auto cut = numbers(score({"--input", (dir_ / "long.tsv").string()}, nullptr, "long.log"));
+  EXPECT_NE(read_file((dir_ / "long.log").string()).find("warning: pair 2 truncated to 39 tokens a side"),
+            std::string::npos)
+      << read_file((dir_ / "long.log").string());
+  tasks::ScoreOptions quiet;
+  quiet.quiet = true;
+  const tasks::Scores lib =
+      tasks::Translator(model_).score({"copy alpha", "copy gamma"}, {"kopiere alpha", longer}, quiet);
+  ASSERT_EQ(cut.size(), 2u);
+  EXPECT_EQ(cut[1][0], lib.pairs[1].logprob);
+  EXPECT_TRUE(lib.pairs[1].truncated);
+  EXPECT_FALSE(lib.pairs[0].truncated);
+  score({"--input", (dir_ / "long.tsv").string(), "--on-long", "refuse"}, &code, "refuse.log");
+  EXPECT_NE(code, 0);
+  EXPECT_NE(read_file((dir_ / "refuse.log").string()).find("pair 2: the target has more than 39 tokens"),
+            std::string::npos)
+      << read_file((dir_ / "refuse.log").string());
   // --src without --tgt is a usage error (exit 2).
   score({"--src", (dir_ / "a.txt").string()}, &code, "usage.log");
   EXPECT_EQ(code, 2) << read_file((dir_ / "usage.log").string());

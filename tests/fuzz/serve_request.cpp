@@ -1,5 +1,5 @@
 // Fuzz target: the request bodies `qkv serve` reads from whoever connects. The first byte picks
-// the endpoint (one of the six POST routes), the rest is the body, posted over loopback to a
+// the endpoint (one of the seven POST routes), the rest is the body, posted over loopback to a
 // server in this process that serves small random models (tests/common/tiny_models.h): a
 // translation Transformer, a GPT, a BERT encoder and two BERT classifiers (texts, pairs).
 // The contract: every request is answered; a 200 is JSON (or, streamed, server-sent events ending
@@ -19,8 +19,9 @@
 
 namespace {
 
-constexpr const char* kPaths[] = {"/v1/translate", "/v1/completions", "/v1/embeddings",
-                                  "/v1/classify",  "/tokenize",       "/detokenize"};
+// New routes go last: a seed's first byte keeps its endpoint.
+constexpr const char* kPaths[] = {"/v1/translate", "/v1/completions", "/v1/embeddings", "/v1/classify",
+                                  "/tokenize",     "/detokenize",     "/v1/score"};
 
 // The server, started on the first input and never stopped: at exit its threads are idle in their
 // waits, and stopping it then could run after statics it uses were destroyed. (Held by a static

@@ -1,11 +1,13 @@
 // qkv serve's endpoints, through HTTP on a loopback port, against the library calls they stand
 // for (the oracle here is tasks/: the server must add nothing and lose nothing):
-//   /v1/translate = Translator::translate; /v1/completions = Generator::generate (greedy and
-//   seeded sampling, stop strings, OpenAI's shape); streaming gives the same text as not
-//   streaming, piece by piece, and ends with [DONE]; /v1/embeddings = Embedder::embed (the floats
-//   read back exactly); /v1/classify = Classifier::classify (texts and pairs); /tokenize and
-//   /detokenize = the tokenizer's; /health, /metrics (Prometheus text) and the request ids;
-//   requests that arrive together are answered by one batch, each as if alone.
+//   /v1/translate = Translator::translate; /v1/score = Translator::score (the doubles read back
+//   exactly; a side past the model's length refused or, asked, truncated); /v1/completions =
+//   Generator::generate (greedy and seeded sampling, stop strings, OpenAI's shape); streaming
+//   gives the same text as not streaming, piece by piece, and ends with [DONE]; /v1/embeddings =
+//   Embedder::embed (the floats read back exactly); /v1/classify = Classifier::classify (texts
+//   and pairs); /tokenize and /detokenize = the tokenizer's; /health, /metrics (Prometheus text)
+//   and the request ids; requests that arrive together are answered by one batch, each as if
+//   alone.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -86,6 +88,68 @@ TEST(Serve, TranslateEqualsTheTranslator) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json["translations"].get<std::vector<std::string>>(), lib.translate(texts, {}).text);
   EXPECT_NE(allowed.text, lib.translate(texts, {}).text);
+}
+
+TEST(Serve, ScoreEqualsTheTranslatorsScore) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  tasks::Translator lib(m.translation);
+  // Each text against its own greedy translation and against another text's (a worse fit).
+  std::vector<std::string> sources, targets;
+  const std::vector<std::string> own = lib.translate(kTexts).text;
+  for (size_t i = 0; i < kTexts.size(); ++i) {
+    sources.insert(sources.end(), {kTexts[i], kTexts[i]});
+    targets.insert(targets.end(), {own[i], kTexts[(i + 1) % kTexts.size()]});
+  }
+  tasks::ScoreOptions o;
+  o.batch_size = int64_t(sources.size());  // as the server calls it: one batch
+  o.token_logprobs = true;
+  const tasks::Scores want = lib.score(sources, targets, o);
+  Reply r = post(s.port, "/v1/score", {{"sources", sources}, {"targets", targets}, {"token_logprobs", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["model"], "mt");
+  ASSERT_EQ(r.json["scores"].size(), sources.size());
+  int64_t tokens = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto& g = r.json["scores"][i];
+    EXPECT_EQ(g["logprob"].get<double>(), want.pairs[i].logprob) << i;  // the same double, read back
+    EXPECT_EQ(g["tokens"].get<int64_t>(), want.pairs[i].tokens) << i;
+    EXPECT_EQ(g["mean_logprob"].get<double>(), want.pairs[i].logprob / double(want.pairs[i].tokens)) << i;
+    EXPECT_EQ(g["token_logprobs"].get<std::vector<double>>(), want.pairs[i].token_logprobs) << i;
+    EXPECT_FALSE(g.contains("truncated")) << i;
+    tokens += want.pairs[i].tokens;
+  }
+  EXPECT_EQ(r.json["usage"]["target_tokens"], tokens);
+  // One pair; no token_logprobs unless asked.
+  r = post(s.port, "/v1/score", {{"source", sources[3]}, {"target", targets[3]}, {"model", "mt"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json["scores"].size(), 1u);
+  EXPECT_EQ(r.json["scores"][0]["logprob"].get<double>(), lib.score({sources[3]}, {targets[3]}).pairs[0].logprob);
+  EXPECT_FALSE(r.json["scores"][0].contains("token_logprobs"));
+  // A source longer than the model's 16 positions: refused, naming the pair, unless "truncate".
+  std::string longer;
+  for (int i = 0; i < 5; ++i) longer += std::string(i ? " " : "") + kTinyWords;
+  r = post(s.port, "/v1/score", {{"sources", {sources[0], longer}}, {"targets", {targets[0], targets[1]}}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(error_message(r).find("pair 2: the source has more than 15 tokens"), std::string::npos) << r.body;
+  r = post(s.port, "/v1/score", {{"source", longer}, {"target", targets[1]}, {"truncate", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  tasks::ScoreOptions q;
+  q.quiet = true;
+  const tasks::Scores cut = lib.score({longer}, {targets[1]}, q);
+  ASSERT_TRUE(cut.pairs[0].truncated);
+  EXPECT_EQ(cut.truncated, 1);
+  EXPECT_EQ(r.json["scores"][0]["truncated"], true);
+  EXPECT_EQ(r.json["scores"][0]["logprob"].get<double>(), cut.pairs[0].logprob);
+  // Malformed requests.
+  using J = nlohmann::json;
+  for (const J& bad : {J{{"source", "save"}}, J{{"sources", {"save"}}, {"targets", {"save", "the user"}}},
+                       J{{"source", "save"}, {"targets", {"save"}}},
+                       J{{"sources", J::array()}, {"targets", J::array()}},
+                       J{{"source", "save"}, {"target", "save"}, {"model", "gpt"}}})
+    EXPECT_EQ(post(s.port, "/v1/score", bad).status, 400) << bad.dump();
+  EXPECT_NE(error_message(post(s.port, "/v1/score", {{"source", "save"}})).find("\"target\" is required"),
+            std::string::npos);
 }
 
 TEST(Serve, CompletionsEqualTheGenerator) {

@@ -60,6 +60,7 @@ struct ScoreOptions {
 struct PairScore {
   double logprob = 0;   // sum of log p(y_t | y_<t, x) over the target's tokens, </s> included
   int64_t tokens = 0;   // target tokens scored (</s> included)
+  bool truncated = false;  // a side was cut to the model's maximum (score, not score_ids)
   std::vector<double> token_logprobs;  // per target token, </s> last (ScoreOptions::token_logprobs)
 };
 
