@@ -286,6 +286,8 @@ def serve_requests():
         "completions.bin": ("completions", {"model": "gpt", "prompt": "print the", "max_tokens": 5,
                                             "temperature": 0.7, "top_p": 0.9, "top_k": 5, "seed": 3,
                                             "stop": ["name"], "repetition_penalty": 1.2}),
+        "completions_logprobs.bin": ("completions", {"model": "gpt", "prompt": ["print the", "user"], "max_tokens": 3,
+                                                     "temperature": 0, "logprobs": 2, "echo": True}),
         "completions_stream.bin": ("completions", {"model": "gpt", "prompt": ["user", "file not"], "max_tokens": 3,
                                                    "stream": True}),
         "embeddings.bin": ("embeddings", {"model": "bert", "input": ["read write", "user name"], "pooling": "mean",

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "qkv/train/seq2seq_data.h"
+#include "qkv/util/utf8.h"
 #include "server_impl.h"
 
 namespace qkv::serve {
@@ -34,6 +35,35 @@ void check_tokens(int64_t n, size_t i, const Limits& lim, const std::string& end
                       endpoint + ": input " + std::to_string(i) + " of \"" + field + "\" has " + std::to_string(n) +
                           " tokens, more than " + std::to_string(lim.max_input_tokens) + " (--max-input-tokens)",
                       field);
+}
+
+constexpr int64_t kMaxLogprobs = 20;  // OpenAI allows 5
+
+// OpenAI's legacy logprobs object: each token's text, its log-probability and the most likely
+// tokens there ({text: logprob}); with echo the prompt's tokens come first, the very first with
+// null for both (nothing precedes it). Token texts that are not UTF-8 alone (a piece of a
+// character) get U+FFFD. No text_offset.
+nlohmann::json logprobs_json(const text::Tokenizer& tok, const tasks::Generation& g, bool echo) {
+  nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array(), top = nlohmann::json::array();
+  auto text_of = [&](int64_t id) {
+    const int32_t one[1] = {int32_t(id)};
+    return utf8::replace_invalid(tok.decode(one, false));
+  };
+  auto add = [&](const decode::TokenLogprob& t) {
+    tokens.push_back(text_of(t.token));
+    values.push_back(t.logprob);
+    nlohmann::json best = nlohmann::json::object();
+    for (const auto& [id, lp] : t.top) best[text_of(id)] = lp;
+    top.push_back(best);
+  };
+  if (echo && !g.prompt_ids.empty()) {
+    tokens.push_back(text_of(g.prompt_ids[0]));
+    values.push_back(nullptr);
+    top.push_back(nullptr);
+    for (const auto& t : g.prompt_logprobs) add(t);
+  }
+  for (const auto& t : g.logprobs) add(t);
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", top}};
 }
 
 nlohmann::json usage(int64_t prompt, int64_t completion) {
@@ -189,7 +219,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   const std::string ep = "/v1/completions";
   JsonRequest body(req.body, ep,
                    {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "stream", "n",
-                    "repetition_penalty", "user"});
+                    "repetition_penalty", "user", "logprobs", "echo"});
   const Kind kind = Kind::generation;
   ServedModel& m = pick(body, ep, &kind);
   const tasks::Generator& gen = *m.generator();
@@ -234,13 +264,23 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   o.seed = body.has("seed") ? body.unsigned_integer("seed", 0) : std::random_device{}();
   (void)body.string("user");
   job->stream = body.boolean("stream", false);
+  // OpenAI's legacy logprobs: the chosen tokens' log-probabilities and the `logprobs` most likely
+  // at each position (0..kMaxLogprobs); echo: the prompt leads the text (and its tokens' logprobs).
+  o.logprobs = body.integer("logprobs", -1, 0, kMaxLogprobs);
+  job->echo = body.boolean("echo", false);
+  o.prompt_logprobs = job->echo && o.logprobs >= 0;
+  if (job->stream && (o.logprobs >= 0 || job->echo))
+    throw HttpError(400, ep + ": \"" + std::string(o.logprobs >= 0 ? "logprobs" : "echo") +
+                             "\" is not supported with \"stream\": true",
+                    "invalid_request_error", o.logprobs >= 0 ? "logprobs" : "echo");
   job->items = job->prompts.size();
   // Greedy requests with the same options share batches (a row's answer does not depend on its
   // batch); a sampled one runs alone: its prompts' random streams are numbered within the call.
   if (o.sample) {
     job->key = "sample " + std::to_string(++next_sample_key);
   } else {
-    job->key = "greedy n" + std::to_string(o.max_new_tokens) + " r" + num(o.logits.repetition_penalty);
+    job->key = "greedy n" + std::to_string(o.max_new_tokens) + " r" + num(o.logits.repetition_penalty) + " l" +
+               std::to_string(o.logprobs) + (o.prompt_logprobs ? " e" : "");
     for (auto& s : o.stop) job->key += " s" + std::to_string(s.size()) + ":" + s;
   }
   const uint64_t id = current_request().id;
@@ -251,9 +291,12 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     wait(*job);
     current_request().tokens = job->tokens;
     nlohmann::json choices = nlohmann::json::array();
-    for (size_t i = 0; i < job->out.size(); ++i)
-      choices.push_back({{"text", job->out[i].text}, {"index", i}, {"logprobs", nullptr},
-                         {"finish_reason", finish_reason(job->out[i].finish)}});
+    for (size_t i = 0; i < job->out.size(); ++i) {
+      const tasks::Generation& g = job->out[i];
+      choices.push_back({{"text", job->echo ? job->prompts[i] + g.text : g.text}, {"index", i},
+                         {"logprobs", o.logprobs >= 0 ? logprobs_json(*gen.bundle().tokenizer, g, job->echo) : nullptr},
+                         {"finish_reason", finish_reason(g.finish)}});
+    }
     res.set_content(dump({{"id", "cmpl-" + std::to_string(id)}, {"object", "text_completion"}, {"created", created},
                           {"model", m.name()}, {"choices", choices}, {"usage", usage(prompt_tokens, job->tokens)}}),
                     "application/json");

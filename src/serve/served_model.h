@@ -50,6 +50,7 @@ struct CompletionJob : Job {
   std::vector<std::string> prompts;
   tasks::GenerateOptions opt;  // its on_token is not used (the batch sets its own)
   bool stream = false;
+  bool echo = false;  // the prompt leads each text (OpenAI's "echo")
   std::vector<tasks::Generation> out;
   int64_t tokens = 0;
 

@@ -135,6 +135,8 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
   opt.logits.validate();
   QKV_CHECK(opt.max_new_tokens >= 1, "generate", "max_new_tokens must be >= 1, got ", opt.max_new_tokens);
   QKV_CHECK(opt.batch_size >= 1, "generate", "batch size must be >= 1, got ", opt.batch_size);
+  QKV_CHECK(opt.logprobs >= -1, "generate", "logprobs must be -1 (off), 0 or a count of top tokens, got ",
+            opt.logprobs);
   kernels::check_precision_supported(
       opt.precision, (std::string("generate (precision ") + kernels::precision_name(opt.precision) + ")").c_str());
   QKV_CHECK(opt.stop.empty() || bundle_.tokenizer, "generate", "stop strings need the model's tokenizer");
@@ -172,6 +174,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
     r.prompt_len = int64_t(r.history.size());
     r.max_new = std::min(opt.max_new_tokens, P - r.prompt_len);
     out[i].prompt_tokens = r.prompt_len;
+    out[i].prompt_ids = r.history;
     r.rng.set_state(opt.seed, uint64_t(i) << 32);  // stream i: counters from i * 2^32
   }
 
@@ -210,6 +213,20 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
 
   NoGradGuard ng;
   kernels::MatmulPrecisionScope precision(opt.precision);
+  if (opt.prompt_logprobs)  // each prompt alone: (1, L, V) logits, L - 1 of them read
+    for (Row& r : rows) {
+      const int64_t L = r.prompt_len;
+      Tensor ids = Tensor::from_vector<int64_t>(r.history, {1, L});
+      std::vector<int64_t> positions(static_cast<size_t>(L));
+      std::iota(positions.begin(), positions.end(), int64_t(0));
+      models::GptCache cache = model.start();
+      const Tensor lg =  // (1, L, V): position j - 1 predicts token j
+          model.step(ids, cache, Tensor::from_vector<int64_t>(positions, {1, L}), Tensor(), false).contiguous();
+      const float* c = lg.data<float>();
+      const int64_t top_n = std::max<int64_t>(opt.logprobs, 0);
+      for (int64_t j = 1; j < L; ++j)
+        r.out->prompt_logprobs.push_back(decode::token_logprob(c + (j - 1) * V, V, r.history[size_t(j)], top_n));
+    }
   std::vector<float> buf(static_cast<size_t>(V));
   for (size_t start = 0; start < n; start += size_t(opt.batch_size)) {
     std::vector<Row*> batch;  // rows still generating, in batch order
@@ -236,7 +253,8 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
       std::vector<int64_t> keep;  // batch positions of the rows that go on
       for (int64_t b = 0; b < B; ++b) {
         Row& r = *batch[size_t(b)];
-        std::memcpy(buf.data(), logits.data<float>() + b * V, size_t(V) * sizeof(float));
+        const float* row = logits.data<float>() + b * V;
+        std::memcpy(buf.data(), row, size_t(V) * sizeof(float));
         decode::apply_repetition_penalty(buf.data(), V, r.history, opt.logits.repetition_penalty);
         int64_t tok;
         if (opt.sample) {
@@ -245,6 +263,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
         } else {
           tok = decode::argmax_token(buf.data(), V);
         }
+        if (opt.logprobs >= 0) r.out->logprobs.push_back(decode::token_logprob(row, V, tok, opt.logprobs));
         if (!emit(r, tok)) keep.push_back(b);
       }
       if (keep.empty()) break;

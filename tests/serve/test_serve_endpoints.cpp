@@ -194,6 +194,61 @@ TEST(Serve, CompletionsEqualTheGenerator) {
   EXPECT_LT(r.json["choices"][0]["text"].get<std::string>().size(), free_text.size());
 }
 
+// OpenAI's "logprobs" and "echo": the Generator's log-probabilities, read back as the same doubles,
+// each token's text and the most likely tokens keyed by their text; echo puts the prompt first,
+// its first token with nulls.
+TEST(Serve, CompletionLogprobsAndEchoEqualTheGenerators) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  tasks::Generator lib(m.gpt);
+  const text::Tokenizer& tok = *lib.bundle().tokenizer;
+  auto text_of = [&](int64_t id) {
+    const int32_t one[1] = {int32_t(id)};
+    return tok.decode(one, false);
+  };
+  const std::vector<std::string> prompts = {"the file", "user name error"};
+  tasks::GenerateOptions o;
+  o.max_new_tokens = 5, o.logprobs = 2, o.prompt_logprobs = true;
+  const auto want = lib.generate(prompts, o);
+  for (bool echo : {false, true}) {
+    SCOPED_TRACE(echo ? "echo" : "no echo");
+    Reply r = post(s.port, "/v1/completions",
+                   {{"prompt", prompts}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", 2}, {"echo", echo}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const auto& c = r.json["choices"][i];
+      EXPECT_EQ(c["text"], (echo ? prompts[i] : "") + want[i].text);
+      std::vector<decode::TokenLogprob> all = want[i].logprobs;
+      if (echo) all.insert(all.begin(), want[i].prompt_logprobs.begin(), want[i].prompt_logprobs.end());
+      const size_t first = echo ? 1 : 0;  // echo: the prompt's first token, with nulls
+      ASSERT_EQ(c["logprobs"]["tokens"].size(), all.size() + first) << c.dump();
+      if (echo) {
+        EXPECT_EQ(c["logprobs"]["tokens"][0], text_of(want[i].prompt_ids[0]));
+        EXPECT_TRUE(c["logprobs"]["token_logprobs"][0].is_null());
+        EXPECT_TRUE(c["logprobs"]["top_logprobs"][0].is_null());
+      }
+      for (size_t j = 0; j < all.size(); ++j) {
+        EXPECT_EQ(c["logprobs"]["tokens"][first + j], text_of(all[j].token)) << j;
+        EXPECT_EQ(c["logprobs"]["token_logprobs"][first + j].get<double>(), all[j].logprob) << j;
+        const auto& top = c["logprobs"]["top_logprobs"][first + j];
+        ASSERT_EQ(top.size(), 2u) << top.dump();
+        for (const auto& [id, lp] : all[j].top) EXPECT_EQ(top[text_of(id)].get<double>(), lp) << j;
+      }
+    }
+  }
+  // Without "logprobs": null, as before; echo alone still leads with the prompt.
+  Reply r =
+      post(s.port, "/v1/completions", {{"prompt", prompts[0]}, {"max_tokens", 5}, {"temperature", 0}, {"echo", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(r.json["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(r.json["choices"][0]["text"], prompts[0] + want[0].text);
+  for (const nlohmann::json& bad : {nlohmann::json{{"prompt", "the"}, {"logprobs", 21}},
+                                    nlohmann::json{{"prompt", "the"}, {"logprobs", -1}},
+                                    nlohmann::json{{"prompt", "the"}, {"logprobs", 1}, {"stream", true}},
+                                    nlohmann::json{{"prompt", "the"}, {"echo", true}, {"stream", true}}})
+    EXPECT_EQ(post(s.port, "/v1/completions", bad).status, 400) << bad.dump();
+}
+
 TEST(Serve, StreamingGivesTheSameTextPieceByPieceAndEndsWithDone) {
   const auto& m = ServeModels::get();
   RunningServer s(m.all());

@@ -3,7 +3,8 @@
 // repetition penalty, one at a time and as one left-padded batch; cached logits against the full
 // forward (one row, and a left-padded batch with a two-token step); seeded sampling batched vs one
 // prompt at a time; the logit filters against Hugging Face's algorithms; eos, stop strings,
-// streaming and the context limit.
+// streaming and the context limit; the log-probabilities of generated and prompt tokens (with the
+// most likely tokens at each position) against torch's log_softmax.
 #include "qkv/tasks/generator.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "qkv/text/char_word.h"
 #include "qkv/text/pretokenize.h"
 #include "qkv/util/utf8.h"
+#include "helpers.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -107,6 +109,89 @@ TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
     }
   }
   EXPECT_EQ(checked, 2 * 2 * 2 * 3 * 5);
+}
+
+// Log-probabilities under the model's own distribution (raw logits, no penalty), of the generated
+// tokens (with and without the repetition penalty choosing them) and of the prompts' tokens, with
+// the three most likely tokens at each position: torch's float64 log_softmax. fp32: 1e-5 relative
+// (at least 1e-5 absolute).
+TEST(Generator, LogprobsEqualTorchsLogSoftmaxForGeneratedAndPromptTokens) {
+  RefFile ref("gpt_generate");
+  const auto near = [](double a, double b) { return std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b)); };
+  int checked = 0;
+  for (auto& c : kModels) {
+    SCOPED_TRACE(c);
+    tasks::Generator g(load(ref, c));
+    const auto prompts = prompts_of(ref, c);
+    const std::vector<double> prompt_lp = ref.get(c, "prompt_lp").to_vector<double>();
+    const std::vector<int64_t> prompt_top_ids = ref.get(c, "prompt_top_ids").to_vector<int64_t>();
+    const std::vector<double> prompt_top_lp = ref.get(c, "prompt_top_lp").to_vector<double>();
+    for (const std::string which : {"gen", "gen_rep"}) {
+      SCOPED_TRACE(which);
+      const Tensor want_lp = ref.get(c, which + "_lp"), top_ids = ref.get(c, which + "_top_ids");
+      const std::vector<double> lp = want_lp.to_vector<double>();
+      const std::vector<double> top_lp = ref.get(c, which + "_top_lp").to_vector<double>();
+      const std::vector<int64_t> tids = top_ids.to_vector<int64_t>();
+      const int64_t M = want_lp.size(1), K = top_ids.size(2);
+      tasks::GenerateOptions o;
+      o.max_new_tokens = ref.params(c)["max_new"];
+      o.eos_id = -1;
+      o.logprobs = K;
+      o.prompt_logprobs = true;
+      if (which == "gen_rep") o.logits.repetition_penalty = ref.params(c)["repetition_penalty"];
+      for (int64_t bs : {1, 5}) {
+        o.batch_size = bs;
+        const auto r = g.generate_ids(prompts, o);
+        size_t at = 0;  // row of the prompt references
+        for (size_t i = 0; i < prompts.size(); ++i) {
+          SCOPED_TRACE("prompt " + std::to_string(i) + ", batch " + std::to_string(bs));
+          EXPECT_EQ(r[i].tokens, ref_row(ref.get(c, which), int64_t(i)));
+          ASSERT_EQ(r[i].logprobs.size(), r[i].tokens.size());
+          for (size_t j = 0; j < r[i].tokens.size(); ++j) {
+            const auto& t = r[i].logprobs[j];
+            const size_t at_ij = i * size_t(M) + j;
+            EXPECT_EQ(t.token, r[i].tokens[j]);
+            EXPECT_TRUE(near(t.logprob, lp[at_ij])) << j << ": " << t.logprob << " vs " << lp[at_ij];
+            ASSERT_EQ(t.top.size(), size_t(K));
+            for (int64_t k = 0; k < K; ++k) {
+              EXPECT_EQ(t.top[size_t(k)].first, tids[at_ij * size_t(K) + size_t(k)]) << j << " top " << k;
+              EXPECT_TRUE(near(t.top[size_t(k)].second, top_lp[at_ij * size_t(K) + size_t(k)])) << j << " top " << k;
+            }
+            ++checked;
+          }
+          ASSERT_EQ(r[i].prompt_logprobs.size(), prompts[i].size() - 1);
+          EXPECT_EQ(r[i].prompt_ids, prompts[i]);
+          for (size_t j = 0; j + 1 < prompts[i].size(); ++j, ++at) {
+            const auto& t = r[i].prompt_logprobs[j];
+            EXPECT_EQ(t.token, prompts[i][j + 1]);
+            EXPECT_TRUE(near(t.logprob, prompt_lp[at])) << j << ": " << t.logprob << " vs " << prompt_lp[at];
+            ASSERT_EQ(t.top.size(), size_t(K));
+            for (int64_t k = 0; k < K; ++k) {
+              EXPECT_EQ(t.top[size_t(k)].first, prompt_top_ids[at * size_t(K) + size_t(k)]);
+              EXPECT_TRUE(near(t.top[size_t(k)].second, prompt_top_lp[at * size_t(K) + size_t(k)]));
+            }
+            ++checked;
+          }
+        }
+        EXPECT_EQ(at, prompt_lp.size());
+      }
+    }
+    // Off by default; logprobs 0: the chosen token's alone.
+    tasks::GenerateOptions o;
+    o.max_new_tokens = 3;
+    const auto off = g.generate_ids({prompts[1]}, o);
+    EXPECT_TRUE(off[0].logprobs.empty());
+    EXPECT_TRUE(off[0].prompt_logprobs.empty());
+    o.logprobs = 0;
+    const auto zero = g.generate_ids({prompts[1]}, o);
+    ASSERT_EQ(zero[0].logprobs.size(), 3u);
+    EXPECT_TRUE(zero[0].logprobs[0].top.empty());
+    const size_t row1 = ref.params(c)["max_new"].get<size_t>();  // prompt 1's first generated token
+    EXPECT_TRUE(near(zero[0].logprobs[0].logprob, ref.get(c, "gen_lp").to_vector<double>()[row1]));
+    o.logprobs = -2;
+    EXPECT_MENTIONS(error_of([&] { g.generate_ids({prompts[1]}, o); }), "logprobs must be -1 (off), 0 or a count");
+  }
+  EXPECT_GT(checked, 300);
 }
 
 TEST(Generator, DecodingLayoutIsPanelsUpTo64MiBOfWeightsInFp32AndRowsInBf16AndInt8) {

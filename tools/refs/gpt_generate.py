@@ -9,6 +9,12 @@ forward over prompt + generated tokens per step, float64), greedily:
            35-token prompt gets 5); -1 after the end.
   gen_rep  (5, 16): greedy after Hugging Face's repetition penalty 1.5 over prompt + generated.
 Every step's best logit beats the second by > 1e-3 (asserted), so float32 must choose the same.
+With each: <name>_lp (5, 16) float64, the chosen token's log-probability under the model's own
+distribution (log_softmax of the raw logits: no penalty), NaN after the end; <name>_top_ids and
+<name>_top_lp (5, 16, 3), the three most likely tokens there and theirs (-1 / NaN after the end;
+consecutive log-probabilities of the four most likely differ by > 1e-4, asserted, so float32 ranks
+them the same). prompt_lp / prompt_top_ids / prompt_top_lp: each prompt token after the first,
+prompts concatenated (sum(L) - 5 rows), from one forward pass over the prompt.
 
 Case "filters": fixed logits (6, 50) f32 and histories (6, 8); for each configuration
 (temperature, top_k, top_p, repetition_penalty) the processed logits (-inf = removed) computed as
@@ -48,17 +54,32 @@ def top_p_warp(scores, p):  # HF TopPLogitsWarper, one row
     return scores.masked_fill(remove.scatter(0, sorted_idx, remove), float("-inf"))
 
 
-def greedy(cfg, p, prompt, max_new, penalty=1.0):
+TOP = 3
+
+
+def top_of(lp):  # the TOP most likely (ids, log-probabilities) of one row, ranks well separated
+    v, i = torch.topk(lp, TOP + 1)
+    assert (v[:-1] - v[1:]).min() > 1e-4, "log-probabilities too close to rank in float32"
+    return i[:TOP], v[:TOP]
+
+
+def forward(cfg, p, ids):  # (len(ids), V) logits, float64
+    x = torch.tensor([ids])
+    return gpt_forward(cfg, p, x, torch.zeros_like(x, dtype=torch.uint8), torch.arange(len(ids))[None])[0]
+
+
+def greedy(cfg, p, prompt, max_new, penalty, scores):  # scores: gets (logprob, top ids, top logprobs) per step
     ids = list(prompt)
     n = min(max_new, cfg["n_positions"] - len(prompt))
     for _ in range(n):
-        x = torch.tensor([ids])
-        logits = gpt_forward(cfg, p, x, torch.zeros_like(x, dtype=torch.uint8), torch.arange(len(ids))[None])[0, -1]
+        logits = forward(cfg, p, ids)[-1]
+        lp = torch.log_softmax(logits, -1)
         if penalty != 1.0:
             logits = rep_penalty(logits, ids, penalty)
         top2 = torch.topk(logits, 2)[0]
         assert top2[0] - top2[1] > 1e-3, "greedy choice too close to call in float32"
         ids.append(int(logits.argmax()))
+        scores.append((float(lp[ids[-1]]),) + top_of(lp))
     return ids[len(prompt):]
 
 
@@ -78,10 +99,23 @@ def main(out):
         out_t = {}
         for name, pen in (("gen", 1.0), ("gen_rep", 1.5)):
             g = torch.full((len(prompts), MAX_NEW), -1, dtype=torch.long)
+            lp = torch.full((len(prompts), MAX_NEW), float("nan"), dtype=torch.float64)
+            top_ids = torch.full((len(prompts), MAX_NEW, TOP), -1, dtype=torch.long)
+            top_lp = torch.full((len(prompts), MAX_NEW, TOP), float("nan"), dtype=torch.float64)
             for i, pr in enumerate(prompts):
-                toks = greedy(cfg, pd, pr, MAX_NEW, pen)
+                scores = []
+                toks = greedy(cfg, pd, pr, MAX_NEW, pen, scores)
                 g[i, :len(toks)] = torch.tensor(toks)
-            out_t[name] = g
+                for j, (v, ti, tv) in enumerate(scores):
+                    lp[i, j], top_ids[i, j], top_lp[i, j] = v, ti, tv
+            out_t.update({name: g, name + "_lp": lp, name + "_top_ids": top_ids, name + "_top_lp": top_lp})
+        rows = []
+        for pr in prompts:
+            lps = torch.log_softmax(forward(cfg, pd, pr), -1)
+            rows += [(float(lps[j - 1, pr[j]]),) + top_of(lps[j - 1]) for j in range(1, len(pr))]
+        out_t.update({"prompt_lp": torch.tensor([r[0] for r in rows], dtype=torch.float64),
+                      "prompt_top_ids": torch.stack([r[1] for r in rows]),
+                      "prompt_top_lp": torch.stack([r[2] for r in rows])})
         refs.case(c, {"dir": os.path.join("gpt_generate", c), "max_new": MAX_NEW, "repetition_penalty": 1.5},
                   prompts=torch.tensor(sum(prompts, [])), prompt_lens=torch.tensor(PROMPT_LENS), **out_t)
 

@@ -11,6 +11,7 @@
 // draws from the softmax of the processed row.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace qkv::decode {
@@ -32,5 +33,14 @@ int64_t argmax_token(const float* logits, int64_t V);
 // Inverse-CDF draw from softmax(logits), tokens in id order: the first token whose cumulative
 // probability exceeds u (u uniform in [0, 1)); -inf entries are never drawn.
 int64_t sample_token(const float* logits, int64_t V, double u);
+
+// A token's log-probability under log_softmax(logits) (the sum of exponentials in double), and the
+// `top_n` most likely tokens with theirs, best first (equal logits: the lower id first).
+struct TokenLogprob {
+  int64_t token = 0;
+  double logprob = 0;
+  std::vector<std::pair<int64_t, double>> top;
+};
+TokenLogprob token_logprob(const float* logits, int64_t V, int64_t token, int64_t top_n = 0);
 
 }  // namespace qkv::decode

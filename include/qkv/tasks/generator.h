@@ -51,6 +51,14 @@ struct GenerateOptions {
                                   // warn) instead of an error
   bool quiet = false;             // no warnings on stderr
   std::function<void(const TokenEvent&)> on_token;  // streaming: called for every generated token
+  // Log-probabilities (OpenAI's completions "logprobs" and "echo"), under the model's own
+  // distribution: log_softmax of the logits at temperature 1, before the repetition penalty and
+  // the filters (what scoring wants; the choice itself is made on the processed logits).
+  // logprobs: -1 off; 0 each generated token's; n > 0 also the n most likely tokens at each step.
+  int64_t logprobs = -1;
+  // Each prompt token's after the first (a forward pass over the prompt alone, so the values do
+  // not depend on the batch); with logprobs > 0, the most likely tokens too.
+  bool prompt_logprobs = false;
   // Matrix products in fp32, or in bf16 (kernels/bf16.h): every weight converted once to bf16 in
   // oneDNN's layout and cached with the model (rebuilt only when a weight changes), activations
   // rounded per product, f32 accumulation; softmax, layer norm and reductions stay fp32. bf16 needs
@@ -69,6 +77,9 @@ struct Generation {
   std::string finish;           // "eos", "stop" or "length"
   int64_t prompt_tokens = 0;    // after truncation
   bool truncated = false;
+  std::vector<decode::TokenLogprob> logprobs;         // per generated token (GenerateOptions::logprobs)
+  std::vector<decode::TokenLogprob> prompt_logprobs;  // per prompt token after the first
+  std::vector<int64_t> prompt_ids;                    // the prompt as decoded (after truncation)
 };
 
 class Generator {
