@@ -277,8 +277,8 @@ def head_configs():
 def serve_requests():
     """tests/fuzz/serve_request.cpp's inputs: a byte choosing the endpoint (its order of kPaths),
     then the JSON body, as docs/serve.md documents each endpoint's fields. The served models are
-    "mt", "gpt", "bert", "cls" and "pair" (word vocabularies of tests/common/tiny_models.h)."""
-    paths = ["translate", "completions", "embeddings", "classify", "tokenize", "detokenize", "score"]
+    "mt", "gpt", "bert", "cls", "pair", "tag" and "qa" (word vocabularies of tests/common/tiny_models.h)."""
+    paths = ["translate", "completions", "embeddings", "classify", "tokenize", "detokenize", "score", "tag", "answer"]
     bodies = {
         "translate_one.bin": ("translate", {"model": "mt", "text": "cannot open the file"}),
         "translate_beam.bin": ("translate", {"model": "mt", "texts": ["save the file", "read error"], "beam": 2,
@@ -300,6 +300,9 @@ def serve_requests():
                                 "targets": ["save", "error read"], "token_logprobs": True}),
         "score_truncate.bin": ("score", {"model": "mt", "source": "user name " * 10, "target": "name",
                                          "truncate": True}),
+        "tag.bin": ("tag", {"model": "tag", "texts": ["cannot open the file", "user name"], "probabilities": True}),
+        "answer.bin": ("answer", {"model": "qa", "questions": ["what cannot open"],
+                                  "contexts": ["the user cannot open"], "n_best": 2}),
         "detokenize.bin": ("detokenize", {"model": "bert", "tokens": [2, 7, 8, 3], "skip_special_tokens": False}),
     }
     out = {name: bytes([paths.index(ep)]) + json.dumps(body).encode() for name, (ep, body) in bodies.items()}

@@ -19,8 +19,8 @@ namespace qkv::cli {
 namespace {
 
 int run(int argc, char** argv) {
-  CLI::App app{"Serve models over HTTP: translation, scoring, completions, embeddings, classification (JSON; "
-               "OpenAI's shapes for completions and embeddings)",
+  CLI::App app{"Serve models over HTTP: translation, scoring, completions, embeddings, classification, tagging, "
+               "question answering (JSON; OpenAI's shapes for completions and embeddings)",
                "qkv serve"};
   std::vector<std::string> model_args;
   serve::ServerOptions opt;
@@ -110,7 +110,9 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("serve", "serve models over HTTP (translate, score, completions, embeddings, classify; batching, limits)",
+Register reg("serve",
+             "serve models over HTTP (translate, score, completions, embeddings, classify, tag, answer; batching, "
+             "limits)",
              run);
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "qkv/train/seq2seq_data.h"
+#include "qkv/text/pretokenize.h"
 #include "qkv/util/utf8.h"
 #include "server_impl.h"
 
@@ -423,6 +424,90 @@ void Server::Impl::classify(const httplib::Request& req, httplib::Response& res)
     nlohmann::json x{{"label", r.label}, {"probability", r.probability}, {"probabilities", probs}};
     if (r.truncated) x["truncated"] = true;
     results.push_back(x);
+  }
+  res.set_content(dump({{"model", m.name()}, {"results", results}}), "application/json");
+}
+
+void Server::Impl::tag(const httplib::Request& req, httplib::Response& res) {
+  const std::string ep = "/v1/tag";
+  JsonRequest body(req.body, ep, {"model", "text", "texts", "probabilities"});
+  const Kind kind = Kind::tagging;
+  ServedModel& m = pick(body, ep, &kind);
+  if (body.has("text") == body.has("texts"))
+    throw HttpError(400, ep + ": give exactly one of \"text\" (a string) and \"texts\" (an array of strings)");
+  const std::string field = body.has("text") ? "text" : "texts";
+  const std::vector<std::string> texts =
+      body.has("text") ? std::vector<std::string>{*body.string("text")} : body.strings("texts");
+  if (texts.empty()) throw HttpError(400, ep + ": \"texts\" is empty", "invalid_request_error", "texts");
+  check_inputs(texts.size(), opt.limits, ep, field);
+  auto job = std::make_shared<TagJob>();
+  const text::Tokenizer& tok = *m.tokenizer();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    check_tokens(int64_t(tok.encode(texts[i]).size()), i, opt.limits, ep, field);
+    std::vector<std::string> words;  // as qkv tag reads a line: words between whitespace
+    for (std::string_view w : text::whitespace_split(texts[i])) words.emplace_back(w);
+    if (words.empty())
+      throw HttpError(400, ep + ": input " + std::to_string(i) + " of \"" + field + "\" has no words",
+                      "invalid_request_error", field);
+    job->sentences.push_back(std::move(words));
+  }
+  job->opt.probabilities = body.boolean("probabilities", false);
+  job->items = job->sentences.size();
+  job->key = job->opt.probabilities ? "probabilities" : "";
+  submit(m, job);
+  wait(*job);
+  nlohmann::json results = nlohmann::json::array();
+  for (size_t i = 0; i < job->out.size(); ++i) {
+    const tasks::Tagging& t = job->out[i];
+    nlohmann::json x{{"words", job->sentences[i]}, {"tags", t.tags}};
+    if (job->opt.probabilities) x["probabilities"] = t.probability;
+    if (t.windows > 1) x["windows"] = t.windows;
+    if (t.words_cut) x["words_cut"] = t.words_cut;
+    results.push_back(x);
+  }
+  res.set_content(dump({{"model", m.name()}, {"results", results}}), "application/json");
+}
+
+void Server::Impl::answer(const httplib::Request& req, httplib::Response& res) {
+  const std::string ep = "/v1/answer";
+  JsonRequest body(req.body, ep, {"model", "question", "context", "questions", "contexts", "n_best"});
+  const Kind kind = Kind::question_answering;
+  ServedModel& m = pick(body, ep, &kind);
+  const bool one = body.has("question") || body.has("context");
+  if (one == (body.has("questions") || body.has("contexts")))
+    throw HttpError(400, ep + ": give either \"question\" and \"context\" (strings) or \"questions\" and "
+                              "\"contexts\" (arrays of strings of the same length)");
+  const std::string qf = one ? "question" : "questions", cf = one ? "context" : "contexts";
+  for (const std::string& f : {qf, cf})
+    if (!body.has(f))
+      throw HttpError(400, ep + ": field \"" + f + "\" is required with \"" + (f == qf ? cf : qf) + "\"",
+                      "invalid_request_error", f);
+  const std::vector<std::string> qs = one ? std::vector<std::string>{*body.string(qf)} : body.strings(qf);
+  const std::vector<std::string> cs = one ? std::vector<std::string>{*body.string(cf)} : body.strings(cf);
+  if (qs.empty()) throw HttpError(400, ep + ": \"questions\" is empty", "invalid_request_error", "questions");
+  if (cs.size() != qs.size())
+    throw HttpError(400, ep + ": \"contexts\" has " + std::to_string(cs.size()) + " texts, \"questions\" " +
+                             std::to_string(qs.size()),
+                    "invalid_request_error", "contexts");
+  check_inputs(qs.size(), opt.limits, ep, qf);
+  auto job = std::make_shared<AnswerJob>();
+  const text::Tokenizer& tok = *m.tokenizer();
+  for (size_t i = 0; i < qs.size(); ++i) {
+    check_tokens(int64_t(tok.encode(qs[i]).size()), i, opt.limits, ep, qf);
+    check_tokens(int64_t(tok.encode(cs[i]).size()), i, opt.limits, ep, cf);
+    job->inputs.emplace_back(qs[i], cs[i]);
+  }
+  job->n_best = body.integer("n_best", 1, 1, 20);
+  job->items = job->inputs.size();
+  job->key = "n" + std::to_string(job->n_best);
+  submit(m, job);
+  wait(*job);
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& spans : job->out) {
+    nlohmann::json answers = nlohmann::json::array();
+    for (const tasks::QaAnswerSpan& s : spans)
+      answers.push_back({{"text", s.text}, {"start", s.start}, {"end", s.end}, {"score", s.score}});
+    results.push_back({{"answers", answers}});
   }
   res.set_content(dump({{"model", m.name()}, {"results", results}}), "application/json");
 }

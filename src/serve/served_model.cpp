@@ -16,6 +16,8 @@ const char* kind_name(Kind k) {
     case Kind::generation: return "generation";
     case Kind::embedding: return "embedding";
     case Kind::classification: return "classification";
+    case Kind::tagging: return "tagging";
+    case Kind::question_answering: return "question_answering";
   }
   return "?";
 }
@@ -31,14 +33,17 @@ Kind model_kind(const std::string& dir) {
     fail(cfg, "not valid JSON: ", e.what());
   }
   QKV_CHECK(j.is_object(), cfg, "expected a JSON object");
-  bool classifier = j.contains("qkv_classifier");
-  if (j.contains("architectures") && j["architectures"].is_array())
+  auto architecture_ends = [&](const std::string& suffix) {
+    if (!j.contains("architectures") || !j["architectures"].is_array()) return false;
     for (auto& a : j["architectures"]) {
       const std::string n = a.is_string() ? a.get<std::string>() : "";
-      const std::string suffix = "ForSequenceClassification";
-      if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) classifier = true;
+      if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) return true;
     }
-  if (classifier) return Kind::classification;
+    return false;
+  };
+  if (j.contains("qkv_classifier") || architecture_ends("ForSequenceClassification")) return Kind::classification;
+  if (architecture_ends("ForTokenClassification")) return Kind::tagging;
+  if (architecture_ends("ForQuestionAnswering")) return Kind::question_answering;
   QKV_CHECK(j.contains("model_type") && j["model_type"].is_string(), cfg,
             "field 'model_type': expected a string (transformer, rnn, gpt2 or bert)");
   const std::string t = j["model_type"];
@@ -75,6 +80,14 @@ ServedModel::ServedModel(std::string name, const std::string& dir, kernels::Matm
     case Kind::generation: generator_ = std::make_unique<tasks::Generator>(dir, precision); break;
     case Kind::embedding: embedder_ = std::make_unique<tasks::Embedder>(dir, precision); break;
     case Kind::classification: classifier_ = std::make_unique<tasks::Classifier>(dir, precision); break;
+    case Kind::tagging:
+    case Kind::question_answering:
+      QKV_CHECK(precision == kernels::MatmulPrecision::fp32, "serve", "--model ", dir, ": a ", kind_name(kind_),
+                " model runs in fp32 only (--precision ", kernels::precision_name(precision), " is for translation, ",
+                "generation, embedding and classification models)");
+      if (kind_ == Kind::tagging) tagger_ = std::make_unique<tasks::Tagger>(dir);
+      else answerer_ = std::make_unique<tasks::QuestionAnswerer>(dir);
+      break;
   }
   queue_ = std::make_unique<BatchQueue>(batch, [this](const std::vector<std::shared_ptr<Job>>& b) { run(b); });
 }
@@ -85,6 +98,8 @@ const text::Tokenizer* ServedModel::tokenizer(bool target) const {
   if (translator_) return (target ? translator_->bundle().tgt_tok : translator_->bundle().src_tok).get();
   if (generator_) return generator_->bundle().tokenizer.get();
   if (embedder_) return embedder_->bundle().tokenizer.get();
+  if (tagger_) return tagger_->bundle().tokenizer.get();
+  if (answerer_) return answerer_->bundle().tokenizer.get();
   if (classifier_->gpt()) return classifier_->gpt()->tokenizer.get();
   return classifier_->bert()->tokenizer.get();
 }
@@ -115,6 +130,8 @@ void ServedModel::run(const std::vector<std::shared_ptr<Job>>& batch) {
       case Kind::generation: complete(js); break;
       case Kind::embedding: embed(js); break;
       case Kind::classification: classify(js); break;
+      case Kind::tagging: tag(js); break;
+      case Kind::question_answering: answer(js); break;
     }
   };
   try {
@@ -261,6 +278,40 @@ void ServedModel::classify(const std::vector<Job*>& jobs) {
     auto& c = static_cast<ClassifyJob&>(*j);
     c.out.assign(r.begin() + int64_t(at), r.begin() + int64_t(at + c.inputs.size()));
     at += c.inputs.size();
+  }
+  for (auto* j : jobs) j->finish();
+}
+
+void ServedModel::tag(const std::vector<Job*>& jobs) {
+  std::vector<std::vector<std::string>> sentences;
+  for (auto* j : jobs) {
+    auto& t = static_cast<TagJob&>(*j);
+    sentences.insert(sentences.end(), t.sentences.begin(), t.sentences.end());
+  }
+  const tasks::TagOptions opt = static_cast<TagJob&>(*jobs[0]).opt;
+  std::vector<tasks::Tagging> r = tagger_->tag(sentences, opt);
+  size_t at = 0;
+  for (auto* j : jobs) {
+    auto& t = static_cast<TagJob&>(*j);
+    t.out.assign(r.begin() + int64_t(at), r.begin() + int64_t(at + t.sentences.size()));
+    at += t.sentences.size();
+  }
+  for (auto* j : jobs) j->finish();
+}
+
+void ServedModel::answer(const std::vector<Job*>& jobs) {
+  std::vector<std::pair<std::string, std::string>> inputs;
+  for (auto* j : jobs) {
+    auto& a = static_cast<AnswerJob&>(*j);
+    inputs.insert(inputs.end(), a.inputs.begin(), a.inputs.end());
+  }
+  answerer_->options().n_best = static_cast<AnswerJob&>(*jobs[0]).n_best;  // this queue's thread alone calls it
+  std::vector<std::vector<tasks::QaAnswerSpan>> r = answerer_->answer(inputs);
+  size_t at = 0;
+  for (auto* j : jobs) {
+    auto& a = static_cast<AnswerJob&>(*j);
+    a.out.assign(r.begin() + int64_t(at), r.begin() + int64_t(at + a.inputs.size()));
+    at += a.inputs.size();
   }
   for (auto* j : jobs) j->finish();
 }

@@ -1,5 +1,6 @@
 // src/serve/served_model.h - one model directory behind the server: the tasks/ object that
-// answers for it (Translator, Generator, Embedder or Classifier, by what config.json says), its
+// answers for it (Translator, Generator, Embedder, Classifier, Tagger or QuestionAnswerer, by what
+// config.json says), its
 // batching queue, and the jobs its endpoints queue. The batch functions concatenate the inputs of
 // the jobs of a batch (equal keys = equal options), make one library call, and hand each job its
 // part; if that call fails, each job is run alone so that one bad request cannot fail another.
@@ -13,14 +14,17 @@
 #include "qkv/tasks/classifier.h"
 #include "qkv/tasks/embedder.h"
 #include "qkv/tasks/generator.h"
+#include "qkv/tasks/question_answerer.h"
+#include "qkv/tasks/tagger.h"
 #include "qkv/tasks/translator.h"
 
 namespace qkv::serve {
 
-enum class Kind { translation, generation, embedding, classification };
+enum class Kind { translation, generation, embedding, classification, tagging, question_answering };
 const char* kind_name(Kind k);  // "translation", ...
 // What a model directory holds, from its config.json: a classifier ("qkv_classifier", or an
-// architecture ending in ForSequenceClassification), else by model_type: transformer / rnn ->
+// architecture ending in ForSequenceClassification), a tagger (...ForTokenClassification), a
+// question answerer (...ForQuestionAnswering), else by model_type: transformer / rnn ->
 // translation, gpt2 -> generation, bert -> embedding. Errors name the file and the field.
 Kind model_kind(const std::string& dir);
 
@@ -69,6 +73,18 @@ struct EmbedJob : Job {
   int64_t tokens = 0;  // input tokens
 };
 
+struct TagJob : Job {
+  std::vector<std::vector<std::string>> sentences;  // words
+  tasks::TagOptions opt;
+  std::vector<tasks::Tagging> out;
+};
+
+struct AnswerJob : Job {
+  std::vector<std::pair<std::string, std::string>> inputs;  // (question, context)
+  int64_t n_best = 1;
+  std::vector<std::vector<tasks::QaAnswerSpan>> out;
+};
+
 struct ClassifyJob : Job {
   std::vector<tasks::ClsInput> inputs;
   tasks::ClassifyOptions opt;
@@ -95,6 +111,8 @@ class ServedModel {
   const tasks::Generator* generator() const { return generator_.get(); }
   const tasks::Embedder* embedder() const { return embedder_.get(); }
   const tasks::Classifier* classifier() const { return classifier_.get(); }
+  const tasks::Tagger* tagger() const { return tagger_.get(); }
+  const tasks::QuestionAnswerer* answerer() const { return answerer_.get(); }
 
  private:
   void run(const std::vector<std::shared_ptr<Job>>& batch);
@@ -103,6 +121,8 @@ class ServedModel {
   void complete(const std::vector<Job*>& jobs);
   void embed(const std::vector<Job*>& jobs);
   void classify(const std::vector<Job*>& jobs);
+  void tag(const std::vector<Job*>& jobs);
+  void answer(const std::vector<Job*>& jobs);
 
   std::string name_;
   Kind kind_;
@@ -112,6 +132,8 @@ class ServedModel {
   std::unique_ptr<tasks::Generator> generator_;
   std::unique_ptr<tasks::Embedder> embedder_;
   std::unique_ptr<tasks::Classifier> classifier_;
+  std::unique_ptr<tasks::Tagger> tagger_;
+  std::unique_ptr<tasks::QuestionAnswerer> answerer_;  // its n_best is set per batch
   std::unique_ptr<BatchQueue> queue_;  // last: its loop uses the members above
 };
 

@@ -44,9 +44,9 @@ ModelSpec parse_model_spec(const std::string& arg) {
 namespace {
 
 const std::set<std::string>& endpoints() {
-  static const std::set<std::string> e = {"/v1/translate", "/v1/score", "/v1/completions", "/v1/embeddings",
-                                          "/v1/classify",  "/tokenize", "/detokenize",     "/health",
-                                          "/metrics"};
+  static const std::set<std::string> e = {"/v1/translate", "/v1/score",  "/v1/completions", "/v1/embeddings",
+                                          "/v1/classify",  "/v1/tag",    "/v1/answer",      "/tokenize",
+                                          "/detokenize",   "/health",    "/metrics"};
   return e;
 }
 
@@ -55,7 +55,7 @@ HttpError default_error(const httplib::Request& req, int status, size_t max_body
   if (status == 404)
     return HttpError(404, "no such endpoint: " + req.method + " " + req.path +
                               " (POST /v1/translate, /v1/score, /v1/completions, /v1/embeddings, /v1/classify, "
-                              "/tokenize, /detokenize; GET /health, /metrics)",
+                              "/v1/tag, /v1/answer, /tokenize, /detokenize; GET /health, /metrics)",
                      "not_found");
   if (status == 413)
     return limit_error(413, "max_body_bytes",
@@ -166,6 +166,8 @@ void Server::Impl::routes() {
             with_body(guarded([this](auto& q, auto& r, Slot s) { completions(q, r, std::move(s)); })));
   http.Post("/v1/embeddings", with_body(guarded([this](auto& q, auto& r, Slot) { embeddings(q, r); })));
   http.Post("/v1/classify", with_body(guarded([this](auto& q, auto& r, Slot) { classify(q, r); })));
+  http.Post("/v1/tag", with_body(guarded([this](auto& q, auto& r, Slot) { tag(q, r); })));
+  http.Post("/v1/answer", with_body(guarded([this](auto& q, auto& r, Slot) { answer(q, r); })));
   http.Post("/tokenize", with_body(guarded([this](auto& q, auto& r, Slot) { tokenize(q, r); })));
   http.Post("/detokenize", with_body(guarded([this](auto& q, auto& r, Slot) { detokenize(q, r); })));
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });

@@ -47,6 +47,8 @@ struct Server::Impl {
   void completions(const httplib::Request& req, httplib::Response& res, Slot slot);
   void embeddings(const httplib::Request& req, httplib::Response& res);
   void classify(const httplib::Request& req, httplib::Response& res);
+  void tag(const httplib::Request& req, httplib::Response& res);
+  void answer(const httplib::Request& req, httplib::Response& res);
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);
   void health(httplib::Response& res);

@@ -8,6 +8,8 @@
 
 #include "qkv/io/bert.h"
 #include "qkv/io/bert_cls.h"
+#include "qkv/io/bert_qa.h"
+#include "qkv/io/bert_tagger.h"
 #include "qkv/io/gpt2.h"
 #include "qkv/io/model_dir.h"
 #include "qkv/tensor/rng.h"
@@ -89,22 +91,48 @@ inline qkv::io::BertClassifierBundle tiny_bert_classifier(std::vector<std::strin
   return io::make_bert_classifier(enc.config, spec, enc.tokenizer);
 }
 
-// The five small models `qkv serve` is tested with, written under root (tests/serve's fixture and
+// tiny_bert's encoder with a random token-classification head over `labels`; its tokenizer has
+// [PAD].
+inline qkv::io::BertTaggerBundle tiny_bert_tagger(std::vector<std::string> labels, uint64_t seed = 8) {
+  using namespace qkv;
+  io::BertBundle enc = tiny_bert(seed);
+  enc.tokenizer->set_special(text::Role::Pad, "[PAD]");
+  default_generator().manual_seed(seed);
+  io::BertTaggerBundle b = io::make_bert_tagger(enc.config, std::move(labels));
+  b.tokenizer = enc.tokenizer;
+  return b;
+}
+
+// tiny_bert's encoder with a random span head (start and end logits); its tokenizer has [PAD].
+inline qkv::io::BertQaBundle tiny_bert_qa(uint64_t seed = 9) {
+  using namespace qkv;
+  io::BertBundle enc = tiny_bert(seed);
+  enc.tokenizer->set_special(text::Role::Pad, "[PAD]");
+  default_generator().manual_seed(seed);
+  io::BertQaBundle b = io::make_bert_qa(enc.config);
+  b.tokenizer = enc.tokenizer;
+  return b;
+}
+
+// The seven small models `qkv serve` is tested with, written under root (tests/serve's fixture and
 // the serve_request fuzz target): translation (max_len 16), gpt (32 positions), bert (an encoder),
-// cls (a BERT classifier of single texts, labels neg/pos), pair (a BERT classifier of pairs).
+// cls (a BERT classifier of single texts, labels neg/pos), pair (a BERT classifier of pairs), tag
+// (a BERT tagger, labels O/B-X/I-X), qa (a BERT span model).
 struct TinyModelDirs {
-  std::string root, translation, gpt, bert, cls, pair;
+  std::string root, translation, gpt, bert, cls, pair, tag, qa;
 };
 inline TinyModelDirs write_tiny_model_dirs(const std::string& root) {
   TinyModelDirs d;
   d.root = root;
   d.translation = root + "/translation", d.gpt = root + "/gpt", d.bert = root + "/bert";
-  d.cls = root + "/cls", d.pair = root + "/pair";
+  d.cls = root + "/cls", d.pair = root + "/pair", d.tag = root + "/tag", d.qa = root + "/qa";
   qkv::io::save_seq2seq(d.translation, tiny_translation_model(31, 16));
   qkv::io::save_gpt2(d.gpt, tiny_gpt(32, 32));
   qkv::io::save_bert(d.bert, tiny_bert(33));
   qkv::io::save_bert_classifier(d.cls, tiny_bert_classifier({"neg", "pos"}, false, 34));
   qkv::io::save_bert_classifier(d.pair, tiny_bert_classifier({"same", "different", "unrelated"}, true, 35));
+  qkv::io::save_bert_tagger(d.tag, tiny_bert_tagger({"O", "B-X", "I-X"}, 36));
+  qkv::io::save_bert_qa(d.qa, tiny_bert_qa(37));
   return d;
 }
 

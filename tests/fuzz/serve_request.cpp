@@ -1,7 +1,8 @@
 // Fuzz target: the request bodies `qkv serve` reads from whoever connects. The first byte picks
-// the endpoint (one of the seven POST routes), the rest is the body, posted over loopback to a
+// the endpoint (one of the nine POST routes), the rest is the body, posted over loopback to a
 // server in this process that serves small random models (tests/common/tiny_models.h): a
-// translation Transformer, a GPT, a BERT encoder and two BERT classifiers (texts, pairs).
+// translation Transformer, a GPT, a BERT encoder, two BERT classifiers (texts, pairs), a BERT
+// tagger and a BERT span (question answering) model.
 // The contract: every request is answered; a 200 is JSON (or, streamed, server-sent events ending
 // with "data: [DONE]"); anything else is a 4xx whose body is the error object
 // {"error": {"message": non-empty, "type", ...}}. A 5xx (an exception the endpoints did not turn
@@ -20,8 +21,8 @@
 namespace {
 
 // New routes go last: a seed's first byte keeps its endpoint.
-constexpr const char* kPaths[] = {"/v1/translate", "/v1/completions", "/v1/embeddings", "/v1/classify",
-                                  "/tokenize",     "/detokenize",     "/v1/score"};
+constexpr const char* kPaths[] = {"/v1/translate", "/v1/completions", "/v1/embeddings", "/v1/classify", "/tokenize",
+                                  "/detokenize",   "/v1/score",       "/v1/tag",        "/v1/answer"};
 
 // The server, started on the first input and never stopped: at exit its threads are idle in their
 // waits, and stopping it then could run after statics it uses were destroyed. (Held by a static
@@ -42,7 +43,8 @@ Served& served() {
     auto* out = new Served;
     out->server = std::make_unique<qkv::serve::Server>(
         std::vector<qkv::serve::ModelSpec>{
-            {"mt", d.translation}, {"gpt", d.gpt}, {"bert", d.bert}, {"cls", d.cls}, {"pair", d.pair}},
+            {"mt", d.translation}, {"gpt", d.gpt}, {"bert", d.bert}, {"cls", d.cls}, {"pair", d.pair},
+            {"tag", d.tag}, {"qa", d.qa}},
         opt);
     out->port = out->server->bind();
     out->thread = std::thread([out] { out->server->run(); });

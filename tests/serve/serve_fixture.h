@@ -26,7 +26,7 @@ struct ServeModels : TinyModelDirs {
     return m;
   }
   std::vector<qkv::serve::ModelSpec> all() const {
-    return {{"mt", translation}, {"gpt", gpt}, {"bert", bert}, {"cls", cls}, {"pair", pair}};
+    return {{"mt", translation}, {"gpt", gpt}, {"bert", bert}, {"cls", cls}, {"pair", pair}, {"tag", tag}, {"qa", qa}};
   }
 };
 

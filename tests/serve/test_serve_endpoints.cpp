@@ -18,7 +18,10 @@
 #include "qkv/tasks/classifier.h"
 #include "qkv/tasks/embedder.h"
 #include "qkv/tasks/generator.h"
+#include "qkv/tasks/question_answerer.h"
+#include "qkv/tasks/tagger.h"
 #include "qkv/tasks/translator.h"
+#include "helpers.h"
 #include "serve_fixture.h"
 
 using namespace qkv;
@@ -346,6 +349,84 @@ TEST(Serve, ClassifyEqualsTheClassifierForTextsAndPairs) {
   EXPECT_NE(error_message(r).find("several models could answer; name one in \"model\""), std::string::npos) << r.body;
 }
 
+TEST(Serve, TagEqualsTheTagger) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  tasks::Tagger lib(m.tag);
+  // The second is longer than the model's 16 positions: tagged in windows.
+  const std::vector<std::string> texts = {"cannot open  the file", std::string(kTinyWords) + " " + kTinyWords};
+  const std::vector<std::vector<std::string>> words = {{"cannot", "open", "the", "file"}, [] {
+    std::vector<std::string> w;
+    std::istringstream in(std::string(kTinyWords) + " " + kTinyWords);
+    for (std::string x; in >> x;) w.push_back(x);
+    return w;
+  }()};
+  tasks::TagOptions o;
+  o.probabilities = true;
+  const auto want = lib.tag(words, o);
+  ASSERT_GT(want[1].windows, 1);
+  Reply r = post(s.port, "/v1/tag", {{"texts", texts}, {"probabilities", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["model"], "tag");
+  ASSERT_EQ(r.json["results"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& x = r.json["results"][i];
+    EXPECT_EQ(x["words"].get<std::vector<std::string>>(), words[i]);
+    EXPECT_EQ(x["tags"].get<std::vector<std::string>>(), want[i].tags) << i;
+    EXPECT_EQ(x["probabilities"].get<std::vector<double>>(), want[i].probability) << i;
+  }
+  EXPECT_EQ(r.json["results"][1]["windows"], want[1].windows);
+  r = post(s.port, "/v1/tag", {{"text", texts[0]}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["results"][0]["tags"].get<std::vector<std::string>>(), want[0].tags);
+  EXPECT_FALSE(r.json["results"][0].contains("probabilities"));
+  EXPECT_EQ(post(s.port, "/v1/tag", {{"text", "  "}}).status, 400);
+  EXPECT_EQ(post(s.port, "/v1/tag", {{"text", "save"}, {"model", "cls"}}).status, 400);
+  // Taggers run in fp32 only: another precision is refused at start, naming the directory.
+  serve::ServerOptions int8;
+  int8.precision = kernels::MatmulPrecision::int8;
+  EXPECT_MENTIONS(qkv::testing::error_of([&] { serve::Server({{"tag", m.tag}}, int8); }),
+                  m.tag + ": a tagging model runs in fp32 only (--precision int8");
+}
+
+TEST(Serve, AnswerEqualsTheQuestionAnswerer) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  tasks::QuestionAnswerer lib(m.qa);
+  lib.options().n_best = 3;
+  const std::vector<std::pair<std::string, std::string>> inputs = {
+      {"what cannot open", "the user cannot open the file"},
+      {"which name", std::string("print the user name ") + kTinyWords}};  // past 16 positions: windows
+  const auto want = lib.answer(inputs);
+  Reply r = post(s.port, "/v1/answer", {{"questions", {inputs[0].first, inputs[1].first}},
+                                        {"contexts", {inputs[0].second, inputs[1].second}}, {"n_best", 3}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json["results"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& a = r.json["results"][i]["answers"];
+    ASSERT_EQ(a.size(), want[i].size()) << i;
+    ASSERT_EQ(a.size(), 3u);
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_EQ(a[k]["text"], want[i][k].text);
+      EXPECT_EQ(a[k]["start"], want[i][k].start);
+      EXPECT_EQ(a[k]["end"], want[i][k].end);
+      EXPECT_EQ(a[k]["score"].get<double>(), want[i][k].score);
+      const auto& w = want[i][k];  // the context's own text between the offsets (ASCII here)
+      EXPECT_EQ(a[k]["text"], inputs[i].second.substr(size_t(w.start), size_t(w.end - w.start)));
+    }
+  }
+  // One input; n_best 1 by default.
+  r = post(s.port, "/v1/answer", {{"question", inputs[0].first}, {"context", inputs[0].second}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json["results"][0]["answers"].size(), 1u);
+  EXPECT_EQ(r.json["results"][0]["answers"][0]["text"], want[0][0].text);
+  using J = nlohmann::json;
+  for (const J& bad : {J{{"question", "a"}}, J{{"questions", {"a"}}, {"contexts", {"b", "c"}}},
+                       J{{"question", "a"}, {"context", "b"}, {"n_best", 0}},
+                       J{{"question", "a"}, {"context", "b"}, {"model", "tag"}}})
+    EXPECT_EQ(post(s.port, "/v1/answer", bad).status, 400) << bad.dump();
+}
+
 TEST(Serve, TokenizeAndDetokenizeUseTheModelsTokenizer) {
   const auto& m = ServeModels::get();
   RunningServer s(m.all());
@@ -377,8 +458,11 @@ TEST(Serve, HealthMetricsAndRequestIds) {
   Reply h = request(s.port, "GET", "/health");
   ASSERT_EQ(h.status, 200);
   EXPECT_EQ(h.json["status"], "ok");
-  ASSERT_EQ(h.json["models"].size(), 5u);
+  ASSERT_EQ(h.json["models"].size(), 7u);
   EXPECT_EQ(h.json["models"][1]["kind"], "generation");
+  EXPECT_EQ(h.json["models"][3]["kind"], "classification");
+  EXPECT_EQ(h.json["models"][5]["kind"], "tagging");  // from config.json's architectures
+  EXPECT_EQ(h.json["models"][6]["kind"], "question_answering");
   ASSERT_EQ(post(s.port, "/v1/translate", {{"text", "the file"}}).status, 200);
   ASSERT_EQ(post(s.port, "/v1/translate", {{"text", 3}}).status, 400);
   ASSERT_EQ(request(s.port, "POST", "/v2/none", "{}").status, 404);
