@@ -61,6 +61,11 @@ struct Server::Impl {
   void wait(Job& job);
 };
 
+// The limits every endpoint checks (400 past them): texts in one request (--max-inputs), and one
+// text's tokens (--max-input-tokens); `field` is the request's field, `i` the text's index in it.
+void check_inputs(size_t n, const Limits& lim, const std::string& endpoint, const std::string& field);
+void check_tokens(int64_t n, size_t i, const Limits& lim, const std::string& endpoint, const std::string& field);
+
 // {"error": {...}} with the error's status.
 void send_error(httplib::Response& res, const HttpError& e);
 // JSON out: strings that are not valid UTF-8 are replaced, never a throw.
