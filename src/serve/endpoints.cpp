@@ -74,6 +74,30 @@ void check_tokens(int64_t n, size_t i, const Limits& lim, const std::string& end
                       field);
 }
 
+TextPairs text_pairs(const JsonRequest& body, const std::string& ep, const std::array<std::string, 2>& one_names,
+                     const std::array<std::string, 2>& many_names) {
+  const bool one = body.has(one_names[0]) || body.has(one_names[1]);
+  const auto& many = many_names;
+  if (one == (body.has(many[0]) || body.has(many[1])))
+    throw HttpError(400, ep + ": give either \"" + one_names[0] + "\" and \"" + one_names[1] + "\" (strings) or \"" +
+                             many[0] + "\" and \"" + many[1] + "\" (arrays of strings of the same length)");
+  TextPairs p;
+  p.fields = one ? one_names : many;
+  for (int k : {0, 1})
+    if (!body.has(p.fields[size_t(k)]))
+      throw HttpError(400, ep + ": field \"" + p.fields[size_t(k)] + "\" is required with \"" +
+                               p.fields[size_t(1 - k)] + "\"",
+                      "invalid_request_error", p.fields[size_t(k)]);
+  p.first = one ? std::vector<std::string>{*body.string(p.fields[0])} : body.strings(p.fields[0]);
+  p.second = one ? std::vector<std::string>{*body.string(p.fields[1])} : body.strings(p.fields[1]);
+  if (p.first.empty()) throw HttpError(400, ep + ": \"" + many[0] + "\" is empty", "invalid_request_error", many[0]);
+  if (p.second.size() != p.first.size())
+    throw HttpError(400, ep + ": \"" + many[1] + "\" has " + std::to_string(p.second.size()) + " texts, \"" +
+                             many[0] + "\" " + std::to_string(p.first.size()),
+                    "invalid_request_error", many[1]);
+  return p;
+}
+
 ServedModel& Server::Impl::pick(const JsonRequest& body, const std::string& endpoint, const Kind* kind) {
   auto list = [&] {
     std::string s;
@@ -176,22 +200,9 @@ void Server::Impl::score(const httplib::Request& req, httplib::Response& res) {
   const Kind kind = Kind::translation;
   ServedModel& m = pick(body, ep, &kind);
   auto job = std::make_shared<ScoreJob>();
-  const bool one = body.has("source") || body.has("target");
-  if (one == (body.has("sources") || body.has("targets")))
-    throw HttpError(400, ep + ": give either \"source\" and \"target\" (strings) or \"sources\" and \"targets\" "
-                              "(arrays of strings of the same length)");
-  const std::string sf = one ? "source" : "sources", tf = one ? "target" : "targets";
-  for (const std::string& f : {sf, tf})
-    if (!body.has(f))
-      throw HttpError(400, ep + ": field \"" + f + "\" is required with \"" + (f == sf ? tf : sf) + "\"",
-                      "invalid_request_error", f);
-  job->sources = one ? std::vector<std::string>{*body.string(sf)} : body.strings(sf);
-  job->targets = one ? std::vector<std::string>{*body.string(tf)} : body.strings(tf);
-  if (job->sources.empty()) throw HttpError(400, ep + ": \"sources\" is empty", "invalid_request_error", "sources");
-  if (job->targets.size() != job->sources.size())
-    throw HttpError(400, ep + ": \"targets\" has " + std::to_string(job->targets.size()) + " texts, \"sources\" " +
-                             std::to_string(job->sources.size()),
-                    "invalid_request_error", "targets");
+  TextPairs p = text_pairs(body, ep, {"source", "target"}, {"sources", "targets"});
+  const std::string &sf = p.fields[0], &tf = p.fields[1];
+  job->sources = std::move(p.first), job->targets = std::move(p.second);
   check_inputs(job->sources.size(), opt.limits, ep, sf);
   const auto& b = m.translator()->bundle();
   for (size_t i = 0; i < job->sources.size(); ++i) {

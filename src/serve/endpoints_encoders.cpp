@@ -136,22 +136,9 @@ void Server::Impl::answer(const httplib::Request& req, httplib::Response& res) {
   JsonRequest body(req.body, ep, {"model", "question", "context", "questions", "contexts", "n_best"});
   const Kind kind = Kind::question_answering;
   ServedModel& m = pick(body, ep, &kind);
-  const bool one = body.has("question") || body.has("context");
-  if (one == (body.has("questions") || body.has("contexts")))
-    throw HttpError(400, ep + ": give either \"question\" and \"context\" (strings) or \"questions\" and "
-                              "\"contexts\" (arrays of strings of the same length)");
-  const std::string qf = one ? "question" : "questions", cf = one ? "context" : "contexts";
-  for (const std::string& f : {qf, cf})
-    if (!body.has(f))
-      throw HttpError(400, ep + ": field \"" + f + "\" is required with \"" + (f == qf ? cf : qf) + "\"",
-                      "invalid_request_error", f);
-  const std::vector<std::string> qs = one ? std::vector<std::string>{*body.string(qf)} : body.strings(qf);
-  const std::vector<std::string> cs = one ? std::vector<std::string>{*body.string(cf)} : body.strings(cf);
-  if (qs.empty()) throw HttpError(400, ep + ": \"questions\" is empty", "invalid_request_error", "questions");
-  if (cs.size() != qs.size())
-    throw HttpError(400, ep + ": \"contexts\" has " + std::to_string(cs.size()) + " texts, \"questions\" " +
-                             std::to_string(qs.size()),
-                    "invalid_request_error", "contexts");
+  const TextPairs p = text_pairs(body, ep, {"question", "context"}, {"questions", "contexts"});
+  const std::vector<std::string> &qs = p.first, &cs = p.second;
+  const std::string &qf = p.fields[0], &cf = p.fields[1];
   check_inputs(qs.size(), opt.limits, ep, qf);
   auto job = std::make_shared<AnswerJob>();
   const text::Tokenizer& tok = *m.tokenizer();

@@ -3,6 +3,7 @@
 #pragma once
 #include <httplib.h>
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -65,6 +66,15 @@ struct Server::Impl {
 // text's tokens (--max-input-tokens); `field` is the request's field, `i` the text's index in it.
 void check_inputs(size_t n, const Limits& lim, const std::string& endpoint, const std::string& field);
 void check_tokens(int64_t n, size_t i, const Limits& lim, const std::string& endpoint, const std::string& field);
+
+// Two texts per input, e.g. /v1/score's "source" and "target" (one pair, strings) or "sources" and
+// "targets" (arrays of the same length, not empty); 400s name the fields. fields: the names used.
+struct TextPairs {
+  std::vector<std::string> first, second;
+  std::array<std::string, 2> fields;
+};
+TextPairs text_pairs(const JsonRequest& body, const std::string& endpoint, const std::array<std::string, 2>& one,
+                     const std::array<std::string, 2>& many);
 
 // {"error": {...}} with the error's status.
 void send_error(httplib::Response& res, const HttpError& e);
