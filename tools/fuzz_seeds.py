@@ -282,7 +282,8 @@ def serve_requests():
     bodies = {
         "translate_one.bin": ("translate", {"model": "mt", "text": "cannot open the file"}),
         "translate_beam.bin": ("translate", {"model": "mt", "texts": ["save the file", "read error"], "beam": 2,
-                                             "alpha": 0.6, "max_length": 8, "no_repeat_ngram_size": 2}),
+                                             "alpha": 0.6, "max_length": 8, "no_repeat_ngram_size": 2,
+                                             "n_best": 2}),
         "completions.bin": ("completions", {"model": "gpt", "prompt": "print the", "max_tokens": 5,
                                             "temperature": 0.7, "top_p": 0.9, "top_k": 5, "seed": 3,
                                             "stop": ["name"], "repetition_penalty": 1.2}),

@@ -142,7 +142,7 @@ void Server::Impl::wait(Job& job) {
 void Server::Impl::translate(const httplib::Request& req, httplib::Response& res) {
   const std::string ep = "/v1/translate";
   JsonRequest body(req.body, ep, {"model", "text", "texts", "beam", "alpha", "patience", "max_length",
-                                  "no_repeat_ngram_size", "allow_unk", "truncate"});
+                                  "no_repeat_ngram_size", "allow_unk", "truncate", "n_best"});
   const Kind kind = Kind::translation;
   ServedModel& m = pick(body, ep, &kind);
   auto job = std::make_shared<TranslateJob>();
@@ -168,6 +168,7 @@ void Server::Impl::translate(const httplib::Request& req, httplib::Response& res
   }
   auto& s = job->opt.search;
   s.beam = int(body.integer("beam", 1, 1, opt.limits.max_beam));
+  s.nbest = int(body.integer("n_best", 1, 1, s.beam));  // the n best of the beam, with their scores
   s.alpha = body.number("alpha", s.alpha, 0, 10);
   s.patience = body.number("patience", s.patience, 0.125, 64);
   s.no_repeat_ngram_size = int(body.integer("no_repeat_ngram_size", 0, 0, 16));
@@ -183,14 +184,22 @@ void Server::Impl::translate(const httplib::Request& req, httplib::Response& res
   }
   job->opt.refuse_long = !truncate;
   job->items = job->lines.size();
-  job->key = std::string(truncate ? "cut " : "") + "b" + std::to_string(s.beam) + " a" + num(s.alpha) + " p" + num(s.patience) + " r" + num(s.max_len_ratio) + " e" +
-             std::to_string(s.max_len_extra) + " n" + std::to_string(s.no_repeat_ngram_size) +
-             (s.allow_unk ? " unk" : "");
+  job->key = std::string(truncate ? "cut " : "") + "b" + std::to_string(s.beam) + " a" + num(s.alpha) + " p" +
+             num(s.patience) + " r" + num(s.max_len_ratio) + " e" + std::to_string(s.max_len_extra) + " n" +
+             std::to_string(s.no_repeat_ngram_size) + " k" + std::to_string(s.nbest) + (s.allow_unk ? " unk" : "");
   submit(m, job);
   wait(*job);
   current_request().tokens = job->tokens;
   nlohmann::json out{{"model", m.name()}, {"translations", job->out}, {"usage", {{"completion_tokens", job->tokens}}}};
   if (truncated) out["truncated"] = truncated;  // texts cut to the model's maximum
+  if (s.nbest > 1) {
+    out["n_best"] = nlohmann::json::array();
+    for (const auto& alternatives : job->nbest) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& a : alternatives) list.push_back({{"text", a.text}, {"score", a.score}, {"logprob", a.logprob}});
+      out["n_best"].push_back(list);
+    }
+  }
   res.set_content(dump(out), "application/json");
 }
 

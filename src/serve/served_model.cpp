@@ -171,6 +171,12 @@ void ServedModel::translate(const std::vector<Job*>& jobs) {
   for (auto* j : jobs) {
     auto& t = static_cast<TranslateJob&>(*j);
     t.out.assign(r.text.begin() + int64_t(at), r.text.begin() + int64_t(at + t.lines.size()));
+    if (t.opt.search.nbest > 1)
+      for (size_t i = at; i < at + t.lines.size(); ++i) {
+        t.nbest.emplace_back();
+        for (const decode::Hypothesis& h : r.hyps[i])
+          t.nbest.back().push_back({translator_->detokenize(h.tokens), h.score, h.logprob});
+      }
     t.tokens = 0;
     for (size_t i = at; i < at + t.lines.size(); ++i) t.tokens += int64_t(r.hyps[i].front().tokens.size());
     total += t.tokens;

@@ -32,6 +32,12 @@ struct TranslateJob : Job {
   std::vector<std::string> lines;
   tasks::TranslateOptions opt;
   std::vector<std::string> out;  // one translation per line
+  // With opt.search.nbest > 1: each line's n best, best first (text, score, log-probability).
+  struct Alternative {
+    std::string text;
+    double score = 0, logprob = 0;
+  };
+  std::vector<std::vector<Alternative>> nbest;
   int64_t tokens = 0;            // target tokens generated
 };
 

@@ -70,6 +70,25 @@ TEST(Serve, TranslateEqualsTheTranslator) {
   int64_t tokens = 0;
   for (auto& h : lib.translate({kTexts[0]}, o).hyps) tokens += int64_t(h.front().tokens.size());
   EXPECT_EQ(r.json["usage"]["completion_tokens"], tokens);
+  EXPECT_FALSE(r.json.contains("n_best"));
+  // The 3 best of a beam of 4, with their scores and log-probabilities (the same doubles).
+  tasks::TranslateOptions nb;
+  nb.search.beam = 4, nb.search.nbest = 3;
+  const tasks::Translations three = lib.translate(kTexts, nb);
+  r = post(s.port, "/v1/translate", {{"texts", kTexts}, {"beam", 4}, {"n_best", 3}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["translations"].get<std::vector<std::string>>(), three.text);
+  ASSERT_EQ(r.json["n_best"].size(), kTexts.size());
+  for (size_t i = 0; i < kTexts.size(); ++i) {
+    ASSERT_EQ(r.json["n_best"][i].size(), 3u) << i;
+    for (size_t k = 0; k < 3; ++k) {
+      const auto& a = r.json["n_best"][i][k];
+      EXPECT_EQ(a["text"], lib.detokenize(three.hyps[i][k].tokens)) << i << " " << k;
+      EXPECT_EQ(a["score"].get<double>(), three.hyps[i][k].score) << i << " " << k;
+      EXPECT_EQ(a["logprob"].get<double>(), three.hyps[i][k].logprob) << i << " " << k;
+    }
+  }
+  EXPECT_EQ(post(s.port, "/v1/translate", {{"text", "save"}, {"beam", 2}, {"n_best", 3}}).status, 400);
   // "allow_unk": the search may take <unk> (some of 24 word triples' greedy outputs do), which the
   // text then drops; without it the search takes another token there.
   std::vector<std::string> words, texts;
