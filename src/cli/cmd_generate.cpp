@@ -2,6 +2,8 @@
 // One prompt (--prompt, or a one-line input): the completion streams to stdout token by token.
 // Several prompts (--input FILE or stdin, one per line): one completion per line, in input order,
 // with newlines and backslashes escaped (\n, \\) so that line i answers prompt i.
+// --logprobs N (and --prompt-logprobs): a JSON line per prompt instead, {"text", "finish",
+// "logprobs"} with OpenAI's legacy logprobs object (tasks::logprobs_json), nothing streamed.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -50,6 +52,11 @@ int run(int argc, char** argv) {
   app.add_option("--batch-size,-b", opt.batch_size, "prompts decoded together")->capture_default_str();
   app.add_flag("--truncate", opt.truncate_long, "keep the last tokens of a prompt too long for the context (else error)");
   app.add_flag("--quiet,-q", opt.quiet, "no warnings");
+  auto* lp = app.add_option("--logprobs", opt.logprobs,
+                            "JSON lines with each generated token's log-probability (the model's, before penalty and "
+                            "filters) and the N most likely tokens at each step (0: none)")
+                 ->check(CLI::NonNegativeNumber);
+  app.add_flag("--prompt-logprobs", opt.prompt_logprobs, "with --logprobs: the prompt's tokens' too")->needs(lp);
   std::string precision = "fp32";
   add_precision_option(app, precision);
   QKV_PARSE(app, argc, argv);
@@ -66,6 +73,15 @@ int run(int argc, char** argv) {
     prompts = read_input_lines(input, "prompts");
   }
 
+  if (opt.logprobs >= 0) {  // JSON lines
+    for (const tasks::Generation& g : gen.generate(prompts, opt)) {
+      const nlohmann::json line{{"text", g.text}, {"finish", g.finish},
+                                {"logprobs", tasks::logprobs_json(*gen.bundle().tokenizer, g, opt.prompt_logprobs)}};
+      std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    }
+    std::cout.flush();
+    return 0;
+  }
   if (prompts.size() == 1) {  // stream
     opt.on_token = [](const tasks::TokenEvent& e) {
       if (!e.text.empty()) std::fwrite(e.text.data(), 1, e.text.size(), stdout);

@@ -8,7 +8,6 @@
 #include <random>
 
 #include "qkv/train/seq2seq_data.h"
-#include "qkv/util/utf8.h"
 #include "server_impl.h"
 
 namespace qkv::serve {
@@ -22,33 +21,6 @@ std::string num(double x) {
 }
 
 constexpr int64_t kMaxLogprobs = 20;  // OpenAI allows 5
-
-// OpenAI's legacy logprobs object: each token's text, its log-probability and the most likely
-// tokens there ({text: logprob}); with echo the prompt's tokens come first, the very first with
-// null for both (nothing precedes it). Token texts that are not UTF-8 alone (a piece of a
-// character) get U+FFFD. No text_offset.
-nlohmann::json logprobs_json(const text::Tokenizer& tok, const tasks::Generation& g, bool echo) {
-  nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array(), top = nlohmann::json::array();
-  auto text_of = [&](int64_t id) {
-    const int32_t one[1] = {int32_t(id)};
-    return utf8::replace_invalid(tok.decode(one, false));
-  };
-  auto add = [&](const decode::TokenLogprob& t) {
-    tokens.push_back(text_of(t.token));
-    values.push_back(t.logprob);
-    nlohmann::json best = nlohmann::json::object();
-    for (const auto& [id, lp] : t.top) best[text_of(id)] = lp;
-    top.push_back(best);
-  };
-  if (echo && !g.prompt_ids.empty()) {
-    tokens.push_back(text_of(g.prompt_ids[0]));
-    values.push_back(nullptr);
-    top.push_back(nullptr);
-    for (const auto& t : g.prompt_logprobs) add(t);
-  }
-  for (const auto& t : g.logprobs) add(t);
-  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", top}};
-}
 
 nlohmann::json usage(int64_t prompt, int64_t completion) {
   return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
@@ -315,8 +287,8 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     nlohmann::json choices = nlohmann::json::array();
     for (size_t i = 0; i < job->out.size(); ++i) {
       const tasks::Generation& g = job->out[i];
-      choices.push_back({{"text", job->echo ? job->prompts[i] + g.text : g.text}, {"index", i},
-                         {"logprobs", o.logprobs >= 0 ? logprobs_json(*gen.bundle().tokenizer, g, job->echo) : nullptr},
+      const nlohmann::json lp = o.logprobs >= 0 ? tasks::logprobs_json(*gen.bundle().tokenizer, g, job->echo) : nullptr;
+      choices.push_back({{"text", job->echo ? job->prompts[i] + g.text : g.text}, {"index", i}, {"logprobs", lp},
                          {"finish_reason", finish_reason(g.finish)}});
     }
     res.set_content(dump({{"id", "cmpl-" + std::to_string(id)}, {"object", "text_completion"}, {"created", created},

@@ -128,6 +128,29 @@ std::vector<Generation> Generator::generate(const std::vector<std::string>& prom
   return generate_ids(ids, opt);
 }
 
+nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bool with_prompt) {
+  nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array(), top = nlohmann::json::array();
+  auto text_of = [&](int64_t id) {
+    const int32_t one[1] = {int32_t(id)};
+    return utf8::replace_invalid(tok.decode(one, false));
+  };
+  auto add = [&](const decode::TokenLogprob& t) {
+    tokens.push_back(text_of(t.token));
+    values.push_back(t.logprob);
+    nlohmann::json best = nlohmann::json::object();
+    for (const auto& [id, lp] : t.top) best[text_of(id)] = lp;
+    top.push_back(best);
+  };
+  if (with_prompt && !g.prompt_ids.empty()) {
+    tokens.push_back(text_of(g.prompt_ids[0]));
+    values.push_back(nullptr);
+    top.push_back(nullptr);
+    for (const auto& t : g.prompt_logprobs) add(t);
+  }
+  for (const auto& t : g.logprobs) add(t);
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", top}};
+}
+
 std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<int64_t>>& prompts,
                                                 const GenerateOptions& opt) const {
   const models::Gpt& model = *bundle_.model;

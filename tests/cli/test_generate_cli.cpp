@@ -1,11 +1,12 @@
 // `qkv generate` end to end on a small GPT directory written here (the gpt_generate reference
 // model with a 97-symbol character tokenizer): one prompt streams the library's completion; a file
 // of prompts gives one completion per line in input order, whatever the batch size; sampling flags
-// and stop strings reach the library; a missing model directory and a too-long prompt fail with a
-// message naming them.
+// and stop strings reach the library; --logprobs gives the library's log-probabilities as JSON
+// lines; a missing model directory and a too-long prompt fail with a message naming them.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "qkv/io/gpt2.h"
@@ -78,6 +79,49 @@ TEST(GenerateCli, StreamsOnePromptAndAnswersAFileLineByLine) {
   ASSERT_EQ(run_qkv({"generate", "--model", model, "--prompt", "the cat", "-n", "12", "--stop", "zzzz", "--stop", stop},
                     dir / "stop.log", (dir / "stop.out").string()), 0) << read_file((dir / "stop.log").string());
   EXPECT_EQ(read_file((dir / "stop.out").string()), free_text.substr(0, free_text.find(stop)) + "\n");
+}
+
+// --logprobs N [--prompt-logprobs]: one JSON line per prompt with the library's text, finish and
+// log-probabilities (the same doubles), the prompt's tokens first when asked (the first with null).
+TEST(GenerateCli, LogprobsAreJsonLinesOfTheLibrarysValues) {
+  const fs::path dir = make_model_dir();
+  const std::string model = (dir / "model").string();
+  tasks::Generator lib(model);
+  tasks::GenerateOptions o;
+  o.max_new_tokens = 6, o.logprobs = 2, o.prompt_logprobs = true;
+  const std::vector<std::string> prompts = {"the cat", "hello"};
+  const auto want = lib.generate(prompts, o);
+  write_file_atomic((dir / "lp.txt").string(), "the cat\nhello\n");
+  for (bool with_prompt : {false, true}) {
+    std::vector<std::string> args = {"generate", "--model", model, "--input", (dir / "lp.txt").string(), "-n", "6",
+                                     "--logprobs", "2"};
+    if (with_prompt) args.push_back("--prompt-logprobs");
+    ASSERT_EQ(run_qkv(args, dir / "lp.log", (dir / "lp.out").string()), 0) << read_file((dir / "lp.log").string());
+    std::istringstream out(read_file((dir / "lp.out").string()));
+    std::string line;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_TRUE(std::getline(out, line)) << i;
+      const nlohmann::json j = nlohmann::json::parse(line);
+      EXPECT_EQ(j["text"], want[i].text);
+      EXPECT_EQ(j["finish"], want[i].finish);
+      const auto& lp = j["logprobs"];
+      const size_t first = with_prompt ? prompts[i].size() : 0;  // a character tokenizer: a token a character
+      ASSERT_EQ(lp["token_logprobs"].size(), first + want[i].tokens.size()) << line;
+      if (with_prompt) {
+        EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+        EXPECT_EQ(lp["tokens"][0], prompts[i].substr(0, 1));
+        for (size_t k = 1; k < first; ++k)
+          EXPECT_EQ(lp["token_logprobs"][k].get<double>(), want[i].prompt_logprobs[k - 1].logprob) << k;
+      }
+      for (size_t k = 0; k < want[i].tokens.size(); ++k) {
+        EXPECT_EQ(lp["token_logprobs"][first + k].get<double>(), want[i].logprobs[k].logprob) << k;
+        EXPECT_EQ(lp["top_logprobs"][first + k].size(), 2u);
+      }
+    }
+    EXPECT_FALSE(std::getline(out, line)) << line;
+  }
+  // --prompt-logprobs needs --logprobs (a usage error).
+  EXPECT_EQ(run_qkv({"generate", "--model", model, "--prompt", "ab", "--prompt-logprobs"}, dir / "u.log"), 2);
 }
 
 // --precision bf16 reaches the library (GenerateOptions::precision): the command prints what the

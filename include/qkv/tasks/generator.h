@@ -82,6 +82,13 @@ struct Generation {
   std::vector<int64_t> prompt_ids;                    // the prompt as decoded (after truncation)
 };
 
+// A generation's log-probabilities as OpenAI's legacy completions "logprobs" object:
+// {"tokens": [text], "token_logprobs": [...], "top_logprobs": [{text: logprob}]} (no
+// text_offset). with_prompt (OpenAI's echo): the prompt's tokens first, its very first with null
+// for both (nothing precedes it). A token's text is its decoding alone, specials included; bytes
+// that are not UTF-8 alone (a piece of a character) become U+FFFD.
+nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bool with_prompt);
+
 class Generator {
  public:
   // io::load_gpt2 + config.json's bos/eos ids. precision bf16 / int8: the weights held in bf16 /
