@@ -100,9 +100,10 @@ TokenLogprob token_logprob(const float* logits, int64_t V, int64_t token, int64_
   for (int64_t v = 0; v < V; ++v) sum += std::exp(double(logits[v]) - double(mx));
   const double lse = double(mx) + std::log(sum);
   TokenLogprob r{token, double(logits[token]) - lse, {}};
+  if (top_n <= 0) return r;  // no ranking: each generated token pays one pass over V, not a sort
   std::vector<int64_t> ids(static_cast<size_t>(V));
   std::iota(ids.begin(), ids.end(), int64_t(0));
-  const auto n = std::min<int64_t>(std::max<int64_t>(top_n, 0), V);
+  const int64_t n = std::min(top_n, V);
   std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
                     [&](int64_t a, int64_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
   for (int64_t k = 0; k < n; ++k) r.top.emplace_back(ids[size_t(k)], double(logits[ids[size_t(k)]]) - lse);
