@@ -46,6 +46,16 @@ void check_tokens(int64_t n, size_t i, const Limits& lim, const std::string& end
                       field);
 }
 
+Texts one_or_many_texts(const JsonRequest& body, const std::string& ep) {
+  if (body.has("text") == body.has("texts"))
+    throw HttpError(400, ep + ": give exactly one of \"text\" (a string) and \"texts\" (an array of strings)");
+  Texts t;
+  t.field = body.has("text") ? "text" : "texts";
+  t.texts = body.has("text") ? std::vector<std::string>{*body.string("text")} : body.strings("texts");
+  if (t.texts.empty()) throw HttpError(400, ep + ": \"texts\" is empty", "invalid_request_error", "texts");
+  return t;
+}
+
 TextPairs text_pairs(const JsonRequest& body, const std::string& ep, const std::array<std::string, 2>& one_names,
                      const std::array<std::string, 2>& many_names) {
   const bool one = body.has(one_names[0]) || body.has(one_names[1]);
@@ -118,11 +128,9 @@ void Server::Impl::translate(const httplib::Request& req, httplib::Response& res
   const Kind kind = Kind::translation;
   ServedModel& m = pick(body, ep, &kind);
   auto job = std::make_shared<TranslateJob>();
-  if (body.has("text") == body.has("texts"))
-    throw HttpError(400, ep + ": give exactly one of \"text\" (a string) and \"texts\" (an array of strings)");
-  job->lines = body.has("text") ? std::vector<std::string>{*body.string("text")} : body.strings("texts");
-  const std::string field = body.has("text") ? "text" : "texts";
-  if (job->lines.empty()) throw HttpError(400, ep + ": \"texts\" is empty", "invalid_request_error", "texts");
+  Texts in = one_or_many_texts(body, ep);
+  const std::string& field = in.field;
+  job->lines = std::move(in.texts);
   check_inputs(job->lines.size(), opt.limits, ep, field);
   const auto& b = m.translator()->bundle();
   const int64_t eos = m.translator()->special_ids().eos;

@@ -96,12 +96,9 @@ void Server::Impl::tag(const httplib::Request& req, httplib::Response& res) {
   JsonRequest body(req.body, ep, {"model", "text", "texts", "probabilities"});
   const Kind kind = Kind::tagging;
   ServedModel& m = pick(body, ep, &kind);
-  if (body.has("text") == body.has("texts"))
-    throw HttpError(400, ep + ": give exactly one of \"text\" (a string) and \"texts\" (an array of strings)");
-  const std::string field = body.has("text") ? "text" : "texts";
-  const std::vector<std::string> texts =
-      body.has("text") ? std::vector<std::string>{*body.string("text")} : body.strings("texts");
-  if (texts.empty()) throw HttpError(400, ep + ": \"texts\" is empty", "invalid_request_error", "texts");
+  const Texts in = one_or_many_texts(body, ep);
+  const std::vector<std::string>& texts = in.texts;
+  const std::string& field = in.field;
   check_inputs(texts.size(), opt.limits, ep, field);
   auto job = std::make_shared<TagJob>();
   const text::Tokenizer& tok = *m.tokenizer();

@@ -112,6 +112,30 @@ struct AllCancelled {};
 // An error from the library on a request's inputs is the request's fault (400); anything else 500.
 int status_of(const std::exception& e) { return dynamic_cast<const Error*>(&e) ? 400 : 500; }
 
+// The inputs of a batch's jobs (of type J, field `in`), end to end: one library call's inputs.
+template <class J, class In>
+std::vector<In> gather(const std::vector<Job*>& jobs, std::vector<In> J::*in) {
+  std::vector<In> all;
+  for (auto* j : jobs) {
+    const auto& v = static_cast<J&>(*j).*in;
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+// The call's results back: each job's `out` gets the part that answers its `in`, in order.
+template <class J, class In, class Out>
+void scatter(const std::vector<Job*>& jobs, std::vector<In> J::*in, std::vector<Out> J::*out,
+             const std::vector<Out>& results) {
+  size_t at = 0;
+  for (auto* j : jobs) {
+    J& job = static_cast<J&>(*j);
+    const size_t n = (job.*in).size();
+    (job.*out).assign(results.begin() + int64_t(at), results.begin() + int64_t(at + n));
+    at += n;
+  }
+}
+
 }  // namespace
 
 void ServedModel::run(const std::vector<std::shared_ptr<Job>>& batch) {
@@ -156,11 +180,7 @@ void ServedModel::run(const std::vector<std::shared_ptr<Job>>& batch) {
 }
 
 void ServedModel::translate(const std::vector<Job*>& jobs) {
-  std::vector<std::string> lines;
-  for (auto* j : jobs) {
-    auto& t = static_cast<TranslateJob&>(*j);
-    lines.insert(lines.end(), t.lines.begin(), t.lines.end());
-  }
+  const std::vector<std::string> lines = gather(jobs, &TranslateJob::lines);
   tasks::TranslateOptions opt = static_cast<TranslateJob&>(*jobs[0]).opt;
   opt.precision = precision_;
   opt.batch_size = std::max<int64_t>(1, int64_t(lines.size()));
@@ -171,14 +191,15 @@ void ServedModel::translate(const std::vector<Job*>& jobs) {
   for (auto* j : jobs) {
     auto& t = static_cast<TranslateJob&>(*j);
     t.out.assign(r.text.begin() + int64_t(at), r.text.begin() + int64_t(at + t.lines.size()));
-    if (t.opt.search.nbest > 1)
-      for (size_t i = at; i < at + t.lines.size(); ++i) {
-        t.nbest.emplace_back();
-        for (const decode::Hypothesis& h : r.hyps[i])
-          t.nbest.back().push_back({translator_->detokenize(h.tokens), h.score, h.logprob});
-      }
     t.tokens = 0;
-    for (size_t i = at; i < at + t.lines.size(); ++i) t.tokens += int64_t(r.hyps[i].front().tokens.size());
+    t.nbest.clear();
+    for (size_t i = at; i < at + t.lines.size(); ++i) {
+      t.tokens += int64_t(r.hyps[i].front().tokens.size());
+      if (opt.search.nbest == 1) continue;
+      t.nbest.emplace_back();
+      for (const decode::Hypothesis& h : r.hyps[i])
+        t.nbest.back().push_back({translator_->detokenize(h.tokens), h.score, h.logprob});
+    }
     total += t.tokens;
     at += t.lines.size();
   }
@@ -187,26 +208,18 @@ void ServedModel::translate(const std::vector<Job*>& jobs) {
 }
 
 void ServedModel::score(const std::vector<Job*>& jobs) {
-  std::vector<std::string> sources, targets;
-  for (auto* j : jobs) {
-    auto& t = static_cast<ScoreJob&>(*j);
-    sources.insert(sources.end(), t.sources.begin(), t.sources.end());
-    targets.insert(targets.end(), t.targets.begin(), t.targets.end());
-  }
+  const std::vector<std::string> sources = gather(jobs, &ScoreJob::sources), targets = gather(jobs, &ScoreJob::targets);
   tasks::ScoreOptions opt = static_cast<ScoreJob&>(*jobs[0]).opt;
   opt.precision = precision_;
   opt.batch_size = std::max<int64_t>(1, int64_t(sources.size()));
   opt.quiet = true;
-  tasks::Scores r = translator_->score(sources, targets, opt);
-  size_t at = 0;
+  scatter(jobs, &ScoreJob::sources, &ScoreJob::out, translator_->score(sources, targets, opt).pairs);
   int64_t total = 0;
   for (auto* j : jobs) {
     auto& t = static_cast<ScoreJob&>(*j);
-    t.out.assign(r.pairs.begin() + int64_t(at), r.pairs.begin() + int64_t(at + t.sources.size()));
     t.tokens = 0;
     for (auto& p : t.out) t.tokens += p.tokens;
     total += t.tokens;
-    at += t.sources.size();
   }
   metrics_->tokens(name_, total);
   for (auto* j : jobs) j->finish();
@@ -247,78 +260,36 @@ void ServedModel::complete(const std::vector<Job*>& jobs) {
 }
 
 void ServedModel::embed(const std::vector<Job*>& jobs) {
-  std::vector<tasks::ClsInput> inputs;
-  for (auto* j : jobs) {
-    auto& e = static_cast<EmbedJob&>(*j);
-    inputs.insert(inputs.end(), e.inputs.begin(), e.inputs.end());
-  }
+  const std::vector<tasks::ClsInput> inputs = gather(jobs, &EmbedJob::inputs);
   tasks::EmbedOptions opt = static_cast<EmbedJob&>(*jobs[0]).opt;
   opt.precision = precision_;
   opt.batch_size = std::max<int64_t>(1, int64_t(inputs.size()));
-  std::vector<tasks::SentenceEmbedding> r = embedder_->embed(inputs, opt);
-  size_t at = 0;
+  scatter(jobs, &EmbedJob::inputs, &EmbedJob::out, embedder_->embed(inputs, opt));
   int64_t total = 0;
-  for (auto* j : jobs) {
-    auto& e = static_cast<EmbedJob&>(*j);
-    e.out.assign(r.begin() + int64_t(at), r.begin() + int64_t(at + e.inputs.size()));
-    at += e.inputs.size();
-    total += e.tokens;
-  }
+  for (auto* j : jobs) total += static_cast<EmbedJob&>(*j).tokens;
   metrics_->tokens(name_, total);
   for (auto* j : jobs) j->finish();
 }
 
 void ServedModel::classify(const std::vector<Job*>& jobs) {
-  std::vector<tasks::ClsInput> inputs;
-  for (auto* j : jobs) {
-    auto& c = static_cast<ClassifyJob&>(*j);
-    inputs.insert(inputs.end(), c.inputs.begin(), c.inputs.end());
-  }
+  const std::vector<tasks::ClsInput> inputs = gather(jobs, &ClassifyJob::inputs);
   tasks::ClassifyOptions opt = static_cast<ClassifyJob&>(*jobs[0]).opt;
   opt.precision = precision_;
   opt.batch_size = std::max<int64_t>(1, int64_t(inputs.size()));
   opt.all_probabilities = true;
-  std::vector<tasks::Classification> r = classifier_->classify(inputs, opt);
-  size_t at = 0;
-  for (auto* j : jobs) {
-    auto& c = static_cast<ClassifyJob&>(*j);
-    c.out.assign(r.begin() + int64_t(at), r.begin() + int64_t(at + c.inputs.size()));
-    at += c.inputs.size();
-  }
+  scatter(jobs, &ClassifyJob::inputs, &ClassifyJob::out, classifier_->classify(inputs, opt));
   for (auto* j : jobs) j->finish();
 }
 
 void ServedModel::tag(const std::vector<Job*>& jobs) {
-  std::vector<std::vector<std::string>> sentences;
-  for (auto* j : jobs) {
-    auto& t = static_cast<TagJob&>(*j);
-    sentences.insert(sentences.end(), t.sentences.begin(), t.sentences.end());
-  }
-  const tasks::TagOptions opt = static_cast<TagJob&>(*jobs[0]).opt;
-  std::vector<tasks::Tagging> r = tagger_->tag(sentences, opt);
-  size_t at = 0;
-  for (auto* j : jobs) {
-    auto& t = static_cast<TagJob&>(*j);
-    t.out.assign(r.begin() + int64_t(at), r.begin() + int64_t(at + t.sentences.size()));
-    at += t.sentences.size();
-  }
+  const tasks::TagOptions& opt = static_cast<TagJob&>(*jobs[0]).opt;
+  scatter(jobs, &TagJob::sentences, &TagJob::out, tagger_->tag(gather(jobs, &TagJob::sentences), opt));
   for (auto* j : jobs) j->finish();
 }
 
 void ServedModel::answer(const std::vector<Job*>& jobs) {
-  std::vector<std::pair<std::string, std::string>> inputs;
-  for (auto* j : jobs) {
-    auto& a = static_cast<AnswerJob&>(*j);
-    inputs.insert(inputs.end(), a.inputs.begin(), a.inputs.end());
-  }
   answerer_->options().n_best = static_cast<AnswerJob&>(*jobs[0]).n_best;  // this queue's thread alone calls it
-  std::vector<std::vector<tasks::QaAnswerSpan>> r = answerer_->answer(inputs);
-  size_t at = 0;
-  for (auto* j : jobs) {
-    auto& a = static_cast<AnswerJob&>(*j);
-    a.out.assign(r.begin() + int64_t(at), r.begin() + int64_t(at + a.inputs.size()));
-    at += a.inputs.size();
-  }
+  scatter(jobs, &AnswerJob::inputs, &AnswerJob::out, answerer_->answer(gather(jobs, &AnswerJob::inputs)));
   for (auto* j : jobs) j->finish();
 }
 

@@ -67,6 +67,14 @@ struct Server::Impl {
 void check_inputs(size_t n, const Limits& lim, const std::string& endpoint, const std::string& field);
 void check_tokens(int64_t n, size_t i, const Limits& lim, const std::string& endpoint, const std::string& field);
 
+// One text ("text", a string) or several ("texts", an array of strings, not empty); 400s name the
+// field. field: the name used.
+struct Texts {
+  std::vector<std::string> texts;
+  std::string field;
+};
+Texts one_or_many_texts(const JsonRequest& body, const std::string& endpoint);
+
 // Two texts per input, e.g. /v1/score's "source" and "target" (one pair, strings) or "sources" and
 // "targets" (arrays of the same length, not empty); 400s name the fields. fields: the names used.
 struct TextPairs {
