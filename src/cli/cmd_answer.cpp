@@ -1,4 +1,4 @@
-// qkv answer --model DIR [--input FILE] [--json] [--n-best N]: extractive question answering with
+// qkv answer --model DIR [--input FILE] [--json] [--n-best N] [--precision P]: extractive question answering with
 // a fine-tuned BertForQuestionAnswering (tasks::QuestionAnswerer). Input lines are JSON objects
 // {"question", "context"[, "id", "answers"]} or question<TAB>context; output per input is
 // "answer<TAB>start<TAB>end<TAB>score" (character offsets into the context; a tab, newline or
@@ -49,8 +49,11 @@ int run(int argc, char** argv) {
   app.add_option("--doc-stride", doc_stride, "context tokens between window starts (default: the model's qa.json)")
       ->check(positive());
   app.add_option("--batch-size", batch_size, "windows per forward pass")->check(positive());
+  std::string precision = "fp32";
+  add_precision_option(app, precision);
   QKV_PARSE(app, argc, argv);
-  tasks::QuestionAnswerer qa(model_dir);
+  // bf16 / int8: the weights held so as they are read, options().precision set.
+  tasks::QuestionAnswerer qa(model_dir, read_precision(precision, "qkv answer"));
   tasks::QaOptions& o = qa.options();
   o.n_best = n_best;
   o.top_k = top_k;

@@ -1,4 +1,4 @@
-// qkv tag --model DIR [--input FILE] [--conll | --json] [--probs]: one sentence per line, words
+// qkv tag --model DIR [--input FILE] [--conll | --json] [--probs] [--precision P]: one sentence per line, words
 // separated by spaces -> "word/TAG word/TAG ..." per line, or CoNLL columns (word<TAB>tag, a
 // blank line after each sentence), or JSON lines {"words", "tags"[, "probabilities"][, "windows"]}.
 // Empty lines are skipped. A sentence longer than the model's window is tagged in overlapping
@@ -29,8 +29,11 @@ int run(int argc, char** argv) {
   app.add_option("--batch-size", opt.batch_size, "windows per batch")->check(positive());
   app.add_option("--stride", opt.stride, "pieces between the starts of overlapping windows (default: half a window)")
       ->check(positive());
+  std::string precision = "fp32";
+  add_precision_option(app, precision);
   QKV_PARSE(app, argc, argv);
-  const tasks::Tagger tagger(model_dir);
+  opt.precision = read_precision(precision, "qkv tag");
+  const tasks::Tagger tagger(model_dir, opt.precision);  // bf16 / int8: the weights held so as they are read
   std::vector<int64_t> lines;
   std::vector<std::vector<std::string>> sentences;
   if (input.empty()) {

@@ -238,16 +238,10 @@ BertBundle load_bert(const std::string& dir, BertHeads heads, BertTaskHeads task
     QKV_CHECK(same_bits(file.read(c.copy), file.read(c.original)), weights, "tensor '", c.copy, "' differs from '",
               c.original, "': ", c.why);
   // bf16 / int8: held before any weight is read, so the f32 ones are never touched.
-  if (precision == kernels::MatmulPrecision::bf16 || precision == kernels::MatmulPrecision::int8) {
-    const auto hold = [&](nn::Module& m) {
-      if (precision == kernels::MatmulPrecision::bf16) m.hold_weights_in_bf16();
-      else m.hold_weights_in_int8();
-    };
-    hold(*b.bert);
-    if (b.mlm) hold(*b.mlm);
-    if (b.nsp) hold(*b.nsp);
-    for (auto& [prefix, m] : b.task_heads) hold(*m);
-  }
+  b.bert->hold_weights(precision);
+  if (b.mlm) b.mlm->hold_weights(precision);
+  if (b.nsp) b.nsp->hold_weights(precision);
+  for (auto& [prefix, m] : b.task_heads) m->hold_weights(precision);
   for (auto& [param, name] : fills) {
     Tensor p = param;
     nn::read_parameter(file, name, p);

@@ -41,8 +41,8 @@ std::map<std::string, Tensor> bert_qa_published_parameters(const BertQaBundle& b
   return out;
 }
 
-BertQaBundle load_bert_qa(const std::string& dir) {
-  BertBundle enc = load_bert(dir, BertHeads{false, false});  // checks the encoder's tensors and the config
+BertQaBundle load_bert_qa(const std::string& dir, kernels::MatmulPrecision precision) {
+  BertBundle enc = load_bert(dir, BertHeads{false, false}, {}, precision);  // checks the encoder's tensors and the config
   BertQaBundle b;
   b.config = enc.config;
   b.tokenizer = enc.tokenizer;
@@ -74,6 +74,8 @@ BertQaBundle load_bert_qa(const std::string& dir) {
     NoGradGuard ng;
     b.model->qa_outputs->load_state_dict(head, /*strict=*/false, weights);
   }
+  b.model->hold_weights(precision);  // the encoder's are held already: qa_outputs'
+
   std::sort(r.ignored.begin(), r.ignored.end());
   b.model->eval();
   return b;

@@ -32,8 +32,9 @@ double classifier_dropout(const nlohmann::json& config, const models::BertConfig
 }
 
 // The encoder of dir (no pooler, no heads) and a new classifier over it.
-BertTaggerBundle tagger_over(const std::string& dir, std::vector<std::string> labels, double dropout) {
-  BertBundle enc = load_bert(dir, BertHeads{false, false, false});
+BertTaggerBundle tagger_over(const std::string& dir, std::vector<std::string> labels, double dropout,
+                             kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32) {
+  BertBundle enc = load_bert(dir, BertHeads{false, false, false}, {}, precision);
   BertTaggerBundle t;
   t.config = enc.config;
   t.labels = std::move(labels);
@@ -89,14 +90,14 @@ void check_token_classifier(const nlohmann::json& raw, const std::string& cfg_pa
 
 }  // namespace
 
-BertTaggerBundle load_bert_tagger(const std::string& dir) {
+BertTaggerBundle load_bert_tagger(const std::string& dir, kernels::MatmulPrecision precision) {
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   const std::string weights = (fs::path(dir) / "model.safetensors").string();
   QKV_CHECK(fs::exists(cfg_path), cfg_path, "missing: a BERT token classifier directory needs config.json");
   const nlohmann::json raw = read_config_json(cfg_path);
   check_token_classifier(raw, cfg_path);
   std::vector<std::string> labels = read_id2label(raw, cfg_path, "a token classifier", 1);
-  BertTaggerBundle t = tagger_over(dir, std::move(labels), 0.0);
+  BertTaggerBundle t = tagger_over(dir, std::move(labels), 0.0, precision);
   t.model->dropout->p = classifier_dropout(raw, t.config, cfg_path);
   // The classifier: reported "ignored" by load_bert (not a part it knows), loaded here.
   auto file = safetensors::load(weights).tensors;
@@ -117,6 +118,7 @@ BertTaggerBundle load_bert_tagger(const std::string& dir) {
   }
   NoGradGuard ng;
   t.model->classifier->load_state_dict(sd, /*strict=*/true, weights);
+  t.model->hold_weights(precision);  // the encoder's are held already: the classifier's
   t.model->eval();
   return t;
 }

@@ -173,8 +173,7 @@ std::shared_ptr<models::Gpt> read_gpt2_body(const safetensors::Reader& file,
   if (in_file.count("lm_head.weight")) check_tied_head(fetch("lm_head.weight"), fetch("wte.weight"), where);
   // Built as zeros (nothing drawn), then filled tensor by tensor; every parameter exactly once.
   auto model = std::make_shared<models::Gpt>(cfg, default_generator(), nn::init::Scheme::none);
-  if (precision == kernels::MatmulPrecision::bf16) model->hold_weights_in_bf16();  // the zeros: no f32 touched
-  if (precision == kernels::MatmulPrecision::int8) model->hold_weights_in_int8();  // each quantized as it is read
+  model->hold_weights(precision);  // the zeros: no f32 touched; each weight rounded or quantized as it is read
   std::map<std::string, Tensor> params = model->state_dict();  // the model's own tensors
   std::set<std::string> unfilled;
   for (const auto& [name, t] : params) unfilled.insert(name);

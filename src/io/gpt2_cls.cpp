@@ -57,8 +57,7 @@ GptClassifierBundle load_gpt2_classifier(const std::string& dir, kernels::Matmul
   b.model = std::make_shared<models::GptClassifier>(gpt, int64_t(b.labels.size()), default_generator(),
                                                     nn::init::Scheme::none);
   // The score head as the body (a head too small to pay for int8 stays f32).
-  if (precision == kernels::MatmulPrecision::bf16) b.model->hold_weights_in_bf16();
-  if (precision == kernels::MatmulPrecision::int8) b.model->hold_weights_in_int8();
+  b.model->hold_weights(precision);
   nn::read_parameter(file, "score.weight", b.model->score->weight);
   b.tokenizer = text::load_tokenizer((d / "tokenizer.json").string());
   QKV_CHECK(b.tokenizer->vocab_size() <= cfg.vocab_size, dir, "tokenizer.json has ", b.tokenizer->vocab_size(),

@@ -245,6 +245,11 @@ void Module::hold_weights_in_int8() {
   set_pack_layout(kernels::PackLayout::rows, kernels::MatmulPrecision::int8);  // in place unless asked
 }
 
+void Module::hold_weights(kernels::MatmulPrecision precision) {
+  if (precision == kernels::MatmulPrecision::bf16) hold_weights_in_bf16();
+  if (precision == kernels::MatmulPrecision::int8) hold_weights_in_int8();
+}
+
 void Module::hold_weights_as(DType as) {
   std::vector<Module*> all{this};  // every module below, parents before children
   for (size_t i = 0; i < all.size(); ++i)

@@ -80,14 +80,8 @@ ServedModel::ServedModel(std::string name, const std::string& dir, kernels::Matm
     case Kind::generation: generator_ = std::make_unique<tasks::Generator>(dir, precision); break;
     case Kind::embedding: embedder_ = std::make_unique<tasks::Embedder>(dir, precision); break;
     case Kind::classification: classifier_ = std::make_unique<tasks::Classifier>(dir, precision); break;
-    case Kind::tagging:
-    case Kind::question_answering:
-      QKV_CHECK(precision == kernels::MatmulPrecision::fp32, "serve", "--model ", dir, ": a ", kind_name(kind_),
-                " model runs in fp32 only (--precision ", kernels::precision_name(precision), " is for translation, ",
-                "generation, embedding and classification models)");
-      if (kind_ == Kind::tagging) tagger_ = std::make_unique<tasks::Tagger>(dir);
-      else answerer_ = std::make_unique<tasks::QuestionAnswerer>(dir);
-      break;
+    case Kind::tagging: tagger_ = std::make_unique<tasks::Tagger>(dir, precision); break;
+    case Kind::question_answering: answerer_ = std::make_unique<tasks::QuestionAnswerer>(dir, precision); break;
   }
   queue_ = std::make_unique<BatchQueue>(batch, [this](const std::vector<std::shared_ptr<Job>>& b) { run(b); });
 }
@@ -282,7 +276,8 @@ void ServedModel::classify(const std::vector<Job*>& jobs) {
 }
 
 void ServedModel::tag(const std::vector<Job*>& jobs) {
-  const tasks::TagOptions& opt = static_cast<TagJob&>(*jobs[0]).opt;
+  tasks::TagOptions opt = static_cast<TagJob&>(*jobs[0]).opt;
+  opt.precision = precision_;
   scatter(jobs, &TagJob::sentences, &TagJob::out, tagger_->tag(gather(jobs, &TagJob::sentences), opt));
   for (auto* j : jobs) j->finish();
 }

@@ -48,8 +48,8 @@ void write_qa_json(const std::string& model_dir, const QaOptions& o) {
 
 namespace {
 
-io::BertQaBundle load_with_tokenizer(const std::string& dir) {
-  io::BertQaBundle b = io::load_bert_qa(dir);
+io::BertQaBundle load_with_tokenizer(const std::string& dir, kernels::MatmulPrecision precision) {
+  io::BertQaBundle b = io::load_bert_qa(dir, precision);
   QKV_CHECK(b.tokenizer != nullptr, dir, "has no tokenizer (tokenizer.json or vocab.txt)");
   QKV_CHECK(b.report.initialised.empty(), dir, "is not a fine-tuned question-answering model:\n",
             b.report.summary());
@@ -58,9 +58,10 @@ io::BertQaBundle load_with_tokenizer(const std::string& dir) {
 
 }  // namespace
 
-QuestionAnswerer::QuestionAnswerer(const std::string& model_dir)
-    : QuestionAnswerer(load_with_tokenizer(model_dir), QaOptions{}) {
+QuestionAnswerer::QuestionAnswerer(const std::string& model_dir, kernels::MatmulPrecision precision)
+    : QuestionAnswerer(load_with_tokenizer(model_dir, precision), QaOptions{}) {
   opt_ = read_qa_json(model_dir, bundle_.config.max_position_embeddings);
+  opt_.precision = precision;
 }
 
 QuestionAnswerer::QuestionAnswerer(io::BertQaBundle bundle, QaOptions opt) : bundle_(std::move(bundle)), opt_(opt) {
@@ -73,6 +74,8 @@ std::vector<std::vector<QaAnswerSpan>> QuestionAnswerer::answer(
             opt_.window.max_len, " is longer than the model's max_position_embeddings ",
             bundle_.config.max_position_embeddings);
   QKV_CHECK(opt_.batch_size >= 1, "QuestionAnswerer", "batch_size must be >= 1, got ", opt_.batch_size);
+  kernels::check_precision_supported(
+      opt_.precision, (std::string("answer (precision ") + kernels::precision_name(opt_.precision) + ")").c_str());
   const text::Tokenizer& tok = *bundle_.tokenizer;
   // Every input's windows, then the logits of each, batch by batch.
   std::vector<std::vector<text::QaWindow>> windows(inputs.size());
@@ -97,6 +100,7 @@ std::vector<std::vector<QaAnswerSpan>> QuestionAnswerer::answer(
   {
     const nn::EvalScope eval_mode(model);
     NoGradGuard ng;
+    kernels::MatmulPrecisionScope products(opt_.precision);
     for (size_t b = 0; b < all.size(); b += size_t(opt_.batch_size)) {
       const size_t e = std::min(all.size(), b + size_t(opt_.batch_size));
       models::PackedSequences packed;  // the windows end to end, without padding

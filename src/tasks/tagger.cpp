@@ -8,7 +8,8 @@
 
 namespace qkv::tasks {
 
-Tagger::Tagger(const std::string& model_dir) : Tagger(io::load_bert_tagger(model_dir)) {
+Tagger::Tagger(const std::string& model_dir, kernels::MatmulPrecision precision)
+    : Tagger(io::load_bert_tagger(model_dir, precision)) {
   QKV_CHECK(bundle_.tokenizer != nullptr, model_dir, "has no tokenizer (tokenizer.json or vocab.txt)");
 }
 
@@ -18,6 +19,8 @@ Tagger::Tagger(io::BertTaggerBundle bundle) : bundle_(std::move(bundle)) {
 
 std::vector<Tagging> Tagger::tag(const std::vector<std::vector<std::string>>& sentences, const TagOptions& opt) const {
   QKV_CHECK(opt.batch_size > 0, "tag", "batch_size must be positive, got ", opt.batch_size);
+  kernels::check_precision_supported(
+      opt.precision, (std::string("tag (precision ") + kernels::precision_name(opt.precision) + ")").c_str());
   const int64_t P = bundle_.config.max_position_embeddings;
   const int64_t max_len = opt.max_len > 0 ? std::min(opt.max_len, P) : P;
   QKV_CHECK(max_len >= 3, "tag", "windows of ", max_len, " positions leave no room for a word between [CLS] and [SEP]");
@@ -58,6 +61,7 @@ std::vector<Tagging> Tagger::tag(const std::vector<std::vector<std::string>>& se
   models::BertForTokenClassification& model = *bundle_.model;
   const nn::EvalScope eval_mode(model);
   NoGradGuard ng;
+  kernels::MatmulPrecisionScope products(opt.precision);
   const int64_t C = model.num_labels();
   for (size_t s = 0; s < examples.size(); s += size_t(opt.batch_size)) {
     std::vector<const train::TagExample*> rows;

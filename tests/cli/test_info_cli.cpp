@@ -112,7 +112,7 @@ TEST(InfoCli, Bf16OnACappedIsaIsAClearErrorInEveryInferenceCommand) {
   ScopedEnv env(std::map<std::string, std::optional<std::string>>{{"ONEDNN_MAX_CPU_ISA", "AVX2"}});
   fs::path dir = fs::path(::testing::TempDir()) / ("qkv_precision_cli_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  for (const std::string cmd : {"translate", "generate", "classify", "embed"}) {
+  for (const std::string cmd : {"translate", "generate", "classify", "embed", "tag", "answer"}) {
     const fs::path log = dir / (cmd + ".log");
     EXPECT_NE(run_qkv({cmd, "--model", (dir / "no-such-model").string(), "--precision", "bf16"}, log), 0) << cmd;
     const std::string err = qkv::read_file(log.string());
@@ -169,7 +169,7 @@ TEST(InfoCli, Int8WithoutVnniIsAClearErrorInEveryInferenceCommand) {
     ScopedEnv env(std::map<std::string, std::optional<std::string>>{{"ONEDNN_MAX_CPU_ISA", "AVX512_CORE"}});
     fs::path dir = fs::path(::testing::TempDir()) / ("qkv_int8_cli_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    for (const std::string cmd : {"translate", "generate", "classify", "embed"}) {
+    for (const std::string cmd : {"translate", "generate", "classify", "embed", "tag", "answer"}) {
       const fs::path log = dir / (cmd + ".log");
       EXPECT_NE(run_qkv({cmd, "--model", (dir / "no-such-model").string(), "--precision", "int8"}, log), 0) << cmd;
       const std::string err = qkv::read_file(log.string());

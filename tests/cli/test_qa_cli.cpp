@@ -18,6 +18,8 @@
 #include "qkv/util/file.h"
 #include "qkv/util/utf8.h"
 #include "qkv/io/bert_qa.h"
+#include "qkv/kernels/bf16.h"
+#include "qkv/kernels/int8.h"
 #include "ref.h"
 #include "run_qkv.h"
 
@@ -170,6 +172,20 @@ TEST(QaCli, AnswersCarryCharacterOffsetsAndNBestLists) {
     right += lines[i]["answer"] == es[i].answers[0].text;
   }
   EXPECT_GE(right, 5);
+  // --precision: the weights held in bf16 / int8 (where this CPU runs them) answer as well.
+  for (const std::string p : {"bf16", "int8"}) {
+    if (p == "bf16" ? !kernels::dnnl_cpu_info().bf16_native() : !kernels::int8_native()) continue;
+    ASSERT_EQ(run_qkv({"answer", "-m", r.model.string(), "--input", (r.dir / "in.txt").string(), "--json",
+                       "--precision", p},
+                      r.dir / "answer.log", out.string()),
+              0)
+        << read_file((r.dir / "answer.log").string());
+    const auto reduced = json_lines(read_file(out.string()));
+    ASSERT_EQ(reduced.size(), es.size());
+    int same = 0;
+    for (size_t i = 0; i < es.size(); ++i) same += reduced[i]["answer"] == es[i].answers[0].text;
+    EXPECT_GE(same, 5) << p;
+  }
   // plain output: answer<TAB>start<TAB>end<TAB>score, one line per input
   const fs::path plain = r.dir / "answers.txt";
   ASSERT_EQ(run_qkv({"answer", "-m", r.model.string(), "--input", (r.dir / "in.txt").string()}, r.dir / "plain.log",

@@ -3,7 +3,7 @@
 // synthetic tagging task that needs context from both sides ("apple" is B-ORG before "corp", O
 // otherwise) to high entity F1; `qkv tag` prints word/TAG, CoNLL columns or JSON lines for its
 // model/, a sentence longer than the model's positions is tagged in windows (every word gets a
-// tag, JSON says how many windows); `qkv eval-tag` scores it; malformed CoNLL lines and unknown
+// tag, JSON says how many windows), also with --precision bf16 / int8; `qkv eval-tag` scores it; malformed CoNLL lines and unknown
 // labels are errors naming the file, the line and the field; a run stopped at a validation step
 // and resumed ends with the same bits (weights and training state) as an uninterrupted one;
 // init_from a BertForPreTraining directory reports the classifier newly initialised and the
@@ -16,6 +16,8 @@
 #include <sstream>
 
 #include "qkv/io/format/safetensors.h"
+#include "qkv/kernels/bf16.h"
+#include "qkv/kernels/int8.h"
 #include "qkv/util/file.h"
 #include "ref.h"
 #include "run_qkv.h"
@@ -172,6 +174,15 @@ TEST(TagCli, TrainsATinyTaggerThenTagsAndScores) {
   EXPECT_GT(j["windows"].get<int>(), 2);
   EXPECT_EQ(j["probabilities"].size(), 120u);
   EXPECT_NE(read(dir / "long.log").find("long.txt:1: 120 words tagged in"), std::string::npos) << read(dir / "long.log");
+  // --precision: the same tags from the weights held in bf16 / int8, where this CPU runs them.
+  for (const std::string p : {"bf16", "int8"}) {
+    if (p == "bf16" ? !kernels::dnnl_cpu_info().bf16_native() : !kernels::int8_native()) continue;
+    ASSERT_EQ(run_qkv({"tag", "--model", model, "--input", (dir / "long.txt").string(), "--json", "--precision", p},
+                      dir / "long.log", (dir / "long.out").string()),
+              0)
+        << read(dir / "long.log");
+    EXPECT_EQ(nlohmann::json::parse(read(dir / "long.out"))["tags"].get<std::vector<std::string>>(), expect) << p;
+  }
 
   ASSERT_EQ(run_qkv({"eval-tag", "--model", model, "--data", (dir / "test.conll").string(), "--json", "--per-type"},
                     dir / "eval.log", (dir / "eval.out").string()),

@@ -401,11 +401,21 @@ TEST(Serve, TagEqualsTheTagger) {
   EXPECT_FALSE(r.json["results"][0].contains("probabilities"));
   EXPECT_EQ(post(s.port, "/v1/tag", {{"text", "  "}}).status, 400);
   EXPECT_EQ(post(s.port, "/v1/tag", {{"text", "save"}, {"model", "cls"}}).status, 400);
-  // Taggers run in fp32 only: another precision is refused at start, naming the directory.
-  serve::ServerOptions int8;
-  int8.precision = kernels::MatmulPrecision::int8;
-  EXPECT_MENTIONS(qkv::testing::error_of([&] { serve::Server({{"tag", m.tag}}, int8); }),
-                  m.tag + ": a tagging model runs in fp32 only (--precision int8");
+  // --precision bf16 (where this CPU runs it): the tagger's weights held in bf16, its answers
+  // those of tasks::Tagger(dir, bf16), not fp32's.
+  if (!kernels::dnnl_cpu_info().bf16_native()) return;
+  serve::ServerOptions bf16;
+  bf16.precision = kernels::MatmulPrecision::bf16;
+  RunningServer s16({{"tag", m.tag}}, bf16);
+  o.precision = kernels::MatmulPrecision::bf16;
+  const auto want16 = tasks::Tagger(m.tag, o.precision).tag(words, o);
+  r = post(s16.port, "/v1/tag", {{"texts", texts}, {"probabilities", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (size_t i = 0; i < 2; ++i) {
+    const auto p = r.json["results"][i]["probabilities"].get<std::vector<double>>();
+    EXPECT_EQ(p, want16[i].probability) << i;
+    EXPECT_NE(p, want[i].probability) << i;
+  }
 }
 
 TEST(Serve, AnswerEqualsTheQuestionAnswerer) {
@@ -444,6 +454,17 @@ TEST(Serve, AnswerEqualsTheQuestionAnswerer) {
                        J{{"question", "a"}, {"context", "b"}, {"n_best", 0}},
                        J{{"question", "a"}, {"context", "b"}, {"model", "tag"}}})
     EXPECT_EQ(post(s.port, "/v1/answer", bad).status, 400) << bad.dump();
+  // --precision bf16 (where this CPU runs it): the answers of tasks::QuestionAnswerer(dir, bf16).
+  if (!kernels::dnnl_cpu_info().bf16_native()) return;
+  serve::ServerOptions bf16;
+  bf16.precision = kernels::MatmulPrecision::bf16;
+  RunningServer s16({{"qa", m.qa}}, bf16);
+  tasks::QuestionAnswerer lib16(m.qa, bf16.precision);
+  const auto want16 = lib16.answer(inputs);
+  r = post(s16.port, "/v1/answer", {{"question", inputs[1].first}, {"context", inputs[1].second}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["results"][0]["answers"][0]["score"].get<double>(), want16[1][0].score);
+  EXPECT_NE(r.json["results"][0]["answers"][0]["score"].get<double>(), want[1][0].score);
 }
 
 TEST(Serve, TokenizeAndDetokenizeUseTheModelsTokenizer) {

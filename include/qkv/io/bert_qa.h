@@ -25,7 +25,8 @@ struct BertQaBundle {
 
 // A new model with Hugging Face's initialisation drawn from gen.
 BertQaBundle make_bert_qa(const models::BertConfig& cfg, Generator& gen = default_generator());
-BertQaBundle load_bert_qa(const std::string& dir);
+// precision bf16 / int8: the weights held so (load_bert's; qa_outputs held after it is read).
+BertQaBundle load_bert_qa(const std::string& dir, kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 // config.json, model.safetensors, tokenizer.json (+ vocab.txt for WordPiece), each atomically.
 void save_bert_qa(const std::string& dir, const BertQaBundle& b);
 // The model's parameters by published name (bert.* without the pooler, qa_outputs.*).

@@ -36,7 +36,9 @@ BertTaggerBundle make_bert_tagger(const models::BertConfig& cfg, std::vector<std
 // The encoder of any BERT directory (io::load_bert without pooler and heads) under a new classifier.
 BertTaggerBundle bert_tagger_from_pretrained(const std::string& dir, std::vector<std::string> labels);
 // A BertForTokenClassification directory (errors name the file and the key or tensor).
-BertTaggerBundle load_bert_tagger(const std::string& dir);
+// precision bf16 / int8: the weights held so (load_bert's; the classifier held after it is read).
+BertTaggerBundle load_bert_tagger(const std::string& dir,
+                                  kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
 // Writes config.json, model.safetensors and the tokenizer files into dir, each atomically.
 void save_bert_tagger(const std::string& dir, const BertTaggerBundle& bundle);
 

@@ -96,6 +96,8 @@ class Module {
   // save() writes q * scale in f32. Needs AVX512-VNNI or AMX (an error otherwise). Not undone; a
   // weight already held is left as it is.
   void hold_weights_in_int8();
+  // hold_weights_in_bf16 or _in_int8 as `precision` says; nothing for fp32.
+  void hold_weights(kernels::MatmulPrecision precision);
 
  protected:
   // What a module that owns packed weights (a PackedWeights) does with set_pack_layout.

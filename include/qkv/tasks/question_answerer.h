@@ -22,6 +22,7 @@
 #include "qkv/data/qa_examples.h"
 #include "qkv/eval/span.h"
 #include "qkv/io/bert_qa.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/text/qa_features.h"
 
 namespace qkv::tasks {
@@ -32,6 +33,9 @@ struct QaOptions {
   int64_t n_best = 1;
   int64_t top_k = 0;  // 0: every valid span (exact); k: Hugging Face's top-k starts x top-k ends
   int64_t batch_size = 32;  // windows per forward pass
+  // The matrix products' precision (not part of qa.json): bf16 / int8 need the weights held so,
+  // as QuestionAnswerer(model_dir, precision) holds them and sets this.
+  kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32;
 };
 
 // qa.json in a model directory: read (absent: defaults as above), written atomically.
@@ -47,7 +51,9 @@ struct QaAnswerSpan {
 class QuestionAnswerer {
  public:
   // io::load_bert_qa + qa.json; the directory needs a tokenizer with [CLS], [SEP] and [PAD].
-  explicit QuestionAnswerer(const std::string& model_dir);
+  // precision bf16 / int8: the weights held so (load_bert_qa) and options().precision set to it.
+  explicit QuestionAnswerer(const std::string& model_dir,
+                            kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
   QuestionAnswerer(io::BertQaBundle bundle, QaOptions opt);  // a model in memory (shared, not copied)
 
   // inputs: (question, context). One n-best list per input (empty only for an empty context).

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "qkv/io/bert_tagger.h"
+#include "qkv/kernels/bf16.h"
 
 namespace qkv::tasks {
 
@@ -24,6 +25,9 @@ struct TagOptions {
   int64_t max_len = 0;       // pieces per window with [CLS] and [SEP] (0: max_position_embeddings)
   int64_t stride = 0;        // pieces between window starts (0: half a window)
   bool probabilities = false;  // fill Tagging::probability
+  // The matrix products' precision (tasks/classifier.h's ClassifyOptions::precision): a Tagger
+  // built with precision bf16 / int8 holds its weights so and must be called at that precision.
+  kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32;
 };
 
 struct Tagging {
@@ -36,7 +40,11 @@ struct Tagging {
 
 class Tagger {
  public:
-  explicit Tagger(const std::string& model_dir);  // io::load_bert_tagger, eval mode
+  // io::load_bert_tagger, eval mode. precision bf16 / int8: the weights held in bf16 / int8
+  // (nn::Module::hold_weights_in_bf16 / _in_int8; the encoder's as they are read, the
+  // classifier's after), so every tag() call asks for that precision.
+  explicit Tagger(const std::string& model_dir,
+                  kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32);
   // A model already in memory, e.g. the one being trained (shared, not copied; its mode is set to
   // eval during tag() and restored after).
   explicit Tagger(io::BertTaggerBundle bundle);
