@@ -60,7 +60,8 @@ std::vector<std::string> read_input_lines(const std::string& path, const std::st
 // printf's %s and cut the line.
 void print_line(const std::string& text);
 
-// --precision of the inference commands (translate, generate, classify, embed, tag, answer, serve):
+// --precision of the inference commands (translate, generate, classify, embed, tag, answer, serve,
+// eval-classify, eval-tag):
 // add_precision_option registers it on `app` (fp32 | bf16 | int8, default fp32, stored in
 // `value`); read_precision checks the value before the model loads: bf16 on a CPU without AMX or
 // AVX512_BF16, or int8 without AVX512-VNNI or AMX, is an error naming `command`

@@ -24,8 +24,11 @@ int run(int argc, char** argv) {
   app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(positive());
   app.add_flag("--json", json, "print one JSON object");
   app.add_flag("--per-label", per_label, "also print each label's precision, recall, F1 and support");
+  std::string precision = "fp32";
+  add_precision_option(app, precision);
   QKV_PARSE(app, argc, argv);
-  const tasks::Classifier clf(model_dir);
+  opt.precision = read_precision(precision, "qkv eval-classify");  // the score at bf16 / int8 before either is used
+  const tasks::Classifier clf(model_dir, opt.precision);
   const tasks::LabelledSet set = tasks::read_labelled_tsv(data);
   QKV_CHECK(clf.accepts(set.pairs), data, "holds ", set.pairs ? "pairs" : "single texts", " but the model classifies ",
             clf.pairs() ? "pairs" : "single texts");

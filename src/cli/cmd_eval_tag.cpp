@@ -24,8 +24,11 @@ int run(int argc, char** argv) {
   app.add_option("--batch-size", opt.batch_size, "windows per batch")->check(positive());
   app.add_flag("--json", json, "print one JSON object");
   app.add_flag("--per-type", per_type, "also print each entity type's precision, recall, F1 and support");
+  std::string precision = "fp32";
+  add_precision_option(app, precision);
   QKV_PARSE(app, argc, argv);
-  const tasks::Tagger tagger(model_dir);
+  opt.precision = read_precision(precision, "qkv eval-tag");  // the score at bf16 / int8 before either is used
+  const tasks::Tagger tagger(model_dir, opt.precision);
   const auto set = tasks::read_conll_file(data);
   std::vector<std::vector<std::string>> words, gold, pred;
   int64_t unknown = 0;  // gold tags the model does not know: always wrong

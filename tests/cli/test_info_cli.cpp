@@ -45,6 +45,17 @@ std::string info(const std::map<std::string, std::optional<std::string>>& vars) 
   EXPECT_EQ(run_qkv({"info"}, dir / "log", (dir / "out").string()), 0) << qkv::read_file((dir / "log").string());
   return qkv::read_file((dir / "out").string());
 }
+
+// The commands that take --precision, and their arguments with a model that does not exist (the
+// eval commands also need --data, which is not read either).
+const char* const kInferenceCommands[] = {"translate", "generate", "classify", "embed", "tag",
+                                          "answer", "eval-classify", "eval-tag"};
+std::vector<std::string> inference_args(const std::string& cmd, const fs::path& model, const char* precision) {
+  std::vector<std::string> a{cmd, "--model", model.string(), "--precision", precision};
+  if (cmd.rfind("eval-", 0) == 0) a.insert(a.end(), {"--data", (model / "test.tsv").string()});
+  return a;
+}
+
 }  // namespace
 
 TEST(InfoCli, ReexecAddsTheShortSpinUnlessThePolicyIsSet) {
@@ -112,9 +123,9 @@ TEST(InfoCli, Bf16OnACappedIsaIsAClearErrorInEveryInferenceCommand) {
   ScopedEnv env(std::map<std::string, std::optional<std::string>>{{"ONEDNN_MAX_CPU_ISA", "AVX2"}});
   fs::path dir = fs::path(::testing::TempDir()) / ("qkv_precision_cli_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  for (const std::string cmd : {"translate", "generate", "classify", "embed", "tag", "answer"}) {
+  for (const std::string cmd : kInferenceCommands) {
     const fs::path log = dir / (cmd + ".log");
-    EXPECT_NE(run_qkv({cmd, "--model", (dir / "no-such-model").string(), "--precision", "bf16"}, log), 0) << cmd;
+    EXPECT_NE(run_qkv(inference_args(cmd, dir / "no-such-model", "bf16"), log), 0) << cmd;
     const std::string err = qkv::read_file(log.string());
     EXPECT_NE(err.find("qkv " + cmd + " --precision bf16: bf16 needs AMX or AVX512_BF16, but oneDNN runs 'avx2'"),
               std::string::npos) << err;
@@ -169,9 +180,9 @@ TEST(InfoCli, Int8WithoutVnniIsAClearErrorInEveryInferenceCommand) {
     ScopedEnv env(std::map<std::string, std::optional<std::string>>{{"ONEDNN_MAX_CPU_ISA", "AVX512_CORE"}});
     fs::path dir = fs::path(::testing::TempDir()) / ("qkv_int8_cli_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    for (const std::string cmd : {"translate", "generate", "classify", "embed", "tag", "answer"}) {
+    for (const std::string cmd : kInferenceCommands) {
       const fs::path log = dir / (cmd + ".log");
-      EXPECT_NE(run_qkv({cmd, "--model", (dir / "no-such-model").string(), "--precision", "int8"}, log), 0) << cmd;
+      EXPECT_NE(run_qkv(inference_args(cmd, dir / "no-such-model", "int8"), log), 0) << cmd;
       const std::string err = qkv::read_file(log.string());
       EXPECT_NE(err.find("qkv " + cmd + " --precision int8: int8 needs a CPU with AVX512-VNNI or AMX (exact int32 "
                          "sums), but oneDNN's ISA here ('avx512_core') has neither"),
