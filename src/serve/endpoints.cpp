@@ -271,10 +271,6 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   o.logprobs = body.integer("logprobs", -1, 0, kMaxLogprobs);
   job->echo = body.boolean("echo", false);
   o.prompt_logprobs = job->echo && o.logprobs >= 0;
-  if (job->stream && (o.logprobs >= 0 || job->echo))
-    throw HttpError(400, ep + ": \"" + std::string(o.logprobs >= 0 ? "logprobs" : "echo") +
-                             "\" is not supported with \"stream\": true",
-                    "invalid_request_error", o.logprobs >= 0 ? "logprobs" : "echo");
   job->items = job->prompts.size();
   // Greedy requests with the same options share batches (a row's answer does not depend on its
   // batch); a sampled one runs alone: its prompts' random streams are numbered within the call.
@@ -304,7 +300,9 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
                     "application/json");
     return;
   }
-  // Server-sent events: one per piece of text, one with each prompt's finish_reason, then [DONE].
+  // Server-sent events: one per piece of text (echo: the prompt first), one with each prompt's
+  // finish_reason, then [DONE]; with "logprobs", each carries its tokens' (their union is the
+  // object a request without "stream" gets).
   // The provider writes the whole stream in one call (cpp-httplib stops calling providers once
   // the server stops; a stream in flight when draining starts still ends normally).
   res.set_header("Cache-Control", "no-cache");
@@ -318,7 +316,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
         for (;;) {
           const bool was_done = job->done();  // before taking: then nothing is left behind
           for (auto& p : job->take(std::chrono::milliseconds(was_done ? 0 : 100))) {
-            nlohmann::json choice{{"text", p.text}, {"index", p.index}, {"logprobs", nullptr}};
+            nlohmann::json choice{{"text", p.text}, {"index", p.index}, {"logprobs", p.logprobs}};
             choice["finish_reason"] = p.finish.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.finish);
             nlohmann::json chunk{{"id", "cmpl-" + std::to_string(id)}, {"object", "text_completion"}, {"created", created},
                                  {"model", name}, {"choices", {choice}}};

@@ -231,10 +231,28 @@ void ServedModel::complete(const std::vector<Job*>& jobs) {
   opt.precision = precision_;
   opt.batch_size = std::max<int64_t>(1, int64_t(prompts.size()));
   opt.quiet = true;
+  // Streaming: per prompt, the generated tokens whose log-probabilities were sent, and whether the
+  // echoed prompt was. A piece carries the tokens since the last one (a token whose text is held
+  // back goes with the next piece, or with the finish).
+  const bool logprobs = opt.logprobs >= 0;  // the batch's jobs share their options (their key)
+  const text::Tokenizer* tok = generator_->bundle().tokenizer.get();
+  std::vector<size_t> sent(prompts.size(), 0);
+  std::vector<char> echoed(prompts.size(), 0);
+  auto since = [&](const tasks::Generation& g, size_t p) -> nlohmann::json {
+    if (!logprobs) return nullptr;
+    nlohmann::json j = tasks::logprobs_json(*tok, g, false, sent[p]);
+    sent[p] = g.logprobs.size();
+    return j;
+  };
   opt.on_token = [&](const tasks::TokenEvent& e) {
     const size_t k = size_t(std::upper_bound(start.begin(), start.end(), e.prompt) - start.begin()) - 1;
     auto& c = static_cast<CompletionJob&>(*jobs[k]);
-    if (c.stream && !e.text.empty()) c.push({e.prompt - start[k], std::string(e.text), ""});
+    const size_t i = e.prompt - start[k];
+    if (c.stream && c.echo && !echoed[e.prompt]) {
+      echoed[e.prompt] = 1;
+      c.push({i, c.prompts[i], "", logprobs ? tasks::logprobs_json(*tok, *e.generation, true, 0, 0) : nullptr});
+    }
+    if (c.stream && !e.text.empty()) c.push({i, std::string(e.text), "", since(*e.generation, e.prompt)});
     if (std::all_of(jobs.begin(), jobs.end(), [](Job* j) { return j->cancelled.load(); })) throw AllCancelled{};
   };
   std::vector<tasks::Generation> r = generator_->generate(prompts, opt);
@@ -245,7 +263,7 @@ void ServedModel::complete(const std::vector<Job*>& jobs) {
     c.tokens = 0;
     for (size_t i = 0; i < c.out.size(); ++i) {
       c.tokens += int64_t(c.out[i].tokens.size());
-      if (c.stream) c.push({i, "", finish_reason(c.out[i].finish)});
+      if (c.stream) c.push({i, "", finish_reason(c.out[i].finish), since(c.out[i], start[k] + i)});
     }
     total += c.tokens;
   }

@@ -6,6 +6,7 @@
 // part; if that call fails, each job is run alone so that one bad request cannot fail another.
 #pragma once
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -56,11 +57,12 @@ struct CompletionJob : Job {
     size_t index = 0;    // prompt index within the job
     std::string text;    // new text (may be empty on the last piece)
     std::string finish;  // set on the last piece of a prompt: "stop" or "length"
+    nlohmann::json logprobs;  // with "logprobs": those of the tokens since the last piece (else null)
   };
   std::vector<std::string> prompts;
   tasks::GenerateOptions opt;  // its on_token is not used (the batch sets its own)
   bool stream = false;
-  bool echo = false;  // the prompt leads each text (OpenAI's "echo")
+  bool echo = false;  // the prompt leads each text (OpenAI's "echo"; streamed: the first piece)
   std::vector<tasks::Generation> out;
   int64_t tokens = 0;
 

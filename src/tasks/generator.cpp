@@ -128,7 +128,8 @@ std::vector<Generation> Generator::generate(const std::vector<std::string>& prom
   return generate_ids(ids, opt);
 }
 
-nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bool with_prompt) {
+nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bool with_prompt, size_t from,
+                             size_t to) {
   nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array(), top = nlohmann::json::array();
   auto text_of = [&](int64_t id) {
     const int32_t one[1] = {int32_t(id)};
@@ -147,7 +148,7 @@ nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bo
     top.push_back(nullptr);
     for (const auto& t : g.prompt_logprobs) add(t);
   }
-  for (const auto& t : g.logprobs) add(t);
+  for (size_t i = from; i < std::min(to, g.logprobs.size()); ++i) add(g.logprobs[i]);
   return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", top}};
 }
 
@@ -223,7 +224,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
       // Bytes that are not UTF-8 reach the caller as U+FFFD, as they do in the final text below.
       const std::string piece = utf8::replace_invalid(std::string_view(g.text).substr(r.emitted, safe - r.emitted));
       r.emitted = safe;
-      opt.on_token(TokenEvent{r.prompt, tok, piece, done});
+      opt.on_token(TokenEvent{r.prompt, tok, piece, done, &g});
     }
     if (done) g.text = utf8::replace_invalid(g.text);
     return done;

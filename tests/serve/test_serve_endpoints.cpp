@@ -2,8 +2,9 @@
 // for (the oracle here is tasks/: the server must add nothing and lose nothing):
 //   /v1/translate = Translator::translate; /v1/score = Translator::score (the doubles read back
 //   exactly; a side past the model's length refused or, asked, truncated); /v1/completions =
-//   Generator::generate (greedy and seeded sampling, stop strings, OpenAI's shape); streaming
-//   gives the same text as not streaming, piece by piece, and ends with [DONE]; /v1/embeddings =
+//   Generator::generate (greedy and seeded sampling, stop strings, OpenAI's shape, logprobs and
+//   echo); streaming gives the same text and logprobs as not streaming, piece by piece, and ends
+//   with [DONE]; /v1/embeddings =
 //   Embedder::embed (the floats read back exactly); /v1/classify = Classifier::classify (texts
 //   and pairs); /tokenize and /detokenize = the tokenizer's; /health, /metrics (Prometheus text)
 //   and the request ids; requests that arrive together are answered by one batch, each as if
@@ -265,9 +266,7 @@ TEST(Serve, CompletionLogprobsAndEchoEqualTheGenerators) {
   EXPECT_TRUE(r.json["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(r.json["choices"][0]["text"], prompts[0] + want[0].text);
   for (const nlohmann::json& bad : {nlohmann::json{{"prompt", "the"}, {"logprobs", 21}},
-                                    nlohmann::json{{"prompt", "the"}, {"logprobs", -1}},
-                                    nlohmann::json{{"prompt", "the"}, {"logprobs", 1}, {"stream", true}},
-                                    nlohmann::json{{"prompt", "the"}, {"echo", true}, {"stream", true}}})
+                                    nlohmann::json{{"prompt", "the"}, {"logprobs", -1}}})
     EXPECT_EQ(post(s.port, "/v1/completions", bad).status, 400) << bad.dump();
 }
 
@@ -305,6 +304,58 @@ TEST(Serve, StreamingGivesTheSameTextPieceByPieceAndEndsWithDone) {
       EXPECT_EQ(finish[i], plain.json["choices"][i]["finish_reason"]) << i;
       EXPECT_GT(pieces[i], 2) << "token by token, not one piece";
     }
+  }
+}
+
+// Streamed with "logprobs" and "echo": the echoed prompt comes first, and the events' texts and
+// logprobs objects put together are the unstreamed answer's (the stop string "file name" makes a
+// text ending in "file" wait for the next token, whose event then carries both tokens).
+TEST(Serve, StreamedLogprobsAndEchoPutTogetherAreTheUnstreamedOnes) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  const std::vector<std::string> prompts = {"the file", "user name error"};
+  for (const bool echo : {false, true}) {
+    SCOPED_TRACE(echo ? "echo" : "no echo");
+    nlohmann::json req{{"prompt", prompts}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 2},
+                       {"echo", echo}, {"stop", "file name"}};
+    Reply plain = post(s.port, "/v1/completions", req);
+    ASSERT_EQ(plain.status, 200) << plain.body;
+    req["stream"] = true;
+    httplib::Client c("127.0.0.1", s.port);
+    auto res = c.Post("/v1/completions", req.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    bool done = false;
+    const auto events = sse_events(res->body, &done);
+    EXPECT_TRUE(done) << res->body;
+    std::vector<std::string> text(prompts.size());
+    std::vector<nlohmann::json> lp(prompts.size(), {{"tokens", nlohmann::json::array()},
+                                                    {"token_logprobs", nlohmann::json::array()},
+                                                    {"top_logprobs", nlohmann::json::array()}});
+    std::vector<int> events_of(prompts.size()), held(prompts.size());
+    for (const auto& e : events) {
+      const auto& ch = e["choices"][0];
+      const size_t i = ch["index"];
+      ASSERT_LT(i, prompts.size());
+      if (echo && events_of[i] == 0) {
+        EXPECT_EQ(ch["text"], prompts[i]) << "the echoed prompt first";
+      }
+      ++events_of[i];
+      text[i] += ch["text"].get<std::string>();
+      ASSERT_TRUE(ch["logprobs"].is_object()) << e.dump();
+      held[i] += ch["logprobs"]["tokens"].size() > 1 && !(echo && events_of[i] == 1);
+      for (const char* key : {"tokens", "token_logprobs", "top_logprobs"})
+        for (const auto& x : ch["logprobs"][key]) lp[i][key].push_back(x);
+    }
+    int any_held = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const auto& want = plain.json["choices"][i];
+      EXPECT_EQ(text[i], want["text"]) << i;
+      EXPECT_EQ(lp[i], want["logprobs"]) << i;  // the same doubles, in the same order
+      EXPECT_GT(events_of[i], 3) << i;
+      any_held += held[i];
+    }
+    EXPECT_GT(any_held, 0) << "no event carried a held-back token: the stop string did not test it";
   }
 }
 

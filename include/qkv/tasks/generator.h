@@ -28,6 +28,8 @@
 
 namespace qkv::tasks {
 
+struct Generation;
+
 // A generated token, as streaming sees it.
 struct TokenEvent {
   size_t prompt = 0;      // index of the prompt in the call
@@ -36,6 +38,9 @@ struct TokenEvent {
                           // possible start of a stop string is held back); the pieces of a row
                           // concatenate to its final text
   bool last = false;      // the row ends with this token
+  // The row so far: tokens up to this one, its log-probabilities with this token's (when asked),
+  // the prompt's (complete before the first event). Valid during the call.
+  const Generation* generation = nullptr;
 };
 
 struct GenerateOptions {
@@ -86,8 +91,10 @@ struct Generation {
 // {"tokens": [text], "token_logprobs": [...], "top_logprobs": [{text: logprob}]} (no
 // text_offset). with_prompt (OpenAI's echo): the prompt's tokens first, its very first with null
 // for both (nothing precedes it). A token's text is its decoding alone, specials included; bytes
-// that are not UTF-8 alone (a piece of a character) become U+FFFD.
-nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bool with_prompt);
+// that are not UTF-8 alone (a piece of a character) become U+FFFD. Streaming sends a generation in
+// parts: the generated tokens [from, to) of g.logprobs (to clamped to their count).
+nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bool with_prompt, size_t from = 0,
+                             size_t to = SIZE_MAX);
 
 class Generator {
  public:
