@@ -291,6 +291,8 @@ def serve_requests():
                                                      "temperature": 0, "logprobs": 2, "echo": True}),
         "completions_stream.bin": ("completions", {"model": "gpt", "prompt": ["user", "file not"], "max_tokens": 3,
                                                    "stream": True}),
+        "completions_n.bin": ("completions", {"model": "gpt", "prompt": ["user", "file"], "max_tokens": 3, "n": 3,
+                                              "temperature": 0.8, "seed": 4}),
         "completions_stream_logprobs.bin": ("completions", {"model": "gpt", "prompt": ["user", "file not"],
                                                             "max_tokens": 4, "stream": True, "logprobs": 1,
                                                             "echo": True, "stop": "file name", "temperature": 0}),

@@ -21,6 +21,7 @@ std::string num(double x) {
 }
 
 constexpr int64_t kMaxLogprobs = 20;  // OpenAI allows 5
+constexpr int64_t kMaxChoices = 128;  // completions per prompt ("n"), as OpenAI
 
 nlohmann::json usage(int64_t prompt, int64_t completion) {
   return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
@@ -227,12 +228,21 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   const tasks::Generator& gen = *m.generator();
   if (!gen.bundle().tokenizer) throw HttpError(400, ep + ": model '" + m.name() + "' has no tokenizer: text prompts need one");
   auto job = std::make_shared<CompletionJob>();
-  job->prompts = body.string_or_strings("prompt");
-  check_inputs(job->prompts.size(), opt.limits, ep, "prompt");
-  int64_t prompt_tokens = 0;
+  const std::vector<std::string> prompts = body.string_or_strings("prompt");
+  // n completions per prompt: the prompt repeated n times in one call, so that sampled ones draw
+  // from random streams of their own; choice i * n + j is prompt i's j-th (OpenAI's order).
+  const int64_t n_choices = body.integer("n", 1, 1, kMaxChoices);
+  check_inputs(prompts.size(), opt.limits, ep, "prompt");
+  if (int64_t(prompts.size()) * n_choices > opt.limits.max_inputs)
+    throw limit_error(400, "max_inputs",
+                      ep + ": " + std::to_string(prompts.size()) + " prompts times n " + std::to_string(n_choices) +
+                          " are more than " + std::to_string(opt.limits.max_inputs) + " completions (--max-inputs)",
+                      "n");
+  for (const std::string& p : prompts) job->prompts.insert(job->prompts.end(), size_t(n_choices), p);
+  int64_t prompt_tokens = 0;  // each prompt once, whatever n
   const int64_t n_positions = gen.bundle().config.n_positions;
-  for (size_t i = 0; i < job->prompts.size(); ++i) {
-    const int64_t n = int64_t(gen.bundle().tokenizer->encode(job->prompts[i]).size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const int64_t n = int64_t(gen.bundle().tokenizer->encode(prompts[i]).size());
     check_tokens(n, i, opt.limits, ep, "prompt");
     if (n > n_positions - 1)
       throw HttpError(400, ep + ": prompt " + std::to_string(i) + " has " + std::to_string(n) +
@@ -241,7 +251,6 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
                       "invalid_request_error", "prompt");
     prompt_tokens += n;
   }
-  body.integer("n", 1, 1, 1);  // one completion per prompt
   auto& o = job->opt;
   const int64_t max_tokens = body.integer("max_tokens", 16, 1, INT64_MAX);
   if (max_tokens > opt.limits.max_tokens)

@@ -215,6 +215,22 @@ TEST(Serve, CompletionsEqualTheGenerator) {
   EXPECT_EQ(r.json["choices"][0]["text"], lib.generate({prompts[0]}, o)[0].text);
   EXPECT_EQ(r.json["choices"][0]["finish_reason"], "stop");
   EXPECT_LT(r.json["choices"][0]["text"].get<std::string>().size(), free_text.size());
+  // n completions per prompt: the Generator's on each prompt repeated n times (choice i * n + j),
+  // sampled ones from random streams of their own; usage counts each prompt once.
+  o = {};
+  o.sample = true, o.seed = 21, o.max_new_tokens = 9, o.logits.temperature = 1.5;
+  const std::vector<std::string> twice = {prompts[0], prompts[0], prompts[0], prompts[2], prompts[2], prompts[2]};
+  want = lib.generate(twice, o);
+  r = post(s.port, "/v1/completions", {{"prompt", {prompts[0], prompts[2]}}, {"max_tokens", 9}, {"temperature", 1.5},
+                                       {"seed", 21}, {"n", 3}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json["choices"].size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(r.json["choices"][i]["index"], i);
+    EXPECT_EQ(r.json["choices"][i]["text"], want[i].text) << i;
+  }
+  EXPECT_TRUE(want[0].text != want[1].text || want[1].text != want[2].text) << "three equal samples";
+  EXPECT_EQ(r.json["usage"]["prompt_tokens"], 2 + 1);
 }
 
 // OpenAI's "logprobs" and "echo": the Generator's log-probabilities, read back as the same doubles,

@@ -61,7 +61,9 @@ TEST(ServeLimits, EachLimitAnswersItsStatusAndNamesIt) {
   expect_error(post(s.port, "/v1/completions", {{"prompt", "the"}, {"max_tokens", 0}}), 400,
                "field \"max_tokens\": expected an integer in [1, ");
   expect_error(post(s.port, "/v1/completions", {{"prompt", "the"}, {"n", 0}}), 400,
-               "field \"n\": expected an integer in [1, 1], got the integer 0");
+               "field \"n\": expected an integer in [1, 128], got the integer 0");
+  expect_error(post(s.port, "/v1/completions", {{"prompt", {"the", "user"}}, {"n", 2}}), 400,
+               "2 prompts times n 2 are more than 3 completions (--max-inputs)", "max_inputs");
   // A chunked body is held to the same limit: cpp-httplib 0.11 read one whole, past the limit (this
   // 40 kB request, 20 times --max-body-bytes, was answered 200; so was one of 100 MB). A small one
   // is answered.
@@ -148,7 +150,8 @@ TEST(ServeLimits, BadInputAnswers400WithAMessage) {
                "field \"stream\": expected true or false, got a string");
   expect_error(post(s.port, "/v1/completions", {{"prompt", nlohmann::json::array()}}), 400,
                "field \"prompt\": expected a string or a non-empty array of strings");
-  expect_error(post(s.port, "/v1/completions", {{"prompt", "a"}, {"n", 2}}), 400, "field \"n\": expected an integer in [1, 1]");
+  expect_error(post(s.port, "/v1/completions", {{"prompt", "a"}, {"n", 129}}), 400,
+               "field \"n\": expected an integer in [1, 128]");
   expect_error(post(s.port, "/v1/completions", {{"prompt", "a"}, {"top_p", 0}}), 400, "\"top_p\": expected a number in (0, 1]");
   expect_error(post(s.port, "/v1/embeddings", {{"input", "a"}, {"encoding_format", "base64"}}), 400,
                "only \"float\" is supported");
