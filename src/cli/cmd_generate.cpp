@@ -46,6 +46,12 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--repetition-penalty", opt.logits.repetition_penalty,
                  "CTRL penalty on tokens already in the text (1 = off)")->capture_default_str();
+  app.add_option("--presence-penalty", opt.logits.presence_penalty,
+                 "OpenAI's: subtracted from the logit of every token generated so far (0 = off)")
+      ->capture_default_str();
+  app.add_option("--frequency-penalty", opt.logits.frequency_penalty,
+                 "OpenAI's: subtracted once per time a token was generated so far (0 = off)")
+      ->capture_default_str();
   app.add_option("--stop", opt.stop, "stop when the completion contains this string (repeatable; cut from the output)");
   app.add_option("--eos-id", opt.eos_id, "end-of-text token (default: config.json's eos_token_id; -1 = none)");
   app.add_option("--seed", opt.seed, "sampling seed (same seed, same output)")->capture_default_str();

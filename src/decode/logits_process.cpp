@@ -21,6 +21,22 @@ void LogitsOptions::validate() const {
   QKV_CHECK(top_p > 0 && top_p <= 1, "generate", "top_p must be in (0, 1], got ", top_p);
   QKV_CHECK(repetition_penalty > 0 && std::isfinite(repetition_penalty), "generate",
             "repetition_penalty must be > 0 (1 = off), got ", repetition_penalty);
+  QKV_CHECK(std::isfinite(presence_penalty), "generate", "presence_penalty must be finite, got ", presence_penalty);
+  QKV_CHECK(std::isfinite(frequency_penalty), "generate", "frequency_penalty must be finite, got ", frequency_penalty);
+}
+
+void apply_presence_frequency_penalty(float* logits, int64_t V, const int64_t* generated, size_t n, double presence,
+                                      double frequency) {
+  if (presence == 0 && frequency == 0) return;
+  std::vector<int64_t> count(static_cast<size_t>(V), 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t t = generated[i];
+    QKV_CHECK(t >= 0 && t < V, "presence/frequency penalty", "token ", t, " outside the vocabulary [0, ", V, ")");
+    ++count[size_t(t)];
+  }
+  for (int64_t v = 0; v < V; ++v)
+    if (const int64_t c = count[size_t(v)])
+      logits[v] = float(double(logits[v]) - double(c) * frequency - presence);
 }
 
 void apply_repetition_penalty(float* logits, int64_t V, const std::vector<int64_t>& history, double penalty) {

@@ -280,6 +280,9 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
         const float* row = logits.data<float>() + b * V;
         std::memcpy(buf.data(), row, size_t(V) * sizeof(float));
         decode::apply_repetition_penalty(buf.data(), V, r.history, opt.logits.repetition_penalty);
+        decode::apply_presence_frequency_penalty(buf.data(), V, r.history.data() + r.prompt_len,
+                                                 r.history.size() - size_t(r.prompt_len), opt.logits.presence_penalty,
+                                                 opt.logits.frequency_penalty);
         int64_t tok;
         if (opt.sample) {
           decode::warp_logits(buf.data(), V, opt.logits);

@@ -198,6 +198,16 @@ TEST(Serve, CompletionsEqualTheGenerator) {
   }
   EXPECT_EQ(r.json["usage"]["completion_tokens"], completion);
   EXPECT_EQ(r.json["usage"]["prompt_tokens"], 2 + 3 + 1);  // word tokens
+  // Greedy with OpenAI's presence and frequency penalties: the Generator's with them.
+  o.logits.presence_penalty = 1.5, o.logits.frequency_penalty = 0.8;
+  const auto penalised = lib.generate(prompts, o);
+  r = post(s.port, "/v1/completions", {{"prompt", prompts}, {"max_tokens", 9}, {"temperature", 0},
+                                       {"presence_penalty", 1.5}, {"frequency_penalty", 0.8}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.json["choices"][i]["text"], penalised[i].text) << i;
+  EXPECT_NE(penalised[0].text, want[0].text) << "the penalties changed nothing";
+  o = {};
+  o.max_new_tokens = 9;
   // Sampled with a seed: top-k, top-p, temperature, repetition penalty, one prompt as a string.
   o.sample = true, o.seed = 11, o.logits = {0.7, 5, 0.9, 1.3};
   r = post(s.port, "/v1/completions", {{"prompt", prompts[1]}, {"max_tokens", 9}, {"temperature", 0.7}, {"top_k", 5},

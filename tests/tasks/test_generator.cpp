@@ -1,6 +1,6 @@
 // tasks::Generator and decode/logits_process against PyTorch (tools/refs/gpt_generate.py): greedy
-// completions of a GPT-2 (pre-LN) and a GPT-1 (post-LN) reference model, plain and with the
-// repetition penalty, one at a time and as one left-padded batch; cached logits against the full
+// completions of a GPT-2 (pre-LN) and a GPT-1 (post-LN) reference model, plain, with the
+// repetition penalty and with the presence and frequency penalties, one at a time and as one left-padded batch; cached logits against the full
 // forward (one row, and a left-padded batch with a two-token step); seeded sampling batched vs one
 // prompt at a time; the logit filters against Hugging Face's algorithms; eos, stop strings,
 // streaming and the context limit; the log-probabilities of generated and prompt tokens (with the
@@ -67,6 +67,14 @@ tasks::GenerateOptions seeded_sampling(kernels::MatmulPrecision precision = kern
   return o;
 }
 
+// The penalties of a reference run: gen_rep Hugging Face's repetition penalty, gen_pf OpenAI's
+// presence and frequency penalties, gen neither.
+template <typename Params>
+void set_penalties(tasks::GenerateOptions& o, const Params& p, const std::string& which) {
+  if (which == "gen_rep") o.logits.repetition_penalty = p["repetition_penalty"];
+  if (which == "gen_pf") o.logits.presence_penalty = p["presence_penalty"], o.logits.frequency_penalty = p["frequency_penalty"];
+}
+
 // 97 symbols, matching the reference models' vocabulary: <unk>, '\n' and printable ASCII.
 std::shared_ptr<text::Tokenizer> char_tokenizer() {
   std::vector<std::string> vocab = {"<unk>", "\n"};
@@ -89,12 +97,12 @@ TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
     for (auto layout : {kernels::PackLayout::panels, kernels::PackLayout::rows}) {
       SCOPED_TRACE(kernels::pack_layout_name(layout));
       g.bundle().model->set_pack_layout(layout);
-      for (const char* which : {"gen", "gen_rep"}) {
+      for (const char* which : {"gen", "gen_rep", "gen_pf"}) {
         SCOPED_TRACE(which);
         tasks::GenerateOptions o;
         o.max_new_tokens = ref.params(c)["max_new"];
         o.eos_id = -1;
-        if (std::string(which) == "gen_rep") o.logits.repetition_penalty = ref.params(c)["repetition_penalty"];
+        set_penalties(o, ref.params(c), which);
         for (int64_t bs : {1, 5, 2}) {
           o.batch_size = bs;
           auto r = g.generate_ids(prompts, o);
@@ -108,11 +116,11 @@ TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
       }
     }
   }
-  EXPECT_EQ(checked, 2 * 2 * 2 * 3 * 5);
+  EXPECT_EQ(checked, 2 * 2 * 3 * 3 * 5);
 }
 
 // Log-probabilities under the model's own distribution (raw logits, no penalty), of the generated
-// tokens (with and without the repetition penalty choosing them) and of the prompts' tokens, with
+// tokens (with and without a penalty choosing them) and of the prompts' tokens, with
 // the three most likely tokens at each position: torch's float64 log_softmax. fp32: 1e-5 relative
 // (at least 1e-5 absolute).
 TEST(Generator, LogprobsEqualTorchsLogSoftmaxForGeneratedAndPromptTokens) {
@@ -126,7 +134,7 @@ TEST(Generator, LogprobsEqualTorchsLogSoftmaxForGeneratedAndPromptTokens) {
     const std::vector<double> prompt_lp = ref.get(c, "prompt_lp").to_vector<double>();
     const std::vector<int64_t> prompt_top_ids = ref.get(c, "prompt_top_ids").to_vector<int64_t>();
     const std::vector<double> prompt_top_lp = ref.get(c, "prompt_top_lp").to_vector<double>();
-    for (const std::string which : {"gen", "gen_rep"}) {
+    for (const std::string which : {"gen", "gen_rep", "gen_pf"}) {
       SCOPED_TRACE(which);
       const Tensor want_lp = ref.get(c, which + "_lp"), top_ids = ref.get(c, which + "_top_ids");
       const std::vector<double> lp = want_lp.to_vector<double>();
@@ -138,7 +146,7 @@ TEST(Generator, LogprobsEqualTorchsLogSoftmaxForGeneratedAndPromptTokens) {
       o.eos_id = -1;
       o.logprobs = K;
       o.prompt_logprobs = true;
-      if (which == "gen_rep") o.logits.repetition_penalty = ref.params(c)["repetition_penalty"];
+      set_penalties(o, ref.params(c), which);
       for (int64_t bs : {1, 5}) {
         o.batch_size = bs;
         const auto r = g.generate_ids(prompts, o);
@@ -331,7 +339,7 @@ TEST(LogitsProcess, FiltersEqualHuggingFacesAlgorithms) {
   auto configs = ref.params("filters")["configs"];
   int rows = 0;
   for (size_t i = 0; i < configs.size(); ++i) {
-    decode::LogitsOptions o{configs[i][0], configs[i][1], configs[i][2], configs[i][3]};
+    decode::LogitsOptions o{configs[i][0], configs[i][1], configs[i][2], configs[i][3], configs[i][4], configs[i][5]};
     SCOPED_TRACE("config " + std::to_string(i));
     Tensor want = ref.get("filters", "out" + std::to_string(i));
     std::vector<float> w = want.to_vector<float>(), x = logits.to_vector<float>();
@@ -340,6 +348,8 @@ TEST(LogitsProcess, FiltersEqualHuggingFacesAlgorithms) {
       float* row = x.data() + r * V;
       decode::apply_repetition_penalty(row, V, std::vector<int64_t>(h.begin() + r * Hn, h.begin() + (r + 1) * Hn),
                                        o.repetition_penalty);
+      decode::apply_presence_frequency_penalty(row, V, h.data() + r * Hn, size_t(Hn), o.presence_penalty,
+                                               o.frequency_penalty);
       decode::warp_logits(row, V, o);
       int kept = 0;
       for (int64_t v = 0; v < V; ++v) {

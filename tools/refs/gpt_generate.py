@@ -8,6 +8,9 @@ forward over prompt + generated tokens per step, float64), greedily:
   gen      (5, 16): plain greedy, max 16 new tokens, clamped to n_positions - prompt length (the
            35-token prompt gets 5); -1 after the end.
   gen_rep  (5, 16): greedy after Hugging Face's repetition penalty 1.5 over prompt + generated.
+  gen_pf   (5, 16): greedy after OpenAI's presence (0.7) and frequency (0.5) penalties, as its API
+           reference defines them: logit - count * frequency - (count > 0) * presence, count =
+           how often the token was generated before (the prompt not counted).
 Every step's best logit beats the second by > 1e-3 (asserted), so float32 must choose the same.
 With each: <name>_lp (5, 16) float64, the chosen token's log-probability under the model's own
 distribution (log_softmax of the raw logits: no penalty), NaN after the end; <name>_top_ids and
@@ -17,9 +20,11 @@ them the same). prompt_lp / prompt_top_ids / prompt_top_lp: each prompt token af
 prompts concatenated (sum(L) - 5 rows), from one forward pass over the prompt.
 
 Case "filters": fixed logits (6, 50) f32 and histories (6, 8); for each configuration
-(temperature, top_k, top_p, repetition_penalty) the processed logits (-inf = removed) computed as
-Hugging Face's RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper, TopKLogitsWarper and
-TopPLogitsWarper do (float32, their code paths re-written here). No cumulative probability is within
+(temperature, top_k, top_p, repetition_penalty, presence_penalty, frequency_penalty) the processed
+logits (-inf = removed) computed as Hugging Face's RepetitionPenaltyLogitsProcessor, then OpenAI's
+presence and frequency penalties over the history taken as generated tokens (vLLM's order), then
+TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper do (float32, their code paths
+re-written here). No cumulative probability is within
 1e-5 of a top-p boundary (asserted), so the kept sets are exact.
 """
 import os
@@ -30,6 +35,7 @@ from qkvref import Refs
 
 PROMPT_LENS = [1, 6, 11, 3, 35]
 MAX_NEW = 16
+PRESENCE, FREQUENCY = 0.7, 0.5
 
 
 def rep_penalty(scores, history, penalty):  # HF RepetitionPenaltyLogitsProcessor, one row
@@ -37,6 +43,11 @@ def rep_penalty(scores, history, penalty):  # HF RepetitionPenaltyLogitsProcesso
     s = scores.gather(0, ids)
     s = torch.where(s < 0, s * penalty, s / penalty)
     return scores.scatter(0, ids, s)
+
+
+def presence_frequency(scores, generated, presence, frequency):  # OpenAI's definition, one row
+    counts = torch.bincount(torch.tensor(generated, dtype=torch.long), minlength=scores.shape[-1]).to(scores.dtype)
+    return scores - counts * frequency - (counts > 0).to(scores.dtype) * presence
 
 
 def top_k_warp(scores, k):  # HF TopKLogitsWarper, one row
@@ -68,7 +79,8 @@ def forward(cfg, p, ids):  # (len(ids), V) logits, float64
     return gpt_forward(cfg, p, x, torch.zeros_like(x, dtype=torch.uint8), torch.arange(len(ids))[None])[0]
 
 
-def greedy(cfg, p, prompt, max_new, penalty, scores):  # scores: gets (logprob, top ids, top logprobs) per step
+def greedy(cfg, p, prompt, max_new, penalty, scores, presence=0.0, frequency=0.0):
+    # scores: gets (logprob, top ids, top logprobs) per step
     ids = list(prompt)
     n = min(max_new, cfg["n_positions"] - len(prompt))
     for _ in range(n):
@@ -76,6 +88,8 @@ def greedy(cfg, p, prompt, max_new, penalty, scores):  # scores: gets (logprob, 
         lp = torch.log_softmax(logits, -1)
         if penalty != 1.0:
             logits = rep_penalty(logits, ids, penalty)
+        if presence or frequency:
+            logits = presence_frequency(logits, ids[len(prompt):], presence, frequency)
         top2 = torch.topk(logits, 2)[0]
         assert top2[0] - top2[1] > 1e-3, "greedy choice too close to call in float32"
         ids.append(int(logits.argmax()))
@@ -97,14 +111,14 @@ def main(out):
         pd = {k: v.detach().double() for k, v in p.items()}
         prompts = [torch.randint(0, cfg["vocab_size"], (n,), generator=gen).tolist() for n in PROMPT_LENS]
         out_t = {}
-        for name, pen in (("gen", 1.0), ("gen_rep", 1.5)):
+        for name, pen, pres, freq in (("gen", 1.0, 0, 0), ("gen_rep", 1.5, 0, 0), ("gen_pf", 1.0, PRESENCE, FREQUENCY)):
             g = torch.full((len(prompts), MAX_NEW), -1, dtype=torch.long)
             lp = torch.full((len(prompts), MAX_NEW), float("nan"), dtype=torch.float64)
             top_ids = torch.full((len(prompts), MAX_NEW, TOP), -1, dtype=torch.long)
             top_lp = torch.full((len(prompts), MAX_NEW, TOP), float("nan"), dtype=torch.float64)
             for i, pr in enumerate(prompts):
                 scores = []
-                toks = greedy(cfg, pd, pr, MAX_NEW, pen, scores)
+                toks = greedy(cfg, pd, pr, MAX_NEW, pen, scores, pres, freq)
                 g[i, :len(toks)] = torch.tensor(toks)
                 for j, (v, ti, tv) in enumerate(scores):
                     lp[i, j], top_ids[i, j], top_lp[i, j] = v, ti, tv
@@ -116,22 +130,27 @@ def main(out):
         out_t.update({"prompt_lp": torch.tensor([r[0] for r in rows], dtype=torch.float64),
                       "prompt_top_ids": torch.stack([r[1] for r in rows]),
                       "prompt_top_lp": torch.stack([r[2] for r in rows])})
-        refs.case(c, {"dir": os.path.join("gpt_generate", c), "max_new": MAX_NEW, "repetition_penalty": 1.5},
+        refs.case(c, {"dir": os.path.join("gpt_generate", c), "max_new": MAX_NEW, "repetition_penalty": 1.5,
+                      "presence_penalty": PRESENCE, "frequency_penalty": FREQUENCY},
                   prompts=torch.tensor(sum(prompts, [])), prompt_lens=torch.tensor(PROMPT_LENS), **out_t)
 
     gen = torch.Generator().manual_seed(1234)
     R, V = 6, 50
     logits = (torch.randn(R, V, generator=gen) * 3).float()
     history = torch.randint(0, V, (R, 8), generator=gen)
-    configs = [(1.0, 0, 1.0, 1.3), (0.7, 0, 1.0, 1.0), (1.0, 5, 1.0, 1.0), (1.0, 0, 0.9, 1.0),
-               (0.8, 10, 0.75, 1.2), (1.5, 3, 0.5, 2.0), (1.0, 0, 0.05, 1.0), (1.0, 60, 0.999, 1.0)]
+    configs = [(1.0, 0, 1.0, 1.3, 0, 0), (0.7, 0, 1.0, 1.0, 0, 0), (1.0, 5, 1.0, 1.0, 0, 0), (1.0, 0, 0.9, 1.0, 0, 0),
+               (0.8, 10, 0.75, 1.2, 0, 0), (1.5, 3, 0.5, 2.0, 0, 0), (1.0, 0, 0.05, 1.0, 0, 0),
+               (1.0, 60, 0.999, 1.0, 0, 0), (1.0, 0, 1.0, 1.0, 0.8, 0.3), (1.0, 0, 1.0, 1.0, -0.5, 1.1),
+               (0.9, 8, 0.8, 1.3, 0.4, 0.6)]
     outs = {}
-    for i, (t, k, tp, pen) in enumerate(configs):
+    for i, (t, k, tp, pen, pres, freq) in enumerate(configs):
         rows = []
         for r in range(R):
             s = logits[r].clone()
             if pen != 1.0:
                 s = rep_penalty(s, history[r].tolist(), pen)
+            if pres or freq:
+                s = presence_frequency(s, history[r].tolist(), pres, freq)
             if t != 1.0:
                 s = s / t
             if k > 0:

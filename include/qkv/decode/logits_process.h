@@ -3,13 +3,17 @@
 //
 //   1. repetition penalty (CTRL, Keskar et al. 2019): every distinct token already in the text
 //      (prompt + generated) has its logit divided by the penalty if >= 0, else multiplied by it;
+//   1b. presence and frequency penalties (OpenAI's, in vLLM's place, after step 1): a token the
+//      completion has generated c > 0 times so far (the prompt not counted) loses
+//      c * frequency_penalty + presence_penalty from its logit;
 //   2. temperature: logits / T;
 //   3. top-k: tokens whose logit is below the k-th largest are removed (ties with it stay);
 //   4. top-p (nucleus, Holtzman et al. 2020): the smallest set of most probable tokens whose
 //      probability reaches p is kept, always at least one token.
-// Removed tokens get -inf. Greedy decoding applies step 1 and takes the first maximum; sampling
+// Removed tokens get -inf. Greedy decoding applies steps 1 and 1b and takes the first maximum; sampling
 // draws from the softmax of the processed row.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -21,11 +25,16 @@ struct LogitsOptions {
   int64_t top_k = 0;                // 0 = off
   double top_p = 1.0;               // (0, 1]; 1 = off
   double repetition_penalty = 1.0;  // > 0; 1 = off
+  double presence_penalty = 0.0;    // finite; 0 = off (OpenAI allows [-2, 2])
+  double frequency_penalty = 0.0;   // finite; 0 = off
   void validate() const;            // throws qkv::Error naming the option
 };
 
 // Step 1 over the tokens of `history` (repeats counted once; ids outside [0, V) throw).
 void apply_repetition_penalty(float* logits, int64_t V, const std::vector<int64_t>& history, double penalty);
+// Step 1b over the `generated` tokens of the completion so far (ids outside [0, V) throw).
+void apply_presence_frequency_penalty(float* logits, int64_t V, const int64_t* generated, size_t n, double presence,
+                                      double frequency);
 // Steps 2-4 (what sampling adds to greedy's step 1).
 void warp_logits(float* logits, int64_t V, const LogitsOptions& opt);
 // The first maximum of the row (token 0 if no entry is finite or above -inf).

@@ -45,8 +45,9 @@ struct TokenEvent {
 
 struct GenerateOptions {
   int64_t max_new_tokens = 64;    // per prompt; clamped to n_positions - prompt length
-  bool sample = false;            // false: greedy (repetition penalty, then the first maximum)
-  decode::LogitsOptions logits;   // temperature / top_k / top_p (sampling), repetition_penalty (both)
+  bool sample = false;            // false: greedy (the penalties, then the first maximum)
+  decode::LogitsOptions logits;   // temperature / top_k / top_p (sampling), repetition, presence and
+                                  // frequency penalties (both)
   std::vector<std::string> stop;  // stop strings (need a tokenizer)
   static constexpr int64_t kModelEos = -2;
   int64_t eos_id = kModelEos;     // kModelEos: config.json's eos_token_id if any; -1: none
