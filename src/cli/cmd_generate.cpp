@@ -52,6 +52,9 @@ int run(int argc, char** argv) {
   app.add_option("--frequency-penalty", opt.logits.frequency_penalty,
                  "OpenAI's: subtracted once per time a token was generated so far (0 = off)")
       ->capture_default_str();
+  app.add_option("--no-repeat-ngram", opt.no_repeat_ngram_size,
+                 "never repeat an n-gram of the text, prompt included (Hugging Face's no_repeat_ngram_size; 0 = off)")
+      ->check(non_negative());
   app.add_option("--stop", opt.stop, "stop when the completion contains this string (repeatable; cut from the output)");
   app.add_option("--eos-id", opt.eos_id, "end-of-text token (default: config.json's eos_token_id; -1 = none)");
   app.add_option("--seed", opt.seed, "sampling seed (same seed, same output)")->capture_default_str();

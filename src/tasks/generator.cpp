@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "qkv/autograd/node.h"
+#include "qkv/decode/search.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/util/file.h"
 #include "qkv/util/utf8.h"
@@ -159,6 +161,8 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
   opt.logits.validate();
   QKV_CHECK(opt.max_new_tokens >= 1, "generate", "max_new_tokens must be >= 1, got ", opt.max_new_tokens);
   QKV_CHECK(opt.batch_size >= 1, "generate", "batch size must be >= 1, got ", opt.batch_size);
+  QKV_CHECK(opt.no_repeat_ngram_size >= 0, "generate", "no_repeat_ngram_size must be >= 0 (0 = off), got ",
+            opt.no_repeat_ngram_size);
   QKV_CHECK(opt.logprobs >= -1, "generate", "logprobs must be -1 (off), 0 or a count of top tokens, got ",
             opt.logprobs);
   kernels::check_precision_supported(
@@ -283,6 +287,8 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
         decode::apply_presence_frequency_penalty(buf.data(), V, r.history.data() + r.prompt_len,
                                                  r.history.size() - size_t(r.prompt_len), opt.logits.presence_penalty,
                                                  opt.logits.frequency_penalty);
+        for (int64_t t : decode::repeated_ngram_bans(r.history, opt.no_repeat_ngram_size))
+          buf[size_t(t)] = -std::numeric_limits<float>::infinity();
         int64_t tok;
         if (opt.sample) {
           decode::warp_logits(buf.data(), V, opt.logits);

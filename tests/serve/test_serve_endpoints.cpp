@@ -206,6 +206,15 @@ TEST(Serve, CompletionsEqualTheGenerator) {
   ASSERT_EQ(r.status, 200) << r.body;
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.json["choices"][i]["text"], penalised[i].text) << i;
   EXPECT_NE(penalised[0].text, want[0].text) << "the penalties changed nothing";
+  // And n-gram blocking (2: no word pair twice).
+  o.logits = {};
+  o.no_repeat_ngram_size = 2;
+  const auto blocked = lib.generate(prompts, o);
+  r = post(s.port, "/v1/completions",
+           {{"prompt", prompts}, {"max_tokens", 9}, {"temperature", 0}, {"no_repeat_ngram_size", 2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.json["choices"][i]["text"], blocked[i].text) << i;
+  EXPECT_NE(blocked[0].text, want[0].text) << "no n-gram was blocked";
   o = {};
   o.max_new_tokens = 9;
   // Sampled with a seed: top-k, top-p, temperature, repetition penalty, one prompt as a string.

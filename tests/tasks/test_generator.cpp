@@ -1,6 +1,6 @@
 // tasks::Generator and decode/logits_process against PyTorch (tools/refs/gpt_generate.py): greedy
 // completions of a GPT-2 (pre-LN) and a GPT-1 (post-LN) reference model, plain, with the
-// repetition penalty and with the presence and frequency penalties, one at a time and as one left-padded batch; cached logits against the full
+// repetition penalty, with the presence and frequency penalties and with n-gram blocking, one at a time and as one left-padded batch; cached logits against the full
 // forward (one row, and a left-padded batch with a two-token step); seeded sampling batched vs one
 // prompt at a time; the logit filters against Hugging Face's algorithms; eos, stop strings,
 // streaming and the context limit; the log-probabilities of generated and prompt tokens (with the
@@ -68,11 +68,12 @@ tasks::GenerateOptions seeded_sampling(kernels::MatmulPrecision precision = kern
 }
 
 // The penalties of a reference run: gen_rep Hugging Face's repetition penalty, gen_pf OpenAI's
-// presence and frequency penalties, gen neither.
+// presence and frequency penalties, gen_ngram Hugging Face's no_repeat_ngram_size, gen none.
 template <typename Params>
 void set_penalties(tasks::GenerateOptions& o, const Params& p, const std::string& which) {
   if (which == "gen_rep") o.logits.repetition_penalty = p["repetition_penalty"];
   if (which == "gen_pf") o.logits.presence_penalty = p["presence_penalty"], o.logits.frequency_penalty = p["frequency_penalty"];
+  if (which == "gen_ngram") o.no_repeat_ngram_size = p["no_repeat_ngram_size"];
 }
 
 // 97 symbols, matching the reference models' vocabulary: <unk>, '\n' and printable ASCII.
@@ -97,7 +98,7 @@ TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
     for (auto layout : {kernels::PackLayout::panels, kernels::PackLayout::rows}) {
       SCOPED_TRACE(kernels::pack_layout_name(layout));
       g.bundle().model->set_pack_layout(layout);
-      for (const char* which : {"gen", "gen_rep", "gen_pf"}) {
+      for (const char* which : {"gen", "gen_rep", "gen_pf", "gen_ngram"}) {
         SCOPED_TRACE(which);
         tasks::GenerateOptions o;
         o.max_new_tokens = ref.params(c)["max_new"];
@@ -116,7 +117,7 @@ TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
       }
     }
   }
-  EXPECT_EQ(checked, 2 * 2 * 3 * 3 * 5);
+  EXPECT_EQ(checked, 2 * 2 * 4 * 3 * 5);
 }
 
 // Log-probabilities under the model's own distribution (raw logits, no penalty), of the generated
@@ -134,7 +135,7 @@ TEST(Generator, LogprobsEqualTorchsLogSoftmaxForGeneratedAndPromptTokens) {
     const std::vector<double> prompt_lp = ref.get(c, "prompt_lp").to_vector<double>();
     const std::vector<int64_t> prompt_top_ids = ref.get(c, "prompt_top_ids").to_vector<int64_t>();
     const std::vector<double> prompt_top_lp = ref.get(c, "prompt_top_lp").to_vector<double>();
-    for (const std::string which : {"gen", "gen_rep", "gen_pf"}) {
+    for (const std::string which : {"gen", "gen_rep", "gen_pf", "gen_ngram"}) {
       SCOPED_TRACE(which);
       const Tensor want_lp = ref.get(c, which + "_lp"), top_ids = ref.get(c, which + "_top_ids");
       const std::vector<double> lp = want_lp.to_vector<double>();

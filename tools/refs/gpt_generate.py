@@ -11,6 +11,8 @@ forward over prompt + generated tokens per step, float64), greedily:
   gen_pf   (5, 16): greedy after OpenAI's presence (0.7) and frequency (0.5) penalties, as its API
            reference defines them: logit - count * frequency - (count > 0) * presence, count =
            how often the token was generated before (the prompt not counted).
+  gen_ngram (5, 16): greedy with Hugging Face's no_repeat_ngram_size 2 over prompt + generated
+           (NoRepeatNGramLogitsProcessor: a token completing an n-gram already in the text is -inf).
 Every step's best logit beats the second by > 1e-3 (asserted), so float32 must choose the same.
 With each: <name>_lp (5, 16) float64, the chosen token's log-probability under the model's own
 distribution (log_softmax of the raw logits: no penalty), NaN after the end; <name>_top_ids and
@@ -36,6 +38,7 @@ from qkvref import Refs
 PROMPT_LENS = [1, 6, 11, 3, 35]
 MAX_NEW = 16
 PRESENCE, FREQUENCY = 0.7, 0.5
+NGRAM = 2
 
 
 def rep_penalty(scores, history, penalty):  # HF RepetitionPenaltyLogitsProcessor, one row
@@ -48,6 +51,17 @@ def rep_penalty(scores, history, penalty):  # HF RepetitionPenaltyLogitsProcesso
 def presence_frequency(scores, generated, presence, frequency):  # OpenAI's definition, one row
     counts = torch.bincount(torch.tensor(generated, dtype=torch.long), minlength=scores.shape[-1]).to(scores.dtype)
     return scores - counts * frequency - (counts > 0).to(scores.dtype) * presence
+
+
+def no_repeat_ngram(scores, ids, n):  # HF NoRepeatNGramLogitsProcessor, one row
+    s = scores.clone()
+    if len(ids) + 1 < n:
+        return s
+    last = tuple(ids[len(ids) - n + 1:])
+    for i in range(len(ids) - n + 1):
+        if tuple(ids[i:i + n - 1]) == last:
+            s[ids[i + n - 1]] = float("-inf")
+    return s
 
 
 def top_k_warp(scores, k):  # HF TopKLogitsWarper, one row
@@ -79,7 +93,7 @@ def forward(cfg, p, ids):  # (len(ids), V) logits, float64
     return gpt_forward(cfg, p, x, torch.zeros_like(x, dtype=torch.uint8), torch.arange(len(ids))[None])[0]
 
 
-def greedy(cfg, p, prompt, max_new, penalty, scores, presence=0.0, frequency=0.0):
+def greedy(cfg, p, prompt, max_new, penalty, scores, presence=0.0, frequency=0.0, ngram=0):
     # scores: gets (logprob, top ids, top logprobs) per step
     ids = list(prompt)
     n = min(max_new, cfg["n_positions"] - len(prompt))
@@ -90,6 +104,8 @@ def greedy(cfg, p, prompt, max_new, penalty, scores, presence=0.0, frequency=0.0
             logits = rep_penalty(logits, ids, penalty)
         if presence or frequency:
             logits = presence_frequency(logits, ids[len(prompt):], presence, frequency)
+        if ngram:
+            logits = no_repeat_ngram(logits, ids, ngram)
         top2 = torch.topk(logits, 2)[0]
         assert top2[0] - top2[1] > 1e-3, "greedy choice too close to call in float32"
         ids.append(int(logits.argmax()))
@@ -111,14 +127,16 @@ def main(out):
         pd = {k: v.detach().double() for k, v in p.items()}
         prompts = [torch.randint(0, cfg["vocab_size"], (n,), generator=gen).tolist() for n in PROMPT_LENS]
         out_t = {}
-        for name, pen, pres, freq in (("gen", 1.0, 0, 0), ("gen_rep", 1.5, 0, 0), ("gen_pf", 1.0, PRESENCE, FREQUENCY)):
+        runs = (("gen", 1.0, 0, 0, 0), ("gen_rep", 1.5, 0, 0, 0), ("gen_pf", 1.0, PRESENCE, FREQUENCY, 0),
+                ("gen_ngram", 1.0, 0, 0, NGRAM))
+        for name, pen, pres, freq, ngram in runs:
             g = torch.full((len(prompts), MAX_NEW), -1, dtype=torch.long)
             lp = torch.full((len(prompts), MAX_NEW), float("nan"), dtype=torch.float64)
             top_ids = torch.full((len(prompts), MAX_NEW, TOP), -1, dtype=torch.long)
             top_lp = torch.full((len(prompts), MAX_NEW, TOP), float("nan"), dtype=torch.float64)
             for i, pr in enumerate(prompts):
                 scores = []
-                toks = greedy(cfg, pd, pr, MAX_NEW, pen, scores, pres, freq)
+                toks = greedy(cfg, pd, pr, MAX_NEW, pen, scores, pres, freq, ngram)
                 g[i, :len(toks)] = torch.tensor(toks)
                 for j, (v, ti, tv) in enumerate(scores):
                     lp[i, j], top_ids[i, j], top_lp[i, j] = v, ti, tv
@@ -131,7 +149,7 @@ def main(out):
                       "prompt_top_ids": torch.stack([r[1] for r in rows]),
                       "prompt_top_lp": torch.stack([r[2] for r in rows])})
         refs.case(c, {"dir": os.path.join("gpt_generate", c), "max_new": MAX_NEW, "repetition_penalty": 1.5,
-                      "presence_penalty": PRESENCE, "frequency_penalty": FREQUENCY},
+                      "presence_penalty": PRESENCE, "frequency_penalty": FREQUENCY, "no_repeat_ngram_size": NGRAM},
                   prompts=torch.tensor(sum(prompts, [])), prompt_lens=torch.tensor(PROMPT_LENS), **out_t)
 
     gen = torch.Generator().manual_seed(1234)

@@ -48,6 +48,9 @@ struct GenerateOptions {
   bool sample = false;            // false: greedy (the penalties, then the first maximum)
   decode::LogitsOptions logits;   // temperature / top_k / top_p (sampling), repetition, presence and
                                   // frequency penalties (both)
+  // Hugging Face's no_repeat_ngram_size (0 = off): a token that would complete an n-gram already in
+  // the text (prompt + generated) is removed, after the penalties (decode::repeated_ngram_bans).
+  int no_repeat_ngram_size = 0;
   std::vector<std::string> stop;  // stop strings (need a tokenizer)
   static constexpr int64_t kModelEos = -2;
   int64_t eos_id = kModelEos;     // kModelEos: config.json's eos_token_id if any; -1: none
