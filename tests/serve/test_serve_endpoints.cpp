@@ -1,14 +1,12 @@
 // qkv serve's endpoints, through HTTP on a loopback port, against the library calls they stand
 // for (the oracle here is tasks/: the server must add nothing and lose nothing):
 //   /v1/translate = Translator::translate; /v1/score = Translator::score (the doubles read back
-//   exactly; a side past the model's length refused or, asked, truncated); /v1/completions =
-//   Generator::generate (greedy and seeded sampling, stop strings, OpenAI's shape, logprobs and
-//   echo); streaming gives the same text and logprobs as not streaming, piece by piece, and ends
-//   with [DONE]; /v1/embeddings =
+//   exactly; a side past the model's length refused or, asked, truncated); /v1/embeddings =
 //   Embedder::embed (the floats read back exactly); /v1/classify = Classifier::classify (texts
-//   and pairs); /tokenize and /detokenize = the tokenizer's; /health, /metrics (Prometheus text)
+//   and pairs); /v1/tag = Tagger::tag and /v1/answer = QuestionAnswerer::answer (also at bf16);
+//   /tokenize and /detokenize = the tokenizer's; /health, /metrics (Prometheus text)
 //   and the request ids; requests that arrive together are answered by one batch, each as if
-//   alone.
+//   alone. /v1/completions: test_serve_completions.cpp.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -32,24 +30,6 @@ namespace {
 
 const std::vector<std::string> kTexts = {"cannot open the file", "directory not found", "save",
                                          "print error read write user name", "the user"};
-
-// The events of a server-sent event stream: the JSON of each "data: " line, and whether it ended
-// with "data: [DONE]" (and nothing after it).
-std::vector<nlohmann::json> sse_events(const std::string& body, bool* done) {
-  std::vector<nlohmann::json> ev;
-  *done = false;
-  std::istringstream in(body);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    EXPECT_EQ(line.rfind("data: ", 0), 0u) << line;
-    EXPECT_FALSE(*done) << "an event after [DONE]: " << line;
-    const std::string data = line.substr(6);
-    if (data == "[DONE]") *done = true;
-    else ev.push_back(nlohmann::json::parse(data));
-  }
-  return ev;
-}
 
 }  // namespace
 
@@ -173,225 +153,6 @@ TEST(Serve, ScoreEqualsTheTranslatorsScore) {
     EXPECT_EQ(post(s.port, "/v1/score", bad).status, 400) << bad.dump();
   EXPECT_NE(error_message(post(s.port, "/v1/score", {{"source", "save"}})).find("\"target\" is required"),
             std::string::npos);
-}
-
-TEST(Serve, CompletionsEqualTheGenerator) {
-  const auto& m = ServeModels::get();
-  RunningServer s(m.all());
-  tasks::Generator lib(m.gpt);
-  const std::vector<std::string> prompts = {"the file", "user name error", "cannot"};
-  // Greedy (temperature 0).
-  tasks::GenerateOptions o;
-  o.max_new_tokens = 9;
-  auto want = lib.generate(prompts, o);
-  Reply r = post(s.port, "/v1/completions", {{"prompt", prompts}, {"max_tokens", 9}, {"temperature", 0}});
-  ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.json["object"], "text_completion");
-  EXPECT_EQ(r.json["model"], "gpt");
-  ASSERT_EQ(r.json["choices"].size(), prompts.size());
-  int64_t completion = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(r.json["choices"][i]["index"], i);
-    EXPECT_EQ(r.json["choices"][i]["text"], want[i].text) << i;
-    EXPECT_EQ(r.json["choices"][i]["finish_reason"], want[i].finish == "length" ? "length" : "stop") << i;
-    completion += int64_t(want[i].tokens.size());
-  }
-  EXPECT_EQ(r.json["usage"]["completion_tokens"], completion);
-  EXPECT_EQ(r.json["usage"]["prompt_tokens"], 2 + 3 + 1);  // word tokens
-  // Greedy with OpenAI's presence and frequency penalties: the Generator's with them.
-  o.logits.presence_penalty = 1.5, o.logits.frequency_penalty = 0.8;
-  const auto penalised = lib.generate(prompts, o);
-  r = post(s.port, "/v1/completions", {{"prompt", prompts}, {"max_tokens", 9}, {"temperature", 0},
-                                       {"presence_penalty", 1.5}, {"frequency_penalty", 0.8}});
-  ASSERT_EQ(r.status, 200) << r.body;
-  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.json["choices"][i]["text"], penalised[i].text) << i;
-  EXPECT_NE(penalised[0].text, want[0].text) << "the penalties changed nothing";
-  // And n-gram blocking (2: no word pair twice).
-  o.logits = {};
-  o.no_repeat_ngram_size = 2;
-  const auto blocked = lib.generate(prompts, o);
-  r = post(s.port, "/v1/completions",
-           {{"prompt", prompts}, {"max_tokens", 9}, {"temperature", 0}, {"no_repeat_ngram_size", 2}});
-  ASSERT_EQ(r.status, 200) << r.body;
-  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.json["choices"][i]["text"], blocked[i].text) << i;
-  EXPECT_NE(blocked[0].text, want[0].text) << "no n-gram was blocked";
-  o = {};
-  o.max_new_tokens = 9;
-  // Sampled with a seed: top-k, top-p, temperature, repetition penalty, one prompt as a string.
-  o.sample = true, o.seed = 11, o.logits = {0.7, 5, 0.9, 1.3};
-  r = post(s.port, "/v1/completions", {{"prompt", prompts[1]}, {"max_tokens", 9}, {"temperature", 0.7}, {"top_k", 5},
-                                        {"top_p", 0.9}, {"repetition_penalty", 1.3}, {"seed", 11}});
-  ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.json["choices"][0]["text"], lib.generate({prompts[1]}, o)[0].text);
-  // A stop string taken from the greedy text: cut there, finish_reason "stop".
-  const std::string free_text = want[0].text;
-  ASSERT_GE(free_text.size(), 6u) << free_text;
-  const std::string stop = free_text.substr(free_text.size() / 2, 3);
-  o = {};
-  o.max_new_tokens = 9, o.stop = {stop};
-  r = post(s.port, "/v1/completions", {{"prompt", prompts[0]}, {"max_tokens", 9}, {"temperature", 0}, {"stop", stop}});
-  ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.json["choices"][0]["text"], lib.generate({prompts[0]}, o)[0].text);
-  EXPECT_EQ(r.json["choices"][0]["finish_reason"], "stop");
-  EXPECT_LT(r.json["choices"][0]["text"].get<std::string>().size(), free_text.size());
-  // n completions per prompt: the Generator's on each prompt repeated n times (choice i * n + j),
-  // sampled ones from random streams of their own; usage counts each prompt once.
-  o = {};
-  o.sample = true, o.seed = 21, o.max_new_tokens = 9, o.logits.temperature = 1.5;
-  const std::vector<std::string> twice = {prompts[0], prompts[0], prompts[0], prompts[2], prompts[2], prompts[2]};
-  want = lib.generate(twice, o);
-  r = post(s.port, "/v1/completions", {{"prompt", {prompts[0], prompts[2]}}, {"max_tokens", 9}, {"temperature", 1.5},
-                                       {"seed", 21}, {"n", 3}});
-  ASSERT_EQ(r.status, 200) << r.body;
-  ASSERT_EQ(r.json["choices"].size(), 6u);
-  for (size_t i = 0; i < 6; ++i) {
-    EXPECT_EQ(r.json["choices"][i]["index"], i);
-    EXPECT_EQ(r.json["choices"][i]["text"], want[i].text) << i;
-  }
-  EXPECT_TRUE(want[0].text != want[1].text || want[1].text != want[2].text) << "three equal samples";
-  EXPECT_EQ(r.json["usage"]["prompt_tokens"], 2 + 1);
-}
-
-// OpenAI's "logprobs" and "echo": the Generator's log-probabilities, read back as the same doubles,
-// each token's text and the most likely tokens keyed by their text; echo puts the prompt first,
-// its first token with nulls.
-TEST(Serve, CompletionLogprobsAndEchoEqualTheGenerators) {
-  const auto& m = ServeModels::get();
-  RunningServer s(m.all());
-  tasks::Generator lib(m.gpt);
-  const text::Tokenizer& tok = *lib.bundle().tokenizer;
-  auto text_of = [&](int64_t id) {
-    const int32_t one[1] = {int32_t(id)};
-    return tok.decode(one, false);
-  };
-  const std::vector<std::string> prompts = {"the file", "user name error"};
-  tasks::GenerateOptions o;
-  o.max_new_tokens = 5, o.logprobs = 2, o.prompt_logprobs = true;
-  const auto want = lib.generate(prompts, o);
-  for (bool echo : {false, true}) {
-    SCOPED_TRACE(echo ? "echo" : "no echo");
-    Reply r = post(s.port, "/v1/completions",
-                   {{"prompt", prompts}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", 2}, {"echo", echo}});
-    ASSERT_EQ(r.status, 200) << r.body;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const auto& c = r.json["choices"][i];
-      EXPECT_EQ(c["text"], (echo ? prompts[i] : "") + want[i].text);
-      std::vector<decode::TokenLogprob> all = want[i].logprobs;
-      if (echo) all.insert(all.begin(), want[i].prompt_logprobs.begin(), want[i].prompt_logprobs.end());
-      const size_t first = echo ? 1 : 0;  // echo: the prompt's first token, with nulls
-      ASSERT_EQ(c["logprobs"]["tokens"].size(), all.size() + first) << c.dump();
-      if (echo) {
-        EXPECT_EQ(c["logprobs"]["tokens"][0], text_of(want[i].prompt_ids[0]));
-        EXPECT_TRUE(c["logprobs"]["token_logprobs"][0].is_null());
-        EXPECT_TRUE(c["logprobs"]["top_logprobs"][0].is_null());
-      }
-      for (size_t j = 0; j < all.size(); ++j) {
-        EXPECT_EQ(c["logprobs"]["tokens"][first + j], text_of(all[j].token)) << j;
-        EXPECT_EQ(c["logprobs"]["token_logprobs"][first + j].get<double>(), all[j].logprob) << j;
-        const auto& top = c["logprobs"]["top_logprobs"][first + j];
-        ASSERT_EQ(top.size(), 2u) << top.dump();
-        for (const auto& [id, lp] : all[j].top) EXPECT_EQ(top[text_of(id)].get<double>(), lp) << j;
-      }
-    }
-  }
-  // Without "logprobs": null, as before; echo alone still leads with the prompt.
-  Reply r =
-      post(s.port, "/v1/completions", {{"prompt", prompts[0]}, {"max_tokens", 5}, {"temperature", 0}, {"echo", true}});
-  ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_TRUE(r.json["choices"][0]["logprobs"].is_null());
-  EXPECT_EQ(r.json["choices"][0]["text"], prompts[0] + want[0].text);
-  for (const nlohmann::json& bad : {nlohmann::json{{"prompt", "the"}, {"logprobs", 21}},
-                                    nlohmann::json{{"prompt", "the"}, {"logprobs", -1}}})
-    EXPECT_EQ(post(s.port, "/v1/completions", bad).status, 400) << bad.dump();
-}
-
-TEST(Serve, StreamingGivesTheSameTextPieceByPieceAndEndsWithDone) {
-  const auto& m = ServeModels::get();
-  RunningServer s(m.all());
-  const std::vector<std::string> prompts = {"the file", "user"};
-  for (const bool sample : {false, true}) {
-    nlohmann::json req{{"prompt", prompts}, {"max_tokens", 12}, {"temperature", sample ? 0.9 : 0.0}, {"seed", 5}};
-    Reply plain = post(s.port, "/v1/completions", req);
-    ASSERT_EQ(plain.status, 200) << plain.body;
-    req["stream"] = true;
-    httplib::Client c("127.0.0.1", s.port);
-    auto res = c.Post("/v1/completions", req.dump(), "application/json");
-    ASSERT_TRUE(res);
-    ASSERT_EQ(res->status, 200) << res->body;
-    EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
-    bool done = false;
-    auto events = sse_events(res->body, &done);
-    EXPECT_TRUE(done) << res->body;
-    std::vector<std::string> text(prompts.size());
-    std::vector<std::string> finish(prompts.size());
-    std::vector<int> pieces(prompts.size());
-    for (auto& e : events) {
-      ASSERT_EQ(e["object"], "text_completion") << e;
-      const size_t i = e["choices"][0]["index"];
-      ASSERT_LT(i, prompts.size());
-      EXPECT_TRUE(finish[i].empty()) << "text after prompt " << i << "'s finish_reason";
-      text[i] += e["choices"][0]["text"].get<std::string>();
-      if (!e["choices"][0]["finish_reason"].is_null()) finish[i] = e["choices"][0]["finish_reason"];
-      ++pieces[i];
-    }
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      EXPECT_EQ(text[i], plain.json["choices"][i]["text"]) << "sample " << sample << " prompt " << i;
-      EXPECT_EQ(finish[i], plain.json["choices"][i]["finish_reason"]) << i;
-      EXPECT_GT(pieces[i], 2) << "token by token, not one piece";
-    }
-  }
-}
-
-// Streamed with "logprobs" and "echo": the echoed prompt comes first, and the events' texts and
-// logprobs objects put together are the unstreamed answer's (the stop string "file name" makes a
-// text ending in "file" wait for the next token, whose event then carries both tokens).
-TEST(Serve, StreamedLogprobsAndEchoPutTogetherAreTheUnstreamedOnes) {
-  const auto& m = ServeModels::get();
-  RunningServer s(m.all());
-  const std::vector<std::string> prompts = {"the file", "user name error"};
-  for (const bool echo : {false, true}) {
-    SCOPED_TRACE(echo ? "echo" : "no echo");
-    nlohmann::json req{{"prompt", prompts}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 2},
-                       {"echo", echo}, {"stop", "file name"}};
-    Reply plain = post(s.port, "/v1/completions", req);
-    ASSERT_EQ(plain.status, 200) << plain.body;
-    req["stream"] = true;
-    httplib::Client c("127.0.0.1", s.port);
-    auto res = c.Post("/v1/completions", req.dump(), "application/json");
-    ASSERT_TRUE(res);
-    ASSERT_EQ(res->status, 200) << res->body;
-    bool done = false;
-    const auto events = sse_events(res->body, &done);
-    EXPECT_TRUE(done) << res->body;
-    std::vector<std::string> text(prompts.size());
-    std::vector<nlohmann::json> lp(prompts.size(), {{"tokens", nlohmann::json::array()},
-                                                    {"token_logprobs", nlohmann::json::array()},
-                                                    {"top_logprobs", nlohmann::json::array()}});
-    std::vector<int> events_of(prompts.size()), held(prompts.size());
-    for (const auto& e : events) {
-      const auto& ch = e["choices"][0];
-      const size_t i = ch["index"];
-      ASSERT_LT(i, prompts.size());
-      if (echo && events_of[i] == 0) {
-        EXPECT_EQ(ch["text"], prompts[i]) << "the echoed prompt first";
-      }
-      ++events_of[i];
-      text[i] += ch["text"].get<std::string>();
-      ASSERT_TRUE(ch["logprobs"].is_object()) << e.dump();
-      held[i] += ch["logprobs"]["tokens"].size() > 1 && !(echo && events_of[i] == 1);
-      for (const char* key : {"tokens", "token_logprobs", "top_logprobs"})
-        for (const auto& x : ch["logprobs"][key]) lp[i][key].push_back(x);
-    }
-    int any_held = 0;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const auto& want = plain.json["choices"][i];
-      EXPECT_EQ(text[i], want["text"]) << i;
-      EXPECT_EQ(lp[i], want["logprobs"]) << i;  // the same doubles, in the same order
-      EXPECT_GT(events_of[i], 3) << i;
-      any_held += held[i];
-    }
-    EXPECT_GT(any_held, 0) << "no event carried a held-back token: the stop string did not test it";
-  }
 }
 
 TEST(Serve, EmbeddingsEqualTheEmbedder) {
