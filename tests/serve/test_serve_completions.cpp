@@ -33,6 +33,27 @@ std::vector<nlohmann::json> sse_events(const std::string& body, bool* done) {
   return ev;
 }
 
+// One request answered without and with "stream": the plain reply, and the stream's events (its
+// status, content type and final [DONE] checked here).
+struct Completed {
+  Reply plain;
+  std::vector<nlohmann::json> events;
+};
+Completed plain_and_streamed(int port, nlohmann::json req) {
+  Completed out{post(port, "/v1/completions", req), {}};
+  req["stream"] = true;
+  httplib::Client c("127.0.0.1", port);
+  auto res = c.Post("/v1/completions", req.dump(), "application/json");
+  EXPECT_TRUE(res);
+  if (!res) return out;
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  bool done = false;
+  out.events = sse_events(res->body, &done);
+  EXPECT_TRUE(done) << res->body;
+  return out;
+}
+
 }  // namespace
 
 TEST(Serve, CompletionsEqualTheGenerator) {
@@ -170,22 +191,15 @@ TEST(Serve, StreamingGivesTheSameTextPieceByPieceAndEndsWithDone) {
   RunningServer s(m.all());
   const std::vector<std::string> prompts = {"the file", "user"};
   for (const bool sample : {false, true}) {
-    nlohmann::json req{{"prompt", prompts}, {"max_tokens", 12}, {"temperature", sample ? 0.9 : 0.0}, {"seed", 5}};
-    Reply plain = post(s.port, "/v1/completions", req);
+    const Completed got = plain_and_streamed(
+        s.port, {{"prompt", prompts}, {"max_tokens", 12}, {"temperature", sample ? 0.9 : 0.0}, {"seed", 5}});
+    const Reply& plain = got.plain;
     ASSERT_EQ(plain.status, 200) << plain.body;
-    req["stream"] = true;
-    httplib::Client c("127.0.0.1", s.port);
-    auto res = c.Post("/v1/completions", req.dump(), "application/json");
-    ASSERT_TRUE(res);
-    ASSERT_EQ(res->status, 200) << res->body;
-    EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
-    bool done = false;
-    auto events = sse_events(res->body, &done);
-    EXPECT_TRUE(done) << res->body;
+    const auto& events = got.events;
     std::vector<std::string> text(prompts.size());
     std::vector<std::string> finish(prompts.size());
     std::vector<int> pieces(prompts.size());
-    for (auto& e : events) {
+    for (const auto& e : events) {
       ASSERT_EQ(e["object"], "text_completion") << e;
       const size_t i = e["choices"][0]["index"];
       ASSERT_LT(i, prompts.size());
@@ -211,18 +225,11 @@ TEST(Serve, StreamedLogprobsAndEchoPutTogetherAreTheUnstreamedOnes) {
   const std::vector<std::string> prompts = {"the file", "user name error"};
   for (const bool echo : {false, true}) {
     SCOPED_TRACE(echo ? "echo" : "no echo");
-    nlohmann::json req{{"prompt", prompts}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 2},
-                       {"echo", echo}, {"stop", "file name"}};
-    Reply plain = post(s.port, "/v1/completions", req);
+    const Completed got = plain_and_streamed(s.port, {{"prompt", prompts}, {"max_tokens", 12}, {"temperature", 0},
+                                                      {"logprobs", 2}, {"echo", echo}, {"stop", "file name"}});
+    const Reply& plain = got.plain;
     ASSERT_EQ(plain.status, 200) << plain.body;
-    req["stream"] = true;
-    httplib::Client c("127.0.0.1", s.port);
-    auto res = c.Post("/v1/completions", req.dump(), "application/json");
-    ASSERT_TRUE(res);
-    ASSERT_EQ(res->status, 200) << res->body;
-    bool done = false;
-    const auto events = sse_events(res->body, &done);
-    EXPECT_TRUE(done) << res->body;
+    const auto& events = got.events;
     std::vector<std::string> text(prompts.size());
     std::vector<nlohmann::json> lp(prompts.size(), {{"tokens", nlohmann::json::array()},
                                                     {"token_logprobs", nlohmann::json::array()},
