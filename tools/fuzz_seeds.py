@@ -288,7 +288,7 @@ def serve_requests():
                                             "temperature": 0.7, "top_p": 0.9, "top_k": 5, "seed": 3,
                                             "stop": ["name"], "repetition_penalty": 1.2,
                                             "presence_penalty": 0.5, "frequency_penalty": -0.3,
-                                            "no_repeat_ngram_size": 2}),
+                                            "no_repeat_ngram_size": 2, "min_tokens": 2}),
         "completions_logprobs.bin": ("completions", {"model": "gpt", "prompt": ["print the", "user"], "max_tokens": 3,
                                                      "temperature": 0, "logprobs": 2, "echo": True}),
         "completions_stream.bin": ("completions", {"model": "gpt", "prompt": ["user", "file not"], "max_tokens": 3,

@@ -38,6 +38,8 @@ int run(int argc, char** argv) {
   app.add_option("--input,-i", input, "file of prompts, one per line (default: stdin)")->excludes(p);
   app.add_option("--max-new-tokens,-n", opt.max_new_tokens, "tokens to generate per prompt (clamped to the context)")
       ->capture_default_str();
+  app.add_option("--min-new-tokens", opt.min_new_tokens, "hold the end-of-text token back until this many are out")
+      ->check(non_negative());
   auto* s = app.add_flag("--sample", opt.sample, "sample (temperature, top-k, top-p) instead of greedy");
   app.add_flag("--greedy", greedy, "greedy decoding (the default)")->excludes(s);
   app.add_option("--temperature,-t", opt.logits.temperature, "sampling temperature")->capture_default_str();

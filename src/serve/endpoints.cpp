@@ -222,8 +222,8 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   const std::string ep = "/v1/completions";
   JsonRequest body(req.body, ep,
                    {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "stream", "n",
-                    "repetition_penalty", "presence_penalty", "frequency_penalty", "no_repeat_ngram_size", "user",
-                    "logprobs", "echo"});
+                    "repetition_penalty", "presence_penalty", "frequency_penalty", "no_repeat_ngram_size", "min_tokens",
+                    "user", "logprobs", "echo"});
   const Kind kind = Kind::generation;
   ServedModel& m = pick(body, ep, &kind);
   const tasks::Generator& gen = *m.generator();
@@ -270,6 +270,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   o.logits.presence_penalty = body.number("presence_penalty", 0.0, -2, 2);  // OpenAI's bounds
   o.logits.frequency_penalty = body.number("frequency_penalty", 0.0, -2, 2);
   o.no_repeat_ngram_size = int(body.integer("no_repeat_ngram_size", 0, 0, 16));  // as /v1/translate
+  o.min_new_tokens = body.integer("min_tokens", 0, 0, max_tokens);  // vLLM's name: eos held back until then
   if (body.has("stop")) {
     o.stop = body.json().at("stop").is_string() ? std::vector<std::string>{*body.string("stop")} : body.strings("stop");
     if (o.stop.size() > 4) throw HttpError(400, ep + ": field \"stop\": at most 4 strings, got " + std::to_string(o.stop.size()), "invalid_request_error", "stop");
@@ -292,7 +293,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   } else {
     job->key = "greedy n" + std::to_string(o.max_new_tokens) + " r" + num(o.logits.repetition_penalty) + " p" +
                num(o.logits.presence_penalty) + " f" + num(o.logits.frequency_penalty) + " g" +
-               std::to_string(o.no_repeat_ngram_size) + " l" +
+               std::to_string(o.no_repeat_ngram_size) + " m" + std::to_string(o.min_new_tokens) + " l" +
                std::to_string(o.logprobs) + (o.prompt_logprobs ? " e" : "");
     for (auto& s : o.stop) job->key += " s" + std::to_string(s.size()) + ":" + s;
   }

@@ -161,6 +161,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
   opt.logits.validate();
   QKV_CHECK(opt.max_new_tokens >= 1, "generate", "max_new_tokens must be >= 1, got ", opt.max_new_tokens);
   QKV_CHECK(opt.batch_size >= 1, "generate", "batch size must be >= 1, got ", opt.batch_size);
+  QKV_CHECK(opt.min_new_tokens >= 0, "generate", "min_new_tokens must be >= 0, got ", opt.min_new_tokens);
   QKV_CHECK(opt.no_repeat_ngram_size >= 0, "generate", "no_repeat_ngram_size must be >= 0 (0 = off), got ",
             opt.no_repeat_ngram_size);
   QKV_CHECK(opt.logprobs >= -1, "generate", "logprobs must be -1 (off), 0 or a count of top tokens, got ",
@@ -289,6 +290,8 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
                                                  opt.logits.frequency_penalty);
         for (int64_t t : decode::repeated_ngram_bans(r.history, opt.no_repeat_ngram_size))
           buf[size_t(t)] = -std::numeric_limits<float>::infinity();
+        if (eos >= 0 && int64_t(r.out->tokens.size()) < opt.min_new_tokens)
+          buf[size_t(eos)] = -std::numeric_limits<float>::infinity();
         int64_t tok;
         if (opt.sample) {
           decode::warp_logits(buf.data(), V, opt.logits);

@@ -60,13 +60,13 @@ TEST(GenerateCli, StreamsOnePromptAndAnswersAFileLineByLine) {
   write_file_atomic((dir / "prompts.txt").string(), "a\nhello there, world\nxyz\n");
   ASSERT_EQ(run_qkv({"generate", "--model", model, "--input", (dir / "prompts.txt").string(), "--sample", "--seed",
                      "3", "--top-k", "10", "--top-p", "0.9", "--temperature", "0.8", "--repetition-penalty", "1.2",
-                     "--presence-penalty", "0.4", "--frequency-penalty", "0.3", "--no-repeat-ngram", "3", "--batch-size",
-                     "2", "-n", "12"}, dir / "many.log", (dir / "many.out").string()), 0)
+                     "--presence-penalty", "0.4", "--frequency-penalty", "0.3", "--no-repeat-ngram", "3", "--min-new-tokens",
+                     "4", "--batch-size", "2", "-n", "12"}, dir / "many.log", (dir / "many.out").string()), 0)
       << read_file((dir / "many.log").string());
   o.sample = true;
   o.seed = 3;
   o.logits = {0.8, 10, 0.9, 1.2, 0.4, 0.3};
-  o.no_repeat_ngram_size = 3;
+  o.no_repeat_ngram_size = 3, o.min_new_tokens = 4;
   auto r = lib.generate(prompts, o);
   std::string want;
   for (auto& g : r) want += escaped(g.text) + "\n";

@@ -96,6 +96,12 @@ TEST(Serve, CompletionsEqualTheGenerator) {
   ASSERT_EQ(r.status, 200) << r.body;
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.json["choices"][i]["text"], blocked[i].text) << i;
   EXPECT_NE(blocked[0].text, want[0].text) << "no n-gram was blocked";
+  // min_tokens, the eos held back (Generator::min_new_tokens; its effect is tested there).
+  o.no_repeat_ngram_size = 0, o.min_new_tokens = 6;
+  const auto at_least = lib.generate(prompts, o);
+  r = post(s.port, "/v1/completions", {{"prompt", prompts}, {"max_tokens", 9}, {"temperature", 0}, {"min_tokens", 6}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.json["choices"][i]["text"], at_least[i].text) << i;
   o = {};
   o.max_new_tokens = 9;
   // Sampled with a seed: top-k, top-p, temperature, repetition penalty, one prompt as a string.

@@ -152,6 +152,8 @@ TEST(ServeLimits, BadInputAnswers400WithAMessage) {
                "field \"prompt\": expected a string or a non-empty array of strings");
   expect_error(post(s.port, "/v1/completions", {{"prompt", "a"}, {"presence_penalty", 2.5}}), 400,
                "field \"presence_penalty\": expected a number in [-2, 2], got the number 2.5");
+  expect_error(post(s.port, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 4}, {"min_tokens", 5}}), 400,
+               "field \"min_tokens\": expected an integer in [0, 4], got the integer 5");
   expect_error(post(s.port, "/v1/completions", {{"prompt", "a"}, {"n", 129}}), 400,
                "field \"n\": expected an integer in [1, 128]");
   expect_error(post(s.port, "/v1/completions", {{"prompt", "a"}, {"top_p", 0}}), 400, "\"top_p\": expected a number in (0, 1]");

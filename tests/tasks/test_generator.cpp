@@ -1,10 +1,11 @@
 // tasks::Generator and decode/logits_process against PyTorch (tools/refs/gpt_generate.py): greedy
 // completions of a GPT-2 (pre-LN) and a GPT-1 (post-LN) reference model, plain, with the
-// repetition penalty, with the presence and frequency penalties and with n-gram blocking, one at a time and as one left-padded batch; cached logits against the full
-// forward (one row, and a left-padded batch with a two-token step); seeded sampling batched vs one
-// prompt at a time; the logit filters against Hugging Face's algorithms; eos, stop strings,
-// streaming and the context limit; the log-probabilities of generated and prompt tokens (with the
-// most likely tokens at each position) against torch's log_softmax.
+// repetition penalty, with the presence and frequency penalties, with n-gram blocking and with an
+// eos held back for min_new_tokens, one at a time and as one left-padded batch; cached logits
+// against the full forward (one row, and a left-padded batch with a two-token step); seeded
+// sampling batched vs one prompt at a time; the logit filters against Hugging Face's algorithms;
+// eos, stop strings, streaming and the context limit; the log-probabilities of generated and
+// prompt tokens (with the most likely tokens at each position) against torch's log_softmax.
 #include "qkv/tasks/generator.h"
 
 #include <gtest/gtest.h>
@@ -67,13 +68,15 @@ tasks::GenerateOptions seeded_sampling(kernels::MatmulPrecision precision = kern
   return o;
 }
 
-// The penalties of a reference run: gen_rep Hugging Face's repetition penalty, gen_pf OpenAI's
-// presence and frequency penalties, gen_ngram Hugging Face's no_repeat_ngram_size, gen none.
+// The options of a reference run: gen_rep Hugging Face's repetition penalty, gen_pf OpenAI's
+// presence and frequency penalties, gen_ngram Hugging Face's no_repeat_ngram_size, gen_min an eos
+// held back for min_new_tokens, gen none of them.
 template <typename Params>
 void set_penalties(tasks::GenerateOptions& o, const Params& p, const std::string& which) {
   if (which == "gen_rep") o.logits.repetition_penalty = p["repetition_penalty"];
   if (which == "gen_pf") o.logits.presence_penalty = p["presence_penalty"], o.logits.frequency_penalty = p["frequency_penalty"];
   if (which == "gen_ngram") o.no_repeat_ngram_size = p["no_repeat_ngram_size"];
+  if (which == "gen_min") o.eos_id = p["eos_id"], o.min_new_tokens = p["min_new_tokens"];
 }
 
 // 97 symbols, matching the reference models' vocabulary: <unk>, '\n' and printable ASCII.
@@ -87,7 +90,7 @@ std::shared_ptr<text::Tokenizer> char_tokenizer() {
 
 TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
   RefFile ref("gpt_generate");
-  int checked = 0;
+  int checked = 0, ended_by_eos = 0;
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
     tasks::Generator g(load(ref, c));
@@ -98,7 +101,7 @@ TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
     for (auto layout : {kernels::PackLayout::panels, kernels::PackLayout::rows}) {
       SCOPED_TRACE(kernels::pack_layout_name(layout));
       g.bundle().model->set_pack_layout(layout);
-      for (const char* which : {"gen", "gen_rep", "gen_pf", "gen_ngram"}) {
+      for (const char* which : {"gen", "gen_rep", "gen_pf", "gen_ngram", "gen_min"}) {
         SCOPED_TRACE(which);
         tasks::GenerateOptions o;
         o.max_new_tokens = ref.params(c)["max_new"];
@@ -109,15 +112,18 @@ TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
           auto r = g.generate_ids(prompts, o);
           ASSERT_EQ(r.size(), prompts.size());
           for (size_t i = 0; i < prompts.size(); ++i) {
-            EXPECT_EQ(r[i].tokens, ref_row(ref.get(c, which), int64_t(i))) << "prompt " << i << ", batch " << bs;
-            EXPECT_EQ(r[i].finish, "length");
-            ++checked;
+            const std::vector<int64_t> want = ref_row(ref.get(c, which), int64_t(i));
+            EXPECT_EQ(r[i].tokens, want) << "prompt " << i << ", batch " << bs;
+            const bool eos = o.eos_id >= 0 && !want.empty() && want.back() == o.eos_id;
+            EXPECT_EQ(r[i].finish, eos ? "eos" : "length");
+            ++checked, ended_by_eos += eos;
           }
         }
       }
     }
   }
-  EXPECT_EQ(checked, 2 * 2 * 4 * 3 * 5);
+  EXPECT_EQ(checked, 2 * 2 * 5 * 3 * 5);
+  EXPECT_GT(ended_by_eos, 0) << "no gen_min completion reached its eos";
 }
 
 // Log-probabilities under the model's own distribution (raw logits, no penalty), of the generated

@@ -13,6 +13,12 @@ forward over prompt + generated tokens per step, float64), greedily:
            how often the token was generated before (the prompt not counted).
   gen_ngram (5, 16): greedy with Hugging Face's no_repeat_ngram_size 2 over prompt + generated
            (NoRepeatNGramLogitsProcessor: a token completing an n-gram already in the text is -inf).
+  gen_min  (5, 16): greedy with an end-of-text id (eos_id) that stops a completion (eos kept, -1
+           after it) but is -inf until min_new_tokens 3 tokens are out
+           (MinNewTokensLengthLogitsProcessor). eos_id: the lowest id with which some completion
+           ends at eos and plain greedy chose it within a first 3 tokens (min_new_tokens matters),
+           else the lowest with which some completion ends (these random models repeat a token
+           forever once it is chosen: on GPT-1 no id meets both).
 Every step's best logit beats the second by > 1e-3 (asserted), so float32 must choose the same.
 With each: <name>_lp (5, 16) float64, the chosen token's log-probability under the model's own
 distribution (log_softmax of the raw logits: no penalty), NaN after the end; <name>_top_ids and
@@ -39,6 +45,7 @@ PROMPT_LENS = [1, 6, 11, 3, 35]
 MAX_NEW = 16
 PRESENCE, FREQUENCY = 0.7, 0.5
 NGRAM = 2
+MIN_NEW = 3
 
 
 def rep_penalty(scores, history, penalty):  # HF RepetitionPenaltyLogitsProcessor, one row
@@ -93,7 +100,7 @@ def forward(cfg, p, ids):  # (len(ids), V) logits, float64
     return gpt_forward(cfg, p, x, torch.zeros_like(x, dtype=torch.uint8), torch.arange(len(ids))[None])[0]
 
 
-def greedy(cfg, p, prompt, max_new, penalty, scores, presence=0.0, frequency=0.0, ngram=0):
+def greedy(cfg, p, prompt, max_new, penalty, scores, presence=0.0, frequency=0.0, ngram=0, eos=-1, min_new=0):
     # scores: gets (logprob, top ids, top logprobs) per step
     ids = list(prompt)
     n = min(max_new, cfg["n_positions"] - len(prompt))
@@ -106,11 +113,31 @@ def greedy(cfg, p, prompt, max_new, penalty, scores, presence=0.0, frequency=0.0
             logits = presence_frequency(logits, ids[len(prompt):], presence, frequency)
         if ngram:
             logits = no_repeat_ngram(logits, ids, ngram)
+        if eos >= 0 and len(ids) - len(prompt) < min_new:
+            logits = logits.clone()
+            logits[eos] = float("-inf")
         top2 = torch.topk(logits, 2)[0]
         assert top2[0] - top2[1] > 1e-3, "greedy choice too close to call in float32"
         ids.append(int(logits.argmax()))
         scores.append((float(lp[ids[-1]]),) + top_of(lp))
+        if ids[-1] == eos:
+            break
     return ids[len(prompt):]
+
+
+def pick_eos(cfg, p, prompts, plain):
+    ends_only = None
+    for e in range(cfg["vocab_size"]):
+        try:
+            outs = [greedy(cfg, p, pr, MAX_NEW, 1.0, [], eos=e, min_new=MIN_NEW) for pr in prompts]
+        except AssertionError:  # a choice too close to call in float32
+            continue
+        if any(o[-1] == e for o in outs):
+            if bool((plain[:, :MIN_NEW] == e).any()):
+                return e
+            ends_only = e if ends_only is None else ends_only
+    assert ends_only is not None, "no token ends a completion after min_new_tokens"
+    return ends_only
 
 
 def main(out):
@@ -128,15 +155,18 @@ def main(out):
         prompts = [torch.randint(0, cfg["vocab_size"], (n,), generator=gen).tolist() for n in PROMPT_LENS]
         out_t = {}
         runs = (("gen", 1.0, 0, 0, 0), ("gen_rep", 1.5, 0, 0, 0), ("gen_pf", 1.0, PRESENCE, FREQUENCY, 0),
-                ("gen_ngram", 1.0, 0, 0, NGRAM))
+                ("gen_ngram", 1.0, 0, 0, NGRAM), ("gen_min", 1.0, 0, 0, 0))
+        eos = -1
         for name, pen, pres, freq, ngram in runs:
+            if name == "gen_min":
+                eos = pick_eos(cfg, pd, prompts, out_t["gen"])
             g = torch.full((len(prompts), MAX_NEW), -1, dtype=torch.long)
             lp = torch.full((len(prompts), MAX_NEW), float("nan"), dtype=torch.float64)
             top_ids = torch.full((len(prompts), MAX_NEW, TOP), -1, dtype=torch.long)
             top_lp = torch.full((len(prompts), MAX_NEW, TOP), float("nan"), dtype=torch.float64)
             for i, pr in enumerate(prompts):
                 scores = []
-                toks = greedy(cfg, pd, pr, MAX_NEW, pen, scores, pres, freq, ngram)
+                toks = greedy(cfg, pd, pr, MAX_NEW, pen, scores, pres, freq, ngram, eos, MIN_NEW if eos >= 0 else 0)
                 g[i, :len(toks)] = torch.tensor(toks)
                 for j, (v, ti, tv) in enumerate(scores):
                     lp[i, j], top_ids[i, j], top_lp[i, j] = v, ti, tv
@@ -149,7 +179,8 @@ def main(out):
                       "prompt_top_ids": torch.stack([r[1] for r in rows]),
                       "prompt_top_lp": torch.stack([r[2] for r in rows])})
         refs.case(c, {"dir": os.path.join("gpt_generate", c), "max_new": MAX_NEW, "repetition_penalty": 1.5,
-                      "presence_penalty": PRESENCE, "frequency_penalty": FREQUENCY, "no_repeat_ngram_size": NGRAM},
+                      "presence_penalty": PRESENCE, "frequency_penalty": FREQUENCY, "no_repeat_ngram_size": NGRAM,
+                      "min_new_tokens": MIN_NEW, "eos_id": eos},
                   prompts=torch.tensor(sum(prompts, [])), prompt_lens=torch.tensor(PROMPT_LENS), **out_t)
 
     gen = torch.Generator().manual_seed(1234)

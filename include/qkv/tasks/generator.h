@@ -45,6 +45,8 @@ struct TokenEvent {
 
 struct GenerateOptions {
   int64_t max_new_tokens = 64;    // per prompt; clamped to n_positions - prompt length
+  int64_t min_new_tokens = 0;     // eos is removed until this many tokens are generated (Hugging
+                                  // Face's min_new_tokens; stop strings and the length still end)
   bool sample = false;            // false: greedy (the penalties, then the first maximum)
   decode::LogitsOptions logits;   // temperature / top_k / top_p (sampling), repetition, presence and
                                   // frequency penalties (both)
