@@ -51,6 +51,15 @@ void apply_repetition_penalty(float* logits, int64_t V, const std::vector<int64_
   }
 }
 
+void apply_penalties(float* logits, int64_t V, const std::vector<int64_t>& history, size_t prompt_len,
+                     const LogitsOptions& opt) {
+  QKV_CHECK(prompt_len <= history.size(), "penalties", "a prompt of ", prompt_len, " tokens in a history of ",
+            history.size());
+  apply_repetition_penalty(logits, V, history, opt.repetition_penalty);
+  apply_presence_frequency_penalty(logits, V, history.data() + prompt_len, history.size() - prompt_len,
+                                   opt.presence_penalty, opt.frequency_penalty);
+}
+
 void warp_logits(float* logits, int64_t V, const LogitsOptions& opt) {
   if (V <= 0) return;
   if (opt.temperature != 1.0)

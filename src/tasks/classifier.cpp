@@ -103,8 +103,7 @@ Tensor Classifier::logits(const train::ClsBatch& b) const {
 
 std::vector<Classification> Classifier::classify(const std::vector<ClsInput>& inputs, const ClassifyOptions& opt) const {
   QKV_CHECK(opt.batch_size > 0, "classify", "batch_size must be positive, got ", opt.batch_size);
-  kernels::check_precision_supported(
-      opt.precision, (std::string("classify (precision ") + kernels::precision_name(opt.precision) + ")").c_str());
+  kernels::check_task_precision(opt.precision, "classify");
   std::vector<Classification> out(inputs.size());
   std::vector<train::ClsExample> ex(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -35,8 +35,7 @@ Embedder::Embedder(io::BertBundle bundle) : bundle_(std::move(bundle)) {
 
 std::vector<SentenceEmbedding> Embedder::embed(const std::vector<ClsInput>& inputs, const EmbedOptions& opt) const {
   QKV_CHECK(opt.batch_size > 0, "embed", "batch_size must be positive, got ", opt.batch_size);
-  kernels::check_precision_supported(
-      opt.precision, (std::string("embed (precision ") + kernels::precision_name(opt.precision) + ")").c_str());
+  kernels::check_task_precision(opt.precision, "embed");
   const models::BertConfig& cfg = bundle_.config;
   std::vector<SentenceEmbedding> out(inputs.size());
   std::vector<train::ClsExample> rows(inputs.size());

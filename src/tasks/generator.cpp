@@ -166,8 +166,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
             opt.no_repeat_ngram_size);
   QKV_CHECK(opt.logprobs >= -1, "generate", "logprobs must be -1 (off), 0 or a count of top tokens, got ",
             opt.logprobs);
-  kernels::check_precision_supported(
-      opt.precision, (std::string("generate (precision ") + kernels::precision_name(opt.precision) + ")").c_str());
+  kernels::check_task_precision(opt.precision, "generate");
   QKV_CHECK(opt.stop.empty() || bundle_.tokenizer, "generate", "stop strings need the model's tokenizer");
   for (const auto& s : opt.stop) QKV_CHECK(!s.empty(), "generate", "a stop string is empty");
   const int64_t eos = opt.eos_id == GenerateOptions::kModelEos ? eos_ : opt.eos_id;
@@ -284,10 +283,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
         Row& r = *batch[size_t(b)];
         const float* row = logits.data<float>() + b * V;
         std::memcpy(buf.data(), row, size_t(V) * sizeof(float));
-        decode::apply_repetition_penalty(buf.data(), V, r.history, opt.logits.repetition_penalty);
-        decode::apply_presence_frequency_penalty(buf.data(), V, r.history.data() + r.prompt_len,
-                                                 r.history.size() - size_t(r.prompt_len), opt.logits.presence_penalty,
-                                                 opt.logits.frequency_penalty);
+        decode::apply_penalties(buf.data(), V, r.history, size_t(r.prompt_len), opt.logits);
         for (int64_t t : decode::repeated_ngram_bans(r.history, opt.no_repeat_ngram_size))
           buf[size_t(t)] = -std::numeric_limits<float>::infinity();
         if (eos >= 0 && int64_t(r.out->tokens.size()) < opt.min_new_tokens)

@@ -74,8 +74,7 @@ std::vector<std::vector<QaAnswerSpan>> QuestionAnswerer::answer(
             opt_.window.max_len, " is longer than the model's max_position_embeddings ",
             bundle_.config.max_position_embeddings);
   QKV_CHECK(opt_.batch_size >= 1, "QuestionAnswerer", "batch_size must be >= 1, got ", opt_.batch_size);
-  kernels::check_precision_supported(
-      opt_.precision, (std::string("answer (precision ") + kernels::precision_name(opt_.precision) + ")").c_str());
+  kernels::check_task_precision(opt_.precision, "answer");
   const text::Tokenizer& tok = *bundle_.tokenizer;
   // Every input's windows, then the logits of each, batch by batch.
   std::vector<std::vector<text::QaWindow>> windows(inputs.size());

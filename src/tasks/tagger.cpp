@@ -19,8 +19,7 @@ Tagger::Tagger(io::BertTaggerBundle bundle) : bundle_(std::move(bundle)) {
 
 std::vector<Tagging> Tagger::tag(const std::vector<std::vector<std::string>>& sentences, const TagOptions& opt) const {
   QKV_CHECK(opt.batch_size > 0, "tag", "batch_size must be positive, got ", opt.batch_size);
-  kernels::check_precision_supported(
-      opt.precision, (std::string("tag (precision ") + kernels::precision_name(opt.precision) + ")").c_str());
+  kernels::check_task_precision(opt.precision, "tag");
   const int64_t P = bundle_.config.max_position_embeddings;
   const int64_t max_len = opt.max_len > 0 ? std::min(opt.max_len, P) : P;
   QKV_CHECK(max_len >= 3, "tag", "windows of ", max_len, " positions leave no room for a word between [CLS] and [SEP]");

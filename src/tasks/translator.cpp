@@ -86,8 +86,7 @@ Translations Translator::translate(const std::vector<std::string>& lines, const 
 std::vector<std::vector<decode::Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int64_t>>& src_ids,
                                                                        const TranslateOptions& opt) const {
   QKV_CHECK(opt.batch_size >= 1, "translate", "batch size must be >= 1, got ", opt.batch_size);
-  kernels::check_precision_supported(
-      opt.precision, (std::string("translate (precision ") + kernels::precision_name(opt.precision) + ")").c_str());
+  kernels::check_task_precision(opt.precision, "translate");
   kernels::MatmulPrecisionScope precision(opt.precision);
   models::Seq2Seq& model = *bundle_.model;
   const int64_t n = int64_t(src_ids.size());

@@ -67,8 +67,7 @@ std::vector<PairScore> Translator::score_ids(const std::vector<std::vector<int64
                   " vocabulary [0, ", vocab, ")");
     }
   }
-  kernels::check_precision_supported(
-      opt.precision, (std::string("score (precision ") + kernels::precision_name(opt.precision) + ")").c_str());
+  kernels::check_task_precision(opt.precision, "score");
   const kernels::MatmulPrecisionScope precision(opt.precision);
   const nn::EvalScope eval_mode(model);
   NoGradGuard no_grad;

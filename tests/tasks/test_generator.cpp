@@ -353,10 +353,8 @@ TEST(LogitsProcess, FiltersEqualHuggingFacesAlgorithms) {
     std::vector<int64_t> h = hist.to_vector<int64_t>();
     for (int64_t r = 0; r < R; ++r) {
       float* row = x.data() + r * V;
-      decode::apply_repetition_penalty(row, V, std::vector<int64_t>(h.begin() + r * Hn, h.begin() + (r + 1) * Hn),
-                                       o.repetition_penalty);
-      decode::apply_presence_frequency_penalty(row, V, h.data() + r * Hn, size_t(Hn), o.presence_penalty,
-                                               o.frequency_penalty);
+      // The history as generated tokens (no prompt), as the reference counts them.
+      decode::apply_penalties(row, V, std::vector<int64_t>(h.begin() + r * Hn, h.begin() + (r + 1) * Hn), 0, o);
       decode::warp_logits(row, V, o);
       int kept = 0;
       for (int64_t v = 0; v < V; ++v) {

@@ -35,7 +35,11 @@ void apply_repetition_penalty(float* logits, int64_t V, const std::vector<int64_
 // Step 1b over the `generated` tokens of the completion so far (ids outside [0, V) throw).
 void apply_presence_frequency_penalty(float* logits, int64_t V, const int64_t* generated, size_t n, double presence,
                                       double frequency);
-// Steps 2-4 (what sampling adds to greedy's step 1).
+// Steps 1 and 1b in their order, over a row's `history` (prompt + generated) whose first
+// `prompt_len` tokens are the prompt: what greedy decoding and sampling both apply.
+void apply_penalties(float* logits, int64_t V, const std::vector<int64_t>& history, size_t prompt_len,
+                     const LogitsOptions& opt);
+// Steps 2-4 (what sampling adds to greedy's steps 1 and 1b).
 void warp_logits(float* logits, int64_t V, const LogitsOptions& opt);
 // The first maximum of the row (token 0 if no entry is finite or above -inf).
 int64_t argmax_token(const float* logits, int64_t V);

@@ -180,6 +180,8 @@ const void* bf16_weight_data(const Bf16Weight& w);
 // AVX512_BF16: bf16 would be emulated, slower than fp32, so it is refused rather than run slowly.
 // Likewise int8 without AVX512-VNNI or AMX (kernels/int8.h: its sums would saturate).
 void check_precision_supported(MatmulPrecision p, const char* who);
+// The same for a task's call, named "<task> (precision <p>)", e.g. "tag (precision bf16)".
+void check_task_precision(MatmulPrecision p, const char* task);
 
 // What oneDNN runs on this CPU (after ONEDNN_MAX_CPU_ISA's cap, read once per process).
 struct DnnlCpuInfo {
