@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "qkv/kernels/bf16.h"
@@ -98,6 +99,11 @@ void gemm_bf16_rounded(Bf16Products how, bool ta, bool tb, int64_t M, int64_t N,
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   gemm_bf16_rounded(bf16_products(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// check_precision_supported (gemm_dnnl.cpp) for a task's call.
+void check_task_precision(MatmulPrecision p, const char* task) {
+  check_precision_supported(p, (std::string(task) + " (precision " + precision_name(p) + ")").c_str());
 }
 
 }  // namespace qkv::kernels

@@ -14,7 +14,6 @@
 #include <atomic>
 #include <fstream>
 #include <mutex>
-#include <string>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
@@ -541,10 +540,6 @@ void check_precision_supported(MatmulPrecision p, const char* who) {
     QKV_CHECK(int8_native(), who,
               "int8 needs a CPU with AVX512-VNNI or AMX (exact int32 sums), but oneDNN's ISA here ('",
               dnnl_cpu_info().isa, "') has neither (ONEDNN_MAX_CPU_ISA may cap it): use precision fp32");
-}
-
-void check_task_precision(MatmulPrecision p, const char* task) {
-  check_precision_supported(p, (std::string(task) + " (precision " + precision_name(p) + ")").c_str());
 }
 
 std::string DnnlCpuInfo::bf16_kernel() const {
