@@ -2,7 +2,10 @@
 // the GPT's KV cache, one token per row and step; finished rows leave the batch.
 #include "qkv/tasks/generator.h"
 
+#include "generator_search.h"
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -61,6 +64,33 @@ size_t find_stop(const std::string& text, const std::vector<std::string>& stop) 
   size_t at = std::string::npos;
   for (const auto& s : stop) at = std::min(at, text.find(s));
   return at;
+}
+
+// Beam search's completions (GenerateOptions::num_beams > 1): prompt i's j-th best at
+// i * num_return_sequences + j, each with prompt i's fields of `prompts`.
+std::vector<Generation> beam_generations(const io::GptBundle& bundle, const std::vector<Row>& rows,
+                                         const std::vector<Generation>& prompts, int64_t eos,
+                                         const GenerateOptions& opt) {
+  std::vector<detail::BeamPrompt> bp;
+  for (const Row& r : rows) bp.push_back({&r.history, r.max_new});
+  const auto hyps = detail::beam_search(*bundle.model, bp, eos, opt);
+  std::vector<Generation> out;
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = 0; j < size_t(opt.num_return_sequences) && j < hyps[i].size(); ++j) {
+      const detail::BeamHypothesis& h = hyps[i][j];
+      Generation g = prompts[i];
+      g.tokens = h.tokens;
+      g.logprobs = h.logprobs;
+      g.score = h.score;
+      const bool ended = eos >= 0 && !h.tokens.empty() && h.tokens.back() == eos;
+      g.finish = ended ? "eos" : "length";
+      if (bundle.tokenizer) {
+        const std::vector<int32_t> dec(h.tokens.begin(), h.tokens.end() - (ended ? 1 : 0));
+        g.text = utf8::replace_invalid(bundle.tokenizer->decode(dec));
+      }
+      out.push_back(std::move(g));
+    }
+  return out;
 }
 
 }  // namespace
@@ -167,11 +197,35 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
   QKV_CHECK(opt.logprobs >= -1, "generate", "logprobs must be -1 (off), 0 or a count of top tokens, got ",
             opt.logprobs);
   kernels::check_task_precision(opt.precision, "generate");
+  QKV_CHECK(opt.num_beams >= 1, "generate", "num_beams must be >= 1 (1 = no beam search), got ", opt.num_beams);
+  QKV_CHECK(opt.num_return_sequences >= 1, "generate", "num_return_sequences must be >= 1, got ",
+            opt.num_return_sequences);
+  if (opt.num_beams > 1) {
+    QKV_CHECK(!opt.sample, "generate", "beam search chooses its tokens; it does not sample (num_beams > 1 needs "
+              "sampling off)");
+    QKV_CHECK(!opt.on_token, "generate", "beam search knows its completions only when it ends; it cannot stream "
+              "them (num_beams > 1 needs on_token unset)");
+    QKV_CHECK(opt.stop.empty(), "generate", "stop strings are not supported with beam search (num_beams > 1)");
+    QKV_CHECK(opt.num_return_sequences <= opt.num_beams, "generate", "num_return_sequences (",
+              opt.num_return_sequences, ") must not exceed num_beams (", opt.num_beams, ")");
+    QKV_CHECK(std::isfinite(opt.length_penalty), "generate", "length_penalty must be finite, got ",
+              opt.length_penalty);
+  }
   QKV_CHECK(opt.stop.empty() || bundle_.tokenizer, "generate", "stop strings need the model's tokenizer");
   for (const auto& s : opt.stop) QKV_CHECK(!s.empty(), "generate", "a stop string is empty");
   const int64_t eos = opt.eos_id == GenerateOptions::kModelEos ? eos_ : opt.eos_id;
   QKV_CHECK(eos >= -1 && eos < V, "generate", "the end-of-text id must be -1 (none) or a token id in [0, ", V,
             "), got ", eos);
+  if (opt.num_beams == 1 && opt.num_return_sequences > 1) {
+    QKV_CHECK(opt.sample, "generate", "greedy decoding has one completion per prompt: num_return_sequences > 1 "
+              "needs sampling or beam search");
+    // n samples of prompt i are n copies of it, each drawing from its own stream (i * n + j).
+    std::vector<std::vector<int64_t>> copies;
+    for (const auto& p : prompts) copies.insert(copies.end(), size_t(opt.num_return_sequences), p);
+    GenerateOptions one = opt;
+    one.num_return_sequences = 1;
+    return generate_ids(copies, one);
+  }
 
   const size_t n = prompts.size();
   std::vector<Generation> out(n);
@@ -255,28 +309,16 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
       for (int64_t j = 1; j < L; ++j)
         r.out->prompt_logprobs.push_back(decode::token_logprob(c + (j - 1) * V, V, r.history[size_t(j)], top_n));
     }
+  if (opt.num_beams > 1) return beam_generations(bundle_, rows, out, eos, opt);
   std::vector<float> buf(static_cast<size_t>(V));
   for (size_t start = 0; start < n; start += size_t(opt.batch_size)) {
     std::vector<Row*> batch;  // rows still generating, in batch order
     for (size_t k = start; k < std::min(n, start + size_t(opt.batch_size)); ++k) batch.push_back(&rows[order[k]]);
-    int64_t B = int64_t(batch.size()), T = 0;
-    for (Row* r : batch) T = std::max(T, r->prompt_len);
-    // The prompts, left-padded to T: ids (B, T), key_pad (B, T) 1 = padding, positions from each
-    // row's first token.
-    Tensor ids = Tensor::zeros({B, T}, DType::i64), pos = Tensor::zeros({B, T}, DType::i64);
-    Tensor pad = Tensor::zeros({B, T}, DType::u8);
-    bool any_pad = false;
-    for (int64_t b = 0; b < B; ++b) {
-      const Row& r = *batch[size_t(b)];
-      const int64_t off = T - r.prompt_len;
-      any_pad |= off > 0;
-      for (int64_t j = 0; j < T; ++j) {
-        pad.data<uint8_t>()[b * T + j] = j < off;
-        if (j >= off) ids.data<int64_t>()[b * T + j] = r.history[size_t(j - off)], pos.data<int64_t>()[b * T + j] = j - off;
-      }
-    }
-    models::GptCache cache = model.start();
-    Tensor logits = model.step(ids, cache, pos, any_pad ? pad : Tensor(), /*last_only=*/true);  // (B, 1, V)
+    std::vector<const std::vector<int64_t>*> histories;
+    for (Row* r : batch) histories.push_back(&r->history);
+    int64_t B = int64_t(batch.size());
+    models::GptCache cache;
+    Tensor logits = detail::prefill(model, histories, cache);  // (B, 1, V)
     while (true) {
       std::vector<int64_t> keep;  // batch positions of the rows that go on
       for (int64_t b = 0; b < B; ++b) {
@@ -317,5 +359,31 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
   }
   return out;
 }
+
+namespace detail {
+
+Tensor prefill(const models::Gpt& model, const std::vector<const std::vector<int64_t>*>& prompts,
+               models::GptCache& cache) {
+  const int64_t B = int64_t(prompts.size());
+  int64_t T = 0;
+  for (const auto* p : prompts) T = std::max(T, int64_t(p->size()));
+  // ids (B, T), key_pad (B, T) 1 = padding, positions from each row's first token.
+  Tensor ids = Tensor::zeros({B, T}, DType::i64), pos = Tensor::zeros({B, T}, DType::i64);
+  Tensor pad = Tensor::zeros({B, T}, DType::u8);
+  bool any_pad = false;
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<int64_t>& p = *prompts[size_t(b)];
+    const int64_t off = T - int64_t(p.size());
+    any_pad |= off > 0;
+    for (int64_t j = 0; j < T; ++j) {
+      pad.data<uint8_t>()[b * T + j] = j < off;
+      if (j >= off) ids.data<int64_t>()[b * T + j] = p[size_t(j - off)], pos.data<int64_t>()[b * T + j] = j - off;
+    }
+  }
+  cache = model.start();
+  return model.step(ids, cache, pos, any_pad ? pad : Tensor(), /*last_only=*/true);
+}
+
+}  // namespace detail
 
 }  // namespace qkv::tasks

@@ -78,6 +78,26 @@ struct GenerateOptions {
   // quantized once per output channel and cached likewise, activations per row, exact int32 sums;
   // smaller weights and products of two activations stay fp32. int8 needs AVX512-VNNI or AMX.
   kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32;
+
+  // Beam search (num_beams > 1), as Hugging Face's generate(num_beams=...) searches (its
+  // vectorised _beam_search): each step ranks the 2K best (beam, token) extensions of a prompt's K
+  // beams by cumulative log_softmax after the penalties, n-gram blocking and min_new_tokens (the
+  // processors see log-probabilities, not logits, as in Hugging Face); an extension that ends (eos,
+  // or the length limit) among the first K is a finished hypothesis scored
+  // sum / (generated tokens, eos included) ^ length_penalty, the K best kept; the K best that do
+  // not end go on. early_stopping: heuristic (HF's False) stops once the best running beam,
+  // scored at its current length, cannot beat the worst of K finished; first (HF's True) stops as
+  // soon as K are finished; never (HF's "never") scores the running beam at the length limit when
+  // length_penalty > 0. Beam search chooses; it does not sample (sample must be false), stream
+  // (on_token must be unset) or stop at strings (stop must be empty).
+  int64_t num_beams = 1;
+  double length_penalty = 1.0;  // > 0 favours longer hypotheses, < 0 shorter
+  enum class EarlyStopping { heuristic, first, never };
+  EarlyStopping early_stopping = EarlyStopping::heuristic;
+  // Completions per prompt: beam search's best n hypotheses (n <= num_beams), or n samples (each
+  // from its own random stream, as n copies of the prompt). Greedy decoding has one. The result
+  // holds prompt i's j-th at i * n + j.
+  int64_t num_return_sequences = 1;
 };
 
 struct Generation {
@@ -91,6 +111,7 @@ struct Generation {
   std::vector<decode::TokenLogprob> logprobs;         // per generated token (GenerateOptions::logprobs)
   std::vector<decode::TokenLogprob> prompt_logprobs;  // per prompt token after the first
   std::vector<int64_t> prompt_ids;                    // the prompt as decoded (after truncation)
+  double score = 0;  // beam search: the hypothesis's score (above); otherwise 0
 };
 
 // A generation's log-probabilities as OpenAI's legacy completions "logprobs" object:
