@@ -4,6 +4,9 @@
 // with newlines and backslashes escaped (\n, \\) so that line i answers prompt i.
 // --logprobs N (and --prompt-logprobs): a JSON line per prompt instead, {"text", "finish",
 // "logprobs"} with OpenAI's legacy logprobs object (tasks::logprobs_json), nothing streamed.
+// --beams K: beam search (Hugging Face's num_beams), printed when it ends; --num-return N: N
+// completions per prompt (beam search's N best, or N samples), prompt i's j-th on line i * N + j + 1
+// (0-based i, j); with --logprobs, beam search's lines carry the hypothesis's "score".
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -68,10 +71,22 @@ int run(int argc, char** argv) {
                             "filters) and the N most likely tokens at each step (0: none)")
                  ->check(CLI::NonNegativeNumber);
   app.add_flag("--prompt-logprobs", opt.prompt_logprobs, "with --logprobs: the prompt's tokens' too")->needs(lp);
+  auto* beams = app.add_option("--beams", opt.num_beams, "beam search with this many beams (Hugging Face's "
+                               "num_beams; 1 = off)")->check(CLI::PositiveNumber)->excludes(s);
+  app.add_option("--length-penalty", opt.length_penalty, "beam search: hypotheses scored sum log p / "
+                 "length^this (> 0 favours longer ones)")->capture_default_str()->needs(beams);
+  std::string early = "heuristic";
+  app.add_option("--early-stopping", early, "beam search stops: heuristic (Hugging Face's False: when no running "
+                 "beam can beat the worst of K finished at its length), first (True: at K finished), never")
+      ->check(CLI::IsMember({"heuristic", "first", "never"}))->capture_default_str()->needs(beams);
+  app.add_option("--num-return", opt.num_return_sequences, "completions per prompt: beam search's best N (N <= "
+                 "--beams) or N samples (Hugging Face's num_return_sequences)")->check(CLI::PositiveNumber);
   std::string precision = "fp32";
   add_precision_option(app, precision);
   QKV_PARSE(app, argc, argv);
   opt.precision = read_precision(precision, "qkv generate");
+  using ES = tasks::GenerateOptions::EarlyStopping;
+  opt.early_stopping = early == "first" ? ES::first : early == "never" ? ES::never : ES::heuristic;
   have_prompt = app.count("--prompt") > 0;
   QKV_CHECK(std::filesystem::is_directory(model_dir), model_dir, "model directory not found");
   tasks::Generator gen(model_dir, opt.precision);  // bf16: the weights held in bf16 as they are read
@@ -86,14 +101,15 @@ int run(int argc, char** argv) {
 
   if (opt.logprobs >= 0) {  // JSON lines
     for (const tasks::Generation& g : gen.generate(prompts, opt)) {
-      const nlohmann::json line{{"text", g.text}, {"finish", g.finish},
-                                {"logprobs", tasks::logprobs_json(*gen.bundle().tokenizer, g, opt.prompt_logprobs)}};
+      nlohmann::json line{{"text", g.text}, {"finish", g.finish},
+                          {"logprobs", tasks::logprobs_json(*gen.bundle().tokenizer, g, opt.prompt_logprobs)}};
+      if (opt.num_beams > 1) line["score"] = g.score;
       std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     }
     std::cout.flush();
     return 0;
   }
-  if (prompts.size() == 1) {  // stream
+  if (prompts.size() == 1 && opt.num_beams == 1 && opt.num_return_sequences == 1) {  // stream
     opt.on_token = [](const tasks::TokenEvent& e) {
       if (!e.text.empty()) std::fwrite(e.text.data(), 1, e.text.size(), stdout);
       std::fflush(stdout);
@@ -109,7 +125,8 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("generate", "generate text with a GPT model (greedy, sampling, top-k/top-p, stop strings)", run);
+Register reg("generate", "generate text with a GPT model (greedy, sampling, top-k/top-p, beam search, stop strings)",
+             run);
 
 }  // namespace
 }  // namespace qkv::cli

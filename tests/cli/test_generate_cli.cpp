@@ -1,8 +1,8 @@
 // `qkv generate` end to end on a small GPT directory written here (the gpt_generate reference
 // model with a 97-symbol character tokenizer): one prompt streams the library's completion; a file
 // of prompts gives one completion per line in input order, whatever the batch size; sampling flags
-// and stop strings reach the library; --logprobs gives the library's log-probabilities as JSON
-// lines; a missing model directory and a too-long prompt fail with a message naming them.
+// and stop strings reach the library; beam search and several completions per prompt give the
+// library's, N lines per prompt; --logprobs gives the library's log-probabilities as JSON lines; a missing model directory and a too-long prompt fail with a message naming them.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -81,6 +81,57 @@ TEST(GenerateCli, StreamsOnePromptAndAnswersAFileLineByLine) {
   ASSERT_EQ(run_qkv({"generate", "--model", model, "--prompt", "the cat", "-n", "12", "--stop", "zzzz", "--stop", stop},
                     dir / "stop.log", (dir / "stop.out").string()), 0) << read_file((dir / "stop.log").string());
   EXPECT_EQ(read_file((dir / "stop.out").string()), free_text.substr(0, free_text.find(stop)) + "\n");
+}
+
+// --beams K --num-return N: beam search's N best per prompt, prompt i's j-th on line i * N + j + 1,
+// as the library gives them (one prompt is printed at the end, not streamed); with --logprobs
+// each JSON line carries the hypothesis's score. --num-return with --sample: N samples.
+TEST(GenerateCli, BeamSearchAndSeveralCompletionsPerPrompt) {
+  const fs::path dir = make_model_dir();
+  const std::string model = (dir / "model").string();
+  tasks::Generator lib(model);
+  tasks::GenerateOptions o;
+  o.max_new_tokens = 10, o.num_beams = 3, o.num_return_sequences = 2, o.length_penalty = 0.5;
+  o.early_stopping = tasks::GenerateOptions::EarlyStopping::never, o.eos_id = 40;
+  const std::vector<std::string> prompts = {"a", "hello there, world"};
+  write_file_atomic((dir / "prompts.txt").string(), "a\nhello there, world\n");
+  const std::vector<std::string> beam = {"--beams", "3", "--num-return", "2", "--length-penalty", "0.5",
+                                         "--early-stopping", "never", "--eos-id", "40", "-n", "10"};
+  auto args = [&](std::vector<std::string> a, const std::vector<std::string>& more) {
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  ASSERT_EQ(run_qkv(args({"generate", "--model", model, "--input", (dir / "prompts.txt").string()}, beam),
+                    dir / "beam.log", (dir / "beam.out").string()), 0) << read_file((dir / "beam.log").string());
+  const auto r = lib.generate(prompts, o);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_NE(r[0].text, r[1].text);
+  std::string want;
+  for (auto& g : r) want += escaped(g.text) + "\n";
+  EXPECT_EQ(read_file((dir / "beam.out").string()), want);
+
+  ASSERT_EQ(run_qkv(args({"generate", "--model", model, "--prompt", "a", "--logprobs", "0"}, beam), dir / "lp.log",
+                    (dir / "lp.out").string()), 0) << read_file((dir / "lp.log").string());
+  const auto alone = lib.generate({"a"}, o);  // a batch of one: the same bits as the command's
+  std::istringstream lines(read_file((dir / "lp.out").string()));
+  std::string line;
+  for (size_t j = 0; j < 2; ++j) {
+    ASSERT_TRUE(std::getline(lines, line));
+    const nlohmann::json got = nlohmann::json::parse(line);
+    EXPECT_EQ(got["text"], alone[j].text);
+    EXPECT_EQ(got["finish"], alone[j].finish);
+    EXPECT_EQ(got["score"].get<double>(), alone[j].score);
+    EXPECT_EQ(got["logprobs"]["token_logprobs"].size(), alone[j].tokens.size());
+  }
+  EXPECT_FALSE(std::getline(lines, line));
+
+  ASSERT_EQ(run_qkv({"generate", "--model", model, "--prompt", "a", "--sample", "--seed", "5", "--num-return", "3",
+                     "-n", "6"}, dir / "n.log", (dir / "n.out").string()), 0) << read_file((dir / "n.log").string());
+  tasks::GenerateOptions s;
+  s.sample = true, s.seed = 5, s.num_return_sequences = 3, s.max_new_tokens = 6;
+  want.clear();
+  for (auto& g : lib.generate({"a"}, s)) want += escaped(g.text) + "\n";
+  EXPECT_EQ(read_file((dir / "n.out").string()), want);
 }
 
 // --logprobs N [--prompt-logprobs]: one JSON line per prompt with the library's text, finish and
@@ -169,6 +220,13 @@ TEST(GenerateCli, ClearErrors) {
                  "the end-of-text id must be -1 (none) or a token id in [0, 97), got 97");
   expect_refused({"generate", "--model", model, "--prompt", "ab", "--eos-id", "-7"}, "got -7");
   expect_refused({"generate", "--model", model, "--prompt", "a\xff"}, "--prompt: not valid UTF-8");
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--beams", "2", "--num-return", "3"},
+                 "num_return_sequences (3) must not exceed num_beams (2)");
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--num-return", "2"},
+                 "greedy decoding has one completion per prompt");
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--beams", "2", "--stop", "x"},
+                 "stop strings are not supported with beam search");
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--length-penalty", "2"}, "--length-penalty requires --beams");
   write_file_atomic((dir / "text.txt").string(), "abc abc abc\n");
   expect_refused({"perplexity", "--model", model, "--input", (dir / "text.txt").string(), "--context", "0"},
                  "--context: must be a positive number, got '0'");
