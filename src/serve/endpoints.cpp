@@ -223,7 +223,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   JsonRequest body(req.body, ep,
                    {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "stream", "n",
                     "repetition_penalty", "presence_penalty", "frequency_penalty", "no_repeat_ngram_size", "min_tokens",
-                    "user", "logprobs", "echo"});
+                    "user", "logprobs", "echo", "use_beam_search", "best_of", "length_penalty", "early_stopping"});
   const Kind kind = Kind::generation;
   ServedModel& m = pick(body, ep, &kind);
   const tasks::Generator& gen = *m.generator();
@@ -239,7 +239,23 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
                       ep + ": " + std::to_string(prompts.size()) + " prompts times n " + std::to_string(n_choices) +
                           " are more than " + std::to_string(opt.limits.max_inputs) + " completions (--max-inputs)",
                       "n");
-  for (const std::string& p : prompts) job->prompts.insert(job->prompts.end(), size_t(n_choices), p);
+  // vLLM's beam search: best_of beams (default n), the n best returned; choices as above.
+  const bool beam = body.boolean("use_beam_search", false);
+  const int64_t best_of = body.integer("best_of", n_choices, 1, kMaxChoices);
+  if (best_of < n_choices)
+    throw HttpError(400, ep + ": best_of (" + std::to_string(best_of) + ") must be at least n (" +
+                             std::to_string(n_choices) + ")", "invalid_request_error", "best_of");
+  if (!beam && best_of != n_choices)
+    throw HttpError(400, ep + ": best_of other than n is supported with use_beam_search only", "invalid_request_error",
+                    "best_of");
+  if (beam && int64_t(prompts.size()) * best_of > opt.limits.max_inputs)
+    throw limit_error(400, "max_inputs",
+                      ep + ": " + std::to_string(prompts.size()) + " prompts times best_of " + std::to_string(best_of) +
+                          " are more than " + std::to_string(opt.limits.max_inputs) + " beams (--max-inputs)",
+                      "best_of");
+  if (beam) job->prompts = prompts;  // the library returns n per prompt
+  else
+    for (const std::string& p : prompts) job->prompts.insert(job->prompts.end(), size_t(n_choices), p);
   int64_t prompt_tokens = 0;  // each prompt once, whatever n
   const int64_t n_positions = gen.bundle().config.n_positions;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -260,7 +276,10 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
                           std::to_string(opt.limits.max_tokens) + " (--max-tokens)",
                       "max_tokens");
   o.max_new_tokens = max_tokens;
-  const double temperature = body.number("temperature", 1.0, 0, 100);
+  const double temperature = body.number("temperature", beam ? 0.0 : 1.0, 0, 100);
+  if (beam && temperature > 0)
+    throw HttpError(400, ep + ": use_beam_search needs temperature 0 (beam search does not sample)",
+                    "invalid_request_error", "temperature");
   o.sample = temperature > 0;
   if (o.sample) o.logits.temperature = temperature;
   o.logits.top_p = body.number("top_p", 1.0, 0, 1);
@@ -280,6 +299,29 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   o.seed = body.has("seed") ? body.unsigned_integer("seed", 0) : std::random_device{}();
   (void)body.string("user");
   job->stream = body.boolean("stream", false);
+  if (beam) {
+    if (job->stream)
+      throw HttpError(400, ep + ": use_beam_search cannot stream (the search knows its completions only when it ends)",
+                      "invalid_request_error", "stream");
+    if (!o.stop.empty())
+      throw HttpError(400, ep + ": stop strings are not supported with use_beam_search", "invalid_request_error", "stop");
+    o.num_beams = best_of;
+    o.num_return_sequences = n_choices;
+    o.length_penalty = body.number("length_penalty", 1.0, -100, 100);
+    using ES = tasks::GenerateOptions::EarlyStopping;
+    if (body.has("early_stopping")) {
+      const nlohmann::json& e = body.json().at("early_stopping");
+      if (e.is_boolean()) o.early_stopping = e.get<bool>() ? ES::first : ES::heuristic;
+      else if (e == "never") o.early_stopping = ES::never;
+      else
+        throw HttpError(400, ep + ": field \"early_stopping\": expected true, false or \"never\", got " + e.dump(),
+                        "invalid_request_error", "early_stopping");
+    }
+  } else {
+    for (const char* f : {"length_penalty", "early_stopping"})
+      if (body.has(f))
+        throw HttpError(400, ep + ": field \"" + f + "\" is for use_beam_search", "invalid_request_error", f);
+  }
   // OpenAI's legacy logprobs: the chosen tokens' log-probabilities and the `logprobs` most likely
   // at each position (0..kMaxLogprobs); echo: the prompt leads the text (and its tokens' logprobs).
   o.logprobs = body.integer("logprobs", -1, 0, kMaxLogprobs);
@@ -294,7 +336,9 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     job->key = "greedy n" + std::to_string(o.max_new_tokens) + " r" + num(o.logits.repetition_penalty) + " p" +
                num(o.logits.presence_penalty) + " f" + num(o.logits.frequency_penalty) + " g" +
                std::to_string(o.no_repeat_ngram_size) + " m" + std::to_string(o.min_new_tokens) + " l" +
-               std::to_string(o.logprobs) + (o.prompt_logprobs ? " e" : "");
+               std::to_string(o.logprobs) + (o.prompt_logprobs ? " e" : "") + " b" + std::to_string(o.num_beams) +
+               " n" + std::to_string(o.num_return_sequences) + " lp" + num(o.length_penalty) + " es" +
+               std::to_string(int(o.early_stopping));
     for (auto& s : o.stop) job->key += " s" + std::to_string(s.size()) + ":" + s;
   }
   const uint64_t id = current_request().id;
@@ -308,7 +352,8 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     for (size_t i = 0; i < job->out.size(); ++i) {
       const tasks::Generation& g = job->out[i];
       const nlohmann::json lp = o.logprobs >= 0 ? tasks::logprobs_json(*gen.bundle().tokenizer, g, job->echo) : nullptr;
-      choices.push_back({{"text", job->echo ? job->prompts[i] + g.text : g.text}, {"index", i}, {"logprobs", lp},
+      const std::string& prompt = job->prompts[beam ? i / size_t(n_choices) : i];
+      choices.push_back({{"text", job->echo ? prompt + g.text : g.text}, {"index", i}, {"logprobs", lp},
                          {"finish_reason", finish_reason(g.finish)}});
     }
     res.set_content(dump({{"id", "cmpl-" + std::to_string(id)}, {"object", "text_completion"}, {"created", created},

@@ -244,7 +244,9 @@ void ServedModel::complete(const std::vector<Job*>& jobs) {
     sent[p] = g.logprobs.size();
     return j;
   };
-  opt.on_token = [&](const tasks::TokenEvent& e) {
+  // Beam search does not stream (its requests never ask to) and returns n per prompt.
+  const size_t per = opt.num_beams > 1 ? size_t(opt.num_return_sequences) : 1;
+  if (opt.num_beams == 1) opt.on_token = [&](const tasks::TokenEvent& e) {
     const size_t k = size_t(std::upper_bound(start.begin(), start.end(), e.prompt) - start.begin()) - 1;
     auto& c = static_cast<CompletionJob&>(*jobs[k]);
     const size_t i = e.prompt - start[k];
@@ -259,7 +261,7 @@ void ServedModel::complete(const std::vector<Job*>& jobs) {
   int64_t total = 0;
   for (size_t k = 0; k < jobs.size(); ++k) {
     auto& c = static_cast<CompletionJob&>(*jobs[k]);
-    c.out.assign(r.begin() + int64_t(start[k]), r.begin() + int64_t(start[k] + c.prompts.size()));
+    c.out.assign(r.begin() + int64_t(start[k] * per), r.begin() + int64_t((start[k] + c.prompts.size()) * per));
     c.tokens = 0;
     for (size_t i = 0; i < c.out.size(); ++i) {
       c.tokens += int64_t(c.out[i].tokens.size());

@@ -1,7 +1,7 @@
 // qkv serve's /v1/completions through HTTP against tasks::Generator (the server must add nothing
 // and lose nothing): greedy and seeded sampling, the penalties, n-gram blocking, stop strings, n
-// completions per prompt, OpenAI's shape, logprobs and echo; streaming gives the same text and
-// logprobs as not streaming, piece by piece, and ends with [DONE].
+// completions per prompt, vLLM's beam search, OpenAI's shape, logprobs and echo; streaming gives
+// the same text and logprobs as not streaming, piece by piece, and ends with [DONE].
 #include <sstream>
 #include <string>
 #include <vector>
@@ -265,4 +265,54 @@ TEST(Serve, StreamedLogprobsAndEchoPutTogetherAreTheUnstreamedOnes) {
     }
     EXPECT_GT(any_held, 0) << "no event carried a held-back token: the stop string did not test it";
   }
+}
+
+// vLLM's beam search fields: use_beam_search with best_of beams returns the Generator's n best per
+// prompt (choice i * n + j), echo and logprobs included; what beam search cannot do is refused.
+TEST(Serve, CompletionsWithBeamSearchEqualTheGenerators) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  tasks::Generator lib(m.gpt);
+  const std::vector<std::string> prompts = {"the file", "cannot"};
+  tasks::GenerateOptions o;
+  o.max_new_tokens = 7, o.num_beams = 3, o.num_return_sequences = 2, o.length_penalty = 0.5, o.logprobs = 1;
+  o.early_stopping = tasks::GenerateOptions::EarlyStopping::never, o.prompt_logprobs = true;
+  const auto want = lib.generate(prompts, o);
+  const nlohmann::json req = {{"prompt", prompts}, {"max_tokens", 7}, {"use_beam_search", true}, {"best_of", 3},
+                              {"n", 2}, {"length_penalty", 0.5}, {"early_stopping", "never"}, {"logprobs", 1},
+                              {"echo", true}};
+  Reply r = post(s.port, "/v1/completions", req);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json["choices"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const nlohmann::json& c = r.json["choices"][i];
+    EXPECT_EQ(c["index"], i);
+    EXPECT_EQ(c["text"], prompts[i / 2] + want[i].text) << i;
+    EXPECT_EQ(c["logprobs"], tasks::logprobs_json(*lib.bundle().tokenizer, want[i], true)) << i;
+  }
+  EXPECT_NE(want[0].text, want[1].text);
+  // Without best_of: n beams.
+  o.num_beams = 2, o.logprobs = -1, o.prompt_logprobs = false, o.length_penalty = 1;
+  o.early_stopping = tasks::GenerateOptions::EarlyStopping::first;
+  const auto two = lib.generate({prompts[1]}, o);
+  r = post(s.port, "/v1/completions", {{"prompt", prompts[1]}, {"max_tokens", 7}, {"use_beam_search", true}, {"n", 2},
+                                       {"early_stopping", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json["choices"].size(), 2u);
+  for (size_t j = 0; j < 2; ++j) EXPECT_EQ(r.json["choices"][j]["text"], two[j].text) << j;
+
+  auto refused = [&](nlohmann::json extra, const std::string& want_msg) {
+    nlohmann::json q = {{"prompt", "cannot"}, {"max_tokens", 3}, {"use_beam_search", true}};
+    q.update(extra);
+    const Reply e = post(s.port, "/v1/completions", q);
+    EXPECT_EQ(e.status, 400) << e.body;
+    EXPECT_NE(error_message(e).find(want_msg), std::string::npos) << e.body;
+  };
+  refused({{"stream", true}}, "use_beam_search cannot stream");
+  refused({{"stop", "x"}}, "stop strings are not supported with use_beam_search");
+  refused({{"temperature", 0.7}}, "use_beam_search needs temperature 0");
+  refused({{"n", 3}, {"best_of", 2}}, "best_of (2) must be at least n (3)");
+  refused({{"early_stopping", "sometimes"}}, "expected true, false or \"never\", got \"sometimes\"");
+  refused({{"use_beam_search", false}, {"best_of", 2}}, "best_of other than n is supported with use_beam_search only");
+  refused({{"use_beam_search", false}, {"length_penalty", 2}}, "\"length_penalty\" is for use_beam_search");
 }
