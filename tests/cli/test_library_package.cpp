@@ -1,13 +1,17 @@
 // qkv as a library: `cmake --install` gives a tree that another CMake project finds with
 // find_package(qkv) and links as qkv::qkv; examples/ built that way (only the installed headers
-// and libraries) loads a trained model and translates exactly as `qkv translate` does.
+// and libraries) loads a trained model and translates exactly as `qkv translate` does, and loads a
+// GPT directory and completes prompts exactly as `qkv generate` does (greedy, beam 4, top-p).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <sstream>
 
+#include "qkv/io/gpt2.h"
+#include "qkv/text/char_word.h"
 #include "qkv/util/file.h"
+#include "ref.h"
 #include "reversal_corpus.h"
 #include "run_qkv.h"
 
@@ -45,9 +49,31 @@ fs::path train_model(const fs::path& dir) {
   return dir / "run" / "model";
 }
 
+// The gpt_generate reference GPT-2 with a 97-symbol character tokenizer, saved as a model directory.
+fs::path gpt_model(const fs::path& dir) {
+  qkv::testing::RefFile ref("gpt_generate");
+  qkv::io::GptBundle b = qkv::io::load_gpt2(
+      (fs::path(qkv::testing::ref_dir()) / ref.params("gen_gpt2")["dir"].get<std::string>()).string());
+  std::vector<std::string> vocab = {"<unk>", "\n"};
+  for (char c = 32; c < 127; ++c) vocab.push_back(std::string(1, c));
+  b.tokenizer = std::make_shared<qkv::text::VocabTokenizer>(qkv::text::VocabTokenizer::Level::Char, vocab, "<unk>");
+  qkv::io::save_gpt2((dir / "gpt").string(), b);
+  return dir / "gpt";
+}
+
+// A line of `qkv generate` (newlines and backslashes escaped) back to the text.
+std::string unescaped(const std::string& s) {
+  std::string o;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size()) o += s[++i] == 'n' ? '\n' : s[i];
+    else o += s[i];
+  }
+  return o;
+}
+
 }  // namespace
 
-TEST(LibraryPackage, InstalledTreeBuildsTheExampleWhichTranslatesLikeTheCli) {
+TEST(LibraryPackage, InstalledTreeBuildsTheExamplesWhichTranslateAndGenerateLikeTheCli) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_package_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -100,5 +126,32 @@ TEST(LibraryPackage, InstalledTreeBuildsTheExampleWhichTranslatesLikeTheCli) {
       EXPECT_EQ(ex[3 * i + (beam == std::string("1") ? 1 : 2)], label + cli[i]) << "sentence " << i;
     }
   }
+
+  // 4. The generation example's output equals the installed program's: greedy, 4 beams, top-p.
+  const fs::path gpt = gpt_model(dir);
+  const std::vector<std::string> prompts{"the cat", "Hello, world"};
+  const fs::path gen_out = dir / "generate.out";
+  ASSERT_EQ(run_program({(ex_build / "qkv_example_generate").string(), gpt.string(), prompts[0], prompts[1]}, log,
+                        gen_out.string()),
+            0)
+      << read_log();
+  qkv::write_file_atomic((dir / "prompts.txt").string(), prompts[0] + "\n" + prompts[1] + "\n");
+  std::vector<std::vector<std::string>> cli;
+  for (const std::vector<std::string>& how :
+       {std::vector<std::string>{}, {"--beams", "4"}, {"--sample", "--top-p", "0.9", "--seed", "1"}}) {
+    std::vector<std::string> a{(prefix / "bin/qkv").string(), "generate", "--model", gpt.string(), "--input",
+                               (dir / "prompts.txt").string(), "-n", "20"};
+    a.insert(a.end(), how.begin(), how.end());
+    const fs::path out = dir / "cli-generate.out";
+    ASSERT_EQ(run_program(a, log, out.string()), 0) << read_log();
+    cli.push_back(lines_of(out));
+    ASSERT_EQ(cli.back().size(), prompts.size());
+  }
+  std::string want;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    want += prompts[i] + "\n  greedy: " + unescaped(cli[0][i]) + "\n  beam 4: " + unescaped(cli[1][i]) +
+            "\n  top-p:  " + unescaped(cli[2][i]) + "\n";
+  EXPECT_EQ(qkv::read_file(gen_out.string()), want);
+  EXPECT_NE(cli[0], cli[1]) << "beam search chose as greedy did";
   fs::remove_all(dir);
 }
