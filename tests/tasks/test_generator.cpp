@@ -23,6 +23,7 @@
 #include "qkv/util/utf8.h"
 #include "helpers.h"
 #include "ref.h"
+#include "ref_prompts.h"
 
 using namespace qkv;
 using namespace qkv::testing;
@@ -34,17 +35,6 @@ const std::vector<std::string> kModels = {"gen_gpt2", "gen_gpt1"};
 
 io::GptBundle load(const RefFile& ref, const std::string& c) {
   return io::load_gpt2((fs::path(ref_dir()) / ref.params(c)["dir"].get<std::string>()).string());
-}
-
-std::vector<std::vector<int64_t>> prompts_of(const RefFile& ref, const std::string& c) {
-  std::vector<int64_t> flat = ref.get(c, "prompts").to_vector<int64_t>();
-  std::vector<std::vector<int64_t>> out;
-  size_t at = 0;
-  for (int64_t n : ref.get(c, "prompt_lens").to_vector<int64_t>()) {
-    out.emplace_back(flat.begin() + int64_t(at), flat.begin() + int64_t(at) + n);
-    at += size_t(n);
-  }
-  return out;
 }
 
 // Row i of a (N, M) reference of tokens padded with -1.

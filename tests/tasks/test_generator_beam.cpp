@@ -13,23 +13,13 @@
 #include "qkv/tasks/generator.h"
 #include "helpers.h"
 #include "ref.h"
+#include "ref_prompts.h"
 
 using namespace qkv;
 using namespace qkv::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<std::vector<int64_t>> prompts_of(const RefFile& ref, const std::string& c) {
-  std::vector<int64_t> flat = ref.get(c, "prompts").to_vector<int64_t>();
-  std::vector<std::vector<int64_t>> out;
-  size_t at = 0;
-  for (int64_t n : ref.get(c, "prompt_lens").to_vector<int64_t>()) {
-    out.emplace_back(flat.begin() + int64_t(at), flat.begin() + int64_t(at) + n);
-    at += size_t(n);
-  }
-  return out;
-}
 
 tasks::Generator load(const RefFile& ref, const std::string& c) {
   return tasks::Generator(io::load_gpt2((fs::path(ref_dir()) / ref.params(c)["dir"].get<std::string>()).string()));

@@ -32,8 +32,8 @@ token's log-probability under the model's own distribution (NaN after the end).
 import os
 
 import torch
-from gpt_generate import no_repeat_ngram, presence_frequency, rep_penalty
-from models_gpt import gpt_forward, init_params, write_dir
+from gpt_generate import MODELS, model_dir, no_repeat_ngram, presence_frequency, rep_penalty
+from models_gpt import gpt_forward
 from qkvref import Refs
 
 PROMPT_LENS = [1, 7, 12, 30]
@@ -124,16 +124,10 @@ def beam_search(cfg, p, prompt, eos, K, length_penalty, early, rep, pres, freq, 
 def main(out):
     refs = Refs()
     root = os.path.join(os.path.dirname(out), "gpt_beam")
-    base = {"model_type": "gpt2", "vocab_size": 97, "n_positions": 40, "n_embd": 32, "n_layer": 2, "n_head": 4,
-            "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.1,
-            "embd_pdrop": 0.1, "attn_pdrop": 0.1, "pre_norm": True}
     stops_differ = 0
-    cases = {"beam_gpt2": dict(base), "beam_gpt1": dict(base, pre_norm=False, activation_function="gelu")}
+    cases = {"beam_" + k: cfg for k, cfg in MODELS.items()}
     for c, cfg in cases.items():
-        gen = torch.Generator().manual_seed(len(c) * 7919)
-        p = init_params(cfg, gen)
-        write_dir(os.path.join(root, c), cfg, {k: v.detach() for k, v in p.items()})
-        pd = {k: v.detach().double() for k, v in p.items()}
+        gen, pd = model_dir(root, c, cfg, len(c) * 7919)
         # eos: the most frequent token of the plain 4-beam completions of a probe prompt (these
         # random models repeat a few tokens), so that many hypotheses end there.
         probe = torch.randint(0, cfg["vocab_size"], (5,), generator=gen).tolist()

@@ -41,6 +41,11 @@ import torch
 from models_gpt import gpt_forward, init_params, write_dir
 from qkvref import Refs
 
+# The reference models (gpt_beam.py's too): GPT-2 (pre-LN, tanh GELU) and GPT-1 (post-LN, erf GELU).
+_BASE = {"model_type": "gpt2", "vocab_size": 97, "n_positions": 40, "n_embd": 32, "n_layer": 2, "n_head": 4,
+         "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.1,
+         "embd_pdrop": 0.1, "attn_pdrop": 0.1, "pre_norm": True}
+MODELS = {"gpt2": dict(_BASE), "gpt1": dict(_BASE, pre_norm=False, activation_function="gelu")}
 PROMPT_LENS = [1, 6, 11, 3, 35]
 MAX_NEW = 16
 PRESENCE, FREQUENCY = 0.7, 0.5
@@ -140,18 +145,21 @@ def pick_eos(cfg, p, prompts, plain):
     return ends_only
 
 
+def model_dir(root, c, cfg, seed):
+    """Random weights for case c, written as the model directory root/c; returns the generator
+    (to draw more from) and the weights in float64."""
+    gen = torch.Generator().manual_seed(seed)
+    p = init_params(cfg, gen)
+    write_dir(os.path.join(root, c), cfg, {k: v.detach() for k, v in p.items()})
+    return gen, {k: v.detach().double() for k, v in p.items()}
+
+
 def main(out):
     refs = Refs()
     root = os.path.join(os.path.dirname(out), "gpt_generate")
-    base = {"model_type": "gpt2", "vocab_size": 97, "n_positions": 40, "n_embd": 32, "n_layer": 2, "n_head": 4,
-            "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.1,
-            "embd_pdrop": 0.1, "attn_pdrop": 0.1, "pre_norm": True}
-    cases = {"gen_gpt2": dict(base), "gen_gpt1": dict(base, pre_norm=False, activation_function="gelu")}
+    cases = {"gen_" + k: cfg for k, cfg in MODELS.items()}
     for c, cfg in cases.items():
-        gen = torch.Generator().manual_seed(len(c) * 104729)
-        p = init_params(cfg, gen)
-        write_dir(os.path.join(root, c), cfg, {k: v.detach() for k, v in p.items()})
-        pd = {k: v.detach().double() for k, v in p.items()}
+        gen, pd = model_dir(root, c, cfg, len(c) * 104729)
         prompts = [torch.randint(0, cfg["vocab_size"], (n,), generator=gen).tolist() for n in PROMPT_LENS]
         out_t = {}
         runs = (("gen", 1.0, 0, 0, 0), ("gen_rep", 1.5, 0, 0, 0), ("gen_pf", 1.0, PRESENCE, FREQUENCY, 0),
