@@ -60,6 +60,9 @@ int run(int argc, char** argv) {
   app.add_option("--no-repeat-ngram", opt.no_repeat_ngram_size,
                  "never repeat an n-gram of the text, prompt included (Hugging Face's no_repeat_ngram_size; 0 = off)")
       ->check(non_negative());
+  std::vector<std::string> biases;
+  app.add_option("--logit-bias", biases, "ID=BIAS: add BIAS to token ID's logit before the penalties (OpenAI's "
+                 "logit_bias; -100 all but bans it, 100 all but forces it; repeatable)");
   app.add_option("--stop", opt.stop, "stop when the completion contains this string (repeatable; cut from the output)");
   app.add_option("--eos-id", opt.eos_id, "end-of-text token (default: config.json's eos_token_id; -1 = none)");
   app.add_option("--seed", opt.seed, "sampling seed (same seed, same output)")->capture_default_str();
@@ -85,6 +88,21 @@ int run(int argc, char** argv) {
   add_precision_option(app, precision);
   QKV_PARSE(app, argc, argv);
   opt.precision = read_precision(precision, "qkv generate");
+  for (const std::string& b : biases) {
+    const size_t eq = b.find('=');
+    size_t used_id = 0, used_bias = 0;
+    int64_t id = -1;
+    double bias = 0;
+    try {
+      id = std::stoll(b.substr(0, eq), &used_id);
+      bias = std::stod(b.substr(eq + 1), &used_bias);
+    } catch (const std::exception&) {
+      used_id = 0;
+    }
+    QKV_CHECK(eq != std::string::npos && used_id == eq && used_id > 0 && used_bias == b.size() - eq - 1,
+              "--logit-bias", "expected TOKEN_ID=BIAS (an integer and a number), got '", b, "'");
+    opt.logits.logit_bias.emplace_back(id, bias);
+  }
   using ES = tasks::GenerateOptions::EarlyStopping;
   opt.early_stopping = early == "first" ? ES::first : early == "never" ? ES::never : ES::heuristic;
   have_prompt = app.count("--prompt") > 0;

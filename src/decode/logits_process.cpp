@@ -23,6 +23,19 @@ void LogitsOptions::validate() const {
             "repetition_penalty must be > 0 (1 = off), got ", repetition_penalty);
   QKV_CHECK(std::isfinite(presence_penalty), "generate", "presence_penalty must be finite, got ", presence_penalty);
   QKV_CHECK(std::isfinite(frequency_penalty), "generate", "frequency_penalty must be finite, got ", frequency_penalty);
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const auto& [t, b] = logit_bias[i];
+    QKV_CHECK(std::isfinite(b), "generate", "logit_bias of token ", t, " must be finite, got ", b);
+    for (size_t j = 0; j < i; ++j)
+      QKV_CHECK(logit_bias[j].first != t, "generate", "logit_bias names token ", t, " twice");
+  }
+}
+
+void LogitsOptions::validate(int64_t vocab_size) const {
+  validate();
+  for (const auto& [t, b] : logit_bias)
+    QKV_CHECK(t >= 0 && t < vocab_size, "generate", "logit_bias: token ", t, " outside the vocabulary [0, ",
+              vocab_size, ")");
 }
 
 void apply_presence_frequency_penalty(float* logits, int64_t V, const int64_t* generated, size_t n, double presence,
@@ -55,6 +68,10 @@ void apply_penalties(float* logits, int64_t V, const std::vector<int64_t>& histo
                      const LogitsOptions& opt) {
   QKV_CHECK(prompt_len <= history.size(), "penalties", "a prompt of ", prompt_len, " tokens in a history of ",
             history.size());
+  for (const auto& [t, b] : opt.logit_bias) {
+    QKV_CHECK(t >= 0 && t < V, "logit bias", "token ", t, " outside the vocabulary [0, ", V, ")");
+    logits[t] = float(double(logits[t]) + b);
+  }
   apply_repetition_penalty(logits, V, history, opt.repetition_penalty);
   apply_presence_frequency_penalty(logits, V, history.data() + prompt_len, history.size() - prompt_len,
                                    opt.presence_penalty, opt.frequency_penalty);

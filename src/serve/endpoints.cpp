@@ -3,6 +3,7 @@
 // Numbers go out as nlohmann's shortest round-trip text: a client reads back the very double.
 // Here: model choice and queueing, /v1/translate, /v1/score, /v1/completions, /tokenize,
 // /detokenize; the encoder tasks' endpoints are in endpoints_encoders.cpp.
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <random>
@@ -223,7 +224,8 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   JsonRequest body(req.body, ep,
                    {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "stream", "n",
                     "repetition_penalty", "presence_penalty", "frequency_penalty", "no_repeat_ngram_size", "min_tokens",
-                    "user", "logprobs", "echo", "use_beam_search", "best_of", "length_penalty", "early_stopping"});
+                    "user", "logprobs", "echo", "use_beam_search", "best_of", "length_penalty", "early_stopping",
+                    "logit_bias"});
   const Kind kind = Kind::generation;
   ServedModel& m = pick(body, ep, &kind);
   const tasks::Generator& gen = *m.generator();
@@ -289,6 +291,29 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
   o.logits.presence_penalty = body.number("presence_penalty", 0.0, -2, 2);  // OpenAI's bounds
   o.logits.frequency_penalty = body.number("frequency_penalty", 0.0, -2, 2);
   o.no_repeat_ngram_size = int(body.integer("no_repeat_ngram_size", 0, 0, 16));  // as /v1/translate
+  if (body.has("logit_bias")) {  // OpenAI's: {"token id": bias in [-100, 100]}
+    const nlohmann::json& lb = body.json().at("logit_bias");
+    auto bad = [&](const std::string& why) {
+      return HttpError(400, ep + ": field \"logit_bias\": " + why, "invalid_request_error", "logit_bias");
+    };
+    if (!lb.is_object()) throw bad("expected an object of token ids to biases, got " + lb.dump());
+    const int64_t V = gen.bundle().config.vocab_size;
+    for (const auto& [key, value] : lb.items()) {
+      size_t used = 0;
+      int64_t id = -1;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != key.size() || id < 0 || id >= V)
+        throw bad("key \"" + key + "\": expected a token id in [0, " + std::to_string(V) + ")");
+      if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
+        throw bad("token " + key + ": expected a bias in [-100, 100], got " + value.dump());
+      o.logits.logit_bias.emplace_back(id, value.get<double>());
+    }
+    std::sort(o.logits.logit_bias.begin(), o.logits.logit_bias.end());  // one order for the batch key
+  }
   o.min_new_tokens = body.integer("min_tokens", 0, 0, max_tokens);  // vLLM's name: eos held back until then
   if (body.has("stop")) {
     o.stop = body.json().at("stop").is_string() ? std::vector<std::string>{*body.string("stop")} : body.strings("stop");
@@ -339,6 +364,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
                std::to_string(o.logprobs) + (o.prompt_logprobs ? " e" : "") + " b" + std::to_string(o.num_beams) +
                " n" + std::to_string(o.num_return_sequences) + " lp" + num(o.length_penalty) + " es" +
                std::to_string(int(o.early_stopping));
+    for (const auto& [t, b] : o.logits.logit_bias) job->key += " lb" + std::to_string(t) + ":" + num(b);
     for (auto& s : o.stop) job->key += " s" + std::to_string(s.size()) + ":" + s;
   }
   const uint64_t id = current_request().id;

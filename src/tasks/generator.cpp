@@ -188,7 +188,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
                                                 const GenerateOptions& opt) const {
   const models::Gpt& model = *bundle_.model;
   const int64_t P = model.config().n_positions, V = model.config().vocab_size;
-  opt.logits.validate();
+  opt.logits.validate(V);
   QKV_CHECK(opt.max_new_tokens >= 1, "generate", "max_new_tokens must be >= 1, got ", opt.max_new_tokens);
   QKV_CHECK(opt.batch_size >= 1, "generate", "batch size must be >= 1, got ", opt.batch_size);
   QKV_CHECK(opt.min_new_tokens >= 0, "generate", "min_new_tokens must be >= 0, got ", opt.min_new_tokens);

@@ -1,8 +1,10 @@
 // `qkv generate` end to end on a small GPT directory written here (the gpt_generate reference
 // model with a 97-symbol character tokenizer): one prompt streams the library's completion; a file
-// of prompts gives one completion per line in input order, whatever the batch size; sampling flags
-// and stop strings reach the library; beam search and several completions per prompt give the
-// library's, N lines per prompt; --logprobs gives the library's log-probabilities as JSON lines; a missing model directory and a too-long prompt fail with a message naming them.
+// of prompts gives one completion per line in input order, whatever the batch size; sampling flags,
+// the logit bias and stop strings reach the library; beam search and several completions per
+// prompt give the library's, N lines per prompt; --logprobs gives the library's log-probabilities
+// as JSON lines; a missing model directory, a too-long prompt and bad values fail with a message
+// naming them.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -61,12 +63,14 @@ TEST(GenerateCli, StreamsOnePromptAndAnswersAFileLineByLine) {
   ASSERT_EQ(run_qkv({"generate", "--model", model, "--input", (dir / "prompts.txt").string(), "--sample", "--seed",
                      "3", "--top-k", "10", "--top-p", "0.9", "--temperature", "0.8", "--repetition-penalty", "1.2",
                      "--presence-penalty", "0.4", "--frequency-penalty", "0.3", "--no-repeat-ngram", "3", "--min-new-tokens",
-                     "4", "--batch-size", "2", "-n", "12"}, dir / "many.log", (dir / "many.out").string()), 0)
+                     "4", "--batch-size", "2", "-n", "12", "--logit-bias", "70=2.5", "--logit-bias", "3=-1e2"},
+                    dir / "many.log", (dir / "many.out").string()), 0)
       << read_file((dir / "many.log").string());
   o.sample = true;
   o.seed = 3;
   o.logits = {0.8, 10, 0.9, 1.2, 0.4, 0.3};
   o.no_repeat_ngram_size = 3, o.min_new_tokens = 4;
+  o.logits.logit_bias = {{70, 2.5}, {3, -100.0}};
   auto r = lib.generate(prompts, o);
   std::string want;
   for (auto& g : r) want += escaped(g.text) + "\n";
@@ -220,6 +224,11 @@ TEST(GenerateCli, ClearErrors) {
                  "the end-of-text id must be -1 (none) or a token id in [0, 97), got 97");
   expect_refused({"generate", "--model", model, "--prompt", "ab", "--eos-id", "-7"}, "got -7");
   expect_refused({"generate", "--model", model, "--prompt", "a\xff"}, "--prompt: not valid UTF-8");
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--logit-bias", "5:1"},
+                 "--logit-bias: expected TOKEN_ID=BIAS (an integer and a number), got '5:1'");
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--logit-bias", "5=x"}, "got '5=x'");
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--logit-bias", "500=1"},
+                 "logit_bias: token 500 outside the vocabulary [0, 97)");
   expect_refused({"generate", "--model", model, "--prompt", "ab", "--beams", "2", "--num-return", "3"},
                  "num_return_sequences (3) must not exceed num_beams (2)");
   expect_refused({"generate", "--model", model, "--prompt", "ab", "--num-return", "2"},

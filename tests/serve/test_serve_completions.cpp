@@ -1,7 +1,8 @@
 // qkv serve's /v1/completions through HTTP against tasks::Generator (the server must add nothing
-// and lose nothing): greedy and seeded sampling, the penalties, n-gram blocking, stop strings, n
-// completions per prompt, vLLM's beam search, OpenAI's shape, logprobs and echo; streaming gives
-// the same text and logprobs as not streaming, piece by piece, and ends with [DONE].
+// and lose nothing): greedy and seeded sampling, the penalties, n-gram blocking, the logit bias,
+// stop strings, n completions per prompt, vLLM's beam search, OpenAI's shape, logprobs and echo;
+// streaming gives the same text and logprobs as not streaming, piece by piece, and ends with
+// [DONE].
 #include <sstream>
 #include <string>
 #include <vector>
@@ -96,6 +97,25 @@ TEST(Serve, CompletionsEqualTheGenerator) {
   ASSERT_EQ(r.status, 200) << r.body;
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.json["choices"][i]["text"], blocked[i].text) << i;
   EXPECT_NE(blocked[0].text, want[0].text) << "no n-gram was blocked";
+  // OpenAI's logit_bias: the Generator's with it.
+  o.no_repeat_ngram_size = 0;
+  o.logits.logit_bias = {{3, 4.5}, {7, -100.0}};
+  const auto biased = lib.generate(prompts, o);
+  r = post(s.port, "/v1/completions", {{"prompt", prompts}, {"max_tokens", 9}, {"temperature", 0},
+                                       {"logit_bias", {{"7", -100}, {"3", 4.5}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(r.json["choices"][i]["text"], biased[i].text) << i;
+  EXPECT_NE(biased[0].text, want[0].text) << "the bias changed nothing";
+  for (const auto& [bias, msg] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {{{"x", 1}}, "key \"x\": expected a token id in [0, "},
+           {{{"3", 101}}, "token 3: expected a bias in [-100, 100], got 101"},
+           {{{"99999", 1}}, "key \"99999\": expected a token id"},
+           {nlohmann::json::array({1, 2}), "expected an object of token ids to biases"}}) {
+    const Reply e = post(s.port, "/v1/completions", {{"prompt", "cannot"}, {"logit_bias", bias}});
+    EXPECT_EQ(e.status, 400) << e.body;
+    EXPECT_NE(error_message(e).find("field \"logit_bias\": " + msg), std::string::npos) << e.body;
+  }
+  o.logits = {};
   // min_tokens, the eos held back (Generator::min_new_tokens; its effect is tested there).
   o.no_repeat_ngram_size = 0, o.min_new_tokens = 6;
   const auto at_least = lib.generate(prompts, o);

@@ -337,6 +337,8 @@ TEST(LogitsProcess, FiltersEqualHuggingFacesAlgorithms) {
   int rows = 0;
   for (size_t i = 0; i < configs.size(); ++i) {
     decode::LogitsOptions o{configs[i][0], configs[i][1], configs[i][2], configs[i][3], configs[i][4], configs[i][5]};
+    if (configs[i].size() > 6)
+      for (const auto& tb : configs[i][6]) o.logit_bias.emplace_back(tb[0].get<int64_t>(), tb[1].get<double>());
     SCOPED_TRACE("config " + std::to_string(i));
     Tensor want = ref.get("filters", "out" + std::to_string(i));
     std::vector<float> w = want.to_vector<float>(), x = logits.to_vector<float>();
@@ -360,6 +362,8 @@ TEST(LogitsProcess, FiltersEqualHuggingFacesAlgorithms) {
     }
   }
   EXPECT_EQ(rows, int(configs.size()) * R);
+  EXPECT_GE(std::count_if(configs.begin(), configs.end(), [](const auto& c) { return c.size() > 6; }), 2)
+      << "no configuration with a logit bias";
 }
 
 TEST(LogitsProcess, SamplingIsTheInverseCdfOfTheKeptTokens) {
@@ -488,4 +492,36 @@ TEST(Generator, ContextLimit) {
   std::vector<int64_t> tail(too_long.end() - (P - 1), too_long.end());
   EXPECT_EQ(g.generate_ids({tail}, o)[0].tokens, r[0].tokens);
   EXPECT_THROW(g.generate_ids({{}}, o), Error);  // empty, and the model has no bos_token_id
+}
+
+// OpenAI's logit_bias: +100 all but forces a token, -100 all but bans one (its values against torch
+// are in FiltersEqualHuggingFacesAlgorithms); tokens outside the vocabulary, twice or with a
+// non-finite bias are refused by name.
+TEST(Generator, LogitBiasForcesAndBansTokensAndIsChecked) {
+  RefFile ref("gpt_generate");
+  tasks::Generator g(load(ref, "gen_gpt2"));
+  const std::vector<std::vector<int64_t>> p = {{5, 6, 7}};
+  tasks::GenerateOptions o;
+  o.max_new_tokens = 6, o.eos_id = -1;
+  const auto plain = g.generate_ids(p, o);
+  o.logits.logit_bias = {{42, 100.0}};
+  EXPECT_EQ(g.generate_ids(p, o)[0].tokens, std::vector<int64_t>(6, 42));
+  const int64_t first = plain[0].tokens[0];
+  o.logits.logit_bias = {{first, -100.0}};
+  const auto banned = g.generate_ids(p, o);
+  EXPECT_NE(banned[0].tokens[0], first);
+  for (int64_t t : banned[0].tokens) EXPECT_NE(t, first);
+  // The log-probabilities stay the model's own (before any processing).
+  o.logprobs = 0;
+  o.logits.logit_bias = {{42, 100.0}};
+  const auto lp = g.generate_ids(p, o)[0].logprobs;
+  EXPECT_LT(lp[0].logprob, -0.5) << "token 42 is not the model's likely one";
+  auto fails = [&](std::vector<std::pair<int64_t, double>> bias) {
+    o.logits.logit_bias = std::move(bias);
+    return error_of([&] { g.generate_ids(p, o); });
+  };
+  EXPECT_MENTIONS(fails({{97, 1.0}}), "logit_bias: token 97 outside the vocabulary [0, 97)");
+  EXPECT_MENTIONS(fails({{-1, 1.0}}), "logit_bias: token -1 outside");
+  EXPECT_MENTIONS(fails({{3, 1.0}, {3, 2.0}}), "logit_bias names token 3 twice");
+  EXPECT_MENTIONS(fails({{3, NAN}}), "logit_bias of token 3 must be finite");
 }

@@ -28,8 +28,9 @@ them the same). prompt_lp / prompt_top_ids / prompt_top_lp: each prompt token af
 prompts concatenated (sum(L) - 5 rows), from one forward pass over the prompt.
 
 Case "filters": fixed logits (6, 50) f32 and histories (6, 8); for each configuration
-(temperature, top_k, top_p, repetition_penalty, presence_penalty, frequency_penalty) the processed
-logits (-inf = removed) computed as Hugging Face's RepetitionPenaltyLogitsProcessor, then OpenAI's
+(temperature, top_k, top_p, repetition_penalty, presence_penalty, frequency_penalty[, logit_bias])
+the processed logits (-inf = removed) computed as OpenAI's logit_bias ([token, bias] pairs added to
+the logits, first, as vLLM applies it), then Hugging Face's RepetitionPenaltyLogitsProcessor, then OpenAI's
 presence and frequency penalties over the history taken as generated tokens (vLLM's order), then
 TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper do (float32, their code paths
 re-written here). No cumulative probability is within
@@ -198,12 +199,15 @@ def main(out):
     configs = [(1.0, 0, 1.0, 1.3, 0, 0), (0.7, 0, 1.0, 1.0, 0, 0), (1.0, 5, 1.0, 1.0, 0, 0), (1.0, 0, 0.9, 1.0, 0, 0),
                (0.8, 10, 0.75, 1.2, 0, 0), (1.5, 3, 0.5, 2.0, 0, 0), (1.0, 0, 0.05, 1.0, 0, 0),
                (1.0, 60, 0.999, 1.0, 0, 0), (1.0, 0, 1.0, 1.0, 0.8, 0.3), (1.0, 0, 1.0, 1.0, -0.5, 1.1),
-               (0.9, 8, 0.8, 1.3, 0.4, 0.6)]
+               (0.9, 8, 0.8, 1.3, 0.4, 0.6), (1.0, 0, 1.0, 1.3, 0, 0, [[3, 5.0], [7, -100.0], [20, 2.5]]),
+               (0.8, 5, 0.9, 1.0, 0.4, 0.3, [[0, 10.0], [49, -3.0], [12, 0.5]])]
     outs = {}
-    for i, (t, k, tp, pen, pres, freq) in enumerate(configs):
+    for i, (t, k, tp, pen, pres, freq, *bias) in enumerate(configs):
         rows = []
         for r in range(R):
             s = logits[r].clone()
+            for tok, b in (bias[0] if bias else []):
+                s[tok] += b
             if pen != 1.0:
                 s = rep_penalty(s, history[r].tolist(), pen)
             if pres or freq:
