@@ -32,7 +32,8 @@ struct Generation;
 
 // A generated token, as streaming sees it.
 struct TokenEvent {
-  size_t prompt = 0;      // index of the prompt in the call
+  size_t prompt = 0;      // index of the prompt in the call (sampling n > 1 completions of each:
+                          // of the completion, i * n + j)
   int64_t token = 0;      // the id just generated
   std::string_view text;  // new text it completes (may be empty: an unfinished UTF-8 character or a
                           // possible start of a stop string is held back); the pieces of a row
