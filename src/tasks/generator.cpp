@@ -325,11 +325,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
         Row& r = *batch[size_t(b)];
         const float* row = logits.data<float>() + b * V;
         std::memcpy(buf.data(), row, size_t(V) * sizeof(float));
-        decode::apply_penalties(buf.data(), V, r.history, size_t(r.prompt_len), opt.logits);
-        for (int64_t t : decode::repeated_ngram_bans(r.history, opt.no_repeat_ngram_size))
-          buf[size_t(t)] = -std::numeric_limits<float>::infinity();
-        if (eos >= 0 && int64_t(r.out->tokens.size()) < opt.min_new_tokens)
-          buf[size_t(eos)] = -std::numeric_limits<float>::infinity();
+        detail::apply_processors(buf.data(), V, r.history, size_t(r.prompt_len), eos, opt);
         int64_t tok;
         if (opt.sample) {
           decode::warp_logits(buf.data(), V, opt.logits);
@@ -361,6 +357,14 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
 }
 
 namespace detail {
+
+void apply_processors(float* row, int64_t V, const std::vector<int64_t>& history, size_t prompt_len, int64_t eos,
+                      const GenerateOptions& opt) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  decode::apply_penalties(row, V, history, prompt_len, opt.logits);
+  for (int64_t t : decode::repeated_ngram_bans(history, opt.no_repeat_ngram_size)) row[t] = kNegInf;
+  if (eos >= 0 && int64_t(history.size() - prompt_len) < opt.min_new_tokens) row[eos] = kNegInf;
+}
 
 Tensor prefill(const models::Gpt& model, const std::vector<const std::vector<int64_t>*>& prompts,
                models::GptCache& cache) {

@@ -3,12 +3,10 @@
 // search ends leaves the batch.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <numeric>
 
 #include "generator_search.h"
 #include "qkv/autograd/node.h"
-#include "qkv/decode/search.h"
 #include "qkv/kernels/elementwise.h"
 #include "qkv/kernels/parallel.h"
 
@@ -17,7 +15,6 @@ namespace qkv::tasks::detail {
 namespace {
 
 constexpr double kFiller = -1e9;  // Hugging Face's score for beams that are not real (yet)
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct Beam {
   std::vector<int64_t> tokens;  // generated so far
@@ -51,9 +48,7 @@ void processed_log_probs(const float* logits, int64_t V, const Search& s, const 
   const std::vector<int64_t>& prompt = *s.prompt->ids;
   history.assign(prompt.begin(), prompt.end());
   history.insert(history.end(), b.tokens.begin(), b.tokens.end());
-  decode::apply_penalties(out.data(), V, history, prompt.size(), opt.logits);
-  for (int64_t t : decode::repeated_ngram_bans(history, opt.no_repeat_ngram_size)) out[size_t(t)] = kNegInf;
-  if (eos >= 0 && int64_t(b.tokens.size()) < opt.min_new_tokens) out[size_t(eos)] = kNegInf;
+  apply_processors(out.data(), V, history, prompt.size(), eos, opt);
 }
 
 bool ranks_before(const Candidate& x, const Candidate& y, int64_t V) {  // ties: the lower beam * V + token

@@ -16,6 +16,13 @@ namespace qkv::tasks::detail {
 Tensor prefill(const models::Gpt& model, const std::vector<const std::vector<int64_t>*>& prompts,
                models::GptCache& cache);
 
+// What every way of choosing does to a row of scores (V) before it chooses, in this order: the
+// logit bias and the penalties (decode::apply_penalties), n-gram blocking (a token completing an
+// n-gram already in `history` gets -inf), and eos at -inf until min_new_tokens are generated.
+// `history` is prompt + generated, its first `prompt_len` tokens the prompt; eos -1: none.
+void apply_processors(float* row, int64_t V, const std::vector<int64_t>& history, size_t prompt_len, int64_t eos,
+                      const GenerateOptions& opt);
+
 // One prompt of a beam search: its tokens (after truncation) and its length limit.
 struct BeamPrompt {
   const std::vector<int64_t>* ids = nullptr;
