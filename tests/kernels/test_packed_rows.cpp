@@ -2,8 +2,8 @@
 // the weights in place, against a plain reference loop in double, for every tile shape (M = 1..8
 // and larger, N around the 8-row blocks, K around the 16-wide vectors); stacked weights equal
 // their concatenation; the bits depend neither on the thread count nor on the other rows of x;
-// one row on the pool (1, 2, 4 or 8 streams per thread) has the batch's bits; the panels layout
-// agrees with the same reference.
+// 1-4 rows on the pool (1, 2, 4 or 8 streams per thread) have each row's bits alone; the panels
+// layout agrees with the same reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -56,8 +56,9 @@ Tensor product(const Tensor& x, const kernels::PackedLinear& p) {
 }
 
 TEST(PackedRows, MatchesADoubleReferenceForEveryTileShape) {
-  // M: one to four x rows per pass (1-2: 8 weight rows at once, 3-4: two halves of 4) and several
-  // passes; N: whole and partial 8-row blocks; K: whole and partial 16-wide vectors.
+  // M: one x row, 3-4 (streams of weight rows, each against all of them), 2 and 5+ (8-row blocks,
+  // up to 4 x rows per pass: 8 weight rows at once for 1-2, two halves of 4 for 3-4); N: whole and
+  // partial 8-row blocks, and rows left over after the streams; K: whole and partial 16-wide vectors.
   for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 13}) {
     for (int64_t N : {1, 7, 8, 9, 17, 24, 50}) {
       for (int64_t K : {1, 5, 15, 16, 17, 40, 129}) {
@@ -129,31 +130,40 @@ TEST(PackedRows, BitsDependNeitherOnThreadsNorOnTheOtherRows) {
   }
 }
 
-TEST(PackedRows, OneRowOnThePoolHasTheBatchsBits) {
-  // One x row large enough for the pool whatever the wait policy (N * K >= 2^22): on two threads
-  // the first 111 of the 126 blocks are split (rows 0-439 and 440-887, each as 1, 2, 4 or 8
-  // streams, a row of each part at a time) and the rest claimed 32 rows at a time, the last claim
-  // 17 rows (with 8 streams, streams of 2 rows, one over); stacked weights put a segment boundary
-  // inside the second thread's range. Every output must still be the batch's bits, on one thread
-  // and on two, whatever the stream count.
-  const int64_t K = 4200;
-  Tensor w1 = testing::randn({500, K}, 31), w2 = testing::randn({501, K}, 32), b = testing::randn({1001}, 33);
-  Tensor x = testing::randn({3, K}, 34);
+TEST(PackedRows, RowsOnThePoolHaveTheBatchsBits) {
+  // Large enough for the pool whatever the wait policy (N * K >= 2^22): on two threads the first
+  // 111 of the 126 blocks are split (rows 0-439 and 440-887, each as 1, 2, 4 or 8 streams, a row of
+  // each part at a time) and the rest claimed 32 rows at a time, the last claim 17 rows (with 8
+  // streams, streams of 2 rows, one over); stacked weights put a segment boundary inside the second
+  // thread's range. One row, and 3-4 rows (read as streams too, each weight row against all of
+  // them, in passes of up to 16 accumulators), and 2 (8-row blocks): every output must have the
+  // bits of its row computed alone on one thread, whatever the thread and stream counts.
+  const int64_t K = 4200, N = 1001;
+  Tensor w1 = testing::randn({500, K}, 31), w2 = testing::randn({501, K}, 32), b = testing::randn({N}, 33);
+  Tensor x = testing::randn({4, K}, 34);
   auto p = kernels::pack_linear_rows({w1, w2}, b);
-  const Tensor batch = product(x, p);
-  expect_close(batch, reference(x, {w1, w2}, b), K);
+  auto first_rows = [&](int64_t m0, int64_t M) {
+    Tensor r = Tensor::empty({M, K});
+    std::memcpy(r.data<float>(), x.data<float>() + m0 * K, size_t(M * K) * sizeof(float));
+    return r;
+  };
+  std::vector<Tensor> alone;
+  {
+    testing::ThreadGuard t(1);
+    testing::RowsStreamsGuard s(1);
+    for (int64_t m = 0; m < 4; ++m) alone.push_back(product(first_rows(m, 1), p));
+  }
+  expect_close(product(x, p), reference(x, {w1, w2}, b), K);
   for (int threads : {1, 2})
-    for (int streams : {1, 2, 4, 8}) {
-      testing::ThreadGuard t(threads);
-      testing::RowsStreamsGuard s(streams);
-      for (int64_t m = 0; m < 3; ++m) {
-        Tensor row = Tensor::empty({1, K});
-        std::memcpy(row.data<float>(), x.data<float>() + m * K, size_t(K) * sizeof(float));
-        Tensor alone = product(row, p);
-        EXPECT_EQ(std::memcmp(alone.data<float>(), batch.data<float>() + m * 1001, 1001 * sizeof(float)), 0)
-            << "threads " << threads << ", streams " << streams << ", row " << m;
+    for (int streams : {1, 2, 4, 8})
+      for (int64_t M : {1, 2, 3, 4}) {
+        testing::ThreadGuard t(threads);
+        testing::RowsStreamsGuard s(streams);
+        const Tensor batch = product(first_rows(0, M), p);
+        for (int64_t m = 0; m < M; ++m)
+          EXPECT_EQ(std::memcmp(alone[size_t(m)].data<float>(), batch.data<float>() + m * N, N * sizeof(float)), 0)
+              << "threads " << threads << ", streams " << streams << ", batch " << M << ", row " << m;
       }
-    }
   EXPECT_THROW(kernels::set_rows_streams_per_thread(3), Error);
 }
 

@@ -3,9 +3,9 @@
 // reads 500 MB of f32 weights per token, 250 MB in bf16), so what matters is that every weight
 // byte is read once, in long contiguous streams, by both threads at once: threads own disjoint
 // ranges of 8-row blocks (a block is 8 * K contiguous elements) and every x row is multiplied with
-// a block while it is in L1. At batch 1 a thread reads its range as two streams (AMD family 19h),
-// four (other AMD) or eight (other CPUs), a row of each part at a time, and the last 1/8 of the
-// blocks go to whichever thread is free (see rows_product_of).
+// a block while it is in L1. At batch 1 (and at 3-4 f32 rows) a thread reads its range as two
+// streams (AMD family 19h), four (other AMD) or eight (other CPUs), a row of each part at a time,
+// and the last 1/8 of the blocks go to whichever thread is free (see rows_product_of).
 //
 // bf16 (uint16_t bits: x rounded by the caller, the weights converted once) runs on AVX512_BF16's
 // vdpbf16ps, 32 values of K per instruction as 16 pairs: lane l adds the exact products of the
@@ -132,24 +132,37 @@ void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const floa
 }
 
 // Streams weight rows far apart (one from each of the Streams parts of a thread's range)
-// against one x row, each read as its own stream: out[s] gets exactly what rows_tile<1, 1>
-// computes for row s (bias[s] may be null). No software prefetch: with eight streams a line
-// requested 1 KB ahead measured level with none (Intel Xeon; see rows_product_of).
-template <int Streams, typename T>
-void rows_far_apart(const T* x, const T* const* w, int64_t K, const float* const* bias, float* const* out) {
+// against MR rows of x, each weight row read as its own stream: out[s][m * ldo] gets exactly what
+// rows_tile<1, 1> computes for x row m and weight row s (bias[s] may be null). MR * Streams <= 16
+// accumulators. No software prefetch: with eight streams a line requested 1 KB ahead measured
+// level with none (Intel Xeon; see rows_product_of).
+template <int MR, int Streams, typename T>
+void rows_far_apart(const T* x, int64_t ldx, const T* const* w, int64_t K, const float* const* bias,
+                    float* const* out, int64_t ldo) {
+  static_assert(MR * Streams <= 16, "accumulators must stay in registers");
   constexpr int64_t S = kStep<T>;
-  __m512 acc[Streams];
-  for (int s = 0; s < Streams; ++s) acc[s] = _mm512_setzero_ps();
+  __m512 acc[MR][Streams];
+  for (int m = 0; m < MR; ++m)
+    for (int s = 0; s < Streams; ++s) acc[m][s] = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + S <= K; k += S) {
-    const auto xv = load(x + k);
-    for (int s = 0; s < Streams; ++s) acc[s] = madd(acc[s], xv, load(w[s] + k));
+    decltype(load(x)) xv[MR];
+    for (int m = 0; m < MR; ++m) xv[m] = load(x + m * ldx + k);
+    for (int s = 0; s < Streams; ++s) {
+      const auto wv = load(w[s] + k);
+      for (int m = 0; m < MR; ++m) acc[m][s] = madd(acc[m][s], xv[m], wv);
+    }
   }
   if (k < K) {
-    const auto xv = load_tail(x + k, K - k);
-    for (int s = 0; s < Streams; ++s) acc[s] = madd(acc[s], xv, load_tail(w[s] + k, K - k));
+    decltype(load(x)) xv[MR];
+    for (int m = 0; m < MR; ++m) xv[m] = load_tail(x + m * ldx + k, K - k);
+    for (int s = 0; s < Streams; ++s) {
+      const auto wv = load_tail(w[s] + k, K - k);
+      for (int m = 0; m < MR; ++m) acc[m][s] = madd(acc[m][s], xv[m], wv);
+    }
   }
-  for (int s = 0; s < Streams; ++s) *out[s] = lane_sum(acc[s]) + (bias[s] ? *bias[s] : 0.f);
+  for (int m = 0; m < MR; ++m)
+    for (int s = 0; s < Streams; ++s) out[s][m * ldo] = lane_sum(acc[m][s]) + (bias[s] ? *bias[s] : 0.f);
 }
 #else
 inline float as_f32(float v) { return v; }
@@ -169,10 +182,11 @@ void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const floa
       out[m * ldo + r] = lane[0] + (bias ? bias[r] : 0.f);
     }
 }
-// Streams rows, each as rows_tile<1, 1> computes it (the AVX-512 version's bits).
-template <int Streams, typename T>
-void rows_far_apart(const T* x, const T* const* w, int64_t K, const float* const* bias, float* const* out) {
-  for (int s = 0; s < Streams; ++s) rows_tile<1, 1>(x, 0, &w[s], K, bias[s], out[s], 0);
+// Streams rows against MR x rows, each output as rows_tile<1, 1> computes it (the AVX-512 version's bits).
+template <int MR, int Streams, typename T>
+void rows_far_apart(const T* x, int64_t ldx, const T* const* w, int64_t K, const float* const* bias,
+                    float* const* out, int64_t ldo) {
+  for (int s = 0; s < Streams; ++s) rows_tile<MR, 1>(x, ldx, &w[s], K, bias[s], out[s], ldo);
 }
 #endif
 
@@ -224,12 +238,26 @@ void rows_block(int64_t M, const T* x, int64_t ldx, const T* const* w, int64_t n
   }
 }
 
-// Batch 1: rows [lo, hi) of src against one x row as Streams streams, a row of each of the
-// range's Streams equal parts at a time (rows_far_apart), then the rows left over (fewer than
-// Streams) one by one. out[n] and bias[n] (bias may be null) are indexed by global row.
+// Streams far-apart weight rows against x rows m0 .. m0 + MR - 1 (MR <= 4), in chunks of at most
+// 16 / MR streams (the accumulators stay in registers): out[s] and the outputs of x row m at
+// out[s] + m * ldo.
+template <int MR, int Streams, typename T>
+void far_apart_pass(int64_t m0, const T* x, int64_t ldx, const T* const* w, int64_t K, const float* const* b,
+                    float* const* o, int64_t ldo) {
+  constexpr int C = std::min(Streams, 16 / (MR == 3 ? 4 : MR));
+  float* om[Streams];
+  for (int s = 0; s < Streams; ++s) om[s] = o[s] + m0 * ldo;
+  for (int s = 0; s < Streams; s += C) rows_far_apart<MR, C>(x + m0 * ldx, ldx, w + s, K, b + s, om + s, ldo);
+}
+
+// Rows [lo, hi) of src against the M rows of x as Streams streams, a row of each of the range's
+// Streams equal parts at a time, each against every x row (4 at a time) while it is in L1
+// (rows_far_apart), then the rows left over (fewer than Streams) one by one. out[m * ldo + n] and
+// bias[n] (bias may be null) are indexed by global row n.
 template <int Streams, typename T>
-void rows_in_streams(const T* x, const RowSource<T>& src, int64_t lo, int64_t hi, const float* bias, float* out) {
-  const int64_t per = (hi - lo) / Streams;
+void rows_in_streams(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src, int64_t lo, int64_t hi,
+                     const float* bias, float* out, int64_t ldo) {
+  const int64_t per = (hi - lo) / Streams, K = src.K;
   const T* w[Streams];
   const float* b[Streams];
   float* o[Streams];
@@ -240,15 +268,32 @@ void rows_in_streams(const T* x, const RowSource<T>& src, int64_t lo, int64_t hi
       b[s] = bias ? bias + n : nullptr;
       o[s] = out + n;
     }
-    rows_far_apart<Streams>(x, w, src.K, b, o);
+    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      switch (std::min<int64_t>(4, M - m0)) {
+        case 1: far_apart_pass<1, Streams>(m0, x, ldx, w, K, b, o, ldo); break;
+        case 2: far_apart_pass<2, Streams>(m0, x, ldx, w, K, b, o, ldo); break;
+        case 3: far_apart_pass<3, Streams>(m0, x, ldx, w, K, b, o, ldo); break;
+        default: far_apart_pass<4, Streams>(m0, x, ldx, w, K, b, o, ldo);
+      }
+    }
   }
   for (int64_t n = lo + Streams * per; n < hi; ++n) {
     const T* wn = src.row(n);
-    rows_tile<1, 1>(x, 0, &wn, src.K, bias ? bias + n : nullptr, out + n, 0);
+    const float* bn = bias ? bias + n : nullptr;
+    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      const T* xm = x + m0 * ldx;
+      float* om = out + m0 * ldo + n;
+      switch (std::min<int64_t>(4, M - m0)) {
+        case 1: rows_tile<1, 1>(xm, ldx, &wn, K, bn, om, ldo); break;
+        case 2: rows_tile<2, 1>(xm, ldx, &wn, K, bn, om, ldo); break;
+        case 3: rows_tile<3, 1>(xm, ldx, &wn, K, bn, om, ldo); break;
+        default: rows_tile<4, 1>(xm, ldx, &wn, K, bn, om, ldo);
+      }
+    }
   }
 }
 
-// Blocks of 8 rows are split among threads in contiguous ranges (at batch 1, all but a shared
+// Blocks of 8 rows are split among threads in contiguous ranges (read as streams, all but a shared
 // tail): each thread streams its own part of every weight, and each output is computed by one
 // thread in a fixed order. At batch 1 rows are taken one at a time (the same order of additions
 // as the 8-row tiles) rather than as 8-row tiles: GPT-2 124M's products streamed from DRAM at
@@ -275,21 +320,30 @@ void rows_in_streams(const T* x, const RowSource<T>& src, int64_t lo, int64_t hi
 // does not change its bits. GPT-2 124M fp32 generation, static and shared tail alternating in one
 // process (10-12 pairs, four sittings): 2-5% faster per token (median pair ratio 1.02-1.05, q1
 // above 1 in each); bf16 level (AMD EPYC Zen 5).
+//
+// Three or four f32 rows of x (a beam search's 4 beams, a small batch) are read the same way, each
+// weight row multiplied with all of them while it is in L1. GPT-2 124M's 49 products took 0.83-0.96x
+// the 8-row blocks' time at 3 rows and 0.81-1.01x at 4 (median ratios of 12-20 alternations in one
+// process, four sittings), and beam search with 4 beams ran 7-10% faster per step (every one of 7
+// alternating pairs). At 2 rows the streams hold only 8 accumulators and took 1.04-1.23x the blocks'
+// time; from 6 rows they were level or slower (AMD EPYC Zen 5, 2026-12-05). bf16 keeps the blocks,
+// whose first pass prefetches (streams not measured there).
 template <typename T>
 void rows_product_of(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src, int64_t N, const float* bias,
                      float* out, int64_t min_macs) {
   const int64_t K = src.K, nb = (N + kBlock - 1) / kBlock;
-  if (M == 1) {
+  if (M == 1 || (std::is_same_v<T, float> && (M == 3 || M == 4))) {
     const int streams = rows_streams_per_thread();  // see above
+    const int64_t ldo = N;
     const auto rows_as_streams = [&](int64_t lo, int64_t hi) {
       switch (streams) {
-        case 1: return rows_in_streams<1>(x, src, lo, hi, bias, out);
-        case 2: return rows_in_streams<2>(x, src, lo, hi, bias, out);
-        case 4: return rows_in_streams<4>(x, src, lo, hi, bias, out);
-        default: return rows_in_streams<8>(x, src, lo, hi, bias, out);
+        case 1: return rows_in_streams<1>(M, x, ldx, src, lo, hi, bias, out, ldo);
+        case 2: return rows_in_streams<2>(M, x, ldx, src, lo, hi, bias, out, ldo);
+        case 4: return rows_in_streams<4>(M, x, ldx, src, lo, hi, bias, out, ldo);
+        default: return rows_in_streams<8>(M, x, ldx, src, lo, hi, bias, out, ldo);
       }
     };
-    if (N * K < min_macs || nb < 2) return rows_as_streams(0, N);
+    if (M * N * K < min_macs || nb < 2) return rows_as_streams(0, N);
     // The first 7/8 of the blocks in contiguous shares, the last 1/8 claimed kTailChunk blocks at
     // a time by whichever thread is free (see above).
     const int64_t static_blocks = nb - nb / 8;
