@@ -238,9 +238,9 @@ void ServedModel::complete(const std::vector<Job*>& jobs) {
   const text::Tokenizer* tok = generator_->bundle().tokenizer.get();
   std::vector<size_t> sent(prompts.size(), 0);
   std::vector<char> echoed(prompts.size(), 0);
-  auto since = [&](const tasks::Generation& g, size_t p) -> nlohmann::json {
+  auto since = [&](const tasks::Generation& g, size_t p, bool echo) -> nlohmann::json {
     if (!logprobs) return nullptr;
-    nlohmann::json j = tasks::logprobs_json(*tok, g, false, sent[p]);
+    nlohmann::json j = tasks::logprobs_json(*tok, g, echo, sent[p], SIZE_MAX, /*list_prompt=*/false);
     sent[p] = g.logprobs.size();
     return j;
   };
@@ -254,7 +254,7 @@ void ServedModel::complete(const std::vector<Job*>& jobs) {
       echoed[e.prompt] = 1;
       c.push({i, c.prompts[i], "", logprobs ? tasks::logprobs_json(*tok, *e.generation, true, 0, 0) : nullptr});
     }
-    if (c.stream && !e.text.empty()) c.push({i, std::string(e.text), "", since(*e.generation, e.prompt)});
+    if (c.stream && !e.text.empty()) c.push({i, std::string(e.text), "", since(*e.generation, e.prompt, c.echo)});
     if (std::all_of(jobs.begin(), jobs.end(), [](Job* j) { return j->cancelled.load(); })) throw AllCancelled{};
   };
   std::vector<tasks::Generation> r = generator_->generate(prompts, opt);
@@ -265,7 +265,7 @@ void ServedModel::complete(const std::vector<Job*>& jobs) {
     c.tokens = 0;
     for (size_t i = 0; i < c.out.size(); ++i) {
       c.tokens += int64_t(c.out[i].tokens.size());
-      if (c.stream) c.push({i, "", finish_reason(c.out[i].finish), since(c.out[i], start[k] + i)});
+      if (c.stream) c.push({i, "", finish_reason(c.out[i].finish), since(c.out[i], start[k] + i, c.echo)});
     }
     total += c.tokens;
   }

@@ -160,28 +160,80 @@ std::vector<Generation> Generator::generate(const std::vector<std::string>& prom
   return generate_ids(ids, opt);
 }
 
-nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bool with_prompt, size_t from,
-                             size_t to) {
-  nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array(), top = nlohmann::json::array();
+namespace {
+
+size_t code_points(std::string_view s) {  // of valid UTF-8: the bytes that start a character
+  return size_t(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+// Where token i of ids starts in their decoded text (skipping specials, U+FFFD for bytes that are
+// not UTF-8, as Generation::text), in code points: own_length before the end of the text of
+// tokens 0..i (so a word-level tokenizer's joining space comes before it, and every byte of a
+// split character is at that character); a special token, which adds no text, at that text's end.
+// length(n): the decoded length of tokens 0..n-1 (in order, each prefix is decoded once).
+class TokenStarts {
+ public:
+  TokenStarts(const text::Tokenizer& tok, const std::vector<int64_t>& ids) : tok_(tok), ids_(ids) {}
+  size_t start(size_t i, size_t own_length, bool special) {
+    if (special) return length(i);
+    const size_t through = length(i + 1);
+    return through >= own_length ? through - own_length : 0;
+  }
+  size_t length(size_t n) {  // of tokens 0..n-1
+    if (n == known_n_) return known_;
+    if (n == next_n_) return next_;
+    known_n_ = next_n_, known_ = next_;
+    const std::vector<int32_t> d(ids_.begin(), ids_.begin() + int64_t(n));
+    next_n_ = n, next_ = code_points(utf8::replace_invalid(tok_.decode(d)));
+    return next_;
+  }
+
+ private:
+  const text::Tokenizer& tok_;
+  const std::vector<int64_t>& ids_;
+  size_t known_n_ = 0, known_ = 0, next_n_ = 0, next_ = 0;
+};
+
+}  // namespace
+
+nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bool echo, size_t from, size_t to,
+                             bool list_prompt) {
+  nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array(), top = nlohmann::json::array(),
+                 offsets = nlohmann::json::array();
   auto text_of = [&](int64_t id) {
     const int32_t one[1] = {int32_t(id)};
     return utf8::replace_invalid(tok.decode(one, false));
   };
-  auto add = [&](const decode::TokenLogprob& t) {
-    tokens.push_back(text_of(t.token));
+  auto add_token = [&](int64_t id, TokenStarts& starts, size_t i, size_t shift) {
+    std::string t = text_of(id);
+    const int32_t one[1] = {int32_t(id)};
+    offsets.push_back(shift + starts.start(i, code_points(t), tok.decode(one, true).empty()));
+    tokens.push_back(std::move(t));
+  };
+  auto add_logprobs = [&](const decode::TokenLogprob& t) {
     values.push_back(t.logprob);
     nlohmann::json best = nlohmann::json::object();
     for (const auto& [id, lp] : t.top) best[text_of(id)] = lp;
     top.push_back(best);
   };
-  if (with_prompt && !g.prompt_ids.empty()) {
-    tokens.push_back(text_of(g.prompt_ids[0]));
+  TokenStarts in_prompt(tok, g.prompt_ids);
+  if (echo && list_prompt && !g.prompt_ids.empty()) {
+    add_token(g.prompt_ids[0], in_prompt, 0, 0);
     values.push_back(nullptr);
     top.push_back(nullptr);
-    for (const auto& t : g.prompt_logprobs) add(t);
+    for (size_t i = 0; i < g.prompt_logprobs.size(); ++i) {
+      add_token(g.prompt_logprobs[i].token, in_prompt, i + 1, 0);
+      add_logprobs(g.prompt_logprobs[i]);
+    }
   }
-  for (size_t i = from; i < std::min(to, g.logprobs.size()); ++i) add(g.logprobs[i]);
-  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", top}};
+  // The generated tokens' offsets: in Generation::text, after the prompt's text when it leads.
+  const size_t shift = echo ? in_prompt.length(g.prompt_ids.size()) : 0;
+  TokenStarts in_text(tok, g.tokens);
+  for (size_t i = from; i < std::min(to, g.logprobs.size()); ++i) {
+    add_token(g.logprobs[i].token, in_text, i, shift);
+    add_logprobs(g.logprobs[i]);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
 std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<int64_t>>& prompts,

@@ -160,8 +160,8 @@ TEST(Serve, CompletionsEqualTheGenerator) {
 }
 
 // OpenAI's "logprobs" and "echo": the Generator's log-probabilities, read back as the same doubles,
-// each token's text and the most likely tokens keyed by their text; echo puts the prompt first,
-// its first token with nulls.
+// each token's text and the most likely tokens keyed by their text, and where each token starts in
+// the choice's text; echo puts the prompt first, its first token with nulls.
 TEST(Serve, CompletionLogprobsAndEchoEqualTheGenerators) {
   const auto& m = ServeModels::get();
   RunningServer s(m.all());
@@ -199,6 +199,21 @@ TEST(Serve, CompletionLogprobsAndEchoEqualTheGenerators) {
         ASSERT_EQ(top.size(), 2u) << top.dump();
         for (const auto& [id, lp] : all[j].top) EXPECT_EQ(top[text_of(id)].get<double>(), lp) << j;
       }
+      // text_offset: each token's place in the choice's text (ASCII here: bytes are code points;
+      // the tokenizer joins words with spaces), in order.
+      const std::string text = c["text"];
+      ASSERT_TRUE(std::all_of(text.begin(), text.end(), [](char ch) { return (ch & 0x80) == 0; })) << text;
+      ASSERT_EQ(c["logprobs"]["text_offset"].size(), all.size() + first);
+      size_t at = 0;
+      for (size_t j = 0; j < all.size() + first; ++j) {
+        const std::string t = c["logprobs"]["tokens"][j];
+        const size_t offset = c["logprobs"]["text_offset"][j];
+        EXPECT_EQ(text.substr(offset, t.size()), t) << j;
+        EXPECT_GE(offset, at) << j;
+        EXPECT_LE(offset, at + 1) << j << ": at most a joining space between tokens";
+        at = offset + t.size();
+      }
+      EXPECT_EQ(at, text.size());
     }
   }
   // Without "logprobs": null, as before; echo alone still leads with the prompt.
@@ -259,7 +274,8 @@ TEST(Serve, StreamedLogprobsAndEchoPutTogetherAreTheUnstreamedOnes) {
     std::vector<std::string> text(prompts.size());
     std::vector<nlohmann::json> lp(prompts.size(), {{"tokens", nlohmann::json::array()},
                                                     {"token_logprobs", nlohmann::json::array()},
-                                                    {"top_logprobs", nlohmann::json::array()}});
+                                                    {"top_logprobs", nlohmann::json::array()},
+                                                    {"text_offset", nlohmann::json::array()}});
     std::vector<int> events_of(prompts.size()), held(prompts.size());
     for (const auto& e : events) {
       const auto& ch = e["choices"][0];
@@ -272,7 +288,7 @@ TEST(Serve, StreamedLogprobsAndEchoPutTogetherAreTheUnstreamedOnes) {
       text[i] += ch["text"].get<std::string>();
       ASSERT_TRUE(ch["logprobs"].is_object()) << e.dump();
       held[i] += ch["logprobs"]["tokens"].size() > 1 && !(echo && events_of[i] == 1);
-      for (const char* key : {"tokens", "token_logprobs", "top_logprobs"})
+      for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
         for (const auto& x : ch["logprobs"][key]) lp[i][key].push_back(x);
     }
     int any_held = 0;

@@ -462,6 +462,50 @@ TEST(Generator, BytesThatAreNotUtf8BecomeReplacementCharacters) {
   EXPECT_EQ(streamed, r.text);
 }
 
+// OpenAI's text_offset: each listed token's start in the choice's text, in code points. With echo
+// the text is "ab" + "\xC3\xA9xy\xF0\x9F\x98\x80z": e-acute is one token of 2 bytes and 1 code
+// point, "xy" one of 2, the emoji's 4 bytes 4 tokens (each U+FFFD alone, all at the emoji), and
+// eos (a special: no text) where the text ends. Streamed parts carry the whole's offsets.
+TEST(Generator, LogprobsTextOffsetsAreCodePointsIntoTheText) {
+  std::vector<std::string> vocab;  // id b = byte b's symbol; 256 = e-acute, 257 = "xy"
+  for (int c = 0; c < 256; ++c) {
+    vocab.emplace_back();
+    utf8::append(vocab.back(), text::byte_to_unicode()[size_t(c)]);
+  }
+  vocab.push_back(vocab[0xC3] + vocab[0xA9]);
+  vocab.push_back("xy");
+  text::BpeTokenizer tok(vocab, {{vocab[0xC3], vocab[0xA9]}, {"x", "y"}}, text::BpeOptions{});
+  tok.add_special_token("<|endoftext|>");
+  const std::vector<int32_t> eos = tok.encode("<|endoftext|>");
+  ASSERT_EQ(eos.size(), 1u);
+  tasks::Generation g;
+  g.prompt_ids = {int64_t('a'), int64_t('b')};
+  auto lp = [](int64_t id, double v) { return decode::TokenLogprob{id, v, {{id, v}}}; };
+  g.prompt_logprobs = {lp('b', -0.5)};
+  g.tokens = {256, 257, 0xF0, 0x9F, 0x98, 0x80, int64_t('z'), eos[0]};
+  for (int64_t id : g.tokens) g.logprobs.push_back(lp(id, -1.0 - double(id) / 1000));
+  const nlohmann::json all = tasks::logprobs_json(tok, g, true);
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
+  EXPECT_EQ(all["tokens"], nlohmann::json({"a", "b", "\xC3\xA9", "xy", r, r, r, r, "z", "<|endoftext|>"}));
+  EXPECT_EQ(all["text_offset"], nlohmann::json({0, 1, 2, 3, 5, 5, 5, 5, 6, 7}));
+  EXPECT_EQ(tasks::logprobs_json(tok, g, false)["text_offset"], nlohmann::json({0, 1, 3, 3, 3, 3, 4, 5}));
+  // Each whole token is where the offset says in the echoed text.
+  const std::u32string text = utf8::to_u32_dropping_invalid("ab\xC3\xA9xy\xF0\x9F\x98\x80z");
+  for (size_t j : {0, 1, 2, 3, 8}) {
+    const std::u32string t = utf8::to_u32_dropping_invalid(all["tokens"][j].get<std::string>());
+    EXPECT_EQ(text.substr(all["text_offset"][j].get<size_t>(), t.size()), t) << j;
+  }
+  // Streamed: the prompt, then generated tokens [0, 3), then the rest.
+  const nlohmann::json parts[3] = {tasks::logprobs_json(tok, g, true, 0, 0),
+                                   tasks::logprobs_json(tok, g, true, 0, 3, /*list_prompt=*/false),
+                                   tasks::logprobs_json(tok, g, true, 3, SIZE_MAX, /*list_prompt=*/false)};
+  nlohmann::json joined = nlohmann::json::object();
+  for (const auto& part : parts)
+    for (const auto& [key, values] : part.items())
+      for (const auto& v : values) joined[key].push_back(v);
+  EXPECT_EQ(joined, all);
+}
+
 TEST(Generator, ContextLimit) {
   RefFile ref("gpt_generate");
   tasks::Generator g(load(ref, "gen_gpt2"));

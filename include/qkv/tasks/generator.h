@@ -116,13 +116,18 @@ struct Generation {
 };
 
 // A generation's log-probabilities as OpenAI's legacy completions "logprobs" object:
-// {"tokens": [text], "token_logprobs": [...], "top_logprobs": [{text: logprob}]} (no
-// text_offset). with_prompt (OpenAI's echo): the prompt's tokens first, its very first with null
-// for both (nothing precedes it). A token's text is its decoding alone, specials included; bytes
-// that are not UTF-8 alone (a piece of a character) become U+FFFD. Streaming sends a generation in
-// parts: the generated tokens [from, to) of g.logprobs (to clamped to their count).
-nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bool with_prompt, size_t from = 0,
-                             size_t to = SIZE_MAX);
+// {"tokens": [text], "token_logprobs": [...], "top_logprobs": [{text: logprob}], "text_offset":
+// [...]}. echo (OpenAI's): the prompt's tokens first, its very first with null for both logprobs
+// (nothing precedes it). A token's text is its decoding alone, specials included; bytes that are
+// not UTF-8 alone (a piece of a character) become U+FFFD. text_offset: where each token starts in
+// the choice's text (Generation::text, after the decoded prompt with echo), in Unicode code points
+// (what a Python str indexes): after the text of the tokens before it (after the space, where a
+// word-level tokenizer joins words with one); a special token (eos) where the text has got to;
+// every byte of a character split over tokens at that character. Streaming sends a generation in parts: the generated tokens
+// [from, to) of g.logprobs (to clamped to their count), and the echoed prompt's tokens only with
+// list_prompt; every part's offsets are those of the whole.
+nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bool echo, size_t from = 0,
+                             size_t to = SIZE_MAX, bool list_prompt = true);
 
 class Generator {
  public:
