@@ -4,8 +4,10 @@
 // Here: model choice and queueing, /v1/translate, /v1/score, /v1/completions, /tokenize,
 // /detokenize; the encoder tasks' endpoints are in endpoints_encoders.cpp.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <numeric>
 #include <random>
 
 #include "qkv/train/seq2seq_data.h"
@@ -26,6 +28,27 @@ constexpr int64_t kMaxChoices = 128;  // completions per prompt ("n"), as OpenAI
 
 nlohmann::json usage(int64_t prompt, int64_t completion) {
   return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+}
+
+// OpenAI's sampled best_of: of each prompt's `per` consecutive completions in out, the n with the
+// highest mean log-probability per token (the model's own, Generation::logprobs), best first (ties:
+// the earlier). Returns their indices in out, prompt by prompt.
+std::vector<size_t> best_per_token(const std::vector<tasks::Generation>& out, size_t per, size_t n) {
+  auto mean = [&](size_t i) {
+    double sum = 0;
+    for (const auto& t : out[i].logprobs) sum += t.logprob;
+    return out[i].logprobs.empty() ? -INFINITY : sum / double(out[i].logprobs.size());
+  };
+  std::vector<size_t> picked;
+  for (size_t first = 0; first < out.size(); first += per) {
+    std::vector<size_t> order(per);
+    std::iota(order.begin(), order.end(), first);
+    std::vector<double> score(per);
+    for (size_t j = 0; j < per; ++j) score[j] = mean(first + j);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a - first] > score[b - first]; });
+    picked.insert(picked.end(), order.begin(), order.begin() + int64_t(n));
+  }
+  return picked;
 }
 
 }  // namespace
@@ -241,23 +264,24 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
                       ep + ": " + std::to_string(prompts.size()) + " prompts times n " + std::to_string(n_choices) +
                           " are more than " + std::to_string(opt.limits.max_inputs) + " completions (--max-inputs)",
                       "n");
-  // vLLM's beam search: best_of beams (default n), the n best returned; choices as above.
+  // best_of (default n): vLLM's beam search with best_of beams, the n best returned; or, sampling,
+  // OpenAI's: best_of completions per prompt, the n of highest log-probability per token returned.
+  // Choices as above.
   const bool beam = body.boolean("use_beam_search", false);
   const int64_t best_of = body.integer("best_of", n_choices, 1, kMaxChoices);
   if (best_of < n_choices)
     throw HttpError(400, ep + ": best_of (" + std::to_string(best_of) + ") must be at least n (" +
                              std::to_string(n_choices) + ")", "invalid_request_error", "best_of");
-  if (!beam && best_of != n_choices)
-    throw HttpError(400, ep + ": best_of other than n is supported with use_beam_search only", "invalid_request_error",
-                    "best_of");
-  if (beam && int64_t(prompts.size()) * best_of > opt.limits.max_inputs)
+  const bool best_of_samples = !beam && best_of > n_choices;
+  if (int64_t(prompts.size()) * best_of > opt.limits.max_inputs)
     throw limit_error(400, "max_inputs",
                       ep + ": " + std::to_string(prompts.size()) + " prompts times best_of " + std::to_string(best_of) +
-                          " are more than " + std::to_string(opt.limits.max_inputs) + " beams (--max-inputs)",
+                          " are more than " + std::to_string(opt.limits.max_inputs) +
+                          (beam ? " beams" : " completions") + " (--max-inputs)",
                       "best_of");
   if (beam) job->prompts = prompts;  // the library returns n per prompt
   else
-    for (const std::string& p : prompts) job->prompts.insert(job->prompts.end(), size_t(n_choices), p);
+    for (const std::string& p : prompts) job->prompts.insert(job->prompts.end(), size_t(best_of), p);
   int64_t prompt_tokens = 0;  // each prompt once, whatever n
   const int64_t n_positions = gen.bundle().config.n_positions;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -346,12 +370,19 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     for (const char* f : {"length_penalty", "early_stopping"})
       if (body.has(f))
         throw HttpError(400, ep + ": field \"" + f + "\" is for use_beam_search", "invalid_request_error", f);
+    if (best_of_samples && !o.sample)
+      throw HttpError(400, ep + ": best_of above n needs sampling (temperature > 0) or use_beam_search: greedy "
+                      "completions of a prompt are all the same", "invalid_request_error", "best_of");
+    if (best_of_samples && job->stream)
+      throw HttpError(400, ep + ": best_of above n cannot stream (the best are known only at the end)",
+                      "invalid_request_error", "stream");
   }
   // OpenAI's legacy logprobs: the chosen tokens' log-probabilities and the `logprobs` most likely
   // at each position (0..kMaxLogprobs); echo: the prompt leads the text (and its tokens' logprobs).
-  o.logprobs = body.integer("logprobs", -1, 0, kMaxLogprobs);
+  const int64_t logprobs = body.integer("logprobs", -1, 0, kMaxLogprobs);
+  o.logprobs = best_of_samples ? std::max<int64_t>(logprobs, 0) : logprobs;  // best_of ranks by them
   job->echo = body.boolean("echo", false);
-  o.prompt_logprobs = job->echo && o.logprobs >= 0;
+  o.prompt_logprobs = job->echo && logprobs >= 0;
   job->items = job->prompts.size();
   // Greedy requests with the same options share batches (a row's answer does not depend on its
   // batch); a sampled one runs alone: its prompts' random streams are numbered within the call.
@@ -375,10 +406,13 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     wait(*job);
     current_request().tokens = job->tokens;
     nlohmann::json choices = nlohmann::json::array();
-    for (size_t i = 0; i < job->out.size(); ++i) {
-      const tasks::Generation& g = job->out[i];
-      const nlohmann::json lp = o.logprobs >= 0 ? tasks::logprobs_json(*gen.bundle().tokenizer, g, job->echo) : nullptr;
-      const std::string& prompt = job->prompts[beam ? i / size_t(n_choices) : i];
+    std::vector<size_t> picked(job->out.size());  // the choices' generations, in order
+    std::iota(picked.begin(), picked.end(), size_t(0));
+    if (best_of_samples) picked = best_per_token(job->out, size_t(best_of), size_t(n_choices));
+    for (size_t i = 0; i < picked.size(); ++i) {
+      const tasks::Generation& g = job->out[picked[i]];
+      const nlohmann::json lp = logprobs >= 0 ? tasks::logprobs_json(*gen.bundle().tokenizer, g, job->echo) : nullptr;
+      const std::string& prompt = job->prompts[beam ? i / size_t(n_choices) : picked[i]];
       choices.push_back({{"text", job->echo ? prompt + g.text : g.text}, {"index", i}, {"logprobs", lp},
                          {"finish_reason", finish_reason(g.finish)}});
     }

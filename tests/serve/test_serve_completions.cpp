@@ -349,6 +349,55 @@ TEST(Serve, CompletionsWithBeamSearchEqualTheGenerators) {
   refused({{"temperature", 0.7}}, "use_beam_search needs temperature 0");
   refused({{"n", 3}, {"best_of", 2}}, "best_of (2) must be at least n (3)");
   refused({{"early_stopping", "sometimes"}}, "expected true, false or \"never\", got \"sometimes\"");
-  refused({{"use_beam_search", false}, {"best_of", 2}}, "best_of other than n is supported with use_beam_search only");
+  refused({{"use_beam_search", false}, {"best_of", 2}, {"temperature", 0}}, "best_of above n needs sampling");
+  refused({{"use_beam_search", false}, {"best_of", 2}, {"stream", true}}, "best_of above n cannot stream");
   refused({{"use_beam_search", false}, {"length_penalty", 2}}, "\"length_penalty\" is for use_beam_search");
+}
+
+// OpenAI's sampled best_of: best_of completions per prompt (the Generator's on each prompt repeated
+// best_of times, from the request's seed), of which the n with the highest mean log-probability
+// per token come back, best first; their logprobs only when asked; usage counts every completion.
+TEST(Serve, SampledBestOfReturnsTheBestPerTokenOfTheGeneratorsSamples) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  tasks::Generator lib(m.gpt);
+  const std::vector<std::string> prompts = {"the file", "user name"};
+  tasks::GenerateOptions o;
+  o.sample = true, o.seed = 11, o.max_new_tokens = 6, o.logits.temperature = 1.3, o.logprobs = 1;
+  std::vector<std::string> each;  // best_of 4 of each prompt
+  for (const std::string& p : prompts) each.insert(each.end(), 4, p);
+  const auto want = lib.generate(each, o);
+  std::vector<size_t> best;  // by mean log-probability per token, the 2 best of each prompt's 4
+  int64_t tokens = 0;
+  bool reordered = false;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<std::pair<double, size_t>> mean;
+    for (size_t j = 4 * i; j < 4 * i + 4; ++j) {
+      double sum = 0;
+      for (const auto& t : want[j].logprobs) sum += t.logprob;
+      mean.emplace_back(-sum / double(want[j].logprobs.size()), j);  // ascending = best first
+      tokens += int64_t(want[j].tokens.size());
+    }
+    std::sort(mean.begin(), mean.end());
+    ASSERT_LT(mean[1].first, mean[2].first) << "a tie at the cut: pick another seed";
+    best.insert(best.end(), {mean[0].second, mean[1].second});
+    reordered |= mean[0].second != 4 * i || mean[1].second != 4 * i + 1;
+  }
+  EXPECT_TRUE(reordered) << "the first two samples are the best: the test could not tell ranking from none";
+  for (const bool with_logprobs : {false, true}) {
+    nlohmann::json q = {{"prompt", prompts}, {"max_tokens", 6}, {"temperature", 1.3}, {"seed", 11}, {"n", 2},
+                        {"best_of", 4}};
+    if (with_logprobs) q["logprobs"] = 1;
+    const Reply r = post(s.port, "/v1/completions", q);
+    ASSERT_EQ(r.status, 200) << r.body;
+    ASSERT_EQ(r.json["choices"].size(), 4u);
+    for (size_t k = 0; k < 4; ++k) {
+      const auto& c = r.json["choices"][k];
+      EXPECT_EQ(c["index"], k);
+      EXPECT_EQ(c["text"], want[best[k]].text) << k;
+      EXPECT_EQ(c["logprobs"], with_logprobs ? tasks::logprobs_json(*lib.bundle().tokenizer, want[best[k]], false)
+                                             : nlohmann::json(nullptr)) << k;
+    }
+    EXPECT_EQ(r.json["usage"]["completion_tokens"], tokens);
+  }
 }
