@@ -45,7 +45,8 @@ std::vector<size_t> best_per_token(const std::vector<tasks::Generation>& out, si
     std::iota(order.begin(), order.end(), first);
     std::vector<double> score(per);
     for (size_t j = 0; j < per; ++j) score[j] = mean(first + j);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a - first] > score[b - first]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return score[a - first] > score[b - first]; });
     picked.insert(picked.end(), order.begin(), order.begin() + int64_t(n));
   }
   return picked;
@@ -411,7 +412,8 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     if (best_of_samples) picked = best_per_token(job->out, size_t(best_of), size_t(n_choices));
     for (size_t i = 0; i < picked.size(); ++i) {
       const tasks::Generation& g = job->out[picked[i]];
-      const nlohmann::json lp = logprobs >= 0 ? tasks::logprobs_json(*gen.bundle().tokenizer, g, job->echo) : nullptr;
+      const nlohmann::json lp =
+          logprobs >= 0 ? tasks::logprobs_json(*gen.bundle().tokenizer, g, job->echo) : nlohmann::json(nullptr);
       const std::string& prompt = job->prompts[beam ? i / size_t(n_choices) : picked[i]];
       choices.push_back({{"text", job->echo ? prompt + g.text : g.text}, {"index", i}, {"logprobs", lp},
                          {"finish_reason", finish_reason(g.finish)}});

@@ -163,7 +163,8 @@ std::vector<Generation> Generator::generate(const std::vector<std::string>& prom
 namespace {
 
 size_t code_points(std::string_view s) {  // of valid UTF-8: the bytes that start a character
-  return size_t(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+  return size_t(
+      std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
 // Where token i of ids starts in their decoded text (skipping specials, U+FFFD for bytes that are

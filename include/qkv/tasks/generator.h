@@ -123,9 +123,9 @@ struct Generation {
 // the choice's text (Generation::text, after the decoded prompt with echo), in Unicode code points
 // (what a Python str indexes): after the text of the tokens before it (after the space, where a
 // word-level tokenizer joins words with one); a special token (eos) where the text has got to;
-// every byte of a character split over tokens at that character. Streaming sends a generation in parts: the generated tokens
-// [from, to) of g.logprobs (to clamped to their count), and the echoed prompt's tokens only with
-// list_prompt; every part's offsets are those of the whole.
+// every byte of a character split over tokens at that character. Streaming sends a generation in
+// parts: the generated tokens [from, to) of g.logprobs (to clamped to their count), and the echoed
+// prompt's tokens only with list_prompt; every part's offsets are those of the whole.
 nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bool echo, size_t from = 0,
                              size_t to = SIZE_MAX, bool list_prompt = true);
 
