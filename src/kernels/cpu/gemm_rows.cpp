@@ -238,25 +238,14 @@ void rows_block(int64_t M, const T* x, int64_t ldx, const T* const* w, int64_t n
   }
 }
 
-// Streams far-apart weight rows against x rows m0 .. m0 + MR - 1 (MR <= 4), in chunks of at most
-// 16 / MR streams (the accumulators stay in registers): out[s] and the outputs of x row m at
-// out[s] + m * ldo.
-template <int MR, int Streams, typename T>
-void far_apart_pass(int64_t m0, const T* x, int64_t ldx, const T* const* w, int64_t K, const float* const* b,
-                    float* const* o, int64_t ldo) {
-  constexpr int C = std::min(Streams, 16 / (MR == 3 ? 4 : MR));
-  float* om[Streams];
-  for (int s = 0; s < Streams; ++s) om[s] = o[s] + m0 * ldo;
-  for (int s = 0; s < Streams; s += C) rows_far_apart<MR, C>(x + m0 * ldx, ldx, w + s, K, b + s, om + s, ldo);
-}
-
-// Rows [lo, hi) of src against the M rows of x as Streams streams, a row of each of the range's
-// Streams equal parts at a time, each against every x row (4 at a time) while it is in L1
-// (rows_far_apart), then the rows left over (fewer than Streams) one by one. out[m * ldo + n] and
-// bias[n] (bias may be null) are indexed by global row n.
-template <int Streams, typename T>
-void rows_in_streams(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src, int64_t lo, int64_t hi,
-                     const float* bias, float* out, int64_t ldo) {
+// Rows [lo, hi) of src against the MR (1, 3 or 4) rows of x as Streams streams, a row of each of
+// the range's Streams equal parts at a time, each against every x row while it is in L1
+// (rows_far_apart, in passes of at most 16 accumulators), then the rows left over (fewer than
+// Streams) one by one. out[m * ldo + n] and bias[n] (bias may be null) are indexed by global row n.
+template <int Streams, int MR, typename T>
+void rows_in_streams(const T* x, int64_t ldx, const RowSource<T>& src, int64_t lo, int64_t hi, const float* bias,
+                     float* out, int64_t ldo) {
+  constexpr int C = std::min(Streams, 16 / (MR == 3 ? 4 : MR));  // streams per pass
   const int64_t per = (hi - lo) / Streams, K = src.K;
   const T* w[Streams];
   const float* b[Streams];
@@ -268,28 +257,23 @@ void rows_in_streams(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src
       b[s] = bias ? bias + n : nullptr;
       o[s] = out + n;
     }
-    for (int64_t m0 = 0; m0 < M; m0 += 4) {
-      switch (std::min<int64_t>(4, M - m0)) {
-        case 1: far_apart_pass<1, Streams>(m0, x, ldx, w, K, b, o, ldo); break;
-        case 2: far_apart_pass<2, Streams>(m0, x, ldx, w, K, b, o, ldo); break;
-        case 3: far_apart_pass<3, Streams>(m0, x, ldx, w, K, b, o, ldo); break;
-        default: far_apart_pass<4, Streams>(m0, x, ldx, w, K, b, o, ldo);
-      }
-    }
+    for (int s = 0; s < Streams; s += C) rows_far_apart<MR, C>(x, ldx, w + s, K, b + s, o + s, ldo);
   }
   for (int64_t n = lo + Streams * per; n < hi; ++n) {
     const T* wn = src.row(n);
-    const float* bn = bias ? bias + n : nullptr;
-    for (int64_t m0 = 0; m0 < M; m0 += 4) {
-      const T* xm = x + m0 * ldx;
-      float* om = out + m0 * ldo + n;
-      switch (std::min<int64_t>(4, M - m0)) {
-        case 1: rows_tile<1, 1>(xm, ldx, &wn, K, bn, om, ldo); break;
-        case 2: rows_tile<2, 1>(xm, ldx, &wn, K, bn, om, ldo); break;
-        case 3: rows_tile<3, 1>(xm, ldx, &wn, K, bn, om, ldo); break;
-        default: rows_tile<4, 1>(xm, ldx, &wn, K, bn, om, ldo);
-      }
-    }
+    rows_tile<MR, 1>(x, ldx, &wn, K, bias ? bias + n : nullptr, out + n, ldo);
+  }
+}
+
+// rows_in_streams with the stream count chosen at run time.
+template <int MR, typename T>
+void rows_in_streams(int streams, const T* x, int64_t ldx, const RowSource<T>& src, int64_t lo, int64_t hi,
+                     const float* bias, float* out, int64_t ldo) {
+  switch (streams) {
+    case 1: return rows_in_streams<1, MR>(x, ldx, src, lo, hi, bias, out, ldo);
+    case 2: return rows_in_streams<2, MR>(x, ldx, src, lo, hi, bias, out, ldo);
+    case 4: return rows_in_streams<4, MR>(x, ldx, src, lo, hi, bias, out, ldo);
+    default: return rows_in_streams<8, MR>(x, ldx, src, lo, hi, bias, out, ldo);
   }
 }
 
@@ -335,13 +319,11 @@ void rows_product_of(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src
   const int64_t K = src.K, nb = (N + kBlock - 1) / kBlock;
   if (M == 1 || (std::is_same_v<T, float> && (M == 3 || M == 4))) {
     const int streams = rows_streams_per_thread();  // see above
-    const int64_t ldo = N;
     const auto rows_as_streams = [&](int64_t lo, int64_t hi) {
-      switch (streams) {
-        case 1: return rows_in_streams<1>(M, x, ldx, src, lo, hi, bias, out, ldo);
-        case 2: return rows_in_streams<2>(M, x, ldx, src, lo, hi, bias, out, ldo);
-        case 4: return rows_in_streams<4>(M, x, ldx, src, lo, hi, bias, out, ldo);
-        default: return rows_in_streams<8>(M, x, ldx, src, lo, hi, bias, out, ldo);
+      switch (M) {
+        case 1: return rows_in_streams<1>(streams, x, ldx, src, lo, hi, bias, out, N);
+        case 3: return rows_in_streams<3>(streams, x, ldx, src, lo, hi, bias, out, N);
+        default: return rows_in_streams<4>(streams, x, ldx, src, lo, hi, bias, out, N);
       }
     };
     if (M * N * K < min_macs || nb < 2) return rows_as_streams(0, N);
