@@ -89,21 +89,23 @@ inline __m512 madd(__m512 acc, const Bf16x32& x, const Bf16x32& w) {
 }
 #endif
 
-// out[m * ldo + r] = bias[r] + dot(x[m * ldx ..], w[r][..]) for MR rows of x and NR weight rows.
-// Lane l of acc[m][r] sums the products at k = l, l + 16, ... in k order (the tail zero-padded);
-// the 16 lanes are then added by lane_sum (a fixed tree). So an output depends only on its x
-// row, its weight row and K. Stream (bf16's first pass over a block at batch > 1, rows_block):
-// each 64-byte line is requested kStreamAheadBytes before it is used. For f32's 8-row blocks the
-// next block is not prefetched in software: into L1 (T0) it made the rows 1.17-1.20x slower than
-// the panels (Intel Xeon); into L2 (T1) it was level with none there and 8-10% slower than none
-// on AMD EPYC Zen 5 (bench_matmul gpt2stream, BENCHMARKS.md).
+// sum[m][r] = dot(x[m * ldx ..], w[r][..]) for MR rows of x and NR weight rows (pointers w: rows
+// of one block, or far apart). Lane l of an accumulator sums the products at k = l, l + 16, ... in
+// k order (the tail zero-padded); the 16 lanes are then added by lane_sum (a fixed tree). So a sum
+// depends only on its x row, its weight row and K. Stream (bf16's first pass over a block at batch
+// > 1, rows_block): each 64-byte line is requested kStreamAheadBytes before it is used. For f32's
+// 8-row blocks the next block is not prefetched in software: into L1 (T0) it made the rows
+// 1.17-1.20x slower than the panels (Intel Xeon); into L2 (T1) it was level with none there and
+// 8-10% slower than none on AMD EPYC Zen 5 (bench_matmul gpt2stream, BENCHMARKS.md). MR * NR <= 16
+// accumulators, to stay in registers.
 constexpr int64_t kStreamAheadBytes = 8192;  // the best of 4, 8 and 16 KB (f32 at batch 1, 2 streams, Zen 5)
 // A hint for the line kStreamAheadBytes past p (the address may lie past the weight's end: never a fault).
 inline void prefetch_ahead(const void* p) {
   _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kStreamAheadBytes), _MM_HINT_T0);
 }
-template <int MR, int NR, bool Stream = false, typename T>
-void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const float* bias, float* out, int64_t ldo) {
+template <int MR, int NR, bool Stream, typename T>
+inline void dot_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, float (&sum)[MR][NR]) {
+  static_assert(MR * NR <= 16, "accumulators must stay in registers");
   constexpr int64_t S = kStep<T>;
   __m512 acc[MR][NR];
   for (int m = 0; m < MR; ++m)
@@ -128,50 +130,16 @@ void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const floa
     }
   }
   for (int m = 0; m < MR; ++m)
-    for (int r = 0; r < NR; ++r) out[m * ldo + r] = lane_sum(acc[m][r]) + (bias ? bias[r] : 0.f);
-}
-
-// Streams weight rows far apart (one from each of the Streams parts of a thread's range)
-// against MR rows of x, each weight row read as its own stream: out[s][m * ldo] gets exactly what
-// rows_tile<1, 1> computes for x row m and weight row s (bias[s] may be null). MR * Streams <= 16
-// accumulators. No software prefetch: with eight streams a line requested 1 KB ahead measured
-// level with none (Intel Xeon; see rows_product_of).
-template <int MR, int Streams, typename T>
-void rows_far_apart(const T* x, int64_t ldx, const T* const* w, int64_t K, const float* const* bias,
-                    float* const* out, int64_t ldo) {
-  static_assert(MR * Streams <= 16, "accumulators must stay in registers");
-  constexpr int64_t S = kStep<T>;
-  __m512 acc[MR][Streams];
-  for (int m = 0; m < MR; ++m)
-    for (int s = 0; s < Streams; ++s) acc[m][s] = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k + S <= K; k += S) {
-    decltype(load(x)) xv[MR];
-    for (int m = 0; m < MR; ++m) xv[m] = load(x + m * ldx + k);
-    for (int s = 0; s < Streams; ++s) {
-      const auto wv = load(w[s] + k);
-      for (int m = 0; m < MR; ++m) acc[m][s] = madd(acc[m][s], xv[m], wv);
-    }
-  }
-  if (k < K) {
-    decltype(load(x)) xv[MR];
-    for (int m = 0; m < MR; ++m) xv[m] = load_tail(x + m * ldx + k, K - k);
-    for (int s = 0; s < Streams; ++s) {
-      const auto wv = load_tail(w[s] + k, K - k);
-      for (int m = 0; m < MR; ++m) acc[m][s] = madd(acc[m][s], xv[m], wv);
-    }
-  }
-  for (int m = 0; m < MR; ++m)
-    for (int s = 0; s < Streams; ++s) out[s][m * ldo] = lane_sum(acc[m][s]) + (bias[s] ? *bias[s] : 0.f);
+    for (int r = 0; r < NR; ++r) sum[m][r] = lane_sum(acc[m][r]);
 }
 #else
 inline float as_f32(float v) { return v; }
 inline float as_f32(uint16_t v) { return from_bf16(v); }
-template <int MR, int NR, bool Stream = false, typename T>
-void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const float* bias, float* out, int64_t ldo) {
-  // f32: the same order of additions as the AVX-512 version: 16 k-ordered lane sums, then
-  // lane_sum's tree (lane l + lane l+8, then + 4, + 2, + 1). bf16: the same exact products, in
-  // that order too (not vdpbf16ps's pairs).
+// The same sums as the AVX-512 version: f32, the same order of additions (16 k-ordered lane sums
+// of fused multiply-adds, then lane_sum's tree: lane l + lane l+8, then + 4, + 2, + 1); bf16, the
+// same exact products in that order too (not vdpbf16ps's pairs).
+template <int MR, int NR, bool Stream, typename T>
+inline void dot_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, float (&sum)[MR][NR]) {
   for (int m = 0; m < MR; ++m)
     for (int r = 0; r < NR; ++r) {
       float lane[16] = {};
@@ -179,16 +147,33 @@ void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const floa
         lane[k % 16] = std::fma(as_f32(x[m * ldx + k]), as_f32(w[r][k]), lane[k % 16]);
       for (int half = 8; half >= 1; half /= 2)
         for (int l = 0; l < half; ++l) lane[l] += lane[l + half];
-      out[m * ldo + r] = lane[0] + (bias ? bias[r] : 0.f);
+      sum[m][r] = lane[0];
     }
 }
-// Streams rows against MR x rows, each output as rows_tile<1, 1> computes it (the AVX-512 version's bits).
+#endif
+
+// out[m * ldo + r] = bias[r] + dot(x[m * ldx ..], w[r][..]) (dot_tile; bias may be null).
+template <int MR, int NR, bool Stream = false, typename T>
+void rows_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, const float* bias, float* out, int64_t ldo) {
+  float sum[MR][NR];
+  dot_tile<MR, NR, Stream>(x, ldx, w, K, sum);
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) out[m * ldo + r] = sum[m][r] + (bias ? bias[r] : 0.f);
+}
+
+// Streams weight rows far apart (one from each of the Streams parts of a thread's range)
+// against MR rows of x, each weight row read as its own stream: out[s][m * ldo] gets exactly what
+// rows_tile computes for x row m and weight row s (bias[s] may be null). No software prefetch:
+// with eight streams a line requested 1 KB ahead measured level with none (Intel Xeon; see
+// rows_product_of).
 template <int MR, int Streams, typename T>
 void rows_far_apart(const T* x, int64_t ldx, const T* const* w, int64_t K, const float* const* bias,
                     float* const* out, int64_t ldo) {
-  for (int s = 0; s < Streams; ++s) rows_tile<MR, 1>(x, ldx, &w[s], K, bias[s], out[s], ldo);
+  float sum[MR][Streams];
+  dot_tile<MR, Streams, false>(x, ldx, w, K, sum);
+  for (int m = 0; m < MR; ++m)
+    for (int s = 0; s < Streams; ++s) out[s][m * ldo] = sum[m][s] + (bias[s] ? *bias[s] : 0.f);
 }
-#endif
 
 // Up to 4 rows of x (mr) against a block of nrows <= kBlock weight rows (pointers w): up to 2 x
 // rows take the block 8 rows wide (16 accumulators), 3-4 x rows take it as two halves of 4 (16
