@@ -180,7 +180,8 @@ class TokenStarts {
     const size_t through = length(i + 1);
     return through >= own_length ? through - own_length : 0;
   }
-  size_t length(size_t n) {  // of tokens 0..n-1
+  size_t length(size_t n) {  // of tokens 0..n-1 (at most all of them)
+    n = std::min(n, ids_.size());
     if (n == known_n_) return known_;
     if (n == next_n_) return next_;
     known_n_ = next_n_, known_ = next_;
