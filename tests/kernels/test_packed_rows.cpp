@@ -142,7 +142,7 @@ TEST(PackedRows, RowsOnThePoolHaveTheBatchsBits) {
   Tensor w1 = testing::randn({500, K}, 31), w2 = testing::randn({501, K}, 32), b = testing::randn({N}, 33);
   Tensor x = testing::randn({4, K}, 34);
   auto p = kernels::pack_linear_rows({w1, w2}, b);
-  auto first_rows = [&](int64_t m0, int64_t M) {
+  auto rows_of = [&](int64_t m0, int64_t M) {  // x rows m0 .. m0 + M - 1
     Tensor r = Tensor::empty({M, K});
     std::memcpy(r.data<float>(), x.data<float>() + m0 * K, size_t(M * K) * sizeof(float));
     return r;
@@ -151,7 +151,7 @@ TEST(PackedRows, RowsOnThePoolHaveTheBatchsBits) {
   {
     testing::ThreadGuard t(1);
     testing::RowsStreamsGuard s(1);
-    for (int64_t m = 0; m < 4; ++m) alone.push_back(product(first_rows(m, 1), p));
+    for (int64_t m = 0; m < 4; ++m) alone.push_back(product(rows_of(m, 1), p));
   }
   expect_close(product(x, p), reference(x, {w1, w2}, b), K);
   for (int threads : {1, 2})
@@ -159,7 +159,7 @@ TEST(PackedRows, RowsOnThePoolHaveTheBatchsBits) {
       for (int64_t M : {1, 2, 3, 4}) {
         testing::ThreadGuard t(threads);
         testing::RowsStreamsGuard s(streams);
-        const Tensor batch = product(first_rows(0, M), p);
+        const Tensor batch = product(rows_of(0, M), p);
         for (int64_t m = 0; m < M; ++m)
           EXPECT_EQ(std::memcmp(alone[size_t(m)].data<float>(), batch.data<float>() + m * N, N * sizeof(float)), 0)
               << "threads " << threads << ", streams " << streams << ", batch " << M << ", row " << m;
