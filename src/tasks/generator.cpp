@@ -208,8 +208,7 @@ nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bo
   };
   auto add_token = [&](int64_t id, TokenStarts& starts, size_t i, size_t shift) {
     std::string t = text_of(id);
-    const int32_t one[1] = {int32_t(id)};
-    offsets.push_back(shift + starts.start(i, code_points(t), tok.decode(one, true).empty()));
+    offsets.push_back(shift + starts.start(i, code_points(t), tok.is_special_id(int32_t(id))));
     tokens.push_back(std::move(t));
   };
   auto add_logprobs = [&](const decode::TokenLogprob& t) {

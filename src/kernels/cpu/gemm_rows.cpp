@@ -294,10 +294,11 @@ void rows_in_streams(int streams, const T* x, int64_t ldx, const RowSource<T>& s
 // weight row multiplied with all of them while it is in L1. GPT-2 124M's 49 products took 0.83-0.96x
 // the 8-row blocks' time at 3 rows and 0.81-1.01x at 4 (median ratios of 12-20 alternations in one
 // process, four sittings), and decoding steps of 3-4 rows (greedy batches, beam search with 4
-// beams) ran 1.14-1.36x faster (bench_gpt_batch, five alternating runs). At 2 rows the streams hold only 8 accumulators and took 1.04-1.23x the blocks'
-// time; from 6 rows they were level or slower (AMD EPYC Zen 5, 2026-12-05). bf16 keeps the blocks,
-// whose first pass prefetches: its streams at 3 and 4 rows were level with them (median ratios
-// 0.97-1.00 in two sittings of 16 alternations).
+// beams) ran 1.14-1.36x faster (bench_gpt_batch, five alternating runs). At 2 rows the streams
+// hold only 8 accumulators and took 1.04-1.23x the blocks' time; from 6 rows they were level or
+// slower (AMD EPYC Zen 5, 2026-12-05). bf16 keeps the blocks, whose first pass prefetches: its
+// streams at 3 and 4 rows were level with them (median ratios 0.97-1.00 in two sittings of 16
+// alternations).
 template <typename T>
 void rows_product_of(int64_t M, const T* x, int64_t ldx, const RowSource<T>& src, int64_t N, const float* bias,
                      float* out, int64_t min_macs) {
