@@ -28,6 +28,7 @@ struct Row {
   int64_t prompt_len = 0;         // L: tokens of the (possibly truncated) prompt
   int64_t max_new = 0;            // after clamping to the context
   std::vector<int64_t> history;   // prompt + generated (the repetition penalty's tokens)
+  int32_t context = -1;           // text_context of the prompt: the text is decoded after it
   qkv::Generator rng;             // this prompt's own stream
   size_t emitted = 0;             // bytes of the text already passed to on_token
   Generation* out = nullptr;
@@ -66,6 +67,31 @@ size_t find_stop(const std::string& text, const std::vector<std::string>& stop) 
   return at;
 }
 
+// The prompt's last token that decodes to text (not a special), which a completion is decoded
+// after (-1: none).
+int32_t text_context(const text::Tokenizer& tok, const std::vector<int64_t>& prompt) {
+  for (auto it = prompt.rbegin(); it != prompt.rend(); ++it)
+    if (!tok.is_special_id(int32_t(*it))) return int32_t(*it);
+  return -1;
+}
+
+// The text of generated ids as they continue a prompt, cut the way Hugging Face's text-generation
+// pipeline cuts a completion out of the decoded prompt + completion: the decoding of the prompt's
+// last text token (context) followed by ids, less the context's own decoding. So a word-level
+// tokenizer's joining space leads the completion, and a WordPiece "##" piece joins the prompt's
+// last word. Byte-level decodings are concatenations: for them this is decode(ids).
+std::string decode_continuation(const text::Tokenizer& tok, int32_t context, std::span<const int64_t> ids) {
+  std::vector<int32_t> d;
+  d.reserve(ids.size() + 1);
+  if (context >= 0) d.push_back(context);
+  d.insert(d.end(), ids.begin(), ids.end());
+  std::string all = tok.decode(d);
+  if (context < 0) return all;
+  const std::string before = tok.decode(std::span<const int32_t>(d.data(), 1));
+  if (all.compare(0, before.size(), before) == 0) return all.substr(before.size());
+  return tok.decode(std::span<const int32_t>(d).subspan(1));  // a decoder that rewrites the context: ids alone
+}
+
 // Beam search's completions (GenerateOptions::num_beams > 1): prompt i's j-th best at
 // i * num_return_sequences + j, each with prompt i's fields of `prompts`.
 std::vector<Generation> beam_generations(const io::GptBundle& bundle, const std::vector<Row>& rows,
@@ -85,8 +111,8 @@ std::vector<Generation> beam_generations(const io::GptBundle& bundle, const std:
       const bool ended = eos >= 0 && !h.tokens.empty() && h.tokens.back() == eos;
       g.finish = ended ? "eos" : "length";
       if (bundle.tokenizer) {
-        const std::vector<int32_t> dec(h.tokens.begin(), h.tokens.end() - (ended ? 1 : 0));
-        g.text = utf8::replace_invalid(bundle.tokenizer->decode(dec));
+        const std::span<const int64_t> dec(h.tokens.data(), h.tokens.size() - (ended ? 1 : 0));
+        g.text = utf8::replace_invalid(decode_continuation(*bundle.tokenizer, rows[i].context, dec));
       }
       out.push_back(std::move(g));
     }
@@ -174,7 +200,8 @@ size_t code_points(std::string_view s) {  // of valid UTF-8: the bytes that star
 // length(n): the decoded length of tokens 0..n-1 (in order, each prefix is decoded once).
 class TokenStarts {
  public:
-  TokenStarts(const text::Tokenizer& tok, const std::vector<int64_t>& ids) : tok_(tok), ids_(ids) {}
+  TokenStarts(const text::Tokenizer& tok, const std::vector<int64_t>& ids, int32_t context = -1)
+      : tok_(tok), ids_(ids), context_(context) {}
   size_t start(size_t i, size_t own_length, bool special) {
     if (special) return length(i);
     const size_t through = length(i + 1);
@@ -185,14 +212,15 @@ class TokenStarts {
     if (n == known_n_) return known_;
     if (n == next_n_) return next_;
     known_n_ = next_n_, known_ = next_;
-    const std::vector<int32_t> d(ids_.begin(), ids_.begin() + int64_t(n));
-    next_n_ = n, next_ = code_points(utf8::replace_invalid(tok_.decode(d)));
+    const std::span<const int64_t> d(ids_.data(), n);
+    next_n_ = n, next_ = code_points(utf8::replace_invalid(decode_continuation(tok_, context_, d)));
     return next_;
   }
 
  private:
   const text::Tokenizer& tok_;
   const std::vector<int64_t>& ids_;
+  int32_t context_ = -1;  // ids continue a prompt ending in this token (decode_continuation)
   size_t known_n_ = 0, known_ = 0, next_n_ = 0, next_ = 0;
 };
 
@@ -229,7 +257,7 @@ nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bo
   }
   // The generated tokens' offsets: in Generation::text, after the prompt's text when it leads.
   const size_t shift = echo ? in_prompt.length(g.prompt_ids.size()) : 0;
-  TokenStarts in_text(tok, g.tokens);
+  TokenStarts in_text(tok, g.tokens, text_context(tok, g.prompt_ids));
   for (size_t i = from; i < std::min(to, g.logprobs.size()); ++i) {
     add_token(g.logprobs[i].token, in_text, i, shift);
     add_logprobs(g.logprobs[i]);
@@ -310,11 +338,11 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
     r.max_new = std::min(opt.max_new_tokens, P - r.prompt_len);
     out[i].prompt_tokens = r.prompt_len;
     out[i].prompt_ids = r.history;
+    if (bundle_.tokenizer) r.context = text_context(*bundle_.tokenizer, r.history);
     r.rng.set_state(opt.seed, uint64_t(i) << 32);  // stream i: counters from i * 2^32
   }
 
   // A new token of row r: history, text, stop / eos / length, streaming.
-  std::vector<int32_t> dec;
   auto emit = [&](Row& r, int64_t tok) {
     Generation& g = *r.out;
     g.tokens.push_back(tok);
@@ -323,8 +351,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
     if (eos >= 0 && tok == eos) {
       g.finish = "eos", done = true;
     } else if (bundle_.tokenizer) {
-      dec.assign(g.tokens.begin(), g.tokens.end());
-      g.text = bundle_.tokenizer->decode(dec);
+      g.text = decode_continuation(*bundle_.tokenizer, r.context, g.tokens);
       const size_t at = find_stop(g.text, opt.stop);
       if (at != std::string::npos) g.text.resize(at), g.finish = "stop", done = true;
     }

@@ -183,6 +183,11 @@ TEST(Serve, CompletionLogprobsAndEchoEqualTheGenerators) {
     for (size_t i = 0; i < prompts.size(); ++i) {
       const auto& c = r.json["choices"][i];
       EXPECT_EQ(c["text"], (echo ? prompts[i] : "") + want[i].text);
+      if (echo) {  // the words as the tokens decode together: the prompt's last and the first generated apart
+        std::vector<int32_t> ids(want[i].prompt_ids.begin(), want[i].prompt_ids.end());
+        ids.insert(ids.end(), want[i].tokens.begin(), want[i].tokens.end());
+        EXPECT_EQ(c["text"], tok.decode(ids));
+      }
       std::vector<decode::TokenLogprob> all = want[i].logprobs;
       if (echo) all.insert(all.begin(), want[i].prompt_logprobs.begin(), want[i].prompt_logprobs.end());
       const size_t first = echo ? 1 : 0;  // echo: the prompt's first token, with nulls
@@ -258,8 +263,8 @@ TEST(Serve, StreamingGivesTheSameTextPieceByPieceAndEndsWithDone) {
 }
 
 // Streamed with "logprobs" and "echo": the echoed prompt comes first, and the events' texts and
-// logprobs objects put together are the unstreamed answer's (the stop string "file name" makes a
-// text ending in "file" wait for the next token, whose event then carries both tokens).
+// logprobs objects put together are the unstreamed answer's (the stop string " file name" makes a
+// text ending in " file" wait for the next token, whose event then carries both tokens).
 TEST(Serve, StreamedLogprobsAndEchoPutTogetherAreTheUnstreamedOnes) {
   const auto& m = ServeModels::get();
   RunningServer s(m.all());
@@ -267,7 +272,7 @@ TEST(Serve, StreamedLogprobsAndEchoPutTogetherAreTheUnstreamedOnes) {
   for (const bool echo : {false, true}) {
     SCOPED_TRACE(echo ? "echo" : "no echo");
     const Completed got = plain_and_streamed(s.port, {{"prompt", prompts}, {"max_tokens", 12}, {"temperature", 0},
-                                                      {"logprobs", 2}, {"echo", echo}, {"stop", "file name"}});
+                                                      {"logprobs", 2}, {"echo", echo}, {"stop", " file name"}});
     const Reply& plain = got.plain;
     ASSERT_EQ(plain.status, 200) << plain.body;
     const auto& events = got.events;

@@ -102,7 +102,9 @@ struct GenerateOptions {
 };
 
 struct Generation {
-  std::string text;             // the completion (prompt excluded, stop string and eos cut); bytes
+  std::string text;             // the completion (prompt excluded, stop string and eos cut), as
+                                // Hugging Face's pipeline cuts it from the decoded prompt +
+                                // completion: a word-level tokenizer's joining space leads it; bytes
                                 // the tokens decode to that are not UTF-8 become U+FFFD
                                 // (utf8::replace_invalid, as Hugging Face's decode)
   std::vector<int64_t> tokens;  // generated ids (eos included if generated)
