@@ -68,10 +68,10 @@ size_t find_stop(const std::string& text, const std::vector<std::string>& stop) 
 }
 
 // The prompt's last token that decodes to text (not a special), which a completion is decoded
-// after (-1: none).
+// after (-1: none, or an id past the tokenizer's vocabulary, as a model's padded one may have).
 int32_t text_context(const text::Tokenizer& tok, const std::vector<int64_t>& prompt) {
   for (auto it = prompt.rbegin(); it != prompt.rend(); ++it)
-    if (!tok.is_special_id(int32_t(*it))) return int32_t(*it);
+    if (!tok.is_special_id(int32_t(*it))) return *it >= 0 && *it < tok.model_vocab_size() ? int32_t(*it) : -1;
   return -1;
 }
 

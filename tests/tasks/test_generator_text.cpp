@@ -82,3 +82,22 @@ TEST(GeneratorText, WordPieceContinuationsAndPunctuationJoinThePromptsLastWord) 
   EXPECT_NE(firsts.find(' '), std::string::npos) << firsts;
   EXPECT_NE(firsts.find_first_not_of(' '), std::string::npos) << firsts;
 }
+
+// A model whose vocabulary is padded past its tokenizer's: a prompt ending in a padding id (no
+// text to continue) gives the completion decoded alone.
+TEST(GeneratorText, APromptEndingInAnIdPastTheTokenizerDecodesTheCompletionAlone) {
+  io::GptBundle b = qkv_test::tiny_gpt(32, 32);
+  const int64_t V = b.tokenizer->vocab_size();
+  b.config.vocab_size = V + 3;
+  default_generator().manual_seed(9);
+  b.model = std::make_shared<models::Gpt>(b.config);
+  tasks::Generator gen(b);
+  tasks::GenerateOptions o;
+  o.max_new_tokens = 4, o.eos_id = -1;
+  for (int64_t id = V; id < V + 3; ++id) o.logits.logit_bias.push_back({id, -100.0});  // never generated
+  const std::optional<int32_t> file = b.tokenizer->token_to_id("file");
+  ASSERT_TRUE(file.has_value());
+  const auto r = gen.generate_ids({{*file, V + 1}}, o);
+  std::vector<int32_t> ids(r[0].tokens.begin(), r[0].tokens.end());
+  EXPECT_EQ(r[0].text, b.tokenizer->decode(ids));
+}

@@ -45,9 +45,12 @@ constexpr int64_t kRows = 8;    // output rows per tile
 
 // A bf16 panel stores row k of its 32 columns as 16 dwords, dword c holding column c in its low half
 // and column c + 16 in its high half: widening to f32 (bf16 bits << 16) is then one shift for
-// columns 0-15 and one mask for 16-31. panel_value reads column j of such a row.
-inline float panel_value(const float* row, int64_t j) { return row[j]; }
-inline float panel_value(const uint16_t* row, int64_t j) { return from_bf16(row[j < 16 ? 2 * j : 2 * (j - 16) + 1]); }
+// columns 0-15 and one mask for 16-31. panel_value reads column j of such a row (the scalar
+// tile's; AVX-512 builds do not call it, and clang warns about unused functions).
+[[maybe_unused]] inline float panel_value(const float* row, int64_t j) { return row[j]; }
+[[maybe_unused]] inline float panel_value(const uint16_t* row, int64_t j) {
+  return from_bf16(row[j < 16 ? 2 * j : 2 * (j - 16) + 1]);
+}
 
 #if defined(__AVX512F__)
 // Row k of a panel as two f32 vectors, columns 0-15 and 16-31 (64-byte aligned).
