@@ -193,17 +193,20 @@ size_t code_points(std::string_view s) {  // of valid UTF-8: the bytes that star
       std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
-// Where token i of ids starts in their decoded text (skipping specials, U+FFFD for bytes that are
-// not UTF-8, as Generation::text), in code points: own_length before the end of the text of
-// tokens 0..i (so a word-level tokenizer's joining space comes before it, and every byte of a
-// split character is at that character); a special token, which adds no text, at that text's end.
+// Where token i of ids starts in their decoded text (U+FFFD for bytes that are not UTF-8, as
+// Generation::text), in code points: own_length before the end of the text of tokens 0..i (so a
+// word-level tokenizer's joining space comes before it, and every byte of a split character is at
+// that character). Specials: skipped, as Generation::text skips them (a special token adds no
+// text: it starts at that text's end); or, for an echoed prompt (keep_specials), kept, as the
+// prompt's own text holds them (a prompt written with "<|endoftext|>" in it).
 // length(n): the decoded length of tokens 0..n-1 (in order, each prefix is decoded once).
 class TokenStarts {
  public:
-  TokenStarts(const text::Tokenizer& tok, const std::vector<int64_t>& ids, int32_t context = -1)
-      : tok_(tok), ids_(ids), context_(context) {}
+  TokenStarts(const text::Tokenizer& tok, const std::vector<int64_t>& ids, int32_t context = -1,
+              bool keep_specials = false)
+      : tok_(tok), ids_(ids), context_(context), keep_specials_(keep_specials) {}
   size_t start(size_t i, size_t own_length, bool special) {
-    if (special) return length(i);
+    if (special && !keep_specials_) return length(i);
     const size_t through = length(i + 1);
     return through >= own_length ? through - own_length : 0;
   }
@@ -213,14 +216,21 @@ class TokenStarts {
     if (n == next_n_) return next_;
     known_n_ = next_n_, known_ = next_;
     const std::span<const int64_t> d(ids_.data(), n);
-    next_n_ = n, next_ = code_points(utf8::replace_invalid(decode_continuation(tok_, context_, d)));
+    next_n_ = n, next_ = code_points(utf8::replace_invalid(decoded(d)));
     return next_;
   }
 
  private:
+  std::string decoded(std::span<const int64_t> d) const {
+    if (!keep_specials_) return decode_continuation(tok_, context_, d);
+    const std::vector<int32_t> ids(d.begin(), d.end());
+    return tok_.decode(ids, /*skip_special=*/false);
+  }
+
   const text::Tokenizer& tok_;
   const std::vector<int64_t>& ids_;
   int32_t context_ = -1;  // ids continue a prompt ending in this token (decode_continuation)
+  bool keep_specials_ = false;
   size_t known_n_ = 0, known_ = 0, next_n_ = 0, next_ = 0;
 };
 
@@ -241,11 +251,13 @@ nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bo
   };
   auto add_logprobs = [&](const decode::TokenLogprob& t) {
     values.push_back(t.logprob);
+    // t.top runs from the most likely down: tokens whose texts are the same (byte tokens that are
+    // each U+FFFD alone) keep the first, the most likely one's logprob.
     nlohmann::json best = nlohmann::json::object();
-    for (const auto& [id, lp] : t.top) best[text_of(id)] = lp;
+    for (const auto& [id, lp] : t.top) best.emplace(text_of(id), lp);
     top.push_back(best);
   };
-  TokenStarts in_prompt(tok, g.prompt_ids);
+  TokenStarts in_prompt(tok, g.prompt_ids, -1, /*keep_specials=*/true);
   if (echo && list_prompt && !g.prompt_ids.empty()) {
     add_token(g.prompt_ids[0], in_prompt, 0, 0);
     values.push_back(nullptr);

@@ -506,6 +506,53 @@ TEST(Generator, LogprobsTextOffsetsAreCodePointsIntoTheText) {
   EXPECT_EQ(joined, all);
 }
 
+// A prompt written with a special token in it ("a<|endoftext|>b"), echoed: the choice's text
+// holds the special's text, so the offsets count it (OpenAI's text_offset indexes that text).
+TEST(Generator, EchoedPromptOffsetsCountTheTextOfItsSpecialTokens) {
+  std::vector<std::string> vocab;  // id b = byte b's symbol
+  for (int c = 0; c < 256; ++c) {
+    vocab.emplace_back();
+    utf8::append(vocab.back(), text::byte_to_unicode()[size_t(c)]);
+  }
+  text::BpeTokenizer tok(vocab, {}, text::BpeOptions{});
+  tok.add_special_token("<|endoftext|>");
+  const std::string prompt = "a<|endoftext|>bc";
+  tasks::Generation g;
+  for (int32_t id : tok.encode(prompt)) g.prompt_ids.push_back(id);
+  ASSERT_EQ(g.prompt_ids.size(), 4u);
+  auto lp = [](int64_t id, double v) { return decode::TokenLogprob{id, v, {{id, v}}}; };
+  for (size_t i = 1; i < g.prompt_ids.size(); ++i) g.prompt_logprobs.push_back(lp(g.prompt_ids[i], -0.5));
+  g.tokens = {int64_t('x'), int64_t('y')};
+  for (int64_t id : g.tokens) g.logprobs.push_back(lp(id, -1.0));
+  const nlohmann::json all = tasks::logprobs_json(tok, g, true);
+  EXPECT_EQ(all["tokens"], nlohmann::json({"a", "<|endoftext|>", "b", "c", "x", "y"}));
+  EXPECT_EQ(all["text_offset"], nlohmann::json({0, 1, 14, 15, 16, 17}));
+  const std::string text = prompt + "xy";  // what the server answers with echo
+  for (size_t j = 0; j < all["tokens"].size(); ++j) {
+    const std::string t = all["tokens"][j].get<std::string>();
+    EXPECT_EQ(text.substr(all["text_offset"][j].get<size_t>(), t.size()), t) << j;
+  }
+  EXPECT_EQ(tasks::logprobs_json(tok, g, false)["text_offset"], nlohmann::json({0, 1}));
+}
+
+// Candidates whose texts are the same (bytes that are not UTF-8 alone all print as U+FFFD) are
+// listed once, with the most likely one's logprob: here the chosen token's own.
+TEST(Generator, TopLogprobsKeepTheMostLikelyOfTokensWithTheSameText) {
+  std::vector<std::string> vocab;
+  for (int c = 0; c < 256; ++c) {
+    vocab.emplace_back();
+    utf8::append(vocab.back(), text::byte_to_unicode()[size_t(c)]);
+  }
+  text::BpeTokenizer tok(vocab, {}, text::BpeOptions{});
+  tasks::Generation g;
+  g.prompt_ids = {int64_t('a')};
+  g.tokens = {0xC3};
+  g.logprobs = {decode::TokenLogprob{0xC3, -0.25, {{0xC3, -0.25}, {0xA9, -1.5}, {int64_t('z'), -2.0}, {0xF0, -3.0}}}};
+  const nlohmann::json top = tasks::logprobs_json(tok, g, false)["top_logprobs"][0];
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
+  EXPECT_EQ(top, nlohmann::json({{r, -0.25}, {"z", -2.0}}));
+}
+
 TEST(Generator, ContextLimit) {
   RefFile ref("gpt_generate");
   tasks::Generator g(load(ref, "gen_gpt2"));

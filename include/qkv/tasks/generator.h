@@ -121,8 +121,10 @@ struct Generation {
 // {"tokens": [text], "token_logprobs": [...], "top_logprobs": [{text: logprob}], "text_offset":
 // [...]}. echo (OpenAI's): the prompt's tokens first, its very first with null for both logprobs
 // (nothing precedes it). A token's text is its decoding alone, specials included; bytes that are
-// not UTF-8 alone (a piece of a character) become U+FFFD. text_offset: where each token starts in
-// the choice's text (Generation::text, after the decoded prompt with echo), in Unicode code points
+// not UTF-8 alone (a piece of a character) become U+FFFD; top candidates whose texts are the same
+// are listed once, with the most likely one's logprob. text_offset: where each token starts in
+// the choice's text (Generation::text, after the decoded prompt with echo: its special tokens'
+// texts included, as a prompt written with them holds them), in Unicode code points
 // (what a Python str indexes): after the text of the tokens before it (after the space, where a
 // word-level tokenizer joins words with one); a special token (eos) where the text has got to;
 // every byte of a character split over tokens at that character. Streaming sends a generation in
