@@ -2,6 +2,7 @@
 //   static qkv::cli::Register reg("name", "one-line help", run);
 // where run(argc, argv) parses its own options (CLI11) and returns the exit code.
 #pragma once
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -55,6 +56,14 @@ struct Register {
 // dropped; a line that is not valid UTF-8, or no line at all, is an error naming the file (or
 // stdin), the line and `what` the lines are (e.g. "sentences to translate").
 std::vector<std::string> read_input_lines(const std::string& path, const std::string& what);
+
+// `path` opened for reading (binary): an error names it when it is missing, unreadable or a
+// directory (which std::ifstream opens, and then reads as empty), with `what` its lines are.
+std::ifstream open_input(const std::string& path, const std::string& what);
+
+// A line of input cut to the model's `max_tokens`: a warning on stderr naming where ("FILE:LINE").
+void warn_truncated(const char* command, const std::string& where, int64_t line, int64_t max_tokens,
+                    const char* limit);
 
 // Writes `text` then a newline to stdout, every byte: a NUL in the user's text would stop
 // printf's %s and cut the line.

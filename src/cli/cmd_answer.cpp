@@ -76,8 +76,12 @@ int run(int argc, char** argv) {
   const auto examples = data::read_qa_file(input.empty() ? "-" : input, false, true);
   QKV_CHECK(!examples.empty(), input.empty() ? "stdin" : input, "no questions to answer");
   std::vector<std::pair<std::string, std::string>> inputs;
-  for (auto& e : examples) inputs.push_back({e.question, e.context});
-  const auto answers = qa.answer(inputs);
+  std::vector<std::string> where;  // read_qa_file refuses blank lines here: input i is line i + 1
+  for (auto& e : examples) {
+    inputs.push_back({e.question, e.context});
+    where.push_back((input.empty() ? std::string("stdin") : input) + ":" + std::to_string(where.size() + 1));
+  }
+  const auto answers = qa.answer(inputs, where);
   for (size_t i = 0; i < answers.size(); ++i) {
     const auto& list = answers[i];
     if (json) {

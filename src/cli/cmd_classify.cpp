@@ -1,6 +1,7 @@
 // qkv classify --model DIR [--input FILE] [--json] [--all-probs]: one input per line (a text, or
 // a<TAB>b for a pair model) -> "label<TAB>probability" per line, or JSON lines
-// {"label", "probability"[, "probabilities"]}. Empty lines are skipped.
+// {"label", "probability"[, "probabilities"][, "truncated"]}. An empty line is the empty text. An
+// input cut to the model's max_len is named on stderr.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
@@ -20,8 +21,8 @@ int run(int argc, char** argv) {
   tasks::ClassifyOptions opt;
   app.add_option("--model,-m", model_dir, "classifier directory (e.g. RUN/model)")->required();
   app.add_option("--input,-i", input, "one input per line: text, or a<TAB>b for a pair model (default: stdin)");
-  app.add_flag("--json", json, "print JSON lines instead of label<TAB>probability");
-  app.add_flag("--all-probs", opt.all_probabilities, "with --json: every label's probability");
+  auto* json_flag = app.add_flag("--json", json, "print JSON lines instead of label<TAB>probability");
+  app.add_flag("--all-probs", opt.all_probabilities, "with --json: every label's probability")->needs(json_flag);
   app.add_option("--batch-size", opt.batch_size, "inputs per batch")->check(positive());
   std::string precision = "fp32";
   add_precision_option(app, precision);
@@ -29,15 +30,18 @@ int run(int argc, char** argv) {
   opt.precision = read_precision(precision, "qkv classify");
   tasks::Classifier clf(model_dir, opt.precision);  // bf16: the weights held in bf16 as they are read
   std::vector<tasks::ClsInput> inputs;
+  std::vector<int64_t> lines;  // of each input in the file
+  const std::string where = input.empty() ? "stdin" : input;
   if (input.empty()) {
-    inputs = tasks::read_cls_inputs(std::cin, "stdin", clf.input_pairs());
+    inputs = tasks::read_cls_inputs(std::cin, where, clf.input_pairs(), &lines);
   } else {
-    std::ifstream f(input, std::ios::binary);
-    QKV_CHECK(f.good(), input, "cannot open for reading");
-    inputs = tasks::read_cls_inputs(f, input, clf.input_pairs());
+    std::ifstream f = open_input(input, clf.pairs() ? "a<TAB>b pairs" : "texts");
+    inputs = tasks::read_cls_inputs(f, where, clf.input_pairs(), &lines);
   }
   const auto res = clf.classify(inputs, opt);
-  for (const auto& r : res) {
+  for (size_t i = 0; i < res.size(); ++i) {
+    const auto& r = res[i];
+    if (r.truncated) warn_truncated("qkv classify", where, lines[i], clf.max_len(), "the model's max_len");
     if (json) {
       nlohmann::json j{{"label", r.label}, {"probability", r.probability}};
       if (opt.all_probabilities) {

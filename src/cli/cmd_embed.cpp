@@ -1,7 +1,8 @@
 // qkv embed --model DIR [--pooling cls|mean] [--normalize] [--input FILE] [--batch-size N]: one
 // input per line (a text, or a<TAB>b for a pair; the first line decides) -> one JSON array of
 // floats per line, each float at full precision (9 significant digits: it reads back to the same
-// float). What loading the checkpoint loaded, initialised and ignored goes to stderr.
+// float). What loading the checkpoint loaded, initialised and ignored goes to stderr, and so does
+// a warning naming each input cut to max_position_embeddings.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -46,14 +47,21 @@ int run(int argc, char** argv) {
   tasks::Embedder emb(model_dir, opt.precision);  // bf16: the weights held in bf16 as they are read
   std::fprintf(stderr, "%s: %s", model_dir.c_str(), emb.bundle().report.summary().c_str());
   std::vector<tasks::ClsInput> inputs;
+  std::vector<int64_t> lines;  // of each input in the file
+  const std::string where = input.empty() ? "stdin" : input;
   if (input.empty()) {
-    inputs = tasks::read_cls_inputs(std::cin, "stdin", -1);
+    inputs = tasks::read_cls_inputs(std::cin, where, -1, &lines);
   } else {
-    std::ifstream f(input, std::ios::binary);
-    QKV_CHECK(f.good(), input, "cannot open for reading");
-    inputs = tasks::read_cls_inputs(f, input, -1);
+    std::ifstream f = open_input(input, "texts or a<TAB>b pairs");
+    inputs = tasks::read_cls_inputs(f, where, -1, &lines);
   }
-  for (const auto& e : emb.embed(inputs, opt)) std::printf("%s\n", json_array(e.vector).c_str());
+  const auto out = emb.embed(inputs, opt);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].truncated)
+      warn_truncated("qkv embed", where, lines[i], emb.bundle().config.max_position_embeddings,
+                     "max_position_embeddings");
+    std::printf("%s\n", json_array(out[i].vector).c_str());
+  }
   return 0;
 }
 

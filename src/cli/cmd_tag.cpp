@@ -39,8 +39,7 @@ int run(int argc, char** argv) {
   if (input.empty()) {
     sentences = tasks::read_word_lines(std::cin, "stdin", &lines);
   } else {
-    std::ifstream f(input, std::ios::binary);
-    QKV_CHECK(f.good(), input, "cannot open for reading (one sentence per line, words separated by spaces)");
+    std::ifstream f = open_input(input, "sentences (words separated by spaces)");
     sentences = tasks::read_word_lines(f, input, &lines);
   }
   // Blank lines are answered with nothing (an empty line, an empty JSON object's lists, an empty

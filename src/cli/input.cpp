@@ -1,5 +1,6 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -24,13 +25,25 @@ kernels::MatmulPrecision read_precision(const std::string& value, const char* co
   return p;
 }
 
+std::ifstream open_input(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  QKV_CHECK(!std::filesystem::is_directory(path, ec), path, "is a directory; expected a file of ", what,
+            ", one per line");
+  std::ifstream file(path, std::ios::binary);
+  QKV_CHECK(file.good(), path, "cannot open for reading (", what, ", one per line)");
+  return file;
+}
+
+void warn_truncated(const char* command, const std::string& where, int64_t line, int64_t max_tokens,
+                    const char* limit) {
+  std::fprintf(stderr, "%s: warning: %s:%lld: input truncated to %lld tokens (%s)\n", command, where.c_str(),
+               (long long)line, (long long)max_tokens, limit);
+}
+
 std::vector<std::string> read_input_lines(const std::string& path, const std::string& what) {
   const std::string where = path.empty() ? "stdin" : path;
   std::ifstream file;
-  if (!path.empty()) {
-    file.open(path);
-    QKV_CHECK(file.good(), path, "cannot open the input file (", what, ", one per line)");
-  }
+  if (!path.empty()) file = open_input(path, what);
   std::istream& in = path.empty() ? std::cin : file;
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) {

@@ -11,6 +11,7 @@
 #include "qkv/models/model_size.h"
 #include "qkv/train/qa_task.h"
 #include "qkv/util/config.h"
+#include "qkv/util/error_context.h"
 #include "qkv/util/file.h"
 
 namespace fs = std::filesystem;
@@ -69,7 +70,9 @@ QuestionAnswerer::QuestionAnswerer(io::BertQaBundle bundle, QaOptions opt) : bun
 }
 
 std::vector<std::vector<QaAnswerSpan>> QuestionAnswerer::answer(
-    const std::vector<std::pair<std::string, std::string>>& inputs) const {
+    const std::vector<std::pair<std::string, std::string>>& inputs, const std::vector<std::string>& where) const {
+  QKV_CHECK(where.empty() || where.size() == inputs.size(), "QuestionAnswerer", "where names ", where.size(),
+            " inputs, expected ", inputs.size());
   QKV_CHECK(opt_.window.max_len <= bundle_.config.max_position_embeddings, "QuestionAnswerer", "max_len ",
             opt_.window.max_len, " is longer than the model's max_position_embeddings ",
             bundle_.config.max_position_embeddings);
@@ -82,8 +85,10 @@ std::vector<std::vector<QaAnswerSpan>> QuestionAnswerer::answer(
 #pragma omp parallel for schedule(dynamic, 16)
   for (size_t i = 0; i < inputs.size(); ++i) {  // tokenizers are thread-safe
     try {
-      windows[i] = text::make_qa_windows(tok, inputs[i].first, text::tokenize_with_offsets(tok, inputs[i].second),
-                                         opt_.window);
+      windows[i] = with_context(where.empty() ? "input " + std::to_string(i) : where[i], [&] {
+        return text::make_qa_windows(tok, inputs[i].first, text::tokenize_with_offsets(tok, inputs[i].second),
+                                     opt_.window);
+      });
     } catch (...) {
       failed[i] = std::current_exception();
     }

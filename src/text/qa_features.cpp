@@ -76,7 +76,8 @@ std::vector<QaWindow> make_qa_windows(const Tokenizer& tok, std::string_view que
   if (int64_t(q.size()) > opt.max_query_len) q.resize(size_t(std::max<int64_t>(opt.max_query_len, 0)));
   const int64_t room = opt.max_len - int64_t(q.size()) - 3;  // context tokens per window
   QKV_CHECK(room >= 1, "QA windows", "max_len ", opt.max_len, " leaves no room for the context after a question of ",
-            q.size(), " tokens and [CLS] [SEP] [SEP]");
+            q.size(), " tokens (at most max_query_len ", opt.max_query_len, ") and [CLS] [SEP] [SEP]: shorten the "
+            "question (or lower QaWindowOptions::max_query_len)");
   // The answer's tokens: the first and last whose bytes overlap it.
   int64_t tok_start = -1, tok_end = -1;
   const int64_t N = int64_t(ctx.ids.size());

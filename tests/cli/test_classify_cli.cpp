@@ -176,6 +176,21 @@ TEST(ClassifyCli, FineTunesSingleTextsAndClassifiesBatchedAsOneAtATime) {
       EXPECT_NEAR(one.probabilities[c], all[i].probabilities[c], 1e-5 * std::max(1.0, one.probabilities[c])) << i;
   }
 
+  // An input longer than max_len (24 tokens) is classified cut to it, and stderr names its line;
+  // --all-probs prints nothing without --json, so alone it is a usage error.
+  std::string long_line = "apple";
+  for (int i = 0; i < 40; ++i) long_line += " banana";
+  write_file_atomic((r.dir / "long.txt").string(), "mango\n" + long_line + "\n");
+  ASSERT_EQ(run_qkv({"classify", "--model", r.model.string(), "--input", (r.dir / "long.txt").string()},
+                    r.dir / "long.log", (r.dir / "long.out").string()), 0);
+  const std::string long_log = read_file((r.dir / "long.log").string());
+  EXPECT_NE(long_log.find("warning: " + (r.dir / "long.txt").string() + ":2: input truncated to 24 tokens"),
+            std::string::npos) << long_log;
+  EXPECT_EQ(long_log.find(":1: input truncated"), std::string::npos) << long_log;
+  EXPECT_NE(run_qkv({"classify", "--model", r.model.string(), "--all-probs", "--input", (r.dir / "long.txt").string()},
+                    r.dir / "ap.log"), 0);
+  EXPECT_NE(read_file((r.dir / "ap.log").string()).find("--json"), std::string::npos);
+
   // A single-text model given a pair line, and invalid UTF-8: errors naming the line.
   write_file_atomic((r.dir / "bad1.txt").string(), "apple\ndog\tcat\n");
   EXPECT_NE(run_qkv({"classify", "--model", r.model.string(), "--input", (r.dir / "bad1.txt").string()},

@@ -1,9 +1,11 @@
 // `qkv embed` (src/cli/cmd_embed.cpp) over the reference BERT directory of
 // tools/refs/models_bert.py: one valid JSON array per input line, as many lines as inputs, each
 // float printed so that it reads back to the vector PyTorch computed (f32: rtol 1e-5, atol 1e-6);
-// the load report on stderr; a bad --pooling fails.
+// the load report on stderr; a bad --pooling fails; an input cut to the model's positions is
+// named on stderr; a directory given as the input is named as one.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -79,4 +81,34 @@ TEST(EmbedCli, AnUnknownPoolingFails) {
                      "--input", (dir / "in.txt").string()},
                     dir / "log.txt"),
             0);
+}
+
+// The reference model has 16 positions: a longer input is embedded cut to them (the vector of the
+// cut text alone, to f32 rounding), and stderr names its file and line.
+TEST(EmbedCli, AnInputCutToTheModelsPositionsIsNamedOnStderr) {
+  RefFile ref("models_bert");
+  const fs::path dir = scratch("long");
+  const std::string model = (fs::path(ref_dir()) / "models_bert/pretraining").string();
+  std::string long_line, cut_line;
+  for (int i = 0; i < 30; ++i) long_line += std::string(i ? " " : "") + (i % 2 ? "w2" : "w1");
+  for (int i = 0; i < 14; ++i) cut_line += std::string(i ? " " : "") + (i % 2 ? "w2" : "w1");  // + [CLS] [SEP] = 16
+  write_file_atomic((dir / "in.txt").string(), "w1 w2\n" + long_line + "\n" + cut_line + "\n");
+  ASSERT_EQ(run_qkv({"embed", "--model", model, "--input", (dir / "in.txt").string()}, dir / "log.txt",
+                    (dir / "out.txt").string()),
+            0);
+  const std::string log = read_file((dir / "log.txt").string());
+  EXPECT_NE(log.find("warning: " + (dir / "in.txt").string() + ":2: input truncated to 16 tokens"), std::string::npos)
+      << log;
+  EXPECT_EQ(log.find(":3: input truncated"), std::string::npos) << log;  // exactly 16: not cut
+  std::istringstream out(read_file((dir / "out.txt").string()));
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(out, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 3u);
+  const nlohmann::json cut = nlohmann::json::parse(lines[1]), alone = nlohmann::json::parse(lines[2]);
+  ASSERT_EQ(cut.size(), alone.size());
+  for (size_t i = 0; i < cut.size(); ++i)  // the same row at another place in the batch: rounding only
+    EXPECT_NEAR(cut[i].get<double>(), alone[i].get<double>(), 1e-5 * std::max(1.0, std::abs(alone[i].get<double>())));
+  EXPECT_NE(run_qkv({"embed", "--model", model, "--input", dir.string()}, dir / "dir.log"), 0);
+  EXPECT_NE(read_file((dir / "dir.log").string()).find(dir.string() + ": is a directory"), std::string::npos)
+      << read_file((dir / "dir.log").string());
 }

@@ -214,6 +214,9 @@ TEST(QaCli, MalformedInputNamesFileLineAndField) {
   const std::string good = R"({"question": "which fruit ?", "context": "a mango here", "answers": [{"text": "mango", "answer_start": 2}]})";
   expect_error({"--input"}, good + "\n{\"question\": \"x\"\n", {"not a valid JSON line"});
   expect_error({"--input"}, good + "\nno tab on this line\n", {"question<TAB>context"});
+  // A question that leaves a window of 8 no room for its context: the line is named, not just the window.
+  expect_error({"--max-len", "8", "--input"}, good + "\nwhich fruit is here and there ?\ta mango here\n",
+               {"leaves no room for the context"});
   expect_error({"--data"}, good + "\n" + R"({"question": "q", "context": "a mango", "answers": [{"text": "mango", "answer_start": 3}]})",
                {"answers[0].answer_start", "'ango'", "'mango'"});
   expect_error({"--data"}, good + "\n" + R"({"question": "q", "context": "a mango"})", {"'answers'", "at least one"});

@@ -57,7 +57,10 @@ class QuestionAnswerer {
   QuestionAnswerer(io::BertQaBundle bundle, QaOptions opt);  // a model in memory (shared, not copied)
 
   // inputs: (question, context). One n-best list per input (empty only for an empty context).
-  std::vector<std::vector<QaAnswerSpan>> answer(const std::vector<std::pair<std::string, std::string>>& inputs) const;
+  // An input that cannot be answered (a question that leaves the window no room for its context)
+  // is an error naming it: where[i] when given (e.g. "FILE:LINE"), else "input i" (from 0).
+  std::vector<std::vector<QaAnswerSpan>> answer(const std::vector<std::pair<std::string, std::string>>& inputs,
+                                                const std::vector<std::string>& where = {}) const;
 
   QaOptions& options() { return opt_; }
   const QaOptions& options() const { return opt_; }
