@@ -30,11 +30,12 @@ int run(int argc, char** argv) {
                  "never repeat an n-gram of output tokens (0 = off)")->check(non_negative());
   app.add_flag("--allow-unk", req.search.allow_unk,
                "let the output contain the unknown token (by default search passes over it, as Marian's does)");
-  app.add_option("--nbest", req.search.nbest, "print the n best hypotheses, tab-separated with scores");
+  app.add_option("--nbest", req.search.nbest, "print the n best hypotheses, tab-separated with scores (at most --beam)")
+      ->check(positive());
   app.add_option("--batch-size", req.batch_size, "sentences per batch")->check(positive());
   app.add_flag("--sample", req.search.sample, "sample instead of searching");
   app.add_option("--temperature", req.search.temperature, "sampling temperature");
-  app.add_option("--top-k", req.search.top_k, "sample from the k most likely tokens (0 = all)");
+  app.add_option("--top-k", req.search.top_k, "sample from the k most likely tokens (0 = all)")->check(non_negative());
   app.add_option("--top-p", req.search.top_p, "nucleus sampling mass");
   app.add_option("--seed", req.search.seed, "sampling seed");
   app.add_option("--on-long", on_long, "a line longer than the model allows: truncate (warn) or refuse")
@@ -47,6 +48,8 @@ int run(int argc, char** argv) {
   QKV_PARSE(app, argc, argv);
   req.precision = read_precision(precision, "qkv translate");
   req.refuse_long = on_long == "refuse";
+  QKV_CHECK(req.search.nbest <= req.search.beam, "qkv translate", "--nbest ", req.search.nbest,
+            " needs a beam at least as wide: give --beam ", req.search.nbest, " or more (now ", req.search.beam, ")");
 
   tasks::Translator translator(model_dir, req.precision);  // bf16: the weights held in bf16 as they are read
   const std::vector<std::string> lines = read_input_lines(input, "sentences to translate");

@@ -35,11 +35,13 @@ void check_inputs(const Tensor& src, const Tensor& src_pad, const Options& opt) 
   QKV_CHECK(src.ndim() == 2 && src_pad.shape() == src.shape(), "decode", "src ", src.str(), " and src_pad ",
             src_pad.str(), " must both be (B, S)");
   QKV_CHECK(opt.beam >= 1, "decode", "beam must be >= 1, got ", opt.beam);
-  QKV_CHECK(opt.nbest >= 1 && opt.nbest <= opt.beam, "decode", "nbest must be in [1, beam], got ", opt.nbest);
+  QKV_CHECK(opt.nbest >= 1 && opt.nbest <= opt.beam, "decode", "nbest must be in [1, beam = ", opt.beam, "], got ",
+            opt.nbest);
   QKV_CHECK(opt.patience > 0 && opt.patience <= 64, "decode", "patience must be in (0, 64], got ", opt.patience);
   QKV_CHECK(!opt.sample || opt.beam == 1, "decode", "sampling needs beam 1, got beam ", opt.beam);
   QKV_CHECK(opt.temperature > 0, "decode", "temperature must be > 0, got ", opt.temperature);
   QKV_CHECK(opt.top_p > 0 && opt.top_p <= 1, "decode", "top_p must be in (0, 1], got ", opt.top_p);
+  QKV_CHECK(opt.top_k >= 0, "decode", "top_k must be >= 0 (0 = all tokens), got ", opt.top_k);
   QKV_CHECK(opt.no_repeat_ngram_size >= 0, "decode", "no_repeat_ngram_size must be >= 0 (0 = off), got ",
             opt.no_repeat_ngram_size);
   QKV_CHECK(std::isfinite(opt.alpha), "decode", "alpha (the length penalty's exponent) must be finite, got ",
@@ -151,7 +153,8 @@ Setup setup(const models::Seq2Seq& model, const Tensor& src, const Tensor& src_p
 
 std::vector<std::vector<Hypothesis>> translate(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
                                                SpecialIds ids, const Options& opt) {
-  QKV_CHECK(opt.nbest >= 1 && opt.nbest <= opt.beam, "decode", "nbest must be in [1, beam], got ", opt.nbest);
+  QKV_CHECK(opt.nbest >= 1 && opt.nbest <= opt.beam, "decode", "nbest must be in [1, beam = ", opt.beam, "], got ",
+            opt.nbest);
   return opt.beam == 1 ? greedy(model, src, src_pad, ids, opt) : beam_search(model, src, src_pad, ids, opt);
 }
 

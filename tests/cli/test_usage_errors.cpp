@@ -69,6 +69,14 @@ TEST(UsageErrors, BadValuesAndMissingOptionsExitTwoAndHelpExitsZero) {
   EXPECT_EQ(run_qkv({"demo-mlp", "--lr", "inf"}, log), 2);
   EXPECT_NE(read_file(log.string()).find("--lr: must be a positive number, got 'inf'"), std::string::npos)
       << read_file(log.string());
+  EXPECT_EQ(run_qkv({"translate", "--model", dir.string(), "--top-k", "-1"}, log), 2);
+  EXPECT_NE(read_file(log.string()).find("--top-k"), std::string::npos) << read_file(log.string());
+  // --nbest wider than --beam: named with both flags before the model or the input is read (it
+  // was "decode: nbest must be in [1, beam]" once every line had been read).
+  EXPECT_NE(run_qkv({"translate", "--model", (dir / "no-such-model").string(), "--nbest", "3", "--beam", "2"}, log), 0);
+  EXPECT_NE(read_file(log.string()).find("--nbest 3 needs a beam at least as wide: give --beam 3 or more (now 2)"),
+            std::string::npos)
+      << read_file(log.string());
   // qkv answer's window flags: 0 or below used to fall back silently to the model's qa.json.
   for (const char* flag : {"--max-len", "--doc-stride", "--max-answer-length"}) {
     EXPECT_EQ(run_qkv({"answer", "--model", dir.string(), flag, "0"}, log), 2) << flag;

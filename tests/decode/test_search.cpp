@@ -249,7 +249,11 @@ TEST(Decode, BadOptionsThrow) {
   bad.beam = int(k.model->tgt_vocab()) + 1;
   expect_refused(bad, "beam must be at most the target vocabulary");
   bad = o, bad.beam = 1, bad.nbest = -1;
-  expect_refused(bad, "nbest must be in [1, beam]");
+  expect_refused(bad, "nbest must be in [1, beam = 1], got -1");
+  bad = o, bad.beam = 2, bad.nbest = 3;
+  expect_refused(bad, "nbest must be in [1, beam = 2], got 3");
+  bad = o, bad.beam = 1, bad.sample = true, bad.top_k = -1;
+  expect_refused(bad, "top_k must be >= 0");
   bad = o, bad.max_len_ratio = std::nan("");
   expect_refused(bad, "max_len_ratio must be a finite number >= 0");
   bad = o, bad.max_len_extra = -1;
