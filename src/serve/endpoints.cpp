@@ -309,8 +309,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
                     "invalid_request_error", "temperature");
   o.sample = temperature > 0;
   if (o.sample) o.logits.temperature = temperature;
-  o.logits.top_p = body.number("top_p", 1.0, 0, 1);
-  if (o.logits.top_p <= 0) throw HttpError(400, ep + ": field \"top_p\": expected a number in (0, 1], got 0", "invalid_request_error", "top_p");
+  o.logits.top_p = body.number("top_p", 1.0, 0, 1, /*lo_open=*/true);
   o.logits.top_k = body.integer("top_k", 0, 0, 1 << 30);
   o.logits.repetition_penalty = body.number("repetition_penalty", 1.0, 1e-6, 100);
   o.logits.presence_penalty = body.number("presence_penalty", 0.0, -2, 2);  // OpenAI's bounds

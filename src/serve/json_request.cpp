@@ -94,7 +94,7 @@ uint64_t JsonRequest::unsigned_integer(const std::string& name, uint64_t def) co
   bad(name, "an integer in [0, 18446744073709551615]");
 }
 
-double JsonRequest::number(const std::string& name, double def, double lo, double hi) const {
+double JsonRequest::number(const std::string& name, double def, double lo, double hi, bool lo_open) const {
   if (!has(name)) return def;
   const auto& v = j_.at(name);
   auto fmt = [](double x) {
@@ -102,10 +102,10 @@ double JsonRequest::number(const std::string& name, double def, double lo, doubl
     std::snprintf(b, sizeof b, "%g", x);
     return std::string(b);
   };
-  const std::string range = "a number in [" + fmt(lo) + ", " + fmt(hi) + "]";
+  const std::string range = std::string("a number in ") + (lo_open ? "(" : "[") + fmt(lo) + ", " + fmt(hi) + "]";
   if (!v.is_number()) bad(name, range);
   const double x = v.get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi) bad(name, range);
+  if (!std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) bad(name, range);
   return x;
 }
 

@@ -36,7 +36,8 @@ class JsonRequest {
   bool boolean(const std::string& name, bool def) const;
   int64_t integer(const std::string& name, int64_t def, int64_t lo, int64_t hi) const;
   uint64_t unsigned_integer(const std::string& name, uint64_t def) const;
-  double number(const std::string& name, double def, double lo, double hi) const;
+  // In [lo, hi], or (lo, hi] with lo_open; the error states the range as given.
+  double number(const std::string& name, double def, double lo, double hi, bool lo_open = false) const;
   // A string, or an array of them (at least one): e.g. OpenAI's "prompt" and "input".
   std::vector<std::string> string_or_strings(const std::string& name) const;
   std::vector<std::string> strings(const std::string& name) const;  // an array of strings (may be empty)

@@ -29,8 +29,63 @@ void expect_error(const Reply& r, int status, const std::string& what, const std
   }
 }
 
+// One HTTP exchange on an open connection: sends `req`, reads one answer (its headers and
+// Content-Length bytes of body). Returns "" if the connection ends first.
+std::string exchange(int fd, const std::string& req) {
+  if (::send(fd, req.data(), req.size(), 0) != ssize_t(req.size())) return "";
+  std::string got;
+  char buf[4096];
+  for (;;) {
+    const size_t head = got.find("\r\n\r\n");
+    if (head != std::string::npos) {
+      const size_t cl = got.find("Content-Length: ");
+      const size_t len = cl == std::string::npos ? 0 : std::stoul(got.substr(cl + 16));
+      if (got.size() >= head + 4 + len) return got;
+    }
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return "";
+    got.append(buf, size_t(n));
+  }
+}
+
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return -1;
+  return fd;
+}
 
 }  // namespace
+
+// A request with neither Content-Length nor chunked Transfer-Encoding has no body (RFC 9112,
+// 6.3): answered at once, as one with Content-Length: 0 is, and the connection goes on. cpp-httplib
+// alone read such a body until its 5 s timeout and then answered "HTTP status 400". A
+// Content-Length that is not digits is a 400 too (-5 waited 5 s for a 413).
+TEST(ServeLimits, ARequestWithoutALengthHasNoBodyAndIsAnsweredAtOnce) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  const int fd = connect_to(s.port);
+  ASSERT_GE(fd, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string a = exchange(fd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  EXPECT_NE(a.find("HTTP/1.1 400"), std::string::npos) << a;
+  EXPECT_NE(a.find("/v1/completions: the request body is empty; expected a JSON object"), std::string::npos) << a;
+  a = exchange(fd, "POST /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  EXPECT_NE(a.find("HTTP/1.1 404"), std::string::npos) << a;
+  EXPECT_NE(a.find("no such endpoint: POST /health"), std::string::npos) << a;
+  a = exchange(fd, "PUT /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  EXPECT_NE(a.find("no such endpoint: PUT /v1/completions"), std::string::npos) << a;
+  a = exchange(fd, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");  // the same connection
+  EXPECT_NE(a.find("HTTP/1.1 200"), std::string::npos) << a;
+  a = exchange(fd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n");
+  EXPECT_NE(a.find("HTTP/1.1 400"), std::string::npos) << a;
+  EXPECT_NE(a.find("Content-Length '-5' is not a byte count"), std::string::npos) << a;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));  // no read timed out
+  ::close(fd);
+}
 
 TEST(ServeLimits, EachLimitAnswersItsStatusAndNamesIt) {
   const auto& m = ServeModels::get();
@@ -156,7 +211,10 @@ TEST(ServeLimits, BadInputAnswers400WithAMessage) {
                "field \"min_tokens\": expected an integer in [0, 4], got the integer 5");
   expect_error(post(s.port, "/v1/completions", {{"prompt", "a"}, {"n", 129}}), 400,
                "field \"n\": expected an integer in [1, 128]");
-  expect_error(post(s.port, "/v1/completions", {{"prompt", "a"}, {"top_p", 0}}), 400, "\"top_p\": expected a number in (0, 1]");
+  expect_error(post(s.port, "/v1/completions", {{"prompt", "a"}, {"top_p", 0}}), 400,
+               "\"top_p\": expected a number in (0, 1], got the integer 0");
+  expect_error(post(s.port, "/v1/completions", {{"prompt", "a"}, {"top_p", 1.5}}), 400,
+               "\"top_p\": expected a number in (0, 1], got the number 1.5");  // the range, not [0, 1]
   expect_error(post(s.port, "/v1/embeddings", {{"input", "a"}, {"encoding_format", "base64"}}), 400,
                "only \"float\" is supported");
   expect_error(post(s.port, "/v1/translate", {{"model", "gpt"}, {"text", "a"}}), 400,
