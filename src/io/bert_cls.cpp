@@ -90,6 +90,7 @@ BertClassifierBundle load_bert_classifier(const std::string& dir, kernels::Matmu
   const nlohmann::json j = read_config_json(dir, &path);
   BertClassifierSpec spec;
   spec.labels = read_id2label(j, path, "a sequence classifier", 2);
+  check_single_label(j, path);
   if (j.contains("num_labels"))
     QKV_CHECK(j["num_labels"] == nlohmann::json(spec.labels.size()), path, "field 'num_labels': ",
               j["num_labels"].dump(), " but 'id2label' names ", spec.labels.size(), " labels");

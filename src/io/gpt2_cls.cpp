@@ -33,6 +33,7 @@ GptClassifierBundle load_gpt2_classifier(const std::string& dir, kernels::Matmul
     fail(cfg_path, e.what());
   }
   b.labels = read_id2label(j, cfg_path, "a GPT classifier", 1);
+  check_single_label(j, cfg_path);
   const QkvClassifierSection q = read_qkv_classifier(j, cfg_path, /*pooling_allowed=*/false);
   QKV_CHECK(q.max_len >= 0 && q.max_len <= cfg.n_positions, cfg_path, "field 'qkv_classifier.max_len': expected 0 (",
             "all of n_positions) to n_positions = ", cfg.n_positions, ", got ", q.max_len);

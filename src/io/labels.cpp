@@ -6,6 +6,13 @@
 
 namespace qkv::io {
 
+void check_single_label(const nlohmann::json& config, const std::string& where) {
+  if (!config.is_object() || !config.contains("problem_type") || config["problem_type"].is_null()) return;
+  QKV_CHECK(config["problem_type"] == "single_label_classification", where, "field 'problem_type': ",
+            config["problem_type"].dump(), " is not supported (expected \"single_label_classification\": one label "
+            "per input, a softmax over the labels)");
+}
+
 std::vector<std::string> read_id2label(const nlohmann::json& config, const std::string& where, const char* what,
                                        size_t min_labels) {
   auto it = config.find("id2label");

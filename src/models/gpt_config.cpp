@@ -66,7 +66,8 @@ const char* const kIgnoredKeys[] = {
     "architectures", "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range", "use_cache",
     "transformers_version", "torch_dtype", "_name_or_path", "task_specific_params", "summary_type",
     "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "id2label",
-    "label2id", "tokenizer_class", "prefix", "output_attentions", "output_hidden_states", "return_dict"};
+    "label2id", "tokenizer_class", "prefix", "output_attentions", "output_hidden_states", "return_dict",
+    "problem_type"};  // a classifier's: io::check_single_label reads it
 
 }  // namespace
 

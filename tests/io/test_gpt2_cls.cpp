@@ -165,6 +165,23 @@ TEST(GptClassifierDir, SaveLoadKeepsBitsLabelsAndHuggingFaceNames) {
   }
   write_file_atomic((dir / "config.json").string(), cfg.dump());
 
+  // Hugging Face's problem_type: single-label loads; multi-label (a sigmoid per label) is refused
+  // by name, not read as a softmax.
+  nlohmann::json typed = cfg;
+  typed["problem_type"] = "single_label_classification";
+  write_file_atomic((dir / "config.json").string(), typed.dump());
+  EXPECT_NO_THROW(io::load_gpt2_classifier(dir.string()));
+  typed["problem_type"] = "multi_label_classification";
+  write_file_atomic((dir / "config.json").string(), typed.dump());
+  try {
+    io::load_gpt2_classifier(dir.string());
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    for (const char* part : {"config.json", "'problem_type'", "\"multi_label_classification\" is not supported"})
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+  write_file_atomic((dir / "config.json").string(), cfg.dump());
+
   // qkv_classifier is read as strictly as the BERT classifier's: an unknown key, a value of the
   // wrong type or a max_len the position table cannot hold (n_positions 16 here) is an error
   // naming the field; without the section, single texts over the whole table.

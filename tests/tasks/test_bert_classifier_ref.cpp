@@ -285,6 +285,14 @@ TEST(BertClassifierRef, MalformedDirectoriesNameTheFileAndTheFieldOrTensor) {
     edit_config(d, [](nlohmann::json& j) { j["num_labels"] = 2; });
     expect_has(error_of([&] { io::load_bert_classifier(d); }), {"config.json", "num_labels", "3 labels"});
   }
+  {  // a multi-label model: Hugging Face reads it with a sigmoid per label, not a softmax
+    const std::string d = copy_case("single", "multi_label");
+    edit_config(d, [](nlohmann::json& j) { j["problem_type"] = "multi_label_classification"; });
+    expect_has(error_of([&] { io::load_bert_classifier(d); }),
+               {"config.json", "problem_type", "\"multi_label_classification\" is not supported"});
+    edit_config(d, [](nlohmann::json& j) { j["problem_type"] = "single_label_classification"; });
+    EXPECT_NO_THROW(io::load_bert_classifier(d));
+  }
   {  // a label named twice: an answer could not say which class it is
     const std::string d = copy_case("single", "twice");
     edit_config(d, [](nlohmann::json& j) { j["id2label"]["2"] = j["id2label"]["0"]; });

@@ -16,6 +16,11 @@ namespace qkv::io {
 std::vector<std::string> read_id2label(const nlohmann::json& config, const std::string& where, const char* what,
                                        size_t min_labels);
 
+// problem_type (Hugging Face's), when given, must be "single_label_classification": qkv's sequence
+// classifiers give one label per input, a softmax over the labels, where a multi-label model is
+// read with a sigmoid per label and a regression one with none. Errors name `where` and the field.
+void check_single_label(const nlohmann::json& config, const std::string& where);
+
 // "qkv_classifier": how a sequence classifier reads its inputs. An object (or absent) whose keys
 // are pairs (true: inputs are two texts), max_len (an integer: tokens per input, 0 = the position
 // table's) and, where `pooling_allowed` (BERT), pooling (a string the caller parses); any other
