@@ -25,12 +25,21 @@ Pooling parse_pooling(const std::string& name) {
   fail("pooling", "unknown pooling '", name, "' (expected cls or mean)");
 }
 
+namespace {
+
+io::BertBundle with_tokenizer(io::BertBundle b, const std::string& model_dir) {
+  QKV_CHECK(b.tokenizer != nullptr, model_dir, "has no tokenizer (tokenizer.json or vocab.txt): embedding text needs one");
+  return b;
+}
+
+}  // namespace
+
 Embedder::Embedder(const std::string& model_dir, kernels::MatmulPrecision precision)
-    : Embedder(io::load_bert(model_dir, io::BertHeads{false, false}, {}, precision)) {}
+    : Embedder(with_tokenizer(io::load_bert(model_dir, io::BertHeads{false, false}, {}, precision), model_dir)) {}
 
 Embedder::Embedder(io::BertBundle bundle) : bundle_(std::move(bundle)) {
   QKV_CHECK(bundle_.bert != nullptr, "Embedder", "needs a BERT model");
-  QKV_CHECK(bundle_.tokenizer != nullptr, "Embedder", "the model directory has no tokenizer (tokenizer.json or vocab.txt)");
+  QKV_CHECK(bundle_.tokenizer != nullptr, "Embedder", "the model has no tokenizer (tokenizer.json or vocab.txt)");
 }
 
 std::vector<SentenceEmbedding> Embedder::embed(const std::vector<ClsInput>& inputs, const EmbedOptions& opt) const {

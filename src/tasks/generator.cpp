@@ -123,6 +123,7 @@ std::vector<Generation> beam_generations(const io::GptBundle& bundle, const std:
 
 Generator::Generator(const std::string& model_dir, kernels::MatmulPrecision precision)
     : Generator(io::load_gpt2(model_dir, precision)) {
+  model_dir_ = model_dir;
   // The special ids are not architecture: GptConfig ignores them; read them here.
   const std::string path = model_dir + "/config.json";
   nlohmann::json j;
@@ -176,8 +177,8 @@ kernels::PackLayout Generator::decoding_layout(const models::Gpt& model, kernels
 
 std::vector<Generation> Generator::generate(const std::vector<std::string>& prompts,
                                             const GenerateOptions& opt) const {
-  QKV_CHECK(bundle_.tokenizer != nullptr, "generate", "the model directory has no tokenizer (tokenizer.json, or "
-            "encoder.json + vocab.bpe): text prompts need one");
+  QKV_CHECK(bundle_.tokenizer != nullptr, "generate", model_dir_.empty() ? "the model" : model_dir_,
+            " has no tokenizer (tokenizer.json, or encoder.json + vocab.bpe): text prompts need one");
   std::vector<std::vector<int64_t>> ids(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     std::vector<int32_t> e = bundle_.tokenizer->encode(prompts[i]);

@@ -108,6 +108,14 @@ TEST(EmbedCli, AnInputCutToTheModelsPositionsIsNamedOnStderr) {
   ASSERT_EQ(cut.size(), alone.size());
   for (size_t i = 0; i < cut.size(); ++i)  // the same row at another place in the batch: rounding only
     EXPECT_NEAR(cut[i].get<double>(), alone[i].get<double>(), 1e-5 * std::max(1.0, std::abs(alone[i].get<double>())));
+  fs::copy(model, dir / "bare", fs::copy_options::recursive);  // without its vocab.txt: the directory is named
+  ASSERT_TRUE(fs::remove(dir / "bare" / "vocab.txt"));
+  EXPECT_NE(run_qkv({"embed", "--model", (dir / "bare").string(), "--input", (dir / "in.txt").string()},
+                    dir / "bare.log"),
+            0);
+  EXPECT_NE(read_file((dir / "bare.log").string()).find((dir / "bare").string() + ": has no tokenizer"),
+            std::string::npos)
+      << read_file((dir / "bare.log").string());
   EXPECT_NE(run_qkv({"embed", "--model", model, "--input", dir.string()}, dir / "dir.log"), 0);
   EXPECT_NE(read_file((dir / "dir.log").string()).find(dir.string() + ": is a directory"), std::string::npos)
       << read_file((dir / "dir.log").string());

@@ -213,6 +213,13 @@ TEST(GenerateCli, ClearErrors) {
                     dir / "w.log"), 0) << read_file((dir / "w.log").string());
   EXPECT_NE(read_file((dir / "w.log").string()).find("truncated"), std::string::npos);
 
+  // A directory without a tokenizer is named (the message said only "the model directory").
+  fs::copy(dir / "model", dir / "bare", fs::copy_options::recursive);
+  ASSERT_TRUE(fs::remove(dir / "bare" / "tokenizer.json"));
+  EXPECT_NE(run_qkv({"generate", "--model", (dir / "bare").string(), "--prompt", "x"}, dir / "e3.log"), 0);
+  EXPECT_NE(read_file((dir / "e3.log").string()).find((dir / "bare").string() + " has no tokenizer"), std::string::npos)
+      << read_file((dir / "e3.log").string());
+
   // Values outside what they can mean are refused by name, not quietly used.
   const std::string model = (dir / "model").string();
   auto expect_refused = [&](const std::vector<std::string>& args, const std::string& want) {

@@ -163,6 +163,14 @@ TEST(StateDict, OverlappingOffsets) {
   expect_error([&] { safetensors::load(path); }, {path, "'b'", "overlaps"});
 }
 
+TEST(StateDict, OffsetsThatEndBeforeTheyBeginAreNamedSo) {
+  // Inside a buffer of 16 bytes, so "outside the data buffer (file truncated?)" would mislead.
+  nlohmann::json h = {{"a", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {12, 4}}}}};
+  std::string path = tmp_path("reversed.safetensors");
+  write_bytes(path, craft(h, std::string(16, '\0')));
+  expect_error([&] { safetensors::load(path); }, {path, "'a'", "data_offsets [12, 4] end before they begin"});
+}
+
 TEST(StateDict, UnsupportedDtypeInFile) {
   nlohmann::json h = {{"proj.weight", {{"dtype", "F17"}, {"shape", {3, 4}}, {"data_offsets", {0, 48}}}}};
   std::string path = tmp_path("bad_dtype.safetensors");

@@ -169,6 +169,7 @@ class Generator {
  private:
   io::GptBundle bundle_;
   int64_t eos_ = -1, bos_ = -1;
+  std::string model_dir_;  // where the model was read from ("" for a bundle in memory): for messages
 };
 
 }  // namespace qkv::tasks

@@ -108,8 +108,9 @@ Index index_header(const char* h, uint64_t n, uint64_t buf_size, const std::stri
     QKV_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(), where,
               "data_offsets must be [begin, end]");
     e.begin = off[0].get<uint64_t>(), e.end = off[1].get<uint64_t>();
-    QKV_CHECK(e.begin <= e.end && e.end <= buf_size, where, "data_offsets [", e.begin, ", ", e.end,
-              "] outside the data buffer of ", buf_size, " bytes (file truncated?)");
+    QKV_CHECK(e.begin <= e.end, where, "data_offsets [", e.begin, ", ", e.end, "] end before they begin");
+    QKV_CHECK(e.end <= buf_size, where, "data_offsets [", e.begin, ", ", e.end, "] outside the data buffer of ",
+              buf_size, " bytes (file truncated?)");
     QKV_CHECK(e.end - e.begin == numel * dtype_size(e.dtype), where, "data_offsets span ", e.end - e.begin, " bytes but ",
               dts, " shape ", Shape(e.dims).str(), " needs ", numel * dtype_size(e.dtype));
     spans.push_back({e.begin, e.end, name});
