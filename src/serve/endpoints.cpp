@@ -147,6 +147,17 @@ void Server::Impl::wait(Job& job) {
   if (job.error_status()) throw HttpError(job.error_status(), job.error(), job.error_status() >= 500 ? "server_error" : "invalid_request_error");
 }
 
+namespace {
+
+// Input i of `field` is longer than the model takes (max_len tokens with </s>) and truncation is off.
+HttpError too_long(const std::string& ep, size_t i, const std::string& field, int64_t max_len) {
+  return HttpError(400, ep + ": input " + std::to_string(i) + " of \"" + field + "\" has more than " +
+                            std::to_string(max_len - 1) + " tokens, the model's maximum (\"truncate\": true cuts it)",
+                   "invalid_request_error", field);
+}
+
+}  // namespace
+
 void Server::Impl::translate(const httplib::Request& req, httplib::Response& res) {
   const std::string ep = "/v1/translate";
   JsonRequest body(req.body, ep, {"model", "text", "texts", "beam", "alpha", "patience", "max_length",
@@ -159,18 +170,13 @@ void Server::Impl::translate(const httplib::Request& req, httplib::Response& res
   job->lines = std::move(in.texts);
   check_inputs(job->lines.size(), opt.limits, ep, field);
   const auto& b = m.translator()->bundle();
-  const int64_t eos = m.translator()->special_ids().eos;
   const bool truncate = body.boolean("truncate", false);  // a text longer than the model takes: cut it, or 400
   int64_t truncated = 0;
   for (size_t i = 0; i < job->lines.size(); ++i) {
     check_tokens(int64_t(b.src_tok->encode(job->lines[i]).size()), i, opt.limits, ep, field);
-    bool cut = false;  // as Translator encodes it: with </s>, cut to the model's maximum
-    train::encode_sentence(*b.src_tok, job->lines[i], eos, b.model->max_len(), &cut);
+    const bool cut = m.translator()->source_too_long(job->lines[i]);  // as Translator encodes it
     truncated += cut;
-    if (cut && !truncate)
-      throw HttpError(400, ep + ": input " + std::to_string(i) + " of \"" + field + "\" has more than " +
-                               std::to_string(b.model->max_len() - 1) + " tokens, the model's maximum (\"truncate\": true cuts it)",
-                      "invalid_request_error", field);
+    if (cut && !truncate) throw too_long(ep, i, field, b.model->max_len());
   }
   auto& s = job->opt.search;
   s.beam = int(body.integer("beam", 1, 1, opt.limits.max_beam));
@@ -220,12 +226,15 @@ void Server::Impl::score(const httplib::Request& req, httplib::Response& res) {
   job->sources = std::move(p.first), job->targets = std::move(p.second);
   check_inputs(job->sources.size(), opt.limits, ep, sf);
   const auto& b = m.translator()->bundle();
+  const bool truncate = body.boolean("truncate", false);  // a side longer than the model takes: cut it, or 400
   for (size_t i = 0; i < job->sources.size(); ++i) {
     check_tokens(int64_t(b.src_tok->encode(job->sources[i]).size()), i, opt.limits, ep, sf);
     check_tokens(int64_t(b.tgt_tok->encode(job->targets[i]).size()), i, opt.limits, ep, tf);
+    const auto [cut_source, cut_target] = m.translator()->pair_too_long(job->sources[i], job->targets[i]);
+    if ((cut_source || cut_target) && !truncate)
+      throw too_long(ep, i, cut_source ? sf : tf, b.model->max_len());  // before the queue, as /v1/translate
   }
   job->opt.token_logprobs = body.boolean("token_logprobs", false);
-  const bool truncate = body.boolean("truncate", false);  // a side longer than the model takes: cut it, or 400
   job->opt.refuse_long = !truncate;
   job->items = job->sources.size();
   job->key = std::string("score") + (truncate ? " cut" : "") + (job->opt.token_logprobs ? " tokens" : "");

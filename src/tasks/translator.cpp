@@ -46,6 +46,24 @@ std::string Translator::detokenize(const std::vector<int64_t>& tokens) const {
   return bundle_.tgt_tok->decode(toks);
 }
 
+std::vector<int64_t> Translator::encode_source(std::string_view line, bool* cut,
+                                               std::vector<std::string>* originals) const {
+  text::Protected p;
+  if (bundle_.protect_spans) {
+    p = text::protect(line);
+    line = p.text;
+    if (originals) *originals = std::move(p.originals);
+  }
+  return train::encode_sentence(*bundle_.src_tok, line, ids_.eos, bundle_.model->max_len(), cut);
+}
+
+bool Translator::source_too_long(std::string_view line) const {
+  check_tokenizers("Translator::source_too_long");
+  bool cut = false;
+  encode_source(line, &cut, nullptr);
+  return cut;
+}
+
 Translations Translator::translate(const std::vector<std::string>& lines, const TranslateOptions& opt) const {
   check_tokenizers("translate");
   const models::Seq2Seq& model = *bundle_.model;
@@ -59,14 +77,8 @@ Translations Translator::translate(const std::vector<std::string>& lines, const 
   std::vector<std::vector<std::string>> originals(bundle_.protect_spans ? size_t(n) : 0);
   for (int64_t i = 0; i < n; ++i) {
     bool cut = false;
-    std::string_view line = lines[size_t(i)];
-    text::Protected p;
-    if (bundle_.protect_spans) {
-      p = text::protect(line);
-      line = p.text;
-      originals[size_t(i)] = std::move(p.originals);
-    }
-    r.src_ids[size_t(i)] = train::encode_sentence(*bundle_.src_tok, line, ids_.eos, model.max_len(), &cut);
+    r.src_ids[size_t(i)] =
+        encode_source(lines[size_t(i)], &cut, bundle_.protect_spans ? &originals[size_t(i)] : nullptr);
     if (!cut) continue;
     QKV_CHECK(!opt.refuse_long, "translate", "line ", i + 1, " has more than ", model.max_len() - 1,
               " source tokens (the model's maximum); shorten it or allow truncation");

@@ -15,6 +15,28 @@
 
 namespace qkv::tasks {
 
+std::pair<std::vector<int64_t>, std::vector<int64_t>> Translator::encode_pair(std::string_view source,
+                                                                              std::string_view target,
+                                                                              bool* cut_source,
+                                                                              bool* cut_target) const {
+  std::pair<std::string, std::string> prot;
+  if (bundle_.protect_spans) {  // as training saw its pairs (tasks/translation_setup.h, protect_pairs)
+    prot = text::protect_pair(source, target);
+    source = prot.first;
+    target = prot.second;
+  }
+  const int64_t max_len = bundle_.model->max_len();
+  return {train::encode_sentence(*bundle_.src_tok, source, ids_.eos, max_len, cut_source),
+          train::encode_sentence(*bundle_.tgt_tok, target, ids_.eos, max_len, cut_target)};
+}
+
+std::pair<bool, bool> Translator::pair_too_long(std::string_view source, std::string_view target) const {
+  check_tokenizers("Translator::pair_too_long");
+  std::pair<bool, bool> cut{false, false};
+  encode_pair(source, target, &cut.first, &cut.second);
+  return cut;
+}
+
 Scores Translator::score(const std::vector<std::string>& sources, const std::vector<std::string>& targets,
                          const ScoreOptions& opt) const {
   check_tokenizers("score");
@@ -24,16 +46,8 @@ Scores Translator::score(const std::vector<std::string>& sources, const std::vec
   std::vector<std::vector<int64_t>> src_ids(sources.size()), tgt_ids(targets.size());
   std::vector<size_t> cut;  // pairs truncated
   for (size_t i = 0; i < sources.size(); ++i) {
-    std::string_view src = sources[i], tgt = targets[i];
-    std::pair<std::string, std::string> prot;
-    if (bundle_.protect_spans) {  // as training saw its pairs (tasks/translation_setup.h, protect_pairs)
-      prot = text::protect_pair(src, tgt);
-      src = prot.first;
-      tgt = prot.second;
-    }
     bool cut_src = false, cut_tgt = false;
-    src_ids[i] = train::encode_sentence(*bundle_.src_tok, src, ids_.eos, max_len, &cut_src);
-    tgt_ids[i] = train::encode_sentence(*bundle_.tgt_tok, tgt, ids_.eos, max_len, &cut_tgt);
+    std::tie(src_ids[i], tgt_ids[i]) = encode_pair(sources[i], targets[i], &cut_src, &cut_tgt);
     if (!cut_src && !cut_tgt) continue;
     QKV_CHECK(!opt.refuse_long, "score", "pair ", i + 1, ": the ", cut_src ? "source" : "target", " has more than ",
               max_len - 1, " tokens (the model's maximum); shorten it or allow truncation");

@@ -129,12 +129,15 @@ TEST(Serve, ScoreEqualsTheTranslatorsScore) {
   ASSERT_EQ(r.json["scores"].size(), 1u);
   EXPECT_EQ(r.json["scores"][0]["logprob"].get<double>(), lib.score({sources[3]}, {targets[3]}).pairs[0].logprob);
   EXPECT_FALSE(r.json["scores"][0].contains("token_logprobs"));
-  // A source longer than the model's 16 positions: refused, naming the pair, unless "truncate".
+  // A source longer than the model's 16 positions: refused, naming the input and its field as
+  // /v1/translate does, unless "truncate".
   std::string longer;
   for (int i = 0; i < 5; ++i) longer += std::string(i ? " " : "") + kTinyWords;
   r = post(s.port, "/v1/score", {{"sources", {sources[0], longer}}, {"targets", {targets[0], targets[1]}}});
   EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_NE(error_message(r).find("pair 2: the source has more than 15 tokens"), std::string::npos) << r.body;
+  EXPECT_NE(error_message(r).find("/v1/score: input 1 of \"sources\" has more than 15 tokens"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(r.json["error"]["param"], "sources") << r.body;
   r = post(s.port, "/v1/score", {{"source", longer}, {"target", targets[1]}, {"truncate", true}});
   ASSERT_EQ(r.status, 200) << r.body;
   tasks::ScoreOptions q;

@@ -224,6 +224,16 @@ TEST(ServeLimits, BadInputAnswers400WithAMessage) {
   const std::string long_text = "the the the the the the the the the the the the the the the the";
   expect_error(post(s.port, "/v1/translate", {{"text", long_text}}), 400,
                "input 0 of \"text\" has more than 15 tokens, the model's maximum (\"truncate\": true cuts it)");
+  // /v1/score the same way, naming the side (it answered the library's own "score: pair 2: ...",
+  // counted from 1, with no field).
+  Reply sc = post(s.port, "/v1/score", {{"sources", {"the file", "save"}}, {"targets", {"die datei", long_text}}});
+  expect_error(sc, 400, "/v1/score: input 1 of \"targets\" has more than 15 tokens, the model's maximum");
+  EXPECT_EQ(sc.json["error"]["param"], "targets") << sc.body;
+  sc = post(s.port, "/v1/score", {{"source", long_text}, {"target", "die datei"}});
+  expect_error(sc, 400, "/v1/score: input 0 of \"source\" has more than 15 tokens");
+  sc = post(s.port, "/v1/score", {{"source", long_text}, {"target", "die datei"}, {"truncate", true}});
+  ASSERT_EQ(sc.status, 200) << sc.body;
+  EXPECT_EQ(sc.json["scores"][0]["truncated"], true) << sc.body;
   Reply cut = post(s.port, "/v1/translate", {{"texts", {"the file", long_text, "save"}}, {"truncate", true}});
   ASSERT_EQ(cut.status, 200) << cut.body;
   EXPECT_EQ(cut.json["truncated"], 1);

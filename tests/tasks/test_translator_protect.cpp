@@ -88,6 +88,16 @@ int spans_kept(const fs::path& dir, bool protect, std::vector<std::string>* hyps
     EXPECT_EQ(t.bundle().src_tok->decode(std::vector<int32_t>(r.src_ids[0].begin(), r.src_ids[0].end() - 1)),
               text::protect(src[0]).text);
   }
+  // A long option name is one placeholder to a protecting model, so the line fits its 40
+  // positions: source_too_long and pair_too_long (what qkv serve checks) read it as translate and
+  // score do.
+  const std::string long_span = "copy alpha --" + std::string(200, 'q');
+  tasks::TranslateOptions quiet;
+  quiet.quiet = true;
+  EXPECT_EQ(t.translate({long_span}, quiet).truncated, protect ? 0 : 1);
+  EXPECT_EQ(t.source_too_long(long_span), !protect);
+  EXPECT_EQ(t.pair_too_long(long_span, "kopiere alpha --" + std::string(200, 'q')), std::make_pair(!protect, !protect));
+  EXPECT_EQ(t.pair_too_long("copy beta", "kopiere beta"), std::make_pair(false, false));
   int kept = 0;
   for (size_t i = 0; i < held_out.size(); ++i) kept += r.text[i].find(held_out[i].span) != std::string::npos;
   if (hyps_out) *hyps_out = r.text;

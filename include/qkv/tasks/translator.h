@@ -13,6 +13,7 @@
 // Sentences are decoded longest first in batches of similar length and returned in input order.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "qkv/decode/search.h"
@@ -93,6 +94,10 @@ class Translator {
   std::vector<PairScore> score_ids(const std::vector<std::vector<int64_t>>& src_ids,
                                    const std::vector<std::vector<int64_t>>& tgt_ids,
                                    const ScoreOptions& opt = {}) const;
+  // Whether a line (a pair: {source, target}) is longer than the model takes, encoded exactly as
+  // translate (score) encodes it, protected spans included: what a server checks before queueing.
+  bool source_too_long(std::string_view line) const;
+  std::pair<bool, bool> pair_too_long(std::string_view source, std::string_view target) const;
   // The text of a hypothesis's tokens (</s> dropped).
   std::string detokenize(const std::vector<int64_t>& tokens) const;
   // Cross-attention heatmaps (one panel per layer and head, plus their average) of input line
@@ -112,6 +117,12 @@ class Translator {
 
  private:
   void check_tokenizers(const char* who) const;
+  // A source line as the model reads it (protected spans as placeholders, whose originals go to
+  // `originals` when given), with </s>, cut to the model's maximum (*cut says so).
+  std::vector<int64_t> encode_source(std::string_view line, bool* cut, std::vector<std::string>* originals) const;
+  // A pair as score reads it (text::protect_pair), each side with </s>, cut likewise.
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> encode_pair(std::string_view source, std::string_view target,
+                                                                    bool* cut_source, bool* cut_target) const;
   io::Seq2SeqBundle bundle_;
   train::SeqIds ids_;
   int64_t unk_ = -1;  // the target tokenizer's unknown token (decode::Options::allow_unk), or none
