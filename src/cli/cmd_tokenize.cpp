@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "qkv/text/tokenizer.h"
 #include "qkv/util/error.h"
+#include "qkv/util/error_context.h"
 #include "qkv/util/utf8.h"
 
 namespace {
@@ -44,7 +45,8 @@ int run(int argc, char** argv) {
         ids.push_back(int32_t(std::stol(line.substr(i, j - i))));
         i = j;
       }
-      out = tok->decode(ids, !keep_special);
+      out = qkv::with_context("tokenize --decode: stdin line " + std::to_string(line_no),
+                              [&] { return tok->decode(ids, !keep_special); });  // an id past the vocabulary
     } else {
       QKV_CHECK(qkv::utf8::is_valid(line), "tokenize", "stdin line ", line_no, ": not valid UTF-8");
       qkv::text::Encoding e;

@@ -134,6 +134,10 @@ TEST(CliTokenize, ErrorsNameTheFile) {
   r = run_qkv("tokenize --decode -t " + shell_quote(npm_cache() + "/gpt2"), "12 abc\n");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("line 1"), std::string::npos) << r.err;
+  r = run_qkv("tokenize --decode -t " + shell_quote(npm_cache() + "/gpt2"), "15496\n50257\n");  // past the vocabulary
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("stdin line 2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("50257"), std::string::npos) << r.err;
   r = run_qkv("train-tokenizer --kind bpe --vocab-size 100 --input /nonexistent/c.txt --out " +
               shell_quote(bad + ".out"), "");
   EXPECT_EQ(r.status, 1);
