@@ -55,13 +55,27 @@ std::vector<ClsInput> read_cls_inputs(std::istream& in, const std::string& name,
   std::string line;
   int64_t n = 0;
   int fields = pairs < 0 ? 0 : pairs ? 2 : 1;
+  int64_t blank_lead = 0;  // blank lines before the first line that decides (fields 0)
   while (std::getline(in, line)) {  // every line is an input: answers line up with the lines
     ++n;
     std::string_view l = strip_cr(line);
-    const std::string where = name + ":" + std::to_string(n);
-    if (fields == 0) fields = std::count(l.begin(), l.end(), '\t') == 1 ? 2 : 1;
-    out.push_back(parse_cls_input(l, fields, where));
+    if (fields == 0 && l.empty()) {  // the empty text of a single-text file, or a bad pair line
+      ++blank_lead;
+      continue;
+    }
+    if (fields == 0) {
+      fields = std::count(l.begin(), l.end(), '\t') == 1 ? 2 : 1;
+      for (int64_t b = 1; b <= blank_lead; ++b) {  // read again now that the kind is known
+        out.push_back(parse_cls_input("", fields, name + ":" + std::to_string(b)));
+        if (line_numbers) line_numbers->push_back(b);
+      }
+    }
+    out.push_back(parse_cls_input(l, fields, name + ":" + std::to_string(n)));
     if (line_numbers) line_numbers->push_back(n);
+  }
+  for (int64_t b = 1; fields == 0 && b <= blank_lead; ++b) {  // only blank lines: empty texts
+    out.push_back(parse_cls_input("", 1, name + ":" + std::to_string(b)));
+    if (line_numbers) line_numbers->push_back(b);
   }
   QKV_CHECK(!out.empty(), name, "no input lines (expected ", pairs > 0 ? "a<TAB>b pairs" : "texts", ", one per line)");
   return out;

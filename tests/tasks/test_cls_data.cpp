@@ -62,6 +62,25 @@ TEST(ClsData, LabelledLinesAndTheirErrors) {
             std::string::npos);
   std::istringstream none("");
   EXPECT_NE(error_of([&] { read_cls_inputs(none, "stdin", -1); }).find("stdin: no input lines"), std::string::npos);
+  // Where the first line decides (-1), a blank one does not: a single-text file keeps its empty
+  // texts in place, and a pair file whose first line is blank names that line, not the next.
+  std::istringstream lead_blank("\n\napple\n");
+  lines.clear();
+  got = read_cls_inputs(lead_blank, "in.txt", -1, &lines);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].a, "");
+  EXPECT_FALSE(got[0].pair);
+  EXPECT_EQ(got[2].a, "apple");
+  EXPECT_EQ(lines, (std::vector<int64_t>{1, 2, 3}));
+  std::istringstream lead_blank_pairs("\na\tb\nc\td\n");
+  EXPECT_NE(error_of([&] { read_cls_inputs(lead_blank_pairs, "p.txt", -1); })
+                .find("p.txt:1: expected 2 tab-separated fields"),
+            std::string::npos);
+  std::istringstream only_blank("\n\n");
+  lines.clear();
+  got = read_cls_inputs(only_blank, "in.txt", -1, &lines);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(lines, (std::vector<int64_t>{1, 2}));
 }
 
 TEST(ClsData, LabelNamesSortNumbersAsNumbers) {

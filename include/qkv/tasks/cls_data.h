@@ -28,7 +28,8 @@ struct LabelledSet {
 // One input line: `fields` = 1 (a text) or 2 (a<TAB>b); where = "FILE:LINE" for errors.
 ClsInput parse_cls_input(std::string_view line, int fields, const std::string& where);
 // Reads input lines (text or a<TAB>b), one input per line, a blank line being the empty text, so
-// that answers line up with lines; pairs decides the expected fields (-1: the first line decides).
+// that answers line up with lines; pairs decides the expected fields (-1: the first line that is
+// not blank decides, so a pair file whose first line is blank names that line as a bad pair).
 // No line at all is an error naming `name`. Returns the inputs and their 1-based line numbers.
 std::vector<ClsInput> read_cls_inputs(std::istream& in, const std::string& name, int pairs,
                                       std::vector<int64_t>* line_numbers = nullptr);
