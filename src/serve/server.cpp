@@ -1,6 +1,7 @@
 // The HTTP side of the server: cpp-httplib's routes, the limits that apply to every request
 // (body size, concurrent requests, draining), the request log and metrics, and shutdown.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -113,8 +114,9 @@ void Server::Impl::routes() {
       send_error(res, HttpError(400, "Content-Length '" + n + "' is not a byte count (expected digits)"));
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!body_expected || req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos)
-      return httplib::Server::HandlerResponse::Unhandled;
+    std::string coding = req.get_header_value("Transfer-Encoding");  // names are case-insensitive
+    std::transform(coding.begin(), coding.end(), coding.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    if (!body_expected || coding.find("chunked") != std::string::npos) return httplib::Server::HandlerResponse::Unhandled;
     if (req.method == "POST" && endpoints().count(req.path) && req.path != "/health" && req.path != "/metrics")
       send_error(res, HttpError(400, req.path + ": the request body is empty; expected a JSON object"));
     else

@@ -31,7 +31,7 @@ void expect_error(const Reply& r, int status, const std::string& what, const std
 
 // One HTTP exchange on an open connection: sends `req`, reads one answer (its headers and
 // Content-Length bytes of body). Returns "" if the connection ends first.
-std::string exchange(int fd, const std::string& req) {
+std::string http_exchange(int fd, const std::string& req) {
   if (::send(fd, req.data(), req.size(), 0) != ssize_t(req.size())) return "";
   std::string got;
   char buf[4096];
@@ -70,17 +70,24 @@ TEST(ServeLimits, ARequestWithoutALengthHasNoBodyAndIsAnsweredAtOnce) {
   const int fd = connect_to(s.port);
   ASSERT_GE(fd, 0);
   const auto t0 = std::chrono::steady_clock::now();
-  std::string a = exchange(fd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  std::string a = http_exchange(fd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   EXPECT_NE(a.find("HTTP/1.1 400"), std::string::npos) << a;
   EXPECT_NE(a.find("/v1/completions: the request body is empty; expected a JSON object"), std::string::npos) << a;
-  a = exchange(fd, "POST /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  a = http_exchange(fd, "POST /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   EXPECT_NE(a.find("HTTP/1.1 404"), std::string::npos) << a;
   EXPECT_NE(a.find("no such endpoint: POST /health"), std::string::npos) << a;
-  a = exchange(fd, "PUT /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  a = http_exchange(fd, "PUT /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   EXPECT_NE(a.find("no such endpoint: PUT /v1/completions"), std::string::npos) << a;
-  a = exchange(fd, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");  // the same connection
+  // A chunked body is read as one, whatever the case of the coding's name.
+  const std::string body = R"({"model": "gpt", "text": "the"})";
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  a = http_exchange(fd, "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: Chunked\r\n\r\n" +
+                       std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n");
   EXPECT_NE(a.find("HTTP/1.1 200"), std::string::npos) << a;
-  a = exchange(fd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n");
+  a = http_exchange(fd, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");  // the same connection
+  EXPECT_NE(a.find("HTTP/1.1 200"), std::string::npos) << a;
+  a = http_exchange(fd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n");
   EXPECT_NE(a.find("HTTP/1.1 400"), std::string::npos) << a;
   EXPECT_NE(a.find("Content-Length '-5' is not a byte count"), std::string::npos) << a;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));  // no read timed out
