@@ -51,31 +51,17 @@ ClsInput parse_cls_input(std::string_view line, int fields, const std::string& w
 
 std::vector<ClsInput> read_cls_inputs(std::istream& in, const std::string& name, int pairs,
                                       std::vector<int64_t>* line_numbers) {
-  std::vector<ClsInput> out;
-  std::string line;
-  int64_t n = 0;
+  std::vector<std::string> lines;  // every line is an input: answers line up with the lines
+  for (std::string line; std::getline(in, line);) lines.emplace_back(strip_cr(line));
   int fields = pairs < 0 ? 0 : pairs ? 2 : 1;
-  int64_t blank_lead = 0;  // blank lines before the first line that decides (fields 0)
-  while (std::getline(in, line)) {  // every line is an input: answers line up with the lines
-    ++n;
-    std::string_view l = strip_cr(line);
-    if (fields == 0 && l.empty()) {  // the empty text of a single-text file, or a bad pair line
-      ++blank_lead;
-      continue;
-    }
-    if (fields == 0) {
-      fields = std::count(l.begin(), l.end(), '\t') == 1 ? 2 : 1;
-      for (int64_t b = 1; b <= blank_lead; ++b) {  // read again now that the kind is known
-        out.push_back(parse_cls_input("", fields, name + ":" + std::to_string(b)));
-        if (line_numbers) line_numbers->push_back(b);
-      }
-    }
-    out.push_back(parse_cls_input(l, fields, name + ":" + std::to_string(n)));
-    if (line_numbers) line_numbers->push_back(n);
+  if (fields == 0) {  // the first line that is not blank decides (a blank one is the empty text, or a bad pair)
+    auto first = std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return !l.empty(); });
+    fields = first != lines.end() && std::count(first->begin(), first->end(), '\t') == 1 ? 2 : 1;
   }
-  for (int64_t b = 1; fields == 0 && b <= blank_lead; ++b) {  // only blank lines: empty texts
-    out.push_back(parse_cls_input("", 1, name + ":" + std::to_string(b)));
-    if (line_numbers) line_numbers->push_back(b);
+  std::vector<ClsInput> out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    out.push_back(parse_cls_input(lines[i], fields, name + ":" + std::to_string(i + 1)));
+    if (line_numbers) line_numbers->push_back(int64_t(i + 1));
   }
   QKV_CHECK(!out.empty(), name, "no input lines (expected ", pairs > 0 ? "a<TAB>b pairs" : "texts", ", one per line)");
   return out;
