@@ -1,8 +1,12 @@
 // The HTTP side of the server: cpp-httplib's routes, the limits that apply to every request
 // (body size, concurrent requests, draining), the request log and metrics, and shutdown.
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -90,7 +94,22 @@ Slot Server::Impl::acquire_slot() {
   return Slot(nullptr, [this](void*) { --in_flight; });
 }
 
+// cpp-httplib 0.11's default sets SO_REUSEPORT, so a second server on a port in use bound it too
+// and the kernel shared connections between the two (possibly serving other models), where a
+// bind error was wanted: SO_REUSEADDR alone lets a restart take a port still in TIME_WAIT and
+// nothing more. Its listen() asks for a queue of 5 connections, compiled into Debian's library; a
+// burst of 100 connects then lost SYNs and waited out retransmits (up to 14 s on loopback), so
+// bind() asks again for the system's longest queue on the socket noted here.
+void Server::Impl::socket_options() {
+  http.set_socket_options([this](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd = sock;  // called once per address tried; the last is the one bound
+  });
+}
+
 void Server::Impl::routes() {
+  socket_options();
   const int threads = opt.threads > 0 ? opt.threads : int(opt.limits.max_concurrent) + 8;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   http.set_payload_max_length(opt.limits.max_body_bytes);
@@ -226,6 +245,8 @@ int Server::bind() {
     QKV_CHECK(s.http.bind_to_port(s.opt.host, port), "serve", "cannot listen on ", s.opt.host, ":", port,
               " (in use, or not an address of this machine)");
   }
+  QKV_CHECK(::listen(s.listen_fd, SOMAXCONN) == 0, "serve", "cannot lengthen the accept queue of ", s.opt.host,
+            ":", port, ": ", std::strerror(errno));
   s.bound = true;
   return port;
 }

@@ -37,9 +37,11 @@ struct Server::Impl {
   std::atomic<uint64_t> next_id{0}, next_sample_key{0};
   std::atomic<bool> draining{false}, listening{false}, finished{false};
   bool bound = false;
+  int listen_fd = -1;  // the listening socket, as cpp-httplib last created one (socket_options())
 
   Impl(const std::vector<ModelSpec>& specs, ServerOptions o);
   void routes();
+  void socket_options();  // how the listening socket is made: its port exclusive, a long accept queue
   Slot acquire_slot();  // throws the max_concurrent 429
 
   // Endpoints (endpoints.cpp). Each throws HttpError for an answer other than 200.
