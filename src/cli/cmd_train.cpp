@@ -17,7 +17,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 #include "qkv/tasks/bert_pretraining.h"
@@ -120,21 +122,36 @@ int run(int argc, char** argv) {
 }
 
 // A new run that fails before it has logged a step (a missing file, a config error only its task
-// can see, a non-finite loss in step 1) takes the directory it created with it, so that the
-// corrected command may use the same --out instead of meeting "already holds a run" (and --resume
-// "no checkpoint"). One that logged a step keeps everything: its metrics.jsonl and checkpoints say
-// what happened and --resume continues it.
+// can see, a non-finite loss in step 1) takes what it wrote with it: the directory it created, or
+// in a directory that was there, the entries it added. The corrected command may then use the same
+// --out instead of meeting "already holds a run" (and --resume "no checkpoint"). One that logged a
+// step keeps everything: its metrics.jsonl and checkpoints say what happened and --resume continues it.
 int dispatch_new_run(tasks::TrainingRun& r) {
-  const bool creates = r.resume.empty() && !r.out_dir.empty() && !fs::exists(r.out_dir);
+  std::error_code ec;
+  const bool new_run = r.resume.empty() && !r.out_dir.empty();
+  const bool creates = new_run && !fs::exists(r.out_dir, ec);
+  const bool reuses = new_run && !creates && fs::is_directory(r.out_dir, ec) &&
+                      !fs::exists(fs::path(r.out_dir) / "run.json", ec);  // (a run there is refused)
+  std::set<std::string> present;  // the entries of an --out that was there
+  if (reuses)
+    for (const auto& e : fs::directory_iterator(r.out_dir, ec)) present.insert(e.path().filename().string());
   try {
     return dispatch(r);
   } catch (...) {
-    std::error_code ec;
     const fs::path metrics = fs::path(r.out_dir) / "metrics.jsonl";
     const bool logged = fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0;
-    if (creates && !logged && train::CheckpointManager::list(r.out_dir).empty()) {
-      fs::remove_all(r.out_dir, ec);
-      if (!ec) std::fprintf(stderr, "qkv train: removed %s: the run failed before its first step\n", r.out_dir.c_str());
+    if ((creates || reuses) && !logged && train::CheckpointManager::list(r.out_dir).empty()) {
+      if (creates) {
+        fs::remove_all(r.out_dir, ec);
+      } else {
+        std::vector<fs::path> added;
+        for (const auto& e : fs::directory_iterator(r.out_dir, ec))
+          if (!present.count(e.path().filename().string())) added.push_back(e.path());
+        for (const fs::path& p : added) fs::remove_all(p, ec);
+      }
+      if (!ec)
+        std::fprintf(stderr, "qkv train: removed %s%s: the run failed before its first step\n",
+                     creates ? "" : "what the run wrote in ", r.out_dir.c_str());
     }
     throw;
   }

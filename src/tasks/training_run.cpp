@@ -16,13 +16,14 @@ namespace fs = std::filesystem;
 
 namespace qkv::tasks {
 
-std::shared_ptr<text::Tokenizer> given_tokenizer(ConfigReader& r, const std::string& flag_path) {
+std::shared_ptr<text::Tokenizer> given_tokenizer(ConfigReader& r, const std::string& flag_path,
+                                                 std::initializer_list<const char*> learning_keys) {
   std::string path = r.has("path") ? r.string("path") : "";
   const std::string source = flag_path.empty() ? r.where("path") : "--tokenizer " + flag_path;
   if (!flag_path.empty()) path = flag_path;
   if (path.empty()) return nullptr;
   std::string unused;
-  for (const char* key : {"kind", "vocab_size", "min_frequency", "lowercase"})
+  for (const char* key : learning_keys)
     if (r.has(key)) {
       r.raw(key);
       unused += std::string(unused.empty() ? "" : ", ") + "tokenizer." + key;

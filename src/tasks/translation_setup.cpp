@@ -55,13 +55,12 @@ void protect_pairs(ParallelText& t) {
   for (size_t i = 0; i < t.src.size(); ++i) std::tie(t.src[i], t.tgt[i]) = text::protect_pair(t.src[i], t.tgt[i]);
 }
 
-void train_tokenizers(const nlohmann::json& cfg_json, const std::string& where, const ParallelText& train,
-                      const std::string& work_dir, std::shared_ptr<text::Tokenizer>& src_tok,
-                      std::shared_ptr<text::Tokenizer>& tgt_tok) {
+TokenizerPlan read_tokenizer_plan(const nlohmann::json& cfg_json, const std::string& where) {
   ConfigReader r(cfg_json, where, "tokenizer");
   std::string kind = r.string("kind", "bpe");
   QKV_CHECK(kind == "bpe" || kind == "bytebpe", r.where("kind"), "expected \"bpe\" or \"bytebpe\", got \"", kind, "\"");
-  text::BpeTrainOptions o;
+  TokenizerPlan plan;
+  text::BpeTrainOptions& o = plan.bpe;
   o.byte_level = kind == "bytebpe";
   if (o.byte_level) {
     o.end_of_word_suffix.clear();
@@ -69,8 +68,15 @@ void train_tokenizers(const nlohmann::json& cfg_json, const std::string& where, 
   }
   o.vocab_size = int(r.integer_in("vocab_size", 8000, 1, int64_t(1) << 24));
   o.min_frequency = r.integer_in("min_frequency", 2, 1, std::numeric_limits<int64_t>::max());
-  bool shared = r.boolean("shared", true);
+  plan.shared = r.boolean("shared", true);
   r.finish();
+  return plan;
+}
+
+void train_tokenizers(const TokenizerPlan& plan, const ParallelText& train, const std::string& work_dir,
+                      std::shared_ptr<text::Tokenizer>& src_tok, std::shared_ptr<text::Tokenizer>& tgt_tok) {
+  const text::BpeTrainOptions& o = plan.bpe;
+  const bool shared = plan.shared;
   fs::create_directories(work_dir);
   auto dump = [&](const std::string& file, std::initializer_list<const std::vector<std::string>*> cols) {
     std::string text;

@@ -1,12 +1,14 @@
 // src/tasks/translation_setup.h - the pieces a translation training run assembles (private to
 // tasks/translation_training.cpp): corpus files, tokenizers, model vocabulary sizes, encoded pairs.
 #pragma once
+#include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "qkv/io/model_dir.h"
+#include "qkv/text/bpe_train.h"
 #include "qkv/train/seq2seq_stream.h"
 
 namespace qkv::tasks {
@@ -27,12 +29,20 @@ bool take_protect_flag(nlohmann::json& tokenizer_cfg, const std::string& where);
 // Puts each pair's shared spans behind placeholders (text::protect_pair), in place.
 void protect_pairs(ParallelText& text);
 
-// Trains BPE tokenizer(s) from the training text per the "tokenizer" config section
-// ({"kind": "bpe"|"bytebpe", "vocab_size", "min_frequency", "shared"}) into work_dir; `where`
+// How a run learns its BPE tokenizer(s), read from the "tokenizer" config section ({"kind":
+// "bpe"|"bytebpe", "vocab_size", "min_frequency", "shared"}) before anything is learned; `where`
 // names the config file in errors.
-void train_tokenizers(const nlohmann::json& cfg, const std::string& where, const ParallelText& train,
-                      const std::string& work_dir, std::shared_ptr<text::Tokenizer>& src_tok,
-                      std::shared_ptr<text::Tokenizer>& tgt_tok);
+struct TokenizerPlan {
+  text::BpeTrainOptions bpe = {};
+  bool shared = true;  // one tokenizer for both sides
+};
+TokenizerPlan read_tokenizer_plan(const nlohmann::json& cfg, const std::string& where);
+// The keys of that section that describe learning a tokenizer (unused when one is given).
+inline constexpr std::initializer_list<const char*> kTokenizerPlanKeys = {"kind", "vocab_size", "min_frequency",
+                                                                          "shared"};
+// Trains the planned tokenizer(s) from the training text, with their input files in work_dir.
+void train_tokenizers(const TokenizerPlan& plan, const ParallelText& train, const std::string& work_dir,
+                      std::shared_ptr<text::Tokenizer>& src_tok, std::shared_ptr<text::Tokenizer>& tgt_tok);
 
 // Fills vocabulary sizes and special ids from the tokenizers into config["model"].
 void complete_model_config(nlohmann::json& config, const text::Tokenizer& src_tok, const text::Tokenizer& tgt_tok);

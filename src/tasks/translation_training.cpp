@@ -1,9 +1,11 @@
 // tasks::train_translation: the translation training run (moved from the CLI's `qkv train`).
 #include "qkv/tasks/translation_training.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <optional>
 
 #include "qkv/eval/bleu.h"
@@ -46,6 +48,28 @@ void warn_if_mostly_unknown(const std::vector<train::Example>& examples, const t
   }
 }
 
+// A resumed run continues the model its checkpoint holds. run.json's model (edited, say d_model
+// 16 -> 32) was taken silently: the checkpoints after it held weights of one shape under a
+// config.json of another, and neither translate nor the next resume could load them.
+void check_resumed_model(const nlohmann::json& checkpoint_config, const RunDir& spec) {
+  const std::string ckpt = (fs::path(spec.checkpoint) / "config.json").string();
+  auto differs = [&](const std::string& field, const nlohmann::json& run_value, const nlohmann::json& ckpt_value) {
+    fail(spec.where, "field '", field, "' is ", run_value.dump(), " but the checkpoint's (", ckpt, ") is ",
+         ckpt_value.dump(), ": a resumed run continues the model it started (start a new run for another)");
+  };
+  const nlohmann::json none;
+  for (const char* key : {"model_type", "model"}) {
+    const nlohmann::json& a = spec.config.contains(key) ? spec.config[key] : none;
+    const nlohmann::json& b = checkpoint_config.contains(key) ? checkpoint_config[key] : none;
+    if (a == b) continue;
+    if (!a.is_object() || !b.is_object()) differs(key, a, b);
+    for (const auto& [k, v] : a.items())
+      if (!b.contains(k) || b[k] != v) differs(std::string(key) + "." + k, v, b.contains(k) ? b[k] : none);
+    for (const auto& [k, v] : b.items())
+      if (!a.contains(k)) differs(std::string(key) + "." + k, none, v);
+  }
+}
+
 }  // namespace
 
 TranslationRunResult train_translation(const TranslationRun& run) {
@@ -55,6 +79,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   const std::string& checkpoint = spec.checkpoint;
   if (spec.resuming()) {
     bundle = io::load_seq2seq(checkpoint);
+    check_resumed_model(bundle.config, spec);
     bundle.config = spec.config;
     bundle.model->train();
   } else {
@@ -90,10 +115,20 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   vreq.search.no_repeat_ngram_size = int(vr.integer_in("no_repeat_ngram_size", 0, 0, 1024));
   vreq.search.allow_unk = vr.boolean("allow_unk", false);
   vreq.search.max_len_ratio = vr.number("max_len_ratio", vreq.search.max_len_ratio);
-  vreq.search.max_len_extra = vr.integer("max_len_extra", vreq.search.max_len_extra);
+  vreq.search.max_len_extra = vr.integer_in("max_len_extra", vreq.search.max_len_extra, 0,
+                                            std::numeric_limits<int64_t>::max());
   vreq.quiet = true;
   const int64_t valid_sentences = vr.integer_in("max_sentences", 500, 0, std::numeric_limits<int64_t>::max());
+  // Decoding's own limits, checked now: at the first validation they ended a run that had trained
+  // (and, with the bad value in run.json, every resume of it) with an error naming no field.
+  QKV_CHECK(std::isfinite(vreq.search.alpha), vr.where("alpha"), "expected a finite number, got ",
+            vreq.search.alpha);
+  QKV_CHECK(vreq.search.patience > 0 && vreq.search.patience <= 64, vr.where("patience"),
+            "expected a number in (0, 64], got ", vreq.search.patience);
+  QKV_CHECK(std::isfinite(vreq.search.max_len_ratio) && vreq.search.max_len_ratio >= 0, vr.where("max_len_ratio"),
+            "expected a finite number >= 0, got ", vreq.search.max_len_ratio);
   vr.finish();
+  check_optimizer_early(opt_cfg, top_where);  // before run.json: a bad beta left it behind
 
   if (!sched_cfg.contains("type")) sched_cfg["type"] = "noam";
   const bool noam_takes_width = sched_cfg["type"] == "noam" && !sched_cfg.contains("d_model");
@@ -114,11 +149,25 @@ TranslationRunResult train_translation(const TranslationRun& run) {
     }
   }
 
-  ParallelText train_text = read_parallel_tsv(spec.train), valid_text = read_parallel_tsv(spec.valid);
   // tokenizer.protect: the pairs' shared spans behind placeholders, for BPE and training alike;
   // validation BLEU translates the raw sources (the Translator protects and restores them).
   const bool protect = take_protect_flag(tok_cfg, top_where);
+  QKV_CHECK(!spec.resuming() || protect == bundle.protect_spans, top_where, "field 'tokenizer.protect' is ",
+            protect ? "true" : "false", " but the checkpoint's model was trained with ",
+            bundle.protect_spans ? "true" : "false", ": a resumed run keeps it");
   bundle.protect_spans = protect;
+  // The tokenizer: given (--tokenizer, or tokenizer.path), else learned as the section says; a new
+  // run reads the section now, so that a misspelt key fails before the data is read.
+  std::shared_ptr<text::Tokenizer> given_tok;
+  std::optional<TokenizerPlan> plan;
+  if (!spec.resuming()) {
+    ConfigReader tok_reader(tok_cfg, top_where, "tokenizer");
+    given_tok = given_tokenizer(tok_reader, run.tokenizer_path, kTokenizerPlanKeys);
+    if (!given_tok) plan = read_tokenizer_plan(tok_cfg, top_where);
+  }
+  const std::string tok_source = run.tokenizer_path.empty() ? top_where + ": tokenizer.path" : run.tokenizer_path;
+
+  ParallelText train_text = read_parallel_tsv(spec.train), valid_text = read_parallel_tsv(spec.valid);
   const ParallelText valid_raw = valid_text;
   if (protect) {
     protect_pairs(train_text);
@@ -127,18 +176,17 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   manual_seed(seed);  // initialisation and dropout draw from the default generator
   if (!spec.resuming()) {
     fs::create_directories(out_dir);
-    if (!run.tokenizer_path.empty()) {
-      bundle.src_tok = text::load_tokenizer(run.tokenizer_path);
+    if (given_tok) {
+      bundle.src_tok = given_tok;
       bundle.tgt_tok = bundle.src_tok;
       try {  // a tokenizer made for another model may lack what translation needs (<pad>, </s>)
         complete_model_config(spec.config, *bundle.src_tok, *bundle.tgt_tok);
       } catch (const Error& e) {
-        fail(run.tokenizer_path, "cannot be a translation model's tokenizer: ", e.what());
+        fail(tok_source, "cannot be a translation model's tokenizer: ", e.what());
       }
     } else {
       std::fprintf(stderr, "qkv train: learning BPE from %zu sentence pairs ...\n", train_text.src.size());
-      train_tokenizers(tok_cfg, top_where, train_text, (fs::path(out_dir) / "work").string(), bundle.src_tok,
-                       bundle.tgt_tok);
+      train_tokenizers(*plan, train_text, (fs::path(out_dir) / "work").string(), bundle.src_tok, bundle.tgt_tok);
       complete_model_config(spec.config, *bundle.src_tok, *bundle.tgt_tok);
     }
     bundle.config = spec.config;
@@ -154,12 +202,27 @@ TranslationRunResult train_translation(const TranslationRun& run) {
                "%lld parameters\n", examples.size(), (long long)dropped, (long long)max_len, valid_text.src.size(),
                (long long)bundle.model->num_parameters());
   warn_if_mostly_unknown(examples, *bundle.src_tok, *bundle.tgt_tok);
-  train::Seq2SeqStream stream(std::move(examples), ids, max_tokens, max_sentences, seed);
-  train::Seq2SeqStream valid_stream(encode_pairs(valid_text, *bundle.src_tok, *bundle.tgt_tok, ids.eos, max_len),
-                                    ids, max_tokens, max_sentences, seed);
-  if (stream.skipped() + valid_stream.skipped() > 0)
+  // Each file's stream, with errors that name it and the key that left it empty (the validation
+  // file's once blamed "the training corpus" and named neither).
+  const std::string len_key = data_max_len > 0 && data_max_len < bundle.model->max_len() ? "data.max_len"
+                                                                                          : "model.max_len";
+  auto make_stream = [&](std::vector<train::Example> pairs, size_t read, const std::string& file) {
+    QKV_CHECK(!pairs.empty(), file, "none of its ", read, " pairs fits: every one has more than ", max_len,
+              " tokens on a side (", top_where, ": ", len_key, ")");
+    try {
+      return std::make_unique<train::Seq2SeqStream>(std::move(pairs), ids, max_tokens, max_sentences, seed);
+    } catch (const Error& e) {
+      fail(file, e.what(), " (", top_where, ": data.max_tokens)");
+    }
+  };
+  const size_t train_read = train_text.src.size();
+  const auto stream = make_stream(std::move(examples), train_read, spec.train);
+  const auto valid_stream =
+      make_stream(encode_pairs(valid_text, *bundle.src_tok, *bundle.tgt_tok, ids.eos, max_len),
+                  valid_text.src.size(), spec.valid);
+  if (stream->skipped() + valid_stream->skipped() > 0)
     std::fprintf(stderr, "qkv train: %zu training and %zu validation pairs longer than data.max_tokens %lld left out\n",
-                 stream.skipped(), valid_stream.skipped(), (long long)max_tokens);
+                 stream->skipped(), valid_stream->skipped(), (long long)max_tokens);
 
   auto optimizer = make_optimizer(opt_cfg, top_where, *bundle.model);
   if (noam_takes_width) {  // Noam scales by the model's width
@@ -172,7 +235,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   std::vector<std::vector<std::string>> vref(1, valid_raw.tgt);
   keep_spread(vsrc, valid_sentences);
   keep_spread(vref[0], valid_sentences);
-  auto valid_batches = valid_stream.all_batches();
+  auto valid_batches = valid_stream->all_batches();
   const Translator validator(bundle);  // the model being trained: shared, not copied
 
   train::TrainCallbacks cb;
@@ -192,7 +255,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
     return m;
   };
 
-  train::Seq2SeqTask task(*bundle.model, stream, ids.pad);
+  train::Seq2SeqTask task(*bundle.model, *stream, ids.pad);
   train::Trainer trainer(task, *optimizer, *schedule, topt, out_dir, cb);
   if (!checkpoint.empty()) {
     trainer.restore_training_state(checkpoint);

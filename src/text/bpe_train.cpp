@@ -236,6 +236,10 @@ std::unique_ptr<BpeTokenizer> train_bpe(const std::vector<std::string>& files, c
   QKV_CHECK(!files.empty(), "text train_bpe", "no input files");
   WordCounter wc(opt.byte_level);
   for (auto& f : files) wc.add_file(f);
+  // Nothing counted would learn a vocabulary of the special tokens alone, one that reads every
+  // text as <unk>: an error, as an empty training file is to qkv train.
+  QKV_CHECK(!wc.counts().empty(), files.size() == 1 ? files[0] : files[0] + " (and the other inputs)",
+            "no text to learn a tokenizer from: every input is empty or blank");
   BpeTrainResult r = learn_bpe(wc.counts(), opt);
   BpeOptions bo;
   bo.byte_level = opt.byte_level;

@@ -77,6 +77,9 @@ std::unique_ptr<VocabTokenizer> VocabTokenizer::build(Level level, const std::ve
     utf8::check_lines(text, f);
     for_each_token(level, text, [&](std::string_view t) { ++counts[std::string(t)]; });
   }
+  QKV_CHECK(!counts.empty(), files.empty() ? std::string("text vocab build") : files.size() == 1 ? files[0]
+                                                                 : files[0] + " (and the other inputs)",
+            "no text to learn a tokenizer from: every input is empty or blank");
   return from_counts(level, counts, opt);
 }
 

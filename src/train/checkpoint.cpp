@@ -139,17 +139,17 @@ std::string CheckpointManager::save(int64_t step, const std::function<void(const
     fail(dir, "checkpoint not saved: ", e.what(), ". The checkpoints already in ", run_dir_,
          "/checkpoints are untouched; free space and continue with qkv train --resume ", run_dir_);
   }
+  // The newest keep_last stay, and the best besides them (it does not take one of their places:
+  // an old best counted among them deleted each new checkpoint as soon as it was written).
   auto all = list(run_dir_);
   auto b = best(run_dir_);
-  int64_t excess = int64_t(all.size()) - keep_last_;
-  for (int64_t i = 0; i < int64_t(all.size()) && excess > 0; ++i) {
+  for (int64_t i = 0; i < int64_t(all.size()) - keep_last_; ++i) {
     if (b && fs::equivalent(all[size_t(i)], *b)) continue;
     // Renamed first, so that a kill during the deletion never leaves a partial checkpoint under
     // a name list() returns; remove_stale_temporaries() finishes the job.
     const std::string doomed = all[size_t(i)] + ".del." + std::to_string(::getpid());
     fs::rename(all[size_t(i)], doomed);
     fs::remove_all(doomed);
-    --excess;
   }
   return dir;
 }

@@ -25,15 +25,18 @@ namespace fs = std::filesystem;
 TrainOptions TrainOptions::from_config(ConfigReader& r) {
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   TrainOptions o;
-  o.max_steps = r.integer("max_steps", o.max_steps);
-  o.max_epochs = r.integer("max_epochs", o.max_epochs);
+  constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+  // Counts and intervals: 0 is "no limit" or "only at the end"; a negative one was read as 0.
+  o.max_steps = r.integer_in("max_steps", o.max_steps, 0, kI64Max);
+  o.max_epochs = r.integer_in("max_epochs", o.max_epochs, 0, kI64Max);
   o.max_minutes = r.number("max_minutes", o.max_minutes);
-  o.accum_steps = r.integer("accum_steps", o.accum_steps);
+  // The micro-batches of an update are all read before it (2^40 ran out of memory in libgomp).
+  o.accum_steps = r.integer_in("accum_steps", o.accum_steps, 1, kMaxAccumSteps);
   o.label_smoothing = r.number("label_smoothing", o.label_smoothing);
   o.clip_norm = r.number("clip_norm", o.clip_norm);
-  o.valid_every = r.integer("valid_every", o.valid_every);
-  o.save_every = r.integer("save_every", o.save_every);
-  o.log_every = r.integer("log_every", o.log_every);
+  o.valid_every = r.integer_in("valid_every", o.valid_every, 0, kI64Max);
+  o.save_every = r.integer_in("save_every", o.save_every, 0, kI64Max);
+  o.log_every = r.integer_in("log_every", o.log_every, 1, kI64Max);
   o.keep_last = int(r.integer_in("keep_last", o.keep_last, 1, kIntMax));
   o.patience = int(r.integer_in("patience", o.patience, 0, kIntMax));
   o.average_last = int(r.integer_in("average_last", o.average_last, 0, kIntMax));
@@ -49,7 +52,8 @@ TrainOptions TrainOptions::from_config(ConfigReader& r) {
   o.on_nonfinite = parse_nonfinite_policy(r.string("on_nonfinite", nonfinite_policy_name(o.on_nonfinite)),
                                           r.where("on_nonfinite"));
   o.max_nonfinite_skips = int(r.integer_in("max_nonfinite_skips", o.max_nonfinite_skips, 0, kIntMax));
-  QKV_CHECK(o.accum_steps >= 1, r.where("accum_steps"), "must be >= 1, got ", o.accum_steps);
+  QKV_CHECK(std::isfinite(o.clip_norm) && o.clip_norm >= 0, r.where("clip_norm"),
+            "must be a finite number >= 0 (0: no clipping), got ", o.clip_norm);
   QKV_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, r.where("label_smoothing"), "must be in [0, 1), got ",
             o.label_smoothing);
   QKV_CHECK(std::isfinite(o.max_minutes) && o.max_minutes >= 0, r.where("max_minutes"),
@@ -331,6 +335,7 @@ Outcome Trainer::run() {
     return o_.max_minutes > 0 &&
            std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count() >= o_.max_minutes * 60;
   };
+  const int64_t first_step = step_;
   Outcome outcome = Outcome::finished;
   while (true) {
     if (comm_.distributed() ? agreed_stop_ : stop_requested()) { outcome = Outcome::interrupted; break; }
@@ -360,6 +365,17 @@ Outcome Trainer::run() {
   if (allreduce_ && comm_.is_main() && step_seconds_ > 0)
     std::fprintf(stderr, "qkv train: %d ranks; gradient all-reduce of %.3g MB per step: %.1f%% of the steps' time\n",
                  comm_.size(), double(allreduce_->bytes_per_step()) / 1e6, 100 * allreduce_->seconds() / step_seconds_);
+  if (restored_ && step_ == first_step) {
+    // A resumed run already at its end (or interrupted before a step): its checkpoint stands as it
+    // is. Validating again appended a second metrics line and counted one more validation without
+    // progress toward train.patience in the checkpoint it rewrote, so the run no longer matched
+    // the one that was never resumed.
+    if (comm_.is_main())
+      std::fprintf(stderr, "qkv train: %s at step %lld: nothing trained or written\n",
+                   outcome == Outcome::interrupted ? "interrupted before an update" : "the run already ends",
+                   (long long)step_);
+    return outcome;
+  }
   if (outcome == Outcome::finished) {
     if (cb_.validate) validate_and_track();  // validates, saves, tracks the best
     else save_checkpoint();

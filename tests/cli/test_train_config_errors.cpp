@@ -68,6 +68,13 @@ TEST(TrainConfigErrors, NameTheFileAndFieldBeforeAnythingIsWritten) {
       {"data", "max_tokens", 0, file + ": field 'data.max_tokens': expected an integer in [1, "},
       {"schedule", "type", "linear9", file + ": section 'schedule': make_schedule: field 'type'"},
       {"schedule", "warmpu", 5, file + ": section 'schedule': make_schedule: field 'warmpu': unknown"},
+      // decoding's limits for validation BLEU: once found at the first validation, naming no field
+      {"valid", "patience", 0, file + ": field 'valid.patience': expected a number in (0, 64], got 0"},
+      {"valid", "max_len_extra", -1, file + ": field 'valid.max_len_extra': expected an integer in [0, "},
+      {"valid", "max_len_ratio", -1, file + ": field 'valid.max_len_ratio': expected a finite number >= 0, got -1"},
+      {"tokenizer", "vocab_sise", 100, file + ": field 'tokenizer.vocab_sise': unknown key"},
+      // the optimizer's own check: once found after run.json was written
+      {"optimizer", "lr", -1, file + ": section 'optimizer': Adam: expected lr >= 0, got -1"},
   };
   for (const Case& c : cases) {
     nlohmann::json cfg = good_config();
@@ -140,16 +147,32 @@ TEST(TrainConfigErrors, AFailedNewRunLeavesNoDirectoryAndTheFixedCommandRuns) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   qkv::testing::write_reversal_corpus(dir, 60, 50, 777);
-  // Found only once the model exists (the optimizer's own check), after run.json was written.
+  // Found only once the tokenizer is learned, after run.json was written: no validation pair fits
+  // the model (model.max_len 6). The error names the validation file, not "the training corpus".
   nlohmann::json bad = good_config();
-  bad["optimizer"] = {{"type", "adam"}, {"lr", -1}};
+  bad["data"]["max_len"] = 6;
+  const std::string valid = read_file((dir / "valid.tsv").string());
+  qkv::write_file_atomic((dir / "valid.tsv").string(), "a b c d e f g h\ta b c d e f g h\n");
   Attempt a = train(dir, bad);
   EXPECT_EQ(a.code, 1);
-  EXPECT_NE(a.log.find("config.json: section 'optimizer': Adam: expected lr >= 0, got -1"), std::string::npos) << a.log;
+  EXPECT_NE(a.log.find((dir / "valid.tsv").string() + ": none of its 1 pairs fits: every one has more than 6 tokens "
+                       "on a side (" + (dir / "config.json").string() + ": data.max_len)"),
+            std::string::npos)
+      << a.log;
   EXPECT_NE(a.log.find("removed " + (dir / "run").string() + ": the run failed before its first step"),
             std::string::npos)
       << a.log;
   EXPECT_FALSE(fs::exists(dir / "run"));
+  // In an --out that was there, what the run wrote goes and what was there stays.
+  fs::create_directories(dir / "run");
+  qkv::write_file_atomic((dir / "run" / "notes.txt").string(), "mine\n");
+  a = train(dir, bad);
+  EXPECT_EQ(a.code, 1);
+  EXPECT_NE(a.log.find("removed what the run wrote in " + (dir / "run").string()), std::string::npos) << a.log;
+  EXPECT_EQ(read_file((dir / "run" / "notes.txt").string()), "mine\n");
+  EXPECT_FALSE(fs::exists(dir / "run" / "run.json"));
+  EXPECT_FALSE(fs::exists(dir / "run" / "work"));
+  qkv::write_file_atomic((dir / "valid.tsv").string(), valid);
   a = train(dir, good_config());
   ASSERT_EQ(a.code, 0) << a.log;
   EXPECT_TRUE(fs::exists(dir / "run/model/model.safetensors"));
@@ -251,5 +274,93 @@ TEST(TrainConfigErrors, AResumedRunJsonOfTheWrongShapeIsNamed) {
     const std::string log = read_file((dir / "log").string());
     EXPECT_NE(log.find(run_json + ": " + c.want), std::string::npos) << log;
   }
+  fs::remove_all(dir);
+}
+
+// With a tokenizer given (--tokenizer), the config's tokenizer section is still read: keys that
+// describe learning one warn that they are unused, and an unknown key is an error (all three were
+// ignored, and stored in run.json). train-tokenizer refuses input with no text: its vocabulary of
+// special tokens alone read every text as <unk>.
+TEST(TrainConfigErrors, TheTokenizerSectionIsReadWhenATokenizerIsGiven) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_train_given_tok_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  qkv::testing::write_reversal_corpus(dir, 60, 50, 777);
+  const fs::path log = dir / "t.log";
+  ASSERT_EQ(run_qkv({"train-tokenizer", "--kind", "bpe", "--vocab-size", "60", "-i", (dir / "train.tsv").string(),
+                     "-o", (dir / "tok.json").string()},
+                    log),
+            0)
+      << read_file(log.string());
+  const fs::path cfg = dir / "config.json";
+  auto train_with = [&](const nlohmann::json& tokenizer_section, const std::string& out) {
+    nlohmann::json c = good_config();
+    c["tokenizer"] = tokenizer_section;
+    qkv::write_file_atomic(cfg.string(), c.dump());
+    return run_qkv({"train", "--config", cfg.string(), "--train", (dir / "train.tsv").string(), "--valid",
+                    (dir / "valid.tsv").string(), "--out", (dir / out).string(), "--tokenizer",
+                    (dir / "tok.json").string()},
+                   log);
+  };
+  EXPECT_EQ(train_with({{"vocab_sise", 8000}}, "bad"), 1);
+  EXPECT_NE(read_file(log.string()).find(cfg.string() + ": field 'tokenizer.vocab_sise': unknown key"),
+            std::string::npos)
+      << read_file(log.string());
+  EXPECT_FALSE(fs::exists(dir / "bad"));
+  ASSERT_EQ(train_with({{"kind", "bpe"}, {"vocab_size", 8000}, {"shared", true}}, "ok"), 0) << read_file(log.string());
+  EXPECT_NE(read_file(log.string()).find("warning: tokenizer.kind, tokenizer.vocab_size, tokenizer.shared not used: "
+                                         "the tokenizer comes from --tokenizer " + (dir / "tok.json").string()),
+            std::string::npos)
+      << read_file(log.string());
+
+  // Empty for every kind; blank lines too where whitespace is not text (a byte-level or character
+  // vocabulary learns the spaces).
+  for (const auto& [kind, text] : std::vector<std::pair<std::string, std::string>>{
+           {"bpe", ""}, {"bytebpe", ""}, {"word", ""}, {"char", ""}, {"bpe", "\n  \n"}, {"word", "\n \t\n"}}) {
+    qkv::write_file_atomic((dir / "blank.txt").string(), text);
+    EXPECT_EQ(run_qkv({"train-tokenizer", "--kind", kind, "-i", (dir / "blank.txt").string(), "-o",
+                       (dir / "blank.json").string()},
+                      log),
+              1)
+        << kind;
+    EXPECT_NE(read_file(log.string()).find((dir / "blank.txt").string() +
+                                           ": no text to learn a tokenizer from: every input is empty or blank"),
+              std::string::npos)
+        << kind << ": " << read_file(log.string());
+    EXPECT_FALSE(fs::exists(dir / "blank.json")) << kind;
+  }
+  fs::remove_all(dir);
+}
+
+// run.json's model must be the checkpoint's on --resume: an edited d_model was taken, and the
+// checkpoints after it (weights of d_model 16 under a config.json saying 32) loaded nowhere.
+TEST(TrainConfigErrors, AResumeWithAnEditedModelIsRefusedByField) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_train_edited_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  qkv::testing::write_reversal_corpus(dir, 60, 50, 777);
+  ASSERT_EQ(train(dir, good_config()).code, 0);
+  const std::string run_json = (dir / "run" / "run.json").string();
+  const std::string original = read_file(run_json);
+  struct Case {
+    const char* section;
+    const char* key;
+    nlohmann::json value;
+    const char* want;
+  } cases[] = {{"model", "d_model", 32, "field 'model.d_model' is 32 but the checkpoint's ("},
+               {"model", "dropout", 0.3, "field 'model.dropout' is 0.3 but the checkpoint's ("},
+               {"tokenizer", "protect", true, "field 'tokenizer.protect' is true but the checkpoint's model was "}};
+  for (const Case& c : cases) {
+    nlohmann::json rj = nlohmann::json::parse(original);
+    rj["config"][c.section][c.key] = c.value;
+    qkv::write_file_atomic(run_json, rj.dump(2));
+    EXPECT_EQ(run_qkv({"train", "--resume", (dir / "run").string(), "--max-steps", "6"}, dir / "log"), 1) << c.key;
+    const std::string log = read_file((dir / "log").string());
+    EXPECT_NE(log.find(run_json + ": " + c.want), std::string::npos) << log;
+  }
+  EXPECT_FALSE(fs::exists(qkv::testing::step_dir(dir / "run", 6)));
+  qkv::write_file_atomic(run_json, original);
+  EXPECT_EQ(run_qkv({"train", "--resume", (dir / "run").string(), "--max-steps", "6"}, dir / "log"), 0)
+      << read_file((dir / "log").string());
   fs::remove_all(dir);
 }

@@ -226,3 +226,33 @@ TEST(TrainResume, FailedCheckpointWriteKeepsThePreviousOneAndResumes) {
               qkv::read_file(step_dir(dir / "run", 40) + "/training_state.safetensors"));
   fs::remove_all(dir);
 }
+
+// --resume of a run already at its end trains nothing and writes nothing: it once validated again,
+// appending a second metrics line and rewriting the last checkpoint's training state with one more
+// validation without progress, so that a later resume to more steps could stop early where the run
+// never resumed would not.
+TEST(TrainResume, AResumeOfAFinishedRunWritesNothing) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_resume_noop_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_corpus(dir);
+  const std::string run = (dir / "run").string();
+  ASSERT_EQ(qkv::testing::run_qkv({"train", "--config", (dir / "config.json").string(), "--train",
+                                   (dir / "train.tsv").string(), "--valid", (dir / "valid.tsv").string(), "--out",
+                                   run, "--max-steps", "20"},
+                                  dir / "run.log"),
+            0)
+      << qkv::read_file((dir / "run.log").string());
+  const std::string metrics = qkv::read_file(run + "/metrics.jsonl");
+  const std::string state = qkv::read_file(step_dir(dir / "run", 20) + "/training_state.safetensors");
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{}, {"--max-steps", "20"}, {"--max-steps", "10"}}) {
+    std::vector<std::string> resume{"train", "--resume", run};
+    resume.insert(resume.end(), extra.begin(), extra.end());
+    ASSERT_EQ(qkv::testing::run_qkv(resume, dir / "resume.log"), 0) << qkv::read_file((dir / "resume.log").string());
+    const std::string log = qkv::read_file((dir / "resume.log").string());
+    EXPECT_NE(log.find("the run already ends at step 20: nothing trained or written"), std::string::npos) << log;
+    EXPECT_EQ(qkv::read_file(run + "/metrics.jsonl"), metrics);
+    EXPECT_TRUE(qkv::read_file(step_dir(dir / "run", 20) + "/training_state.safetensors") == state);
+  }
+  fs::remove_all(dir);
+}

@@ -75,3 +75,25 @@ TEST(StaleTemporaries, PruningNeverShowsAPartialCheckpoint) {
     EXPECT_EQ(e.path().filename().string().find(".del."), std::string::npos) << e.path();
   fs::remove_all(run);
 }
+
+// keep_last counts the newest checkpoints; the best is kept besides them. With the best at step 1
+// and keep_last 1, steps 2 and 3 were each deleted as soon as they were written.
+TEST(StaleTemporaries, PruningKeepsTheNewestBesidesTheBest) {
+  const fs::path run = fs::path(::testing::TempDir()) / ("qkv_prune_best_" + std::to_string(getpid()));
+  fs::remove_all(run);
+  auto fill = [](const std::string& dir) { qkv::write_file_atomic((fs::path(dir) / "model.safetensors").string(), "w"); };
+  for (int keep : {1, 2}) {
+    fs::remove_all(run);
+    qkv::train::CheckpointManager manager(run.string(), keep);
+    manager.mark_best(manager.save(1, fill));
+    for (int step : {2, 3, 4}) manager.save(step, fill);
+    std::vector<std::string> names;
+    for (const auto& dir : qkv::train::CheckpointManager::list(run.string()))
+      names.push_back(fs::path(dir).filename().string());
+    const std::vector<std::string> want =
+        keep == 1 ? std::vector<std::string>{"step-000000001", "step-000000004"}
+                  : std::vector<std::string>{"step-000000001", "step-000000003", "step-000000004"};
+    EXPECT_EQ(names, want) << "keep_last " << keep;
+  }
+  fs::remove_all(run);
+}

@@ -42,6 +42,15 @@ TEST(TrainOptions, OutOfRangeKeysAreRefusedByName) {
       {"max_nonfinite_skips", -2, "field 'train.max_nonfinite_skips': expected an integer in [0, 2147483647]"},
       {"max_minutes", std::numeric_limits<double>::infinity(), "field 'train.max_minutes': must be a finite number"},
       {"max_minutes", std::nan(""), "field 'train.max_minutes': must be a finite number"},
+      {"max_steps", -5, "field 'train.max_steps': expected an integer in [0, 9223372036854775807], got -5"},
+      {"max_epochs", -2, "field 'train.max_epochs': expected an integer in [0, 9223372036854775807], got -2"},
+      {"valid_every", -1, "field 'train.valid_every': expected an integer in [0, 9223372036854775807], got -1"},
+      {"save_every", -7, "field 'train.save_every': expected an integer in [0, 9223372036854775807], got -7"},
+      {"log_every", 0, "field 'train.log_every': expected an integer in [1, 9223372036854775807], got 0"},
+      {"accum_steps", 1000000000000ll, "field 'train.accum_steps': expected an integer in [1, 4096]"},
+      {"accum_steps", 0, "field 'train.accum_steps': expected an integer in [1, 4096], got 0"},
+      {"clip_norm", -1.0, "field 'train.clip_norm': must be a finite number >= 0 (0: no clipping), got -1"},
+      {"clip_norm", std::numeric_limits<double>::infinity(), "field 'train.clip_norm': must be a finite number"},
   };
   for (const Case& c : cases) {
     nlohmann::json j = base;

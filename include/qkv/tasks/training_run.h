@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,10 +28,12 @@ namespace qkv::tasks {
 
 // The tokenizer a run is given, from --tokenizer (flag_path, when not empty) or else the
 // "tokenizer" section's `path`, or null when neither is set (the run learns one from r's other
-// keys). When one is given, the keys that describe learning one (kind, vocab_size,
-// min_frequency, lowercase) are read and not used, with a warning naming them, so that a shipped
-// config still runs with --tokenizer; r is then finished.
-std::shared_ptr<text::Tokenizer> given_tokenizer(ConfigReader& r, const std::string& flag_path);
+// keys). When one is given, the keys that describe learning one (`learning_keys`) are read and
+// not used, with a warning naming them, so that a shipped config still runs with --tokenizer; r
+// is then finished (any other key is an error).
+std::shared_ptr<text::Tokenizer> given_tokenizer(
+    ConfigReader& r, const std::string& flag_path,
+    std::initializer_list<const char*> learning_keys = {"kind", "vocab_size", "min_frequency", "lowercase"});
 
 nlohmann::json read_json_file(const std::string& path);  // errors name the file
 

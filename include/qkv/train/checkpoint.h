@@ -35,7 +35,7 @@ class CheckpointManager {
  public:
   // Creates run_dir/checkpoints and clears stale temporaries there and in run_dir.
   CheckpointManager(std::string run_dir, int keep_last);
-  // Saves step `step` via fill(dir); prunes to keep_last, never deleting the best. A failed write
+  // Saves step `step` via fill(dir); prunes to the newest keep_last and the best. A failed write
   // (full disk) throws naming the checkpoint; the ones already saved are untouched.
   std::string save(int64_t step, const std::function<void(const std::string& dir)>& fill);
   // Marks `dir` as best (updates run/best symlink).

@@ -36,11 +36,13 @@
 
 namespace qkv::train {
 
+inline constexpr int64_t kMaxAccumSteps = 4096;  // train.accum_steps: every micro-batch is held until the update
+
 struct TrainOptions {
   int64_t max_steps = 1000;   // stop after this many updates (0 = no limit)
   int64_t max_epochs = 0;     // stop after this many epochs (0 = no limit)
   double max_minutes = 0;     // stop after this much wall-clock time in this process (0 = no limit)
-  int64_t accum_steps = 1;    // micro-batches per update
+  int64_t accum_steps = 1;    // micro-batches per update, at most kMaxAccumSteps
   double label_smoothing = 0.1;
   double clip_norm = 1.0;     // 0 = off
   int64_t valid_every = 500;  // updates between validations (0 = only at the end)
