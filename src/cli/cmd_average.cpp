@@ -2,6 +2,7 @@
 // of one model averaged into a new model directory (train::average_checkpoints).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -22,9 +23,15 @@ void check_out_dir(const std::string& out, const std::vector<std::string>& dirs,
   std::error_code ec;
   if (!fs::exists(out, ec)) return;
   QKV_CHECK(fs::is_directory(out, ec), out, "--out: expected a directory to create, found a file");
-  for (const auto& d : dirs)
-    QKV_CHECK(!fs::equivalent(out, d, ec), out, "--out is one of the checkpoints being averaged (", d,
-              "); give a new directory");
+  // Replacing --out deletes everything under it: a checkpoint read may not be there (`--out RUN
+  // --force` over RUN/checkpoints/step-N deleted the run, the checkpoint read included).
+  const fs::path o = fs::weakly_canonical(out, ec);
+  for (const auto& d : dirs) {
+    const fs::path c = fs::weakly_canonical(d, ec);
+    const auto [end, _] = std::mismatch(o.begin(), o.end(), c.begin(), c.end());
+    QKV_CHECK(end != o.end(), out, "--out ", fs::equivalent(out, d, ec) ? "is" : "holds",
+              " one of the checkpoints being averaged (", d, "); give a new directory");
+  }
   if (force || fs::is_empty(out, ec)) return;
   std::string first;
   for (const auto& e : fs::directory_iterator(out, ec)) {

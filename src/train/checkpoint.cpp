@@ -18,7 +18,10 @@ namespace fs = std::filesystem;
 namespace qkv::train {
 
 void write_directory_atomic(const std::string& dir, const std::function<void(const std::string&)>& fill) {
-  fs::path target(dir);
+  // "out/" names "out": its filename() is empty, and the temporary went inside the target, which
+  // the rename then moved into itself (EINVAL), leaving the temporary behind.
+  fs::path target = fs::path(dir).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();
   fs::path tmp = target.parent_path() / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
   std::error_code ec;
   fs::create_directories(target.parent_path(), ec);
@@ -179,17 +182,48 @@ std::vector<std::string> last_checkpoints(const std::string& run_dir, int n) {
   return std::vector<std::string>(all.end() - n, all.end());
 }
 
+namespace {
+
+// The files of a checkpoint that the average copies (config, tokenizer, labels, ...): every regular
+// file but the weights and the training state, by name.
+std::vector<std::string> copied_files(const std::string& dir) {
+  std::vector<std::string> names;
+  for (auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && name != "model.safetensors" && name != "training_state.safetensors")
+      names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
 void average_checkpoints(const std::vector<std::string>& dirs, const std::string& out_dir) {
   QKV_CHECK(!dirs.empty(), "average_checkpoints", "expected at least one checkpoint directory");
   auto model_file = [](const std::string& d) { return (fs::path(d) / "model.safetensors").string(); };
-  auto config_file = [](const std::string& d) { return (fs::path(d) / "config.json").string(); };
-  const std::string config = read_file(config_file(dirs.back()));
+  // Every checkpoint holds the same files besides its weights, byte for byte: weights averaged
+  // under one tokenizer and published with another's (only config.json was compared) read
+  // every token as some other one.
+  const std::vector<std::string> names = copied_files(dirs.back());
+  for (const std::string& dir : dirs) {
+    if (dir == dirs.back()) continue;
+    const std::vector<std::string> here = copied_files(dir);
+    for (const std::string& name : names) {
+      const std::string file = (fs::path(dir) / name).string(), last = (fs::path(dirs.back()) / name).string();
+      QKV_CHECK(std::binary_search(here.begin(), here.end(), name), dir, "has no ", name, " but ", dirs.back(),
+                " has: only checkpoints of one model can be averaged");
+      QKV_CHECK(read_file(file) == read_file(last), file, "differs from ", last,
+                ": only checkpoints of one model can be averaged");
+    }
+    for (const std::string& name : here)
+      QKV_CHECK(std::binary_search(names.begin(), names.end(), name), (fs::path(dir) / name).string(),
+                "is not in ", dirs.back(), ": only checkpoints of one model can be averaged");
+  }
   safetensors::Contents first = safetensors::load(model_file(dirs.front()));
   std::map<std::string, std::vector<double>> sums;  // name -> element sums, floating tensors only
   auto add = [&](const safetensors::Contents& c, const std::string& dir) {
     const std::string file = model_file(dir);
-    QKV_CHECK(read_file(config_file(dir)) == config, config_file(dir), "differs from ", config_file(dirs.back()),
-              ": only checkpoints of one model can be averaged");
     QKV_CHECK(c.tensors.size() == first.tensors.size(), file, "has ", c.tensors.size(), " tensors, ",
               model_file(dirs.front()), " has ", first.tensors.size());
     for (const auto& [name, t] : c.tensors) {
@@ -228,11 +262,8 @@ void average_checkpoints(const std::vector<std::string>& dirs, const std::string
     out[name] = Tensor::from_vector<double>(mean, t.shape()).to(t.dtype());
   }
   write_directory_atomic(out_dir, [&](const std::string& tmp) {
-    for (auto& e : fs::directory_iterator(dirs.back())) {
-      const std::string name = e.path().filename().string();
-      if (!e.is_regular_file() || name == "model.safetensors" || name == "training_state.safetensors") continue;
-      write_file_atomic((fs::path(tmp) / name).string(), read_file(e.path().string()));
-    }
+    for (const std::string& name : names)
+      write_file_atomic((fs::path(tmp) / name).string(), read_file((fs::path(dirs.back()) / name).string()));
     safetensors::save(model_file(tmp), out, first.metadata);
   });
 }

@@ -95,6 +95,23 @@ TEST(AverageCli, RunModelIsTheMeanOfTheLastCheckpoints) {
             std::string::npos)
       << qkv::read_file((dir / "avg.log").string());
   EXPECT_TRUE(fs::exists(step_dir(dir / "run", 40) + "/training_state.safetensors"));
+  // ... nor, with --force, a directory that holds one (it once replaced the whole run).
+  std::vector<std::string> over_run = into;
+  over_run.back() = (dir / "run").string();
+  over_run.push_back("--force");
+  EXPECT_EQ(wait_exit(spawn(over_run, dir / "avg.log")), 1);
+  EXPECT_NE(qkv::read_file((dir / "avg.log").string()).find("--out holds one of the checkpoints being averaged"),
+            std::string::npos)
+      << qkv::read_file((dir / "avg.log").string());
+  EXPECT_TRUE(fs::exists(step_dir(dir / "run", 40) + "/training_state.safetensors"));
+  // "--out DIR/" is DIR (it failed to move the temporary, which it had put inside DIR, and left it).
+  std::vector<std::string> slash = avg;
+  slash.back() = (dir / "slash").string() + "/";
+  ASSERT_EQ(wait_exit(spawn(slash, dir / "avg.log")), 0) << qkv::read_file((dir / "avg.log").string());
+  EXPECT_TRUE(qkv::read_file((dir / "slash/model.safetensors").string()) ==
+              qkv::read_file((dir / "by_hand/model.safetensors").string()));
+  for (const auto& e : fs::directory_iterator(dir / "slash"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
   into.back() = (dir / "precious").string();
   into.push_back("--force");
   EXPECT_EQ(wait_exit(spawn(into, dir / "avg.log")), 0) << qkv::read_file((dir / "avg.log").string());

@@ -1,6 +1,7 @@
 // Checkpoint averaging (train::average_checkpoints, last_checkpoints): every floating tensor is
 // the element-wise mean, computed here independently in double and rounded once; the other model
-// files come from the last directory; mismatched checkpoints are refused with the file and tensor.
+// files are copied; mismatched checkpoints (a tensor, the config, the tokenizer) are refused with
+// the file and tensor.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -23,7 +24,8 @@ using qkv::testing::error_of;
 // A checkpoint directory: config.json, tokenizer.json, training_state.safetensors and
 // model.safetensors with a (3, 4) f32 "w", a (5) f64 "b" and an i64 "ids" (the same in all).
 std::string make_checkpoint(const std::string& root, const std::string& name, uint32_t seed,
-                            const std::string& config = "{\"model\": 1}\n") {
+                            const std::string& config = "{\"model\": 1}\n",
+                            const std::string& tokenizer = "the tokenizer") {
   std::mt19937 rng(seed);
   std::normal_distribution<double> n(0.0, 1.0);
   std::vector<float> w(12);
@@ -37,7 +39,7 @@ std::string make_checkpoint(const std::string& root, const std::string& name, ui
                                                  {"ids", Tensor::from_vector<int64_t>({7, 8, 9}, {3})}});
   safetensors::save(dir + "/training_state.safetensors", {{"step", Tensor::from_vector<int64_t>({1}, {1})}});
   write_file_atomic(dir + "/config.json", config);
-  write_file_atomic(dir + "/tokenizer.json", "tokenizer of " + name);
+  write_file_atomic(dir + "/tokenizer.json", tokenizer);
   return dir;
 }
 
@@ -66,7 +68,7 @@ TEST(AverageCheckpoints, MeanOfEveryFloatingTensorRoundedOnce) {
     EXPECT_EQ(w[i], float((double(ws[0][i]) + double(ws[1][i]) + double(ws[2][i])) / 3.0)) << i;
   for (size_t i = 0; i < b.size(); ++i) EXPECT_EQ(b[i], (bs[0][i] + bs[1][i] + bs[2][i]) / 3.0) << i;
   EXPECT_EQ(got.tensors.at("ids").to_vector<int64_t>(), (std::vector<int64_t>{7, 8, 9}));
-  EXPECT_EQ(read_file(out + "/tokenizer.json"), "tokenizer of c");  // the last directory's files
+  EXPECT_EQ(read_file(out + "/tokenizer.json"), "the tokenizer");
   EXPECT_EQ(read_file(out + "/config.json"), "{\"model\": 1}\n");
   EXPECT_FALSE(fs::exists(out + "/training_state.safetensors"));
 
@@ -82,6 +84,13 @@ TEST(AverageCheckpoints, RefusesCheckpointsOfDifferentModels) {
   std::string msg = error_of([&] { train::average_checkpoints({a, other_config}, root + "/out"); });
   EXPECT_MENTIONS(msg, "config.json");
   EXPECT_MENTIONS(msg, "only checkpoints of one model");
+  const std::string other_tokenizer = make_checkpoint(root, "tok", 2, "{\"model\": 1}\n", "another tokenizer");
+  msg = error_of([&] { train::average_checkpoints({a, other_tokenizer}, root + "/out"); });
+  EXPECT_MENTIONS(msg, a + "/tokenizer.json: differs from " + other_tokenizer + "/tokenizer.json");
+  fs::remove(other_tokenizer + "/tokenizer.json");
+  msg = error_of([&] { train::average_checkpoints({a, other_tokenizer}, root + "/out"); });
+  EXPECT_MENTIONS(msg, a + "/tokenizer.json: is not in " + other_tokenizer);
+  EXPECT_FALSE(fs::exists(root + "/out"));
 
   const std::string shape = make_checkpoint(root, "shape", 3);
   safetensors::save(shape + "/model.safetensors", {{"w", Tensor::zeros({4, 3})},
