@@ -12,11 +12,15 @@
 #include "qkv/eval/chrf.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
+#include "qkv/util/utf8.h"
 
 namespace {
 
 // Lines of a text file (a final newline does not start another line; "\r\n" is accepted).
-std::vector<std::string> split_lines(const std::string& text) {
+// The lines of `text` (from file `name`), which must be UTF-8: an error names the file and line (the
+// scorer's own check named only "reference, segment N", not which of several files).
+std::vector<std::string> split_lines(const std::string& text, const std::string& name) {
+  qkv::utf8::check_lines(text, name);
   std::vector<std::string> lines;
   size_t a = 0;
   while (a < text.size()) {
@@ -116,18 +120,18 @@ int run(int argc, char** argv) {
   } else {
     hyp_text = qkv::read_file(hyp_path);
   }
-  const auto hyps = split_lines(hyp_text);
+  const auto hyps = split_lines(hyp_text, hyp_name);
   QKV_CHECK(!hyps.empty(), "bleu", "no hypotheses in ", hyp_name);
   std::vector<std::vector<std::string>> refs;
   for (const auto& p : ref_paths) {
-    refs.push_back(split_lines(qkv::read_file(p)));
+    refs.push_back(split_lines(qkv::read_file(p), p));
     QKV_CHECK(refs.back().size() == hyps.size(), "bleu", "line counts differ: ", hyp_name, " has ",
               hyps.size(), " lines but reference ", p, " has ", refs.back().size());
   }
 
   std::vector<std::string> sources;
   if (!src_path.empty()) {
-    sources = split_lines(qkv::read_file(src_path));
+    sources = split_lines(qkv::read_file(src_path), src_path);
     QKV_CHECK(sources.size() == hyps.size(), "bleu", "line counts differ: ", hyp_name, " has ", hyps.size(),
               " lines but source ", src_path, " has ", sources.size());
   }

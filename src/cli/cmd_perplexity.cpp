@@ -10,6 +10,7 @@
 #include "qkv/io/gpt2.h"
 #include "qkv/util/utf8.h"
 #include "qkv/train/lm_task.h"
+#include "qkv/util/error_context.h"
 #include "qkv/util/file.h"
 
 namespace qkv::cli {
@@ -34,9 +35,12 @@ int run(int argc, char** argv) {
   std::vector<int64_t> ids(ids32.begin(), ids32.end());
   if (context == 0) context = b.config.n_positions;
   if (stride == 0) stride = std::max<int64_t>(1, context / 2);
-  train::NllSum r = train::strided_nll(*b.model, ids, context, stride);
+  const train::NllSum r = with_context(input, [&] { return train::strided_nll(*b.model, ids, context, stride); });
   const double mean = r.total / double(r.tokens);
-  std::printf("tokens      %lld (scored; the first of %zu is context only)\n", (long long)r.tokens, ids.size());
+  // The first token is never predicted; with a stride of the whole context neither is the first of
+  // each window (as Hugging Face's strided evaluation leaves it).
+  std::printf("tokens      %lld (scored; %lld of %zu are context only)\n", (long long)r.tokens,
+              (long long)(int64_t(ids.size()) - r.tokens), ids.size());
   std::printf("context     %lld, stride %lld\n", (long long)context, (long long)stride);
   std::printf("mean NLL    %.6f nats/token\n", mean);
   std::printf("perplexity  %.4f\n", std::exp(mean));

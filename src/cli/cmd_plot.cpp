@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "cli.h"
 #include "qkv/util/error.h"
@@ -30,10 +31,14 @@ int run(int argc, char** argv) {
     qkv::viz::LinePlotOptions o;
     o.title = title.empty() ? metrics : title;
     o.width = width;
+    const std::string ext = out.size() > 4 ? out.substr(out.size() - 4) : "";
+    QKV_CHECK(ext == ".png" || ext == ".svg" || ext == ".PNG" || ext == ".SVG", out,
+              "--out: expected a .png or .svg file name");
     const auto panels = qkv::viz::metrics_panels_from_jsonl(metrics, x_key);
     try {  // e.g. values whose range is not finite (+-1e308): say which file
       qkv::viz::write_line_plot(out, panels, o);
     } catch (const qkv::Error& e) {
+      if (std::string_view(e.what()).find(out) != std::string_view::npos) throw;  // writing --out failed
       qkv::fail(metrics, "cannot plot its values: ", e.what());
     }
     std::printf("wrote %s (%zu panels)\n", out.c_str(), panels.size());

@@ -54,3 +54,32 @@ TEST(BleuCli, ScoresBySourceLengthBucket) {
   std::string log = qkv::read_file((dir / "log").string());
   EXPECT_NE(log.find("short_src"), std::string::npos) << log;
 }
+
+// Invalid UTF-8 in any input is named by file and line: among three references the scorer said only
+// "reference, segment 1", and in the source file nothing at all.
+TEST(BleuCli, InvalidUtf8IsNamedByFileAndLine) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_bleu_utf8_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write(dir / "good", "a b c\nd e f\n");
+  write(dir / "bad", "a b c\nd \xff f\n");
+  struct Case {
+    std::vector<std::string> args;
+    std::string want;
+  } cases[] = {
+      {{"--hyp", (dir / "good").string(), "--ref", (dir / "good").string(), "--ref", (dir / "bad").string()},
+       (dir / "bad").string() + ":2: not valid UTF-8 (byte 3 of the line)"},
+      {{"--hyp", (dir / "bad").string(), "--ref", (dir / "good").string()},
+       (dir / "bad").string() + ":2: not valid UTF-8"},
+      {{"--hyp", (dir / "good").string(), "--ref", (dir / "good").string(), "--by-source-length",
+        (dir / "bad").string()},
+       (dir / "bad").string() + ":2: not valid UTF-8"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args{"bleu"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    EXPECT_EQ(run_qkv(args, dir / "log"), 1);
+    const std::string log = qkv::read_file((dir / "log").string());
+    EXPECT_NE(log.find(c.want), std::string::npos) << log;
+  }
+  fs::remove_all(dir);
+}

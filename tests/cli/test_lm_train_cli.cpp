@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -101,6 +102,25 @@ TEST(LmTrainCli, TrainsAndPublishesAGpt2Directory) {
   double p = std::stod(ppl.substr(at + 10));
   EXPECT_GT(p, 1.0);
   EXPECT_LT(p, 15.0) << ppl;
+  // Windows that do not overlap (stride = context 16): the first token of each is context only
+  // (Hugging Face's strided evaluation), ceil(N / 16) of the N; the count said "the first".
+  ASSERT_EQ(run_qkv({"perplexity", "--model", model.string(), "--input", (dir / "valid.txt").string(), "--context",
+                     "16", "--stride", "16"},
+                    dir / "ppl.log", (dir / "ppl.out").string()), 0)
+      << qkv::read_file((dir / "ppl.log").string());
+  long long scored = 0, unscored = 0, all = 0;
+  ASSERT_EQ(std::sscanf(qkv::read_file((dir / "ppl.out").string()).c_str(),
+                        "tokens %lld (scored; %lld of %lld are context only)", &scored, &unscored, &all), 3)
+      << qkv::read_file((dir / "ppl.out").string());
+  EXPECT_EQ(scored + unscored, all);
+  EXPECT_EQ(unscored, (all + 15) / 16);
+  qkv::write_file_atomic((dir / "empty.txt").string(), "");
+  EXPECT_EQ(run_qkv({"perplexity", "--model", model.string(), "--input", (dir / "empty.txt").string()},
+                    dir / "ppl.log"), 1);
+  EXPECT_NE(qkv::read_file((dir / "ppl.log").string()).find((dir / "empty.txt").string() + ": perplexity: the text "
+                                                            "has 0 tokens"),
+            std::string::npos)
+      << qkv::read_file((dir / "ppl.log").string());
 
   ASSERT_EQ(run_qkv({"generate", "--model", model.string(), "--prompt", "the cat", "-n", "12", "--top-k", "5",
                      "--seed", "1"},
