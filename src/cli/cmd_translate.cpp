@@ -60,8 +60,8 @@ int run(int argc, char** argv) {
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (req.search.nbest > 1) {
-      for (auto& h : r.hyps[i])
-        out += std::to_string(i) + "\t" + translator.detokenize(h.tokens) + "\t" + std::to_string(h.score) + "\n";
+      for (size_t k = 0; k < r.hyps[i].size(); ++k)
+        out += std::to_string(i) + "\t" + r.hyp_text[i][k] + "\t" + std::to_string(r.hyps[i][k].score) + "\n";
     } else {
       out += r.text[i] + "\n";
     }
@@ -80,6 +80,7 @@ int run(int argc, char** argv) {
     tasks::ViewInput in;
     in.text = lines[size_t(attention_line - 1)];
     in.target_ids = r.hyps[size_t(attention_line - 1)].front().tokens;
+    in.source_ids = r.src_ids[size_t(attention_line - 1)];  // as translated: cut to the model, placeholders
     auto page = tasks::translation_attention_page(translator, in, {}, "qkv attention: " + model_dir);
     int64_t bytes = viz::write_attention_page(attention_png, page);
     std::fprintf(stderr, "qkv translate: wrote the attention viewer (%lld bytes) to %s\n", (long long)bytes,

@@ -191,8 +191,8 @@ void ServedModel::translate(const std::vector<Job*>& jobs) {
       t.tokens += int64_t(r.hyps[i].front().tokens.size());
       if (opt.search.nbest == 1) continue;
       t.nbest.emplace_back();
-      for (const decode::Hypothesis& h : r.hyps[i])
-        t.nbest.back().push_back({translator_->detokenize(h.tokens), h.score, h.logprob});
+      for (size_t k = 0; k < r.hyps[i].size(); ++k)
+        t.nbest.back().push_back({r.hyp_text[i][k], r.hyps[i][k].score, r.hyps[i][k].logprob});
     }
     total += t.tokens;
     at += t.lines.size();

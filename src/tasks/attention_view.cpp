@@ -191,7 +191,8 @@ viz::AttentionPage translation_attention_page(const Translator& t, const ViewInp
   check_text(in.text, "source text");
   const train::SeqIds ids = t.special_ids();
   const int64_t max_len = b.model->max_len();
-  std::vector<int64_t> src = train::encode_sentence(*b.src_tok, in.text, ids.eos, 0);
+  // The source as translate reads it: a model trained with protected spans sees placeholders.
+  std::vector<int64_t> src = in.source_ids ? *in.source_ids : t.source_ids(in.text);
   QKV_CHECK(int64_t(src.size()) <= max_len, "viz", "the source text has ", src.size() - 1,
             " tokens (plus </s>), more than the model's max_len ", max_len, " allows (config.json \"max_len\")");
   std::vector<int64_t> hyp;  // y1 .. yn

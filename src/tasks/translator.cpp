@@ -46,7 +46,7 @@ std::string Translator::detokenize(const std::vector<int64_t>& tokens) const {
   return bundle_.tgt_tok->decode(toks);
 }
 
-std::vector<int64_t> Translator::encode_source(std::string_view line, bool* cut,
+std::vector<int64_t> Translator::encode_source(std::string_view line, int64_t max_len, bool* cut,
                                                std::vector<std::string>* originals) const {
   text::Protected p;
   if (bundle_.protect_spans) {
@@ -54,14 +54,19 @@ std::vector<int64_t> Translator::encode_source(std::string_view line, bool* cut,
     line = p.text;
     if (originals) *originals = std::move(p.originals);
   }
-  return train::encode_sentence(*bundle_.src_tok, line, ids_.eos, bundle_.model->max_len(), cut);
+  return train::encode_sentence(*bundle_.src_tok, line, ids_.eos, max_len, cut);
 }
 
 bool Translator::source_too_long(std::string_view line) const {
   check_tokenizers("Translator::source_too_long");
   bool cut = false;
-  encode_source(line, &cut, nullptr);
+  encode_source(line, bundle_.model->max_len(), &cut, nullptr);
   return cut;
+}
+
+std::vector<int64_t> Translator::source_ids(std::string_view line) const {
+  check_tokenizers("Translator::source_ids");
+  return encode_source(line, 0, nullptr, nullptr);
 }
 
 Translations Translator::translate(const std::vector<std::string>& lines, const TranslateOptions& opt) const {
@@ -77,8 +82,8 @@ Translations Translator::translate(const std::vector<std::string>& lines, const 
   std::vector<std::vector<std::string>> originals(bundle_.protect_spans ? size_t(n) : 0);
   for (int64_t i = 0; i < n; ++i) {
     bool cut = false;
-    r.src_ids[size_t(i)] =
-        encode_source(lines[size_t(i)], &cut, bundle_.protect_spans ? &originals[size_t(i)] : nullptr);
+    r.src_ids[size_t(i)] = encode_source(lines[size_t(i)], model.max_len(), &cut,
+                                         bundle_.protect_spans ? &originals[size_t(i)] : nullptr);
     if (!cut) continue;
     QKV_CHECK(!opt.refuse_long, "translate", "line ", i + 1, " has more than ", model.max_len() - 1,
               " source tokens (the model's maximum); shorten it or allow truncation");
@@ -88,9 +93,13 @@ Translations Translator::translate(const std::vector<std::string>& lines, const 
                    (long long)(i + 1), (long long)(model.max_len() - 1));
   }
   r.hyps = translate_ids(r.src_ids, opt);
+  r.hyp_text.resize(size_t(n));
   for (int64_t i = 0; i < n; ++i) {
-    r.text[size_t(i)] = detokenize(r.hyps[size_t(i)].front().tokens);
-    if (bundle_.protect_spans) r.text[size_t(i)] = text::restore(r.text[size_t(i)], originals[size_t(i)]);
+    for (const decode::Hypothesis& h : r.hyps[size_t(i)]) {
+      std::string t = detokenize(h.tokens);
+      r.hyp_text[size_t(i)].push_back(bundle_.protect_spans ? text::restore(t, originals[size_t(i)]) : std::move(t));
+    }
+    r.text[size_t(i)] = r.hyp_text[size_t(i)].front();
   }
   return r;
 }

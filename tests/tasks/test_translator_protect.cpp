@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <random>
 
+#include "qkv/tasks/attention_view.h"
 #include "qkv/tasks/translation_training.h"
 #include "qkv/tasks/translator.h"
 #include "qkv/text/placeholders.h"
@@ -98,6 +99,22 @@ int spans_kept(const fs::path& dir, bool protect, std::vector<std::string>* hyps
   EXPECT_EQ(t.source_too_long(long_span), !protect);
   EXPECT_EQ(t.pair_too_long(long_span, "kopiere alpha --" + std::string(200, 'q')), std::make_pair(!protect, !protect));
   EXPECT_EQ(t.pair_too_long("copy beta", "kopiere beta"), std::make_pair(false, false));
+  {  // the attention viewer reads the source as the translation did (placeholders, not raw spans)
+    tasks::ViewInput in;
+    in.text = src[0];
+    const viz::AttentionPage page = tasks::translation_attention_page(t, in);
+    EXPECT_EQ(page.sequences.at(0).second.size(), r.src_ids[0].size());
+  }
+  if (protect) {  // every hypothesis of an n-best list comes back restored, not only the best
+    tasks::TranslateOptions nbest = quiet;
+    nbest.search.beam = 3, nbest.search.nbest = 3;
+    const auto n = t.translate({src[0], src[1]}, nbest);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(n.hyp_text[i].size(), 3u);
+      EXPECT_EQ(n.hyp_text[i].front(), n.text[i]);
+      for (const std::string& h : n.hyp_text[i]) EXPECT_EQ(h.find("\xEF\xBD\x9F"), std::string::npos) << h;
+    }
+  }
   int kept = 0;
   for (size_t i = 0; i < held_out.size(); ++i) kept += r.text[i].find(held_out[i].span) != std::string::npos;
   if (hyps_out) *hyps_out = r.text;

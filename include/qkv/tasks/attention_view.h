@@ -39,6 +39,9 @@ struct ViewInput {
   // translation: the target as token ids y1 .. yn (a hypothesis of Translator::translate, e.g. a
   // beam search's); wins over `target`.
   std::optional<std::vector<int64_t>> target_ids;
+  // translation: the source as the translation encoded it (Translations::src_ids: placeholders,
+  // cut to the model's length); wins over encoding `text`, which stays the page's caption.
+  std::optional<std::vector<int64_t>> source_ids;
 };
 
 // The page for one sentence (and its greedy translation, unless `target` is given).

@@ -44,6 +44,7 @@ struct TranslateOptions {
 struct Translations {
   std::vector<std::string> text;                     // best hypothesis per input line
   std::vector<std::vector<decode::Hypothesis>> hyps;  // n-best per line, best first
+  std::vector<std::vector<std::string>> hyp_text;     // each of hyps as text (protected spans restored)
   std::vector<std::vector<int64_t>> src_ids;          // encoded sources (for attention plots)
   int64_t truncated = 0;                             // lines cut to the model's maximum
 };
@@ -97,6 +98,9 @@ class Translator {
   // Whether a line (a pair: {source, target}) is longer than the model takes, encoded exactly as
   // translate (score) encodes it, protected spans included: what a server checks before queueing.
   bool source_too_long(std::string_view line) const;
+  // A source line as translate encodes it (protected spans as placeholders), with </s>, not cut:
+  // for a caller that checks the length itself (the attention viewer).
+  std::vector<int64_t> source_ids(std::string_view line) const;
   std::pair<bool, bool> pair_too_long(std::string_view source, std::string_view target) const;
   // The text of a hypothesis's tokens (</s> dropped).
   std::string detokenize(const std::vector<int64_t>& tokens) const;
@@ -118,8 +122,9 @@ class Translator {
  private:
   void check_tokenizers(const char* who) const;
   // A source line as the model reads it (protected spans as placeholders, whose originals go to
-  // `originals` when given), with </s>, cut to the model's maximum (*cut says so).
-  std::vector<int64_t> encode_source(std::string_view line, bool* cut, std::vector<std::string>* originals) const;
+  // `originals` when given), with </s>, cut to max_len tokens (*cut says so; 0: not cut).
+  std::vector<int64_t> encode_source(std::string_view line, int64_t max_len, bool* cut,
+                                     std::vector<std::string>* originals) const;
   // A pair as score reads it (text::protect_pair), each side with </s>, cut likewise.
   std::pair<std::vector<int64_t>, std::vector<int64_t>> encode_pair(std::string_view source, std::string_view target,
                                                                     bool* cut_source, bool* cut_target) const;
