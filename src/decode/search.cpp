@@ -174,7 +174,11 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
   auto state = model.start(src, src_pad);
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(B));
 
-  Generator gen(opt.seed);
+  QKV_CHECK(opt.streams.empty() || int64_t(opt.streams.size()) == B, "decode", "streams: expected one per sentence (",
+            B, "), got ", opt.streams.size());
+  std::vector<Generator> gens(opt.sample ? size_t(B) : 0);  // sentence b's own random stream
+  for (int64_t b = 0; b < int64_t(gens.size()); ++b)
+    gens[size_t(b)].set_state(opt.seed, (opt.streams.empty() ? uint64_t(b) : opt.streams[size_t(b)]) << 32);
   std::vector<Hypothesis> hyp(static_cast<size_t>(B));
   std::vector<int64_t> live(static_cast<size_t>(B));  // row r decodes sentence live[r]
   std::iota(live.begin(), live.end(), int64_t(0));
@@ -199,7 +203,7 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
       Hypothesis& h = hyp[size_t(b)];
       int64_t tok = step_tok[size_t(r)];
       double lp = step_lp[size_t(r)];
-      if (opt.sample) {  // one draw per live sentence, in sentence order
+      if (opt.sample) {  // one draw per live sentence, from its own stream
         std::vector<int64_t> scratch;
         const auto& bans = row_bans(never, h.tokens, ngram, scratch);
         // Banned tokens get no probability mass (unless every token with mass is banned).
@@ -209,7 +213,7 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
         if (allowed_mass)
           for (int64_t v : bans)
             if (v < V) X[r * V + v] = -INFINITY;
-        tok = sample_row(X + r * V, V, opt, gen, lp);
+        tok = sample_row(X + r * V, V, opt, gens[size_t(b)], lp);
       }
       h.tokens.push_back(tok);
       h.logprob += lp;

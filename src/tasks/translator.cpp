@@ -125,7 +125,10 @@ std::vector<std::vector<decode::Hypothesis>> Translator::translate_ids(const std
     for (int64_t k = start; k < end; ++k) rows.push_back(&src_ids[size_t(order[size_t(k)])]);
     Tensor src, pad;  // (B, S) i64, (B, S) u8
     train::make_source_batch(rows, ids_.pad, src, pad);
-    auto out = decode::translate(model, src, pad, ids, opt.search);
+    decode::Options search = opt.search;
+    if (search.sample)  // each sentence samples from the stream of its index in the input
+      for (int64_t k = start; k < end; ++k) search.streams.push_back(uint64_t(order[size_t(k)]));
+    auto out = decode::translate(model, src, pad, ids, search);
     for (int64_t k = start; k < end; ++k) hyps[size_t(order[size_t(k)])] = std::move(out[size_t(k - start)]);
   }
   return hyps;

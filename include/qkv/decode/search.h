@@ -31,6 +31,11 @@ struct Options {
   int top_k = 0;
   double top_p = 1.0;
   uint64_t seed = 0;
+  // Sampling: sentence b of the batch draws from random stream streams[b] of `seed` (Philox
+  // counters from streams[b] * 2^32, as qkv generate numbers a prompt's), b when empty. The
+  // translator passes each sentence's index in its input, so that its sample does not depend on
+  // the other sentences or the batch size.
+  std::vector<uint64_t> streams;
   // No hypothesis repeats an n-gram of its target tokens (fairseq's and CTranslate2's
   // no_repeat_ngram_size; 0 = off): a token that would complete an n-gram already generated is
   // not chosen. Search ranks the model's own log-probabilities of the allowed tokens; sampling
