@@ -165,7 +165,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
     given_tok = given_tokenizer(tok_reader, run.tokenizer_path, kTokenizerPlanKeys);
     if (!given_tok) plan = read_tokenizer_plan(tok_cfg, top_where);
   }
-  const std::string tok_source = run.tokenizer_path.empty() ? top_where + ": tokenizer.path" : run.tokenizer_path;
+  const std::string tok_source = !run.tokenizer_path.empty() ? run.tokenizer_path : tok_cfg.value("path", std::string());
 
   ParallelText train_text = read_parallel_tsv(spec.train), valid_text = read_parallel_tsv(spec.valid);
   const ParallelText valid_raw = valid_text;
@@ -215,8 +215,7 @@ TranslationRunResult train_translation(const TranslationRun& run) {
       fail(file, e.what(), " (", top_where, ": data.max_tokens)");
     }
   };
-  const size_t train_read = train_text.src.size();
-  const auto stream = make_stream(std::move(examples), train_read, spec.train);
+  const auto stream = make_stream(std::move(examples), train_text.src.size(), spec.train);
   const auto valid_stream =
       make_stream(encode_pairs(valid_text, *bundle.src_tok, *bundle.tgt_tok, ids.eos, max_len),
                   valid_text.src.size(), spec.valid);
