@@ -315,6 +315,19 @@ TEST(TrainConfigErrors, TheTokenizerSectionIsReadWhenATokenizerIsGiven) {
 
   // Empty for every kind; blank lines too where whitespace is not text (a byte-level or character
   // vocabulary learns the spaces).
+  // tokenizer.path does what --tokenizer does.
+  nlohmann::json by_path = good_config();
+  by_path["tokenizer"] = {{"path", (dir / "tok.json").string()}};
+  qkv::write_file_atomic(cfg.string(), by_path.dump());
+  ASSERT_EQ(run_qkv({"train", "--config", cfg.string(), "--train", (dir / "train.tsv").string(), "--valid",
+                     (dir / "valid.tsv").string(), "--out", (dir / "by_path").string()},
+                    log),
+            0)
+      << read_file(log.string());
+  EXPECT_EQ(read_file(log.string()).find("learning BPE"), std::string::npos) << read_file(log.string());
+  EXPECT_EQ(nlohmann::json::parse(read_file((dir / "by_path/model/tokenizer.json").string())),
+            nlohmann::json::parse(read_file((dir / "ok/model/tokenizer.json").string())));
+
   for (const auto& [kind, text] : std::vector<std::pair<std::string, std::string>>{
            {"bpe", ""}, {"bytebpe", ""}, {"word", ""}, {"char", ""}, {"bpe", "\n  \n"}, {"word", "\n \t\n"}}) {
     qkv::write_file_atomic((dir / "blank.txt").string(), text);
