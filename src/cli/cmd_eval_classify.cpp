@@ -34,12 +34,18 @@ int run(int argc, char** argv) {
             clf.pairs() ? "pairs" : "single texts");
   std::map<std::string, int> id;
   for (size_t i = 0; i < clf.labels().size(); ++i) id[clf.labels()[i]] = int(i);
+  // A gold label the model does not know is always wrong, and a class of its own (each one: merged
+  // into one class, they counted once in the macro average instead of once each).
+  const int known = int(clf.labels().size());
   std::vector<int> gold, pred;
-  const int unknown = int(clf.labels().size());  // a gold label the model does not know: always wrong
-  for (auto& g : set.gold) gold.push_back(id.count(g) ? id[g] : unknown);
+  int n_unknown = 0;
+  for (auto& g : set.gold) {
+    if (id.count(g) == 0) id[g] = int(id.size());
+    gold.push_back(id[g]);
+    n_unknown += gold.back() >= known;
+  }
   for (auto& r : clf.classify(set.inputs, opt)) pred.push_back(int(r.label_id));
-  const int n_unknown = int(std::count(gold.begin(), gold.end(), unknown));
-  const auto rep = eval::classification_report(pred, gold, unknown + (n_unknown > 0 ? 1 : 0));
+  const auto rep = eval::classification_report(pred, gold, int(id.size()));
   if (json) {
     nlohmann::json j{{"examples", gold.size()}, {"accuracy", rep.accuracy}, {"macro_f1", rep.macro.f1},
                      {"macro_precision", rep.macro.precision}, {"macro_recall", rep.macro.recall},

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "qkv/io/bert_cls.h"
@@ -127,6 +128,38 @@ TEST(ClassifyCli, FineTunesSingleTextsAndClassifiesBatchedAsOneAtATime) {
   ASSERT_TRUE(fs::exists(r.model / "tokenizer.json"));
   const std::string valid = (r.dir / "valid.tsv").string();
   EXPECT_GE(eval_accuracy(r, valid), 0.95);
+  {  // Gold labels the model does not know are each a class of their own in the macro average
+     // (scikit-learn's: over the labels in gold or predictions); they were merged into one.
+    const std::vector<std::pair<std::string, std::string>> rows = {
+        {"fruit", "apple banana"}, {"animal", "dog cat"}, {"foo", "cherry grape"}, {"bar", "horse sheep"},
+        {"baz", "lemon mango"}};
+    std::string tsv;
+    std::vector<tasks::ClsInput> texts;
+    for (const auto& [gold, text] : rows) tsv += gold + "\t" + text + "\n", texts.push_back({text, "", false});
+    write_file_atomic((r.dir / "unknown.tsv").string(), tsv);
+    std::vector<std::string> pred;
+    for (const auto& c : tasks::Classifier(r.model.string()).classify(texts, {})) pred.push_back(c.label);
+    std::set<std::string> labels;
+    for (size_t i = 0; i < rows.size(); ++i) labels.insert(rows[i].first), labels.insert(pred[i]);
+    double f1_sum = 0;
+    for (const std::string& l : labels) {
+      double tp = 0, fp = 0, fn = 0;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const bool g = rows[i].first == l, p = pred[i] == l;
+        tp += g && p, fp += !g && p, fn += g && !p;
+      }
+      const double prec = tp + fp > 0 ? tp / (tp + fp) : 0, rec = tp + fn > 0 ? tp / (tp + fn) : 0;
+      f1_sum += prec + rec > 0 ? 2 * prec * rec / (prec + rec) : 0;
+    }
+    ASSERT_EQ(run_qkv({"eval-classify", "--model", r.model.string(), "--data", (r.dir / "unknown.tsv").string(),
+                       "--json"},
+                      r.dir / "eval.log", (r.dir / "eval.out").string()),
+              0)
+        << read_file((r.dir / "eval.log").string());
+    const auto j = nlohmann::json::parse(read_file((r.dir / "eval.out").string()));
+    EXPECT_NEAR(j.at("macro_f1").get<double>(), f1_sum / double(labels.size()), 1e-12) << j.dump();
+    EXPECT_EQ(j.at("unknown_gold_labels"), 3);
+  }
 
   // qkv classify: one answer per input line -> label<TAB>probability; the blank line is the empty
   // text (its label is whatever the model says), so answers line up with lines.
