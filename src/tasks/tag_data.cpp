@@ -139,7 +139,10 @@ TagScores score_tags(const std::vector<std::vector<std::string>>& pred,
               " predicted tags for ", gold[i].size(), " words");
     for (size_t j = 0; j < gold[i].size(); ++j) s.correct += pred[i][j] == gold[i][j];
     s.words += int64_t(gold[i].size());
+    // Predicted tags too: gold of "O" alone is still a BIO task when the tagger finds entities (its
+    // false positives were dropped with the entity scores).
     names.insert(gold[i].begin(), gold[i].end());
+    names.insert(pred[i].begin(), pred[i].end());
   }
   s.accuracy = s.words ? double(s.correct) / double(s.words) : 0.0;
   s.chunked = is_chunk_tagset(std::vector<std::string>(names.begin(), names.end()));

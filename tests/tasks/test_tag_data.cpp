@@ -100,6 +100,15 @@ TEST(TagData, ScoresAreTokenAccuracyAndConllevalEntities) {
   EXPECT_DOUBLE_EQ(s.precision, 1.0 / 3);
   EXPECT_DOUBLE_EQ(s.recall, 0.5);
   EXPECT_DOUBLE_EQ(s.f1, 0.4);
+  // Gold with no entity, a tagger that finds two: conlleval's 2 found, 0 correct, P = R = F1 = 0
+  // (decided from the gold tags alone, the entity scores were left out).
+  const TagScores none = score_tags({{"B-LOC", "I-LOC", "B-PER", "O"}}, {{"O", "O", "O", "O"}});
+  EXPECT_TRUE(none.chunked);
+  EXPECT_EQ(none.n_gold, 0);
+  EXPECT_EQ(none.n_pred, 2);
+  EXPECT_EQ(none.n_correct, 0);
+  EXPECT_DOUBLE_EQ(none.precision, 0.0);
+  EXPECT_DOUBLE_EQ(none.f1, 0.0);
   const TagScores pos = score_tags({{"NN", "DT"}}, {{"NN", "NN"}});
   EXPECT_FALSE(pos.chunked);
   EXPECT_DOUBLE_EQ(pos.accuracy, 0.5);

@@ -43,7 +43,7 @@ bool is_chunk_tagset(const std::vector<std::string>& names);
 struct TagScores {
   int64_t words = 0, correct = 0;
   double accuracy = 0;       // token (word) accuracy, 0..1
-  bool chunked = false;      // the gold tags form a chunk tag set: entity scores below are meaningful
+  bool chunked = false;      // gold and predicted tags form a chunk tag set: entity scores below are meaningful
   double precision = 0, recall = 0, f1 = 0;  // entity-level (eval/ner.h), 0..1
   int64_t n_pred = 0, n_gold = 0, n_correct = 0;
 };
