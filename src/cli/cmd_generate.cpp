@@ -72,10 +72,10 @@ int run(int argc, char** argv) {
   auto* lp = app.add_option("--logprobs", opt.logprobs,
                             "JSON lines with each generated token's log-probability (the model's, before penalty and "
                             "filters) and the N most likely tokens at each step (0: none)")
-                 ->check(CLI::NonNegativeNumber);
+                 ->check(non_negative());
   app.add_flag("--prompt-logprobs", opt.prompt_logprobs, "with --logprobs: the prompt's tokens' too")->needs(lp);
   auto* beams = app.add_option("--beams", opt.num_beams, "beam search with this many beams (Hugging Face's "
-                               "num_beams; 1 = off)")->check(CLI::PositiveNumber)->excludes(s);
+                               "num_beams; 1 = off)")->check(positive())->excludes(s);
   app.add_option("--length-penalty", opt.length_penalty, "beam search: hypotheses scored sum log p / "
                  "length^this (> 0 favours longer ones)")->capture_default_str()->needs(beams);
   std::string early = "heuristic";
@@ -83,7 +83,7 @@ int run(int argc, char** argv) {
                  "beam can beat the worst of K finished at its length), first (True: at K finished), never")
       ->check(CLI::IsMember({"heuristic", "first", "never"}))->capture_default_str()->needs(beams);
   app.add_option("--num-return", opt.num_return_sequences, "completions per prompt: beam search's best N (N <= "
-                 "--beams) or N samples (Hugging Face's num_return_sequences)")->check(CLI::PositiveNumber);
+                 "--beams) or N samples (Hugging Face's num_return_sequences)")->check(positive());
   std::string precision = "fp32";
   add_precision_option(app, precision);
   QKV_PARSE(app, argc, argv);

@@ -280,6 +280,11 @@ nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bo
 
 std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<int64_t>>& prompts,
                                                 const GenerateOptions& opt) const {
+  return generate_ids(prompts, opt, 1);
+}
+
+std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<int64_t>>& prompts,
+                                                const GenerateOptions& opt, size_t copies) const {
   const models::Gpt& model = *bundle_.model;
   const int64_t P = model.config().n_positions, V = model.config().vocab_size;
   opt.logits.validate(V);
@@ -318,7 +323,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
     for (const auto& p : prompts) copies.insert(copies.end(), size_t(opt.num_return_sequences), p);
     GenerateOptions one = opt;
     one.num_return_sequences = 1;
-    return generate_ids(copies, one);
+    return generate_ids(copies, one, size_t(opt.num_return_sequences));
   }
 
   const size_t n = prompts.size();
@@ -326,24 +331,25 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
   std::vector<Row> rows(n);
   for (size_t i = 0; i < n; ++i) {
     Row& r = rows[i];
+    const size_t line = i / copies + 1;  // the prompt's line, once for its copies
     r.prompt = i;
     r.out = &out[i];
     r.history = prompts[i];
     if (r.history.empty()) {
-      QKV_CHECK(bos_ >= 0, "generate", "line ", i + 1, ": the prompt is empty and the model has no bos_token_id "
+      QKV_CHECK(bos_ >= 0, "generate", "line ", line, ": the prompt is empty and the model has no bos_token_id "
                 "to start from");
       r.history.push_back(bos_);
     }
     for (int64_t t : r.history)
-      QKV_CHECK(t >= 0 && t < V, "generate", "line ", i + 1, ": token ", t, " outside the vocabulary [0, ", V, ")");
+      QKV_CHECK(t >= 0 && t < V, "generate", "line ", line, ": token ", t, " outside the vocabulary [0, ", V, ")");
     const int64_t L = int64_t(r.history.size()), room = P - 1;  // at least one new token must fit
     if (L > room) {
-      QKV_CHECK(opt.truncate_long, "generate", "line ", i + 1, ": the prompt has ", L, " tokens; the context of ", P,
+      QKV_CHECK(opt.truncate_long, "generate", "line ", line, ": the prompt has ", L, " tokens; the context of ", P,
                 " positions leaves room for at most ", room, " prompt tokens plus one new token "
                 "(shorten it, or allow truncation from the left)");
-      if (!opt.quiet)
+      if (!opt.quiet && i % copies == 0)
         std::fprintf(stderr, "qkv generate: warning: line %zu: prompt of %lld tokens truncated to its last %lld "
-                     "(context %lld)\n", i + 1, (long long)L, (long long)room, (long long)P);
+                     "(context %lld)\n", line, (long long)L, (long long)room, (long long)P);
       r.history.erase(r.history.begin(), r.history.end() - room);
       out[i].truncated = true;
     }

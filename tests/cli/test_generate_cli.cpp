@@ -212,6 +212,20 @@ TEST(GenerateCli, ClearErrors) {
   EXPECT_EQ(run_qkv({"generate", "--model", (dir / "model").string(), "--prompt", long_prompt, "--truncate"},
                     dir / "w.log"), 0) << read_file((dir / "w.log").string());
   EXPECT_NE(read_file((dir / "w.log").string()).find("truncated"), std::string::npos);
+  // Samples of several prompts (--num-return 2) name the prompt's own line, once: each prompt
+  // stands twice in the batch, and the third was named "line 5" (and with --truncate "line 5" and "line 6").
+  write_file_atomic((dir / "prompts3.txt").string(), "ab\nba\n" + long_prompt + "\n");
+  const std::vector<std::string> sampled{"generate", "--model", (dir / "model").string(), "--input",
+                                         (dir / "prompts3.txt").string(), "--sample", "--num-return", "2", "-n", "3"};
+  EXPECT_EQ(run_qkv(sampled, dir / "e4.log"), 1);
+  EXPECT_NE(read_file((dir / "e4.log").string()).find("line 3: the prompt has 60 tokens"), std::string::npos)
+      << read_file((dir / "e4.log").string());
+  std::vector<std::string> truncating = sampled;
+  truncating.push_back("--truncate");
+  EXPECT_EQ(run_qkv(truncating, dir / "w4.log"), 0) << read_file((dir / "w4.log").string());
+  const std::string w4 = read_file((dir / "w4.log").string());
+  EXPECT_NE(w4.find("warning: line 3: prompt of 60 tokens truncated"), std::string::npos) << w4;
+  EXPECT_EQ(w4.find("truncated"), w4.rfind("truncated")) << "warned more than once: " << w4;
 
   // A directory without a tokenizer is named (the message said only "the model directory").
   fs::copy(dir / "model", dir / "bare", fs::copy_options::recursive);
@@ -240,6 +254,10 @@ TEST(GenerateCli, ClearErrors) {
                  "num_return_sequences (3) must not exceed num_beams (2)");
   expect_refused({"generate", "--model", model, "--prompt", "ab", "--num-return", "2"},
                  "greedy decoding has one completion per prompt");
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--beams", "0"},
+                 "--beams: must be a positive number, got '0'");
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--sample", "--num-return", "0"},
+                 "--num-return: must be a positive number, got '0'");
   expect_refused({"generate", "--model", model, "--prompt", "ab", "--beams", "2", "--stop", "x"},
                  "stop strings are not supported with beam search");
   expect_refused({"generate", "--model", model, "--prompt", "ab", "--length-penalty", "2"}, "--length-penalty requires --beams");

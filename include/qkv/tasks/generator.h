@@ -167,6 +167,10 @@ class Generator {
   int64_t eos_id() const { return eos_; }
 
  private:
+  // generate_ids, where each prompt stands `copies` times in a row (num_return_sequences samples):
+  // messages name its line once, as prompts[i / copies].
+  std::vector<Generation> generate_ids(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& opt,
+                                       size_t copies) const;
   io::GptBundle bundle_;
   int64_t eos_ = -1, bos_ = -1;
   std::string model_dir_;  // where the model was read from ("" for a bundle in memory): for messages
