@@ -94,8 +94,13 @@ ClsExampleStream::ClsExampleStream(std::vector<ClsExample> examples, int64_t bat
     : examples_(std::move(examples)) {
   QKV_CHECK(!examples_.empty(), "classification stream", "no training examples");
   QKV_CHECK(batch_size > 0, "classification stream", "batch_size must be positive, got ", batch_size);
+  // Every token, segment id and label: a resume then refuses a corpus edited in place (lengths and
+  // labels alone let a run go on with other text).
   LengthPlan p = fingerprinted_length_plan(examples_, batch_size, seed, [](PlanHash& h, const ClsExample& e) {
     h.mix(e.ids.size());
+    for (int64_t v : e.ids) h.mix(uint64_t(v));
+    h.mix(e.types.size());
+    for (int64_t v : e.types) h.mix(uint64_t(v));
     h.mix(uint64_t(e.label));
   });
   plan_ = std::move(p.batches);

@@ -43,8 +43,11 @@ QaFeatureStream::QaFeatureStream(std::vector<QaFeature> features, int64_t batch_
     : features_(std::move(features)), pad_id_(pad_id) {
   QKV_CHECK(!features_.empty(), "QA stream", "no training windows");
   QKV_CHECK(batch_size > 0, "QA stream", "batch_size must be positive, got ", batch_size);
+  // Every token, segment id and target: a resume then refuses a corpus edited in place.
   LengthPlan p = fingerprinted_length_plan(features_, batch_size, seed, [](PlanHash& h, const QaFeature& f) {
     h.mix(f.ids.size());
+    for (int32_t v : f.ids) h.mix(uint64_t(uint32_t(v)));
+    for (int32_t v : f.type_ids) h.mix(uint64_t(uint32_t(v)));
     h.mix(uint64_t(f.start));
     h.mix(uint64_t(f.end));
   });
