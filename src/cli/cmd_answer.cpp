@@ -74,7 +74,6 @@ int run(int argc, char** argv) {
     return 0;
   }
   const auto examples = data::read_qa_file(input.empty() ? "-" : input, false, true);
-  QKV_CHECK(!examples.empty(), input.empty() ? "stdin" : input, "no questions to answer");
   std::vector<std::pair<std::string, std::string>> inputs;
   std::vector<std::string> where;  // read_qa_file refuses blank lines here: input i is line i + 1
   for (auto& e : examples) {

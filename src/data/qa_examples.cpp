@@ -98,6 +98,10 @@ std::vector<QaExample> read_qa_file(const std::string& path, bool require_answer
     }
     out.push_back(parse_qa_line(line, where, require_answers, allow_tsv));
   }
+  // An empty file (or one of blank lines) is an error here: training on it learned a tokenizer from
+  // nothing, and an empty validation file ended the run after its steps with "no examples".
+  QKV_CHECK(!out.empty(), path == "-" ? "stdin" : path, "no questions (expected one a line: a JSON object with "
+            "question and context", allow_tsv ? ", or question<TAB>context)" : ")");
   return out;
 }
 

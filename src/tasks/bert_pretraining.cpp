@@ -159,7 +159,7 @@ BertRunResult train_bert(const TrainingRun& run) {
   check_schedule_early(spec.config, topt, spec.where);
   check_optimizer_early(sec.optimizer, spec.where);
   ConfigReader vr(sec.valid, spec.where, "valid");
-  const int64_t valid_max_pairs = vr.integer("max_pairs", 0);
+  const int64_t valid_max_pairs = vr.integer_in("max_pairs", 0, 0, std::numeric_limits<int64_t>::max());  // 0 = all
   vr.finish();
 
   const std::vector<std::string> train_docs = data::read_documents(spec.train);
@@ -169,9 +169,12 @@ BertRunResult train_bert(const TrainingRun& run) {
     fs::create_directories(spec.dir);
     nlohmann::json& m = spec.config["model"];
     const nlohmann::json defaults{{"max_position_embeddings", max_len}};
-    QKV_CHECK(check_model_section<models::BertConfig>(m, defaults, spec.where).type_vocab_size >= 2, spec.where,
+    const models::BertConfig planned = check_model_section<models::BertConfig>(m, defaults, spec.where);
+    QKV_CHECK(planned.type_vocab_size >= 2, spec.where,
               "field 'model.type_vocab_size': next-sentence prediction needs 2 segment types (sentence A and B), got ",
               m["type_vocab_size"].dump());
+    check_fits_positions(max_len, "data.max_len", planned.max_position_embeddings, "max_position_embeddings",
+                         spec.where);  // before the vocabulary is learned
     std::shared_ptr<text::Tokenizer> tok = make_bert_tokenizer(sec.tokenizer, spec.where, run.tokenizer_path, train_docs,
                                                           (fs::path(spec.dir) / "work").string());
     const auto cfg = new_model_config<models::BertConfig>(m, defaults, *tok, spec.where);
@@ -183,8 +186,8 @@ BertRunResult train_bert(const TrainingRun& run) {
   bundle.bert->train();
   bundle.mlm->train();
   bundle.nsp->train();
-  QKV_CHECK(max_len <= bundle.config.max_position_embeddings, spec.where, "field 'data.max_len': ", max_len,
-            " is longer than model.max_position_embeddings ", bundle.config.max_position_embeddings);
+  check_fits_positions(max_len, "data.max_len", bundle.config.max_position_embeddings, "max_position_embeddings",
+                       spec.where);
   const train::BertSpecials sp = specials_of(*bundle.tokenizer, bundle.config.vocab_size, spec.where);
 
   // The pairs are a function of the documents, the tokenizer and the seed (rebuilt alike on resume).

@@ -320,7 +320,7 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
   result.outcome = resume_and_run(trainer, spec);
   result.steps = trainer.step();
   result.best_accuracy = std::max(0.0, trainer.best_score());
-  result.model_dir = publish_model(spec.dir);
+  result.model_dir = publish_model(spec.dir, topt.average_last);  // train.average_last, as every run
   return result;
 }
 

@@ -114,7 +114,8 @@ LmRunResult train_lm(const LmRun& run) {
   check_optimizer_early(sec.optimizer, spec.where);
 
   ConfigReader vr(sec.valid, spec.where, "valid");
-  const int64_t valid_max_tokens = vr.integer("max_tokens", 0);  // 0 = every held-out window
+  const int64_t valid_max_tokens =
+      vr.integer_in("max_tokens", 0, 0, std::numeric_limits<int64_t>::max());  // 0 = every held-out window
   vr.finish();
 
   const std::vector<std::string> train_docs = data::read_documents(spec.train);
@@ -124,7 +125,8 @@ LmRunResult train_lm(const LmRun& run) {
     fs::create_directories(spec.dir);
     nlohmann::json& m = spec.config["model"];
     const nlohmann::json defaults{{"n_positions", context}};
-    check_model_section<models::GptConfig>(m, defaults, spec.where);
+    const models::GptConfig planned = check_model_section<models::GptConfig>(m, defaults, spec.where);
+    check_fits_positions(context, "data.context", planned.n_positions, "n_positions", spec.where);  // before BPE
     bundle.tokenizer = make_tokenizer(sec.tokenizer, spec.where, run.tokenizer_path, train_docs,
                                       (fs::path(spec.dir) / "work").string());
     bundle.config = new_model_config<models::GptConfig>(m, defaults, *bundle.tokenizer, spec.where);
@@ -132,8 +134,7 @@ LmRunResult train_lm(const LmRun& run) {
     bundle.model = std::make_shared<models::Gpt>(bundle.config);
     write_run_json(spec);
   }
-  QKV_CHECK(context <= bundle.config.n_positions, spec.where, "field 'data.context': ", context,
-            " is longer than model.n_positions ", bundle.config.n_positions);
+  check_fits_positions(context, "data.context", bundle.config.n_positions, "n_positions", spec.where);
   const auto eos = bundle.tokenizer->special_id(text::Role::Eos);
   QKV_CHECK(eos.has_value(), spec.where, "the tokenizer has no end-of-text token (<|endoftext|>) to separate documents");
 

@@ -81,6 +81,8 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
   }
   RunSections sec = read_run_sections(spec.config, spec.where, "bert_qa");
   if (!init_from.empty()) spec.config["init_from"] = init_from;
+  QKV_CHECK(init_from.empty() || run.tokenizer_path.empty(), "qkv train",  // (it was silently not used)
+            "--tokenizer is not used with init_from: the tokenizer is the pretrained model's");
   QKV_CHECK(sec.model_type == "bert_qa", spec.where, "field 'model_type': train_bert_qa trains \"bert_qa\" models, got \"",
             sec.model_type, "\"");
 
@@ -107,7 +109,7 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
     if (!sc.contains("type")) sc["type"] = "warmup_cosine";
     if (sc["type"] != "noam" && !sc.contains("lr")) sc["lr"] = spec.config["optimizer"]["lr"];
     if (sc["type"] == "warmup_cosine" && !sc.contains("warmup"))
-      sc["warmup"] = std::max<int64_t>(1, topt.max_steps / 10);
+      sc["warmup"] = topt.max_steps / 10;  // 0 for a run of under 10 steps (warmup must stay below total)
   }
   check_schedule_early(spec.config, topt, spec.where);  // before the data is read or a tokenizer learned
   check_optimizer_early(spec.config.value("optimizer", nlohmann::json::object()), spec.where);
@@ -138,9 +140,12 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
       }
       nlohmann::json& m = spec.config["model"];
       const nlohmann::json defaults{{"max_position_embeddings", qa_opt.window.max_len}};
-      QKV_CHECK(check_model_section<models::BertConfig>(m, defaults, spec.where).type_vocab_size >= 2, spec.where,
+      const models::BertConfig planned = check_model_section<models::BertConfig>(m, defaults, spec.where);
+      QKV_CHECK(planned.type_vocab_size >= 2, spec.where,
                 "field 'model.type_vocab_size': the question and the context are 2 segment types, got ",
                 m["type_vocab_size"].dump());
+      check_fits_positions(qa_opt.window.max_len, "data.max_len", planned.max_position_embeddings,
+                           "max_position_embeddings", spec.where);  // before the vocabulary is learned
       std::shared_ptr<text::Tokenizer> tok =
           make_bert_tokenizer(sec.tokenizer, spec.where, run.tokenizer_path, texts, (fs::path(spec.dir) / "work").string());
       bundle = io::make_bert_qa(new_model_config<models::BertConfig>(m, defaults, *tok, spec.where));
@@ -150,9 +155,8 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
     fix_cosine_schedule(spec.config, topt, spec.where);
     write_run_json(spec);
   }
-  QKV_CHECK(qa_opt.window.max_len <= bundle.config.max_position_embeddings, spec.where, "field 'data.max_len': ",
-            qa_opt.window.max_len, " is longer than model.max_position_embeddings ",
-            bundle.config.max_position_embeddings);
+  check_fits_positions(qa_opt.window.max_len, "data.max_len", bundle.config.max_position_embeddings,
+                       "max_position_embeddings", spec.where);
   const text::Tokenizer& tok = *bundle.tokenizer;
   tok.require_special_id(text::Role::Cls), tok.require_special_id(text::Role::Sep);
   const int64_t pad_id = tok.special_id(text::Role::Pad) ? *tok.special_id(text::Role::Pad) : bundle.config.pad_token_id;

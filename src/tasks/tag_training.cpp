@@ -130,7 +130,9 @@ TaggerRunResult train_bert_tagger(const TrainingRun& run) {
     } else {
       nlohmann::json& m = spec.config["model"];  // null when absent: the defaults make it an object
       const nlohmann::json defaults{{"max_position_embeddings", max_len}};
-      check_model_section<models::BertConfig>(m, defaults, spec.where);
+      check_fits_positions(max_len, "data.max_len",
+                           check_model_section<models::BertConfig>(m, defaults, spec.where).max_position_embeddings,
+                           "max_position_embeddings", spec.where);  // before the vocabulary is learned
       std::shared_ptr<text::Tokenizer> tok = make_bert_tokenizer(
           tok_cfg, spec.where, run.tokenizer_path, sentence_texts(train_set), (fs::path(spec.dir) / "work").string());
       const auto cfg = new_model_config<models::BertConfig>(m, defaults, *tok, spec.where);
@@ -140,8 +142,8 @@ TaggerRunResult train_bert_tagger(const TrainingRun& run) {
     fix_cosine_schedule(spec.config, topt, spec.where);
     write_run_json(spec);
   }
-  QKV_CHECK(max_len <= bundle.config.max_position_embeddings, spec.where, "field 'data.max_len': ", max_len,
-            " is longer than the model's max_position_embeddings ", bundle.config.max_position_embeddings);
+  check_fits_positions(max_len, "data.max_len", bundle.config.max_position_embeddings, "max_position_embeddings",
+                       spec.where);
   bundle.model->train();
 
   const train::TagSpecials sp = train::TagSpecials::of(*bundle.tokenizer);

@@ -35,6 +35,12 @@ std::shared_ptr<text::Tokenizer> given_tokenizer(ConfigReader& r, const std::str
   return text::load_tokenizer(path);
 }
 
+void check_fits_positions(int64_t length, const char* field, int64_t positions, const char* table,
+                          const std::string& where) {
+  QKV_CHECK(length <= positions, where, "field '", field, "': ", length, " is longer than model.", table, " ",
+            positions);
+}
+
 nlohmann::json read_json_file(const std::string& path) {
   try {
     return nlohmann::json::parse(read_file(path));

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include "lm_corpus.h"
 #include "qkv/io/bert.h"
@@ -142,6 +144,24 @@ TEST(BertPretrainCli, ModelSectionMistakesAreNamedBeforeTheVocabularyIsLearned) 
     EXPECT_NE(log.find(config.string()), std::string::npos) << log;
     EXPECT_TRUE(log.find("section 'model'") != std::string::npos || log.find("'model.") != std::string::npos) << log;
     EXPECT_NE(log.find(c.expected), std::string::npos) << log;
+    EXPECT_EQ(log.find("learning"), std::string::npos) << log;
+  }
+  // A data.max_len past the position table, and a negative valid.max_pairs (read as 0, "all"), are
+  // named before the vocabulary is learned too.
+  for (const auto& [section, key, value, expected] :
+       std::vector<std::tuple<const char*, const char*, int, const char*>>{
+           {"model", "max_position_embeddings", 8, "field 'data.max_len': 32 is longer than model.max_position_embeddings 8"},
+           {"valid", "max_pairs", -5, "field 'valid.max_pairs': expected an integer in [0, 9223372036854775807], got -5"}}) {
+    nlohmann::json cfg = base;
+    cfg[section][key] = value;
+    const fs::path config = dir / "late.json";
+    qkv::write_file_atomic(config.string(), cfg.dump());
+    EXPECT_EQ(run_qkv({"train", "--config", config.string(), "--train", (dir / "train.txt").string(), "--valid",
+                       (dir / "valid.txt").string(), "--out", (dir / "run_late").string()},
+                      dir / "bad.log"),
+              1);
+    const std::string log = qkv::read_file((dir / "bad.log").string());
+    EXPECT_NE(log.find(config.string() + ": " + expected), std::string::npos) << log;
     EXPECT_EQ(log.find("learning"), std::string::npos) << log;
   }
   if (!HasFailure()) fs::remove_all(dir);

@@ -251,6 +251,20 @@ TEST(ClassifyCli, ValidMaxExamplesZeroKeepsEveryExampleAndNKeepsN) {
   }
 }
 
+// train.average_last: the published model is the mean of the last checkpoints, as for every other
+// run (a classifier's copied best/ and ignored the key).
+TEST(ClassifyCli, AverageLastPublishesTheMeanOfTheLastCheckpoints) {
+  std::string cfg = kConfig;
+  cfg.replace(cfg.find("\"save_every\": 20"), 16, "\"save_every\": 2, \"keep_last\": 3, \"average_last\": 3");
+  const ClsRun r = train_run("average_last", false, 6, cfg.c_str());
+  const std::string log = read_file((r.dir / "train.log").string());
+  EXPECT_NE(log.find("is the average of the last 3 checkpoints (step-000000002 .. step-000000006)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(read_file((r.model / "model.safetensors").string()),
+            read_file((r.dir / "run" / "best" / "model.safetensors").string()));
+}
+
 TEST(ClassifyCli, FineTunesPairsAndRefusesLinesWithoutTwoFields) {
   const ClsRun r = train_run("pairs", true, 200);
   EXPECT_GE(eval_accuracy(r, (r.dir / "valid.tsv").string()), 0.9);

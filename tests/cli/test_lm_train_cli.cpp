@@ -226,6 +226,10 @@ TEST(LmTrainCli, BadConfigKeysAreNamed) {
       {"data", {{"context", 4294967297LL}},
        "field 'data.context': expected an integer in [2, 1048576], got 4294967297"},
       {"data", {{"batch_size", 4294967297LL}}, "field 'data.batch_size': expected an integer in [1, 1048576]"},
+      // a negative count was read as 0, "all of them"
+      {"valid", {{"max_tokens", -5}}, "field 'valid.max_tokens': expected an integer in [0, 9223372036854775807], got -5"},
+      // a context past the position table, found before BPE (it was found after)
+      {"model", {{"n_positions", 8}}, "field 'data.context': 32 is longer than model.n_positions 8"},
   };
   for (const Size& c : sizes) {
     nlohmann::json big = base;

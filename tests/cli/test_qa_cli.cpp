@@ -267,6 +267,25 @@ TEST(QaCli, InitFromAPretrainingDirectoryReportsTheNewHead) {
   write_file_atomic((dir / "config.json").string(), R"({"model_type": "bert_qa", "init_from": ")" + pre + R"(",
     "data": {"max_len": 16, "doc_stride": 4, "max_query_len": 4, "batch_size": 8},
     "train": {"max_steps": 4, "valid_every": 4, "save_every": 4}, "valid": {"max_answer_length": 3}})");
+  auto train = [&](const std::string& valid, const std::string& out, std::vector<std::string> more) {
+    std::vector<std::string> a{"train", "--config", (dir / "config.json").string(), "--train",
+                               (dir / "qa.jsonl").string(), "--valid", valid, "--out", (dir / out).string()};
+    a.insert(a.end(), more.begin(), more.end());
+    return run_qkv(a, dir / (out + ".log"));
+  };
+  // --tokenizer with init_from is refused (it was not used, silently); a validation file of blank
+  // lines is named before anything is learned (it ended the run after its steps, "no examples");
+  // one step with the default schedule runs (its warmup of 1 step equalled the total).
+  EXPECT_EQ(train((dir / "qa.jsonl").string(), "tok", {"--tokenizer", (dir / "qa.jsonl").string()}), 1);
+  EXPECT_NE(read_file((dir / "tok.log").string()).find("--tokenizer is not used with init_from"), std::string::npos)
+      << read_file((dir / "tok.log").string());
+  write_file_atomic((dir / "blank.jsonl").string(), "\n \n\n");
+  EXPECT_EQ(train((dir / "blank.jsonl").string(), "blank", {}), 1);
+  EXPECT_NE(read_file((dir / "blank.log").string()).find((dir / "blank.jsonl").string() + ": no questions"),
+            std::string::npos)
+      << read_file((dir / "blank.log").string());
+  EXPECT_FALSE(fs::exists(dir / "blank"));
+  EXPECT_EQ(train((dir / "qa.jsonl").string(), "one", {"--max-steps", "1"}), 0) << read_file((dir / "one.log").string());
   ASSERT_EQ(run_qkv({"train", "--config", (dir / "config.json").string(), "--train", (dir / "qa.jsonl").string(),
                      "--valid", (dir / "qa.jsonl").string(), "--out", (dir / "run").string()},
                     dir / "train.log"),

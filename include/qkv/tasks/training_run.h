@@ -37,6 +37,12 @@ std::shared_ptr<text::Tokenizer> given_tokenizer(
 
 nlohmann::json read_json_file(const std::string& path);  // errors name the file
 
+// A data length (`field`, e.g. "data.context") no longer than the model's position table (`table`,
+// e.g. "n_positions"): an error naming both in `where`. A new run checks its planned model config
+// before a tokenizer is learned; every run checks the model it built or loaded.
+void check_fits_positions(int64_t length, const char* field, int64_t positions, const char* table,
+                          const std::string& where);
+
 // What a training run is asked to do (qkv train's flags), whatever the model family.
 struct TrainingRun {
   std::string config_path;  // a new run: JSON config (configs/, docs/config.md)
