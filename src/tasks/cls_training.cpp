@@ -96,8 +96,7 @@ io::GptClassifierBundle new_gpt_classifier(const std::string& init_from, nlohman
   } else {
     const int64_t positions =
         check_model_section<models::GptConfig>(model_cfg, nlohmann::json::object(), where).n_positions;
-    QKV_CHECK(max_len <= positions, where, "field 'data.max_len': ", max_len, " is longer than model.n_positions ",
-              positions);
+    check_fits_positions(max_len, "data.max_len", positions, "n_positions", where);
     std::fprintf(stderr, "qkv train: learning byte-level BPE from %zu training examples ...\n", train_set.gold.size());
     bundle.tokenizer = learn_tokenizer(tok_cfg, train_set, where);
   }
@@ -134,14 +133,18 @@ io::BertClassifierBundle new_bert_classifier(const std::string& init_from, nlohm
     QKV_CHECK(model_cfg.empty() && tok_cfg.empty() && flag_tokenizer.empty(), where,
               "give either init_from (a pretrained BERT and its tokenizer) or model + tokenizer, not both");
     io::BertClassifierBundle b = io::load_bert_for_classification(init_from, spec);
+    QKV_CHECK(!spec.pairs || b.model->bert->config().type_vocab_size >= 2, init_from,
+              "has type_vocab_size 1: the sentence pairs of the training file need 2 segment types (a and b)");
     std::fprintf(stderr, "qkv train: from %s: %s", init_from.c_str(), b.report.summary().c_str());
     return b;
   }
   nlohmann::json defaults = nlohmann::json::object();
   if (spec.max_len > 0) defaults["max_position_embeddings"] = spec.max_len;
-  const int64_t positions = check_model_section<models::BertConfig>(model_cfg, defaults, where).max_position_embeddings;
-  QKV_CHECK(spec.max_len <= positions, where, "field 'data.max_len': ", spec.max_len,
-            " is longer than model.max_position_embeddings ", positions);
+  const models::BertConfig planned = check_model_section<models::BertConfig>(model_cfg, defaults, where);
+  check_fits_positions(spec.max_len, "data.max_len", planned.max_position_embeddings, "max_position_embeddings", where);
+  // (found at the first step, naming no field, when the pairs' segment ids met the table)
+  QKV_CHECK(!spec.pairs || planned.type_vocab_size >= 2, where, "field 'model.type_vocab_size': the sentence pairs of "
+            "the training file need 2 segment types (a and b), got ", planned.type_vocab_size);
   std::vector<std::string> texts;
   for (auto& x : train_set.inputs) {
     texts.push_back(x.a);
@@ -255,6 +258,11 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
   const int64_t max_len = dr.integer_in("max_len", 0, 0, models::kMaxPositions);  // 0: the model's positions
   const int64_t batch_size = dr.integer_in("batch_size", 32, 1, models::kMaxBatch);
   dr.finish();
+  // The special tokens and a token of each text: [CLS] a [SEP] (b [SEP]), or GPT's [START] a ([DELIM]
+  // b) [EXTRACT]; a shorter max_len failed after the tokenizer was learned, naming no field.
+  const int64_t least = train_set.pairs ? 5 : 3;
+  QKV_CHECK(max_len == 0 || max_len >= least, dr.where("max_len"), "expected 0 (the model's positions) or at least ",
+            least, " (the special tokens and a token of each text), got ", max_len);
 
   manual_seed(seed);  // initialisation and dropout draw from the default generator
   std::optional<Classifier> clf;

@@ -509,6 +509,24 @@ TEST(ClassifyCli, BertConfigErrorsNameTheFileAndTheField) {
   fails_with("bert_positions", R"({"model_type": "bert_classifier", "model": {"max_position_embeddings": 8,
              "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}, "data": {"max_len": 32}})",
              {"bert_positions.json", "field 'data.max_len': 32 is longer than model.max_position_embeddings 8"});
+  // Found after the tokenizer was learned (or at the first step), naming no field:
+  fails_with("tiny_len", R"({"model_type": "bert_classifier", "data": {"max_len": 2}})",
+             {"tiny_len.json: field 'data.max_len': expected 0 (the model's positions) or at least 3"});
+  {  // pairs for a model with one segment type
+    write_file_atomic((dir / "pairs.tsv").string(), synthetic(true, 50, 1));
+    write_file_atomic((dir / "segments.json").string(), R"({"model_type": "bert_classifier", "model": {
+        "type_vocab_size": 1, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}})");
+    EXPECT_EQ(run_qkv({"train", "--config", (dir / "segments.json").string(), "--train", (dir / "pairs.tsv").string(),
+                       "--valid", (dir / "pairs.tsv").string(), "--out", (dir / "run_segments").string()},
+                      dir / "segments.log"),
+              1);
+    const std::string log = read_file((dir / "segments.log").string());
+    EXPECT_NE(log.find("segments.json: field 'model.type_vocab_size': the sentence pairs of the training file need 2 "
+                       "segment types (a and b), got 1"),
+              std::string::npos)
+        << log;
+    EXPECT_EQ(log.find("learning"), std::string::npos) << log;
+  }
 }
 
 // A new run that fails in its first step (here a non-finite loss: the auxiliary LM loss weighted
