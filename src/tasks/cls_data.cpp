@@ -89,6 +89,7 @@ LabelledSet read_labelled(std::istream& in, const std::string& name) {
               f.size());
     QKV_CHECK(!f[0].empty(), where, "empty label");
     s.gold.emplace_back(f[0]);
+    s.lines.push_back(n);
     ClsInput x;
     x.a = std::string(f[1]);
     if (s.pairs) {

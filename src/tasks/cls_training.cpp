@@ -67,7 +67,8 @@ std::vector<train::ClsExample> encode_set(const LabelledSet& s, const Classifier
   *truncated = 0;
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     auto it = id.find(s.gold[i]);
-    QKV_CHECK(it != id.end(), name, "example ", i + 1, ": label '", s.gold[i], "' does not occur in the training set");
+    QKV_CHECK(it != id.end(), name + ":" + std::to_string(s.lines[i]), "label '", s.gold[i],
+              "' does not occur in the training set");
     bool cut = false;
     out[i] = clf.encode(s.inputs[i], &cut);
     out[i].label = it->second;
@@ -277,6 +278,10 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
               ": a classifier needs at least 2");
     QKV_CHECK(num_labels == 0 || num_labels == int64_t(labels.size()), where, "field 'num_labels': ", num_labels,
               " but the training file ", spec.train, " has ", labels.size(), " distinct labels");
+    for (size_t i = 0; i < valid_set.gold.size(); ++i)  // before a tokenizer is learned (encode_set checks again)
+      QKV_CHECK(std::find(labels.begin(), labels.end(), valid_set.gold[i]) != labels.end(),
+                spec.valid + ":" + std::to_string(valid_set.lines[i]), "label '", valid_set.gold[i],
+                "' does not occur in the training set");
     fs::create_directories(spec.dir);
     if (bert) {
       bert_spec.labels = labels;

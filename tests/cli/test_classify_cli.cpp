@@ -512,6 +512,19 @@ TEST(ClassifyCli, BertConfigErrorsNameTheFileAndTheField) {
   // Found after the tokenizer was learned (or at the first step), naming no field:
   fails_with("tiny_len", R"({"model_type": "bert_classifier", "data": {"max_len": 2}})",
              {"tiny_len.json: field 'data.max_len': expected 0 (the model's positions) or at least 3"});
+  {  // a validation label the training file lacks: named by its line (it was "example 3"), before learning
+    write_file_atomic((dir / "odd_valid.tsv").string(), "fruit\tapple\n\n\n\nanimal\tdog\nneutral\tmeh\n");
+    write_file_atomic((dir / "odd.json").string(), R"({"model_type": "bert_classifier"})");
+    EXPECT_EQ(run_qkv({"train", "--config", (dir / "odd.json").string(), "--train", (dir / "train.tsv").string(),
+                       "--valid", (dir / "odd_valid.tsv").string(), "--out", (dir / "run_odd").string()},
+                      dir / "odd.log"),
+              1);
+    const std::string log = read_file((dir / "odd.log").string());
+    EXPECT_NE(log.find((dir / "odd_valid.tsv").string() + ":6: label 'neutral' does not occur in the training set"),
+              std::string::npos)
+        << log;
+    EXPECT_EQ(log.find("learning"), std::string::npos) << log;
+  }
   {  // pairs for a model with one segment type
     write_file_atomic((dir / "pairs.tsv").string(), synthetic(true, 50, 1));
     write_file_atomic((dir / "segments.json").string(), R"({"model_type": "bert_classifier", "model": {

@@ -22,6 +22,7 @@ struct ClsInput {
 struct LabelledSet {
   std::vector<std::string> gold;  // label names, one per example
   std::vector<ClsInput> inputs;
+  std::vector<int64_t> lines;     // each example's line in its file (blank lines are skipped), for errors
   bool pairs = false;
 };
 
