@@ -18,6 +18,7 @@
 #include "qkv/train/optim.h"
 #include "qkv/train/schedule.h"
 #include "qkv/util/config.h"
+#include "qkv/util/error_context.h"
 #include "qkv/util/file.h"
 
 namespace fs = std::filesystem;
@@ -121,7 +122,15 @@ std::shared_ptr<text::Tokenizer> make_bert_tokenizer(const nlohmann::json& secti
                                                      const std::string& flag_path, const std::vector<std::string>& docs,
                                                      const std::string& work_dir) {
   ConfigReader r(section, where, "tokenizer");
-  if (auto given = given_tokenizer(r, flag_path)) return given;
+  if (auto given = given_tokenizer(r, flag_path)) {
+    // Every BERT task frames its input with [CLS] and [SEP]: a tokenizer without them (a GPT's)
+    // failed later naming no file.
+    const std::string source = flag_path.empty() ? r.where("path") : flag_path;
+    for (const auto& [role, name] : {std::pair{text::Role::Cls, "[CLS]"}, std::pair{text::Role::Sep, "[SEP]"}})
+      QKV_CHECK(given->special_id(role).has_value(), source, "has no ", name,
+                " token: a BERT model's tokenizer needs [CLS] and [SEP] (bert-base-uncased's vocab.txt has them)");
+    return given;
+  }
   const std::string kind = r.string("kind", "wordpiece");
   QKV_CHECK(kind == "wordpiece", r.where("kind"), "BERT learns a WordPiece vocabulary: expected \"wordpiece\", got \"",
             kind, "\" (or give tokenizer.path)");
@@ -192,13 +201,16 @@ BertRunResult train_bert(const TrainingRun& run) {
 
   // The pairs are a function of the documents, the tokenizer and the seed (rebuilt alike on resume).
   train::MaskRng pair_rng(train::mix_seed(sec.seed, 0x5041495253ull));  // "PAIRS"
-  std::vector<train::NspPair> train_pairs = train::make_nsp_pairs(encode_segments(train_docs, *bundle.tokenizer),
-                                                                  max_len, pair_rng, sp);
+  // (errors name the file: "NSP needs at least two non-empty documents" said nothing of which)
+  std::vector<train::NspPair> train_pairs = with_context(spec.train, [&] {
+    return train::make_nsp_pairs(encode_segments(train_docs, *bundle.tokenizer), max_len, pair_rng, sp);
+  });
   // Shuffled once (create_pretraining_data.py shuffles its instances), so batches mix documents.
   for (size_t i = train_pairs.size(); i > 1; --i) std::swap(train_pairs[i - 1], train_pairs[pair_rng.below(i)]);
   train::MaskRng valid_rng(train::mix_seed(sec.seed, 0x56414C4944ull));  // "VALID"
-  std::vector<train::NspPair> valid_pairs = train::make_nsp_pairs(encode_segments(valid_docs, *bundle.tokenizer),
-                                                                  max_len, valid_rng, sp);
+  std::vector<train::NspPair> valid_pairs = with_context(spec.valid, [&] {
+    return train::make_nsp_pairs(encode_segments(valid_docs, *bundle.tokenizer), max_len, valid_rng, sp);
+  });
   const size_t n_train_pairs = train_pairs.size();
   // Single-segment chunks always take a random B (as create_pretraining_data.py), so the labels
   // need not be balanced: the share of random pairs is NSP accuracy's majority baseline.

@@ -164,5 +164,28 @@ TEST(BertPretrainCli, ModelSectionMistakesAreNamedBeforeTheVocabularyIsLearned) 
     EXPECT_NE(log.find(config.string() + ": " + expected), std::string::npos) << log;
     EXPECT_EQ(log.find("learning"), std::string::npos) << log;
   }
+  // A tokenizer without [CLS] (a GPT's), and a validation file of one document, are named (the
+  // errors named neither).
+  const std::string config = (dir / "base.json").string(), tok = (dir / "gpt_tok.json").string();
+  qkv::write_file_atomic(config, base.dump());
+  ASSERT_EQ(run_qkv({"train-tokenizer", "--kind", "bytebpe", "--vocab-size", "300", "-i", (dir / "train.txt").string(),
+                     "-o", tok},
+                    dir / "tok.log"),
+            0);
+  EXPECT_EQ(run_qkv({"train", "--config", config, "--train", (dir / "train.txt").string(), "--valid",
+                     (dir / "valid.txt").string(), "--out", (dir / "run_tok").string(), "--tokenizer", tok},
+                    dir / "bad.log"),
+            1);
+  EXPECT_NE(qkv::read_file((dir / "bad.log").string()).find(tok + ": has no [CLS] token"), std::string::npos)
+      << qkv::read_file((dir / "bad.log").string());
+  qkv::write_file_atomic((dir / "one_doc.txt").string(), "a single document of a few words\n");
+  EXPECT_EQ(run_qkv({"train", "--config", config, "--train", (dir / "train.txt").string(), "--valid",
+                     (dir / "one_doc.txt").string(), "--out", (dir / "run_one").string()},
+                    dir / "bad.log"),
+            1);
+  EXPECT_NE(qkv::read_file((dir / "bad.log").string()).find((dir / "one_doc.txt").string() + ": make_nsp_pairs: NSP "
+                                                            "needs at least two"),
+            std::string::npos)
+      << qkv::read_file((dir / "bad.log").string());
   if (!HasFailure()) fs::remove_all(dir);
 }
