@@ -86,6 +86,18 @@ io::GptClassifierBundle new_gpt_classifier(const std::string& init_from, nlohman
   io::GptClassifierBundle bundle;
   bundle.labels = label_names(train_set.gold);
   bundle.pairs = train_set.pairs;
+  // The special tokens' names, read and checked before anything is loaded or learned (names that
+  // were not distinct failed after BPE, naming no field).
+  ConfigReader nr(names_cfg, where, "special_tokens");
+  text::FinetuneTokenNames names;
+  names.start = nr.string("start", names.start);
+  names.delim = nr.string("delim", names.delim);
+  names.extract = nr.string("extract", names.extract);
+  nr.finish();
+  QKV_CHECK(!names.start.empty() && !names.delim.empty() && !names.extract.empty() && names.start != names.delim &&
+                names.start != names.extract && names.delim != names.extract,
+            where, "section 'special_tokens': start, delim and extract must be three different non-empty tokens, "
+            "got '", names.start, "', '", names.delim, "', '", names.extract, "'");
   std::shared_ptr<models::Gpt> body;
   if (!init_from.empty()) {
     QKV_CHECK(model_cfg.empty() && tok_cfg.empty(), where,
@@ -101,12 +113,6 @@ io::GptClassifierBundle new_gpt_classifier(const std::string& init_from, nlohman
     std::fprintf(stderr, "qkv train: learning byte-level BPE from %zu training examples ...\n", train_set.gold.size());
     bundle.tokenizer = learn_tokenizer(tok_cfg, train_set, where);
   }
-  ConfigReader nr(names_cfg, where, "special_tokens");
-  text::FinetuneTokenNames names;
-  names.start = nr.string("start", names.start);
-  names.delim = nr.string("delim", names.delim);
-  names.extract = nr.string("extract", names.extract);
-  nr.finish();
   const int added = text::add_finetune_tokens(*bundle.tokenizer, names);
   if (body) {  // the new ids follow the tokenizer's vocabulary; rows the model has beyond it stay
     body = models::grow_vocab(*body, std::max<int64_t>(bundle.tokenizer->vocab_size(), body->config().vocab_size));

@@ -510,6 +510,9 @@ TEST(ClassifyCli, BertConfigErrorsNameTheFileAndTheField) {
              "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2}, "data": {"max_len": 32}})",
              {"bert_positions.json", "field 'data.max_len': 32 is longer than model.max_position_embeddings 8"});
   // Found after the tokenizer was learned (or at the first step), naming no field:
+  fails_with("names", R"({"model_type": "gpt_classifier", "special_tokens": {"start": "X", "delim": "X"}})",
+             {"names.json: section 'special_tokens': start, delim and extract must be three different non-empty "
+              "tokens, got 'X', 'X', '[EXTRACT]'"});
   fails_with("tiny_len", R"({"model_type": "bert_classifier", "data": {"max_len": 2}})",
              {"tiny_len.json: field 'data.max_len': expected 0 (the model's positions) or at least 3"});
   {  // a validation label the training file lacks: named by its line (it was "example 3"), before learning
