@@ -123,9 +123,11 @@ int run(int argc, char** argv) {
 
 // A new run that fails before it has logged a step (a missing file, a config error only its task
 // can see, a non-finite loss in step 1) takes what it wrote with it: the directory it created, or
-// in a directory that was there, the entries it added. The corrected command may then use the same
-// --out instead of meeting "already holds a run" (and --resume "no checkpoint"). One that logged a
-// step keeps everything: its metrics.jsonl and checkpoints say what happened and --resume continues it.
+// in a directory that was there, the entries of a run's own names that it added (anything else,
+// e.g. a log another program writes there meanwhile, stays). The corrected command may then use
+// the same --out instead of meeting "already holds a run" (and --resume "no checkpoint"). One that
+// logged a step keeps everything: its metrics.jsonl and checkpoints say what happened and --resume
+// continues it.
 int dispatch_new_run(tasks::TrainingRun& r) {
   std::error_code ec;
   const bool new_run = r.resume.empty() && !r.out_dir.empty();
@@ -144,9 +146,17 @@ int dispatch_new_run(tasks::TrainingRun& r) {
       if (creates) {
         fs::remove_all(r.out_dir, ec);
       } else {
+        // What a run writes in its directory (tasks/training_run.h), and their temporaries.
+        auto a_runs = [](const std::string& name) {
+          for (const char* own : {"run.json", "metrics.jsonl", "work", "checkpoints", "best", "model"})
+            if (name == own || name.rfind(std::string(own) + ".tmp.", 0) == 0) return true;
+          return false;
+        };
         std::vector<fs::path> added;
-        for (const auto& e : fs::directory_iterator(r.out_dir, ec))
-          if (!present.count(e.path().filename().string())) added.push_back(e.path());
+        for (const auto& e : fs::directory_iterator(r.out_dir, ec)) {
+          const std::string name = e.path().filename().string();
+          if (!present.count(name) && a_runs(name)) added.push_back(e.path());
+        }
         for (const fs::path& p : added) fs::remove_all(p, ec);
       }
       if (!ec)

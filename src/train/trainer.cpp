@@ -177,6 +177,7 @@ std::map<std::string, Tensor> Trainer::training_state() const {
   st["step"] = i64_scalar(step_);
   st["best_step"] = i64_scalar(best_step_);
   st["bad_validations"] = i64_scalar(bad_validations_);
+  st["validated_step"] = i64_scalar(validated_step_);
   st["best_bleu"] = Tensor::from_vector(std::vector<double>{best_bleu_}, Shape{});
   const Generator& g = default_generator();
   st["rng.seed"] = i64_scalar(int64_t(g.seed()));
@@ -221,6 +222,7 @@ void Trainer::restore_training_state_from(const std::string& file) {
   step_ = read_i64(st, "step", file);
   best_step_ = read_i64(st, "best_step", file);
   bad_validations_ = read_i64(st, "bad_validations", file);
+  validated_step_ = st.count("validated_step") ? read_i64(st, "validated_step", file) : -1;
   auto bb = st.find("best_bleu");
   QKV_CHECK(bb != st.end() && bb->second.dtype() == DType::f64, file, "training state needs f64 'best_bleu'");
   best_bleu_ = *bb->second.data<double>();
@@ -255,6 +257,7 @@ bool Trainer::validate_and_track() {
   if (!cb_.validate) return false;
   auto metrics = cb_.validate();
   metrics["step"] = double(step_);
+  validated_step_ = step_;  // in the checkpoint below: a resume at this step need not validate again
   if (metrics_) metrics_->write(metrics, "valid");  // rank 0's (every rank validates: they agree)
   // The best and the patience count are updated before the checkpoint is written, so its training
   // state includes this validation: a run resumed from it goes on as an uninterrupted one would.
@@ -365,11 +368,14 @@ Outcome Trainer::run() {
   if (allreduce_ && comm_.is_main() && step_seconds_ > 0)
     std::fprintf(stderr, "qkv train: %d ranks; gradient all-reduce of %.3g MB per step: %.1f%% of the steps' time\n",
                  comm_.size(), double(allreduce_->bytes_per_step()) / 1e6, 100 * allreduce_->seconds() / step_seconds_);
-  if (restored_ && step_ == first_step) {
-    // A resumed run already at its end (or interrupted before a step): its checkpoint stands as it
-    // is. Validating again appended a second metrics line and counted one more validation without
-    // progress toward train.patience in the checkpoint it rewrote, so the run no longer matched
-    // the one that was never resumed.
+  const bool validated = !cb_.validate || validated_step_ == step_;
+  if (restored_ && step_ == first_step && (outcome == Outcome::interrupted || validated)) {
+    // A resumed run already at its end, whose checkpoint was validated (or interrupted before a
+    // step): that checkpoint stands as it is. Validating again appended a second metrics line and
+    // counted one more validation without progress toward train.patience in the checkpoint it
+    // rewrote, so the run no longer matched the one that was never resumed. A checkpoint saved
+    // without validation (save_every, or a SIGTERM in the last step) is validated as the end of
+    // the run, as before.
     if (comm_.is_main())
       std::fprintf(stderr, "qkv train: %s at step %lld: nothing trained or written\n",
                    outcome == Outcome::interrupted ? "interrupted before an update" : "the run already ends",

@@ -254,5 +254,17 @@ TEST(TrainResume, AResumeOfAFinishedRunWritesNothing) {
     EXPECT_EQ(qkv::read_file(run + "/metrics.jsonl"), metrics);
     EXPECT_TRUE(qkv::read_file(step_dir(dir / "run", 20) + "/training_state.safetensors") == state);
   }
+  // A checkpoint saved without validation (save_every; or a SIGTERM in the last step) that ends the
+  // run is validated by the resume, as the end of the run always was.
+  fs::remove_all(step_dir(dir / "run", 20));
+  ASSERT_EQ(qkv::testing::run_qkv({"train", "--resume", run, "--max-steps", "10"}, dir / "resume.log"), 0)
+      << qkv::read_file((dir / "resume.log").string());
+  const std::string log = qkv::read_file((dir / "resume.log").string());
+  EXPECT_EQ(log.find("nothing trained or written"), std::string::npos) << log;
+  const std::string after = qkv::read_file(run + "/metrics.jsonl");
+  ASSERT_GT(after.size(), metrics.size());
+  const std::string added = after.substr(metrics.size());
+  EXPECT_NE(added.find("\"valid_loss\""), std::string::npos) << added;
+  EXPECT_NE(added.find("\"kind\":\"valid\",\"step\":10.0,"), std::string::npos) << added;
   fs::remove_all(dir);
 }

@@ -141,6 +141,7 @@ class Trainer {
   int64_t step_ = 0;
   double best_bleu_ = -1;  // the best best_metric (stored as 'best_bleu' in training states)
   int64_t best_step_ = 0, bad_validations_ = 0;
+  int64_t validated_step_ = -1;  // the step of the last validation (-1: none, or a state saved before it was kept)
   double last_loss_ = 0, tokens_per_s_ = 0;
   int64_t last_step_tokens_ = 0;
   bool last_step_skipped_ = false;  // the last train_step() dropped a non-finite update
