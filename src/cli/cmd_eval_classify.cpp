@@ -40,8 +40,7 @@ int run(int argc, char** argv) {
   std::vector<int> gold, pred;
   int n_unknown = 0;
   for (auto& g : set.gold) {
-    if (id.count(g) == 0) id[g] = int(id.size());
-    gold.push_back(id[g]);
+    gold.push_back(id.try_emplace(g, int(id.size())).first->second);  // a new label: the next id
     n_unknown += gold.back() >= known;
   }
   for (auto& r : clf.classify(set.inputs, opt)) pred.push_back(int(r.label_id));

@@ -94,10 +94,7 @@ io::GptClassifierBundle new_gpt_classifier(const std::string& init_from, nlohman
   names.delim = nr.string("delim", names.delim);
   names.extract = nr.string("extract", names.extract);
   nr.finish();
-  QKV_CHECK(!names.start.empty() && !names.delim.empty() && !names.extract.empty() && names.start != names.delim &&
-                names.start != names.extract && names.delim != names.extract,
-            where, "section 'special_tokens': start, delim and extract must be three different non-empty tokens, "
-            "got '", names.start, "', '", names.delim, "', '", names.extract, "'");
+  text::check_finetune_token_names(names, where + ": section 'special_tokens'");
   std::shared_ptr<models::Gpt> body;
   if (!init_from.empty()) {
     QKV_CHECK(model_cfg.empty() && tok_cfg.empty(), where,

@@ -4,12 +4,15 @@
 
 namespace qkv::text {
 
+void check_finetune_token_names(const FinetuneTokenNames& n, const std::string& where) {
+  QKV_CHECK(!n.start.empty() && !n.delim.empty() && !n.extract.empty() && n.start != n.delim &&
+                n.start != n.extract && n.delim != n.extract,
+            where, "start, delim and extract must be three different non-empty tokens, got '", n.start, "', '",
+            n.delim, "', '", n.extract, "'");
+}
+
 int add_finetune_tokens(Tokenizer& tok, const FinetuneTokenNames& n) {
-  QKV_CHECK(!n.start.empty() && !n.delim.empty() && !n.extract.empty(), "add_finetune_tokens",
-            "the [START], [DELIM] and [EXTRACT] tokens need non-empty names");
-  QKV_CHECK(n.start != n.delim && n.start != n.extract && n.delim != n.extract, "add_finetune_tokens",
-            "the start, delim and extract tokens must differ, got '", n.start, "', '", n.delim, "', '", n.extract,
-            "'");
+  check_finetune_token_names(n, "add_finetune_tokens");
   const int32_t before = tok.vocab_size();
   tok.set_special(Role::Start, n.start);
   tok.set_special(Role::Delim, n.delim);

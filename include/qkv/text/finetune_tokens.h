@@ -18,6 +18,9 @@ struct FinetuneTokenNames {
   std::string start = "[START]", delim = "[DELIM]", extract = "[EXTRACT]";
 };
 
+// Three different non-empty names, else a qkv::Error from `where` (a config's section, before a
+// tokenizer is learned, or add_finetune_tokens itself).
+void check_finetune_token_names(const FinetuneTokenNames& names, const std::string& where);
 // Registers the tokens and the template; returns how many new ids were added (0 if the tokenizer
 // already had all three, e.g. one loaded from a fine-tuned model). Errors if two names coincide.
 int add_finetune_tokens(Tokenizer& tok, const FinetuneTokenNames& names = {});
