@@ -156,6 +156,7 @@ BertRunResult train_bert(const TrainingRun& run) {
   RunSections sec = read_run_sections(spec.config, spec.where, "bert");
   QKV_CHECK(sec.model_type == "bert", spec.where, "field 'model_type': train_bert trains \"bert\" models, got \"",
             sec.model_type, "\"");
+  if (spec.resuming()) check_resumed_model(spec, bundle.config);
 
   ConfigReader dr(sec.data, spec.where, "data");
   const int64_t max_len = dr.integer_in("max_len", 128, 5, models::kMaxPositions);  // 5: [CLS] a [SEP] b [SEP]

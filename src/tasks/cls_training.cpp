@@ -205,6 +205,31 @@ std::string ensure_cls_corpus(const std::string& name, const std::string& data_d
        "' (expected cls-debian, pairs-debian, sentiment, pang-lee-reviews, pang-lee-sentences or conll2010)");
 }
 
+namespace {
+
+// A resumed classifier continues the checkpoint's: run.json's model (the backbone's config, as a
+// new run records it), data.max_len and a BERT's pooling must say what the checkpoint says (they
+// were ignored: the run went on with the checkpoint's while run.json said otherwise).
+void check_resumed_classifier(const RunDir& spec, const Classifier& clf, int64_t max_len,
+                              const io::BertClassifierSpec* bert) {
+  const std::string config_json = spec.checkpoint + "/config.json";
+  int64_t positions = 0;
+  if (bert) {
+    const models::BertForSequenceClassification& m = *clf.bert()->model;
+    check_resumed_model(spec, m.bert->config());
+    check_resumed_field(spec, "pooling", models::bert_cls_pooling_name(bert->pooling),
+                        models::bert_cls_pooling_name(m.pooling), config_json);
+    positions = m.bert->config().max_position_embeddings;
+  } else {
+    check_resumed_model(spec, clf.gpt()->model->transformer->config());
+    positions = clf.gpt()->model->transformer->config().n_positions;
+  }
+  // data.max_len 0 is the model's positions (a longer one is refused on a new run)
+  check_resumed_field(spec, "data.max_len", max_len > 0 ? max_len : positions, clf.max_len(), config_json);
+}
+
+}  // namespace
+
 ClassifierRunResult train_classifier(const ClassifierRun& run) {
   RunDir spec = open_run_dir(run.config_path, run.out_dir, run.resume);
   if (!spec.resuming())
@@ -275,6 +300,7 @@ ClassifierRunResult train_classifier(const ClassifierRun& run) {
     QKV_CHECK((fam == ClassifierFamily::bert) == bert, spec.checkpoint, "holds a ",
               fam == ClassifierFamily::bert ? "BERT" : "GPT", " classifier but the run's model_type is ", model_type);
     clf.emplace(spec.checkpoint);
+    check_resumed_classifier(spec, *clf, max_len, bert ? &bert_spec : nullptr);
   } else {
     const std::vector<std::string> labels = label_names(train_set.gold);
     QKV_CHECK(labels.size() >= 2, spec.train, "holds ", labels.size(), " distinct label", labels.size() == 1 ? "" : "s",

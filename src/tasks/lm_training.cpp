@@ -92,6 +92,7 @@ LmRunResult train_lm(const LmRun& run) {
   RunSections sec = read_run_sections(spec.config, spec.where, "gpt");
   QKV_CHECK(sec.model_type == "gpt", spec.where, "field 'model_type': train_lm trains \"gpt\" models, got \"",
             sec.model_type, "\"");
+  if (spec.resuming()) check_resumed_model(spec, bundle.config);
 
   ConfigReader dr(sec.data, spec.where, "data");
   const int64_t context = dr.integer("context");

@@ -124,6 +124,7 @@ QaRunResult train_bert_qa(const TrainingRun& run) {
     bundle = io::load_bert_qa(spec.checkpoint);
     QKV_CHECK(bundle.tokenizer != nullptr && bundle.report.initialised.empty(), spec.checkpoint,
               "is not a question-answering checkpoint to resume from:\n", bundle.report.summary());
+    check_resumed_model(spec, bundle.config);  // a new run records its model, init_from's too
   } else {
     fs::create_directories(spec.dir);
     if (!init_from.empty()) {

@@ -120,6 +120,7 @@ TaggerRunResult train_bert_tagger(const TrainingRun& run) {
   if (spec.resuming()) {
     bundle = io::load_bert_tagger(spec.checkpoint);
     QKV_CHECK(bundle.tokenizer != nullptr, spec.checkpoint, "has no tokenizer to resume with");
+    if (init_from.empty()) check_resumed_model(spec, bundle.config);  // with init_from run.json has no model
   } else {
     fs::create_directories(spec.dir);
     std::vector<std::string> labels = tag_names(train_set);

@@ -41,6 +41,22 @@ void check_fits_positions(int64_t length, const char* field, int64_t positions, 
             positions);
 }
 
+void check_resumed_field(const RunDir& spec, const std::string& field, const nlohmann::json& run_value,
+                         const nlohmann::json& checkpoint_value, const std::string& checkpoint_file) {
+  auto differs = [&](const std::string& name, const nlohmann::json& a, const nlohmann::json& b) {
+    fail(spec.where, "field '", name, "' is ", a.dump(), " but the checkpoint's (", checkpoint_file, ") is ", b.dump(),
+         ": a resumed run continues the model it started (start a new run for another)");
+  };
+  if (run_value == checkpoint_value) return;
+  if (!run_value.is_object() || !checkpoint_value.is_object()) differs(field, run_value, checkpoint_value);
+  const nlohmann::json none;
+  for (const auto& [k, v] : run_value.items())
+    if (!checkpoint_value.contains(k) || checkpoint_value[k] != v)
+      differs(field + "." + k, v, checkpoint_value.contains(k) ? checkpoint_value[k] : none);
+  for (const auto& [k, v] : checkpoint_value.items())
+    if (!run_value.contains(k)) differs(field + "." + k, none, v);
+}
+
 nlohmann::json read_json_file(const std::string& path) {
   try {
     return nlohmann::json::parse(read_file(path));

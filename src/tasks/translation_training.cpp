@@ -48,28 +48,6 @@ void warn_if_mostly_unknown(const std::vector<train::Example>& examples, const t
   }
 }
 
-// A resumed run continues the model its checkpoint holds. run.json's model (edited, say d_model
-// 16 -> 32) was taken silently: the checkpoints after it held weights of one shape under a
-// config.json of another, and neither translate nor the next resume could load them.
-void check_resumed_model(const nlohmann::json& checkpoint_config, const RunDir& spec) {
-  const std::string ckpt = (fs::path(spec.checkpoint) / "config.json").string();
-  auto differs = [&](const std::string& field, const nlohmann::json& run_value, const nlohmann::json& ckpt_value) {
-    fail(spec.where, "field '", field, "' is ", run_value.dump(), " but the checkpoint's (", ckpt, ") is ",
-         ckpt_value.dump(), ": a resumed run continues the model it started (start a new run for another)");
-  };
-  const nlohmann::json none;
-  for (const char* key : {"model_type", "model"}) {
-    const nlohmann::json& a = spec.config.contains(key) ? spec.config[key] : none;
-    const nlohmann::json& b = checkpoint_config.contains(key) ? checkpoint_config[key] : none;
-    if (a == b) continue;
-    if (!a.is_object() || !b.is_object()) differs(key, a, b);
-    for (const auto& [k, v] : a.items())
-      if (!b.contains(k) || b[k] != v) differs(std::string(key) + "." + k, v, b.contains(k) ? b[k] : none);
-    for (const auto& [k, v] : b.items())
-      if (!a.contains(k)) differs(std::string(key) + "." + k, none, v);
-  }
-}
-
 }  // namespace
 
 TranslationRunResult train_translation(const TranslationRun& run) {
@@ -79,7 +57,10 @@ TranslationRunResult train_translation(const TranslationRun& run) {
   const std::string& checkpoint = spec.checkpoint;
   if (spec.resuming()) {
     bundle = io::load_seq2seq(checkpoint);
-    check_resumed_model(bundle.config, spec);
+    const nlohmann::json none;  // the checkpoint's config.json holds qkv's model_type and model sections
+    for (const char* key : {"model_type", "model"})
+      check_resumed_field(spec, key, spec.config.contains(key) ? spec.config[key] : none,
+                          bundle.config.contains(key) ? bundle.config[key] : none, checkpoint + "/config.json");
     bundle.config = spec.config;
     bundle.model->train();
   } else {

@@ -145,6 +145,22 @@ Config check_model_section(nlohmann::json m, nlohmann::json defaults, const std:
   defaults["vocab_size"] = pad_id ? std::min(pad->template get<int64_t>(), (int64_t(1) << 24) - 1) + 1 : int64_t(1);
   return read_model_section<Config>(m, defaults, where);
 }
+// A resumed run continues what its checkpoint holds (another model needs a new run): run.json's
+// `field` must say what the checkpoint's file `checkpoint_file` says. Objects are compared key by
+// key, and the error names the first that differs ("model.n_layer"), both values and both files.
+// Without it an edited run.json was ignored (GPT, BERT, the classifiers) or its model was taken
+// and the checkpoints after it could not be loaded (translation).
+void check_resumed_field(const RunDir& spec, const std::string& field, const nlohmann::json& run_value,
+                         const nlohmann::json& checkpoint_value, const std::string& checkpoint_file);
+// The same for run.json's "model" section read as Config, against the checkpoint's config.json, so
+// that keys the section leaves at their defaults compare equal to the values the checkpoint records.
+template <class Config>
+void check_resumed_model(const RunDir& spec, const Config& checkpoint_config) {
+  nlohmann::json m = spec.config.contains("model") ? spec.config["model"] : nlohmann::json::object();
+  const Config from_run = read_model_section<Config>(m, nlohmann::json::object(), spec.where);
+  check_resumed_field(spec, "model", nlohmann::json(from_run), nlohmann::json(checkpoint_config),
+                      spec.checkpoint + "/config.json");
+}
 template <class Config>
 Config new_model_config(nlohmann::json& m, nlohmann::json defaults, const text::Tokenizer& tok,
                         const std::string& where) {
