@@ -30,7 +30,10 @@ int64_t Shape::at(int i) const {
 
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int i = 0; i < n_; ++i) n *= d_[i];
+  for (int i = 0; i < n_; ++i)
+    if (d_[i] == 0) return 0;  // before any product can overflow: {2^40, 2^40, 0} has none
+  for (int i = 0; i < n_; ++i)
+    QKV_CHECK(!__builtin_mul_overflow(n, d_[i], &n), "Shape", str(), " has more elements than an int64 counts");
   return n;
 }
 

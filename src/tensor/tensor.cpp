@@ -1,6 +1,7 @@
 #include "qkv/tensor/tensor.h"
 
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "qkv/tensor/strided.h"
@@ -10,7 +11,11 @@ namespace {
 
 std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(size_t(shape.numel()) * dtype_size(dtype));
+  size_t bytes = 0;  // a wrapped size allocated a few bytes for 2^62 elements, and fill() wrote past them
+  QKV_CHECK(!__builtin_mul_overflow(size_t(shape.numel()), dtype_size(dtype), &bytes) &&
+                bytes <= size_t(std::numeric_limits<int64_t>::max()),
+            "Tensor", "a ", dtype_name(dtype), " tensor of shape ", shape.str(), " is too large to allocate");
+  impl->storage = Storage::allocate(bytes);
   impl->shape = shape;
   impl->strides = Shape::contiguous_strides(shape);
   impl->dtype = dtype;

@@ -83,3 +83,24 @@ TEST(Tensor, ErrorsNameTheProblem) {
   EXPECT_THROW(Tensor::zeros({2}).to(DType::bf16), Error);
   EXPECT_THROW(b.to(DType::i64), Error);
 }
+
+// Extents whose product, or whose byte count, does not fit: an error naming the shape. The byte
+// count wrapped (4 * (2^62 + 2) = 8 bytes allocated) and ones() wrote 2^62 floats past them; a
+// numel() that wrapped to 0 made a (2^40, 2^40) tensor "empty".
+TEST(Tensor, ShapesTooLargeToCountOrAllocateAreErrors) {
+  const int64_t big = int64_t(1) << 62;
+  for (const Shape& s : {Shape{big + 2}, Shape{int64_t(1) << 40, int64_t(1) << 40}, Shape{big, 4, 1}}) {
+    SCOPED_TRACE(s.str());
+    try {
+      Tensor::ones(s);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(s.str()), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(Shape({int64_t(1) << 40, int64_t(1) << 40}).numel(), Error);
+  EXPECT_EQ(Shape({int64_t(1) << 40, int64_t(1) << 40, 0}).numel(), 0);  // no product overflows: nothing to count
+  EXPECT_EQ(Tensor::empty({int64_t(1) << 40, int64_t(1) << 40, 0}).numel(), 0);
+  EXPECT_THROW(Tensor::empty({int64_t(1) << 61}, DType::f64), Error);  // 2^64 bytes
+  EXPECT_THROW(Tensor::empty({big}), Error);                           // 2^64 bytes of f32
+}
