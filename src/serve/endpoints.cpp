@@ -329,7 +329,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     auto bad = [&](const std::string& why) {
       return HttpError(400, ep + ": field \"logit_bias\": " + why, "invalid_request_error", "logit_bias");
     };
-    if (!lb.is_object()) throw bad("expected an object of token ids to biases, got " + lb.dump());
+    if (!lb.is_object()) throw bad("expected an object of token ids to biases, got " + shown_value(lb));
     const int64_t V = gen.bundle().config.vocab_size;
     for (const auto& [key, value] : lb.items()) {
       size_t used = 0;
@@ -342,7 +342,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
       if (used == 0 || used != key.size() || id < 0 || id >= V)
         throw bad("key \"" + key + "\": expected a token id in [0, " + std::to_string(V) + ")");
       if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
-        throw bad("token " + key + ": expected a bias in [-100, 100], got " + value.dump());
+        throw bad("token " + key + ": expected a bias in [-100, 100], got " + shown_value(value));
       o.logits.logit_bias.emplace_back(id, value.get<double>());
     }
     std::sort(o.logits.logit_bias.begin(), o.logits.logit_bias.end());  // one order for the batch key
@@ -372,7 +372,7 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
       if (e.is_boolean()) o.early_stopping = e.get<bool>() ? ES::first : ES::heuristic;
       else if (e == "never") o.early_stopping = ES::never;
       else
-        throw HttpError(400, ep + ": field \"early_stopping\": expected true, false or \"never\", got " + e.dump(),
+        throw HttpError(400, ep + ": field \"early_stopping\": expected true, false or \"never\", got " + shown_value(e),
                         "invalid_request_error", "early_stopping");
     }
   } else {

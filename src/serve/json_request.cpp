@@ -32,6 +32,8 @@ std::string kind_of(const nlohmann::json& v) {
 
 }  // namespace
 
+std::string shown_value(const nlohmann::json& v) { return v.is_structured() ? kind_of(v) : v.dump(); }
+
 JsonRequest::JsonRequest(const std::string& body, const std::string& endpoint, std::vector<std::string> fields)
     : endpoint_(endpoint) {
   if (body.find_first_not_of(" \t\r\n") == std::string::npos)

@@ -26,6 +26,11 @@ struct HttpError : std::runtime_error {
 // The error answer for a limit: status (400, 413 or 429), code = the limit's name.
 HttpError limit_error(int status, const std::string& limit, const std::string& message, const std::string& param = "");
 
+// A JSON value for an error message: a scalar as JSON, an array or object by its kind only. A
+// request's value is never dumped whole: dump() recurses, and a value nested 100,000 deep (200 KB,
+// within the body limit) overflowed a worker's stack and took the server down.
+std::string shown_value(const nlohmann::json& v);
+
 class JsonRequest {
  public:
   // Parses `body` (an endpoint's name for messages); `fields` are the names it takes.

@@ -406,3 +406,25 @@ TEST(Serve, SampledBestOfReturnsTheBestPerTokenOfTheGeneratorsSamples) {
     EXPECT_EQ(r.json["usage"]["completion_tokens"], tokens);
   }
 }
+
+// A value nested 100,000 deep (200 KB, within the body limit) where logit_bias or early_stopping
+// wants something else: a 400, and the server goes on serving. The error message dumped the value,
+// recursively, and the worker's stack overflowed: the whole server died.
+TEST(Serve, ADeeplyNestedValueInAFieldIsA400NotACrash) {
+  const auto& m = ServeModels::get();
+  RunningServer s(m.all());
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  httplib::Client c("127.0.0.1", s.port);
+  for (const std::string& body :
+       {R"({"prompt": "cannot", "logit_bias": )" + deep + "}",
+        R"({"prompt": "cannot", "logit_bias": {"5": )" + deep + "}}",
+        R"({"prompt": "cannot", "use_beam_search": true, "best_of": 2, "early_stopping": )" + deep + "}"}) {
+    auto res = c.Post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(res) << "no answer: the server died";
+    EXPECT_EQ(res->status, 400) << res->body.substr(0, 300);
+    EXPECT_NE(res->body.find("an array"), std::string::npos) << res->body.substr(0, 300);
+    EXPECT_LT(res->body.size(), 1000u);
+  }
+  const Reply ok = post(s.port, "/v1/completions", {{"prompt", "cannot"}, {"max_tokens", 2}, {"temperature", 0}});
+  EXPECT_EQ(ok.status, 200) << ok.body;
+}
