@@ -79,8 +79,21 @@ void apply_penalties(float* logits, int64_t V, const std::vector<int64_t>& histo
 
 void warp_logits(float* logits, int64_t V, const LogitsOptions& opt) {
   if (V <= 0) return;
-  if (opt.temperature != 1.0)
-    for (int64_t v = 0; v < V; ++v) logits[v] = float(double(logits[v]) / opt.temperature);
+  if (opt.temperature != 1.0) {
+    // A tiny temperature took logits past float's range (logit 2 / 1e-38 = +inf): the sampler's
+    // exp(inf - inf) was NaN and it returned the last token of the vocabulary every time. Then the
+    // distances from the largest logit are scaled instead: the same distribution (softmax ignores a
+    // shift), the largest at 0 and the rest at most 0, -inf where they underflow (greedy's limit).
+    double mx = -INFINITY;
+    bool overflows = false;
+    for (int64_t v = 0; v < V; ++v)
+      if (std::isfinite(logits[v])) {
+        mx = std::max(mx, double(logits[v]));
+        overflows |= std::abs(double(logits[v]) / opt.temperature) > double(std::numeric_limits<float>::max());
+      }
+    const double shift = overflows ? mx : 0.0;
+    for (int64_t v = 0; v < V; ++v) logits[v] = float((double(logits[v]) - shift) / opt.temperature);
+  }
   if (opt.top_k > 0 && opt.top_k < V) {  // keep logits >= the k-th largest
     std::vector<float> tmp(logits, logits + V);
     std::nth_element(tmp.begin(), tmp.begin() + (opt.top_k - 1), tmp.end(), std::greater<float>());
