@@ -150,12 +150,16 @@ std::string attention_page_json(const AttentionPage& p) {
 
 std::string attention_page_html(const AttentionPage& p) {
   std::string data = attention_page_json(p);
-  // Inside <script>, "</" could close the element: JSON allows "\/" for "/".
+  // Inside <script> no '<' of the data may reach the HTML parser: "</" could close the element, and
+  // "<!--<script" (an input text, say) switched it into its "double-escaped" state, in which the
+  // element's own "</script>" closed nothing, the viewer's script became data and the page stayed
+  // blank. JSON has '<' and '>' only inside strings, where "\u003c" and "\u003e" stand for them.
   std::string safe;
   safe.reserve(data.size() + 16);
-  for (size_t i = 0; i < data.size(); ++i) {
-    safe += data[i];
-    if (data[i] == '<' && i + 1 < data.size() && data[i + 1] == '/') safe += '\\';
+  for (char c : data) {
+    if (c == '<') safe += "\\u003c";
+    else if (c == '>') safe += "\\u003e";
+    else safe += c;
   }
   std::string html_title;
   for (char c : p.title) {

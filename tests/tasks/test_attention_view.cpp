@@ -396,3 +396,28 @@ TEST(AttentionView, PageWorksInHeadlessChromium) {
     std::printf("screenshots: %s\n", out.c_str());
   }
 }
+
+// Token labels holding "<!--<script>" and "</script>": the embedded data carries no '<' or '>' for
+// the HTML parser (the first switched it into the "double-escaped" state, the element's own
+// </script> closed nothing and the viewer showed a blank page), and reads back unchanged.
+TEST(AttentionView, TextThatLooksLikeHtmlStaysInsideTheDataElement) {
+  viz::AttentionPage page;
+  page.title = "qkv attention: <b>";
+  page.model_type = "gpt";
+  page.sequences = {{"tokens", {"<!--<script>", "</script>", "a>b"}}};
+  viz::AttentionSet set;
+  set.name = "self-attention", set.queries = "tokens", set.keys = "tokens", set.causal = true;
+  set.layers = {0}, set.heads = {0}, set.tq = 3, set.tk = 3;
+  set.weights = {1, 0, 0, 0.5f, 0.5f, 0, 0.25f, 0.25f, 0.5f};
+  page.sets = {set};
+  const std::string html = viz::attention_page_html(page);
+  const std::string open = "<script type=\"application/json\" id=\"qkv-data\">";
+  const size_t b = html.find(open), e = html.find("</script>", b);
+  ASSERT_NE(b, std::string::npos) << html.substr(0, 2000);
+  ASSERT_NE(e, std::string::npos);
+  const std::string data = html.substr(b + open.size(), e - b - open.size());
+  EXPECT_EQ(data.find('<'), std::string::npos) << data;
+  EXPECT_EQ(data.find('>'), std::string::npos) << data;
+  const nlohmann::json j = viz::read_attention_page_json(html, "page");
+  EXPECT_EQ(j["sequences"]["tokens"], nlohmann::json({"<!--<script>", "</script>", "a>b"}));
+}
