@@ -1,5 +1,6 @@
 #include "qkv/text/tokenizer_json.h"
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
@@ -227,7 +228,13 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text, const s
     WordPieceOptions o;
     o.unk_token = r.str(model, "model", "unk_token");
     if (model.contains("continuing_subword_prefix")) o.continuing_subword_prefix = r.str(model, "model", "continuing_subword_prefix");
-    if (model.contains("max_input_chars_per_word")) o.max_input_chars_per_word = model["max_input_chars_per_word"].get<int>();
+    if (model.contains("max_input_chars_per_word")) {  // get<int>() wrapped 2^32 + 1 to 1: every word was [UNK]
+      const json& m = model["max_input_chars_per_word"];
+      QKV_CHECK(m.is_number_integer() && m.get<int64_t>() >= 1 && m.get<int64_t>() <= std::numeric_limits<int>::max(),
+                "tokenizer.json " + where, "field 'model.max_input_chars_per_word': expected an integer in [1, ",
+                std::numeric_limits<int>::max(), "], got ", m.dump());
+      o.max_input_chars_per_word = m.get<int>();
+    }
     const json norm = root.value("normalizer", json());
     if (norm.is_object() && norm.value("type", "") == "BertNormalizer") {
       o.normalize.clean_text = norm.value("clean_text", true);
@@ -279,12 +286,20 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text, const s
       t.single = parse_template(r, r.get(pp, "post_processor", "single"), "post_processor.single");
       t.pair = parse_template(r, r.get(pp, "post_processor", "pair"), "post_processor.pair");
       tok->set_template(t);
-    } else if (pt == "BertProcessing") {
-      std::string cls = pp["cls"][0].get<std::string>(), sep = pp["sep"][0].get<std::string>();
-      tok->set_template(PostTemplate::parse(cls + " $A " + sep, cls + ":0 $A:0 " + sep + ":0 $B:1 " + sep + ":1"));
-    } else if (pt == "RobertaProcessing") {
-      std::string cls = pp["cls"][0].get<std::string>(), sep = pp["sep"][0].get<std::string>();
-      tok->set_template(PostTemplate::parse(cls + " $A " + sep, cls + " $A:0 " + sep + " " + sep + " $B:0 " + sep));
+    } else if (pt == "BertProcessing" || pt == "RobertaProcessing") {
+      // "cls" and "sep" are [token, id] pairs. Indexed unchecked (a const json's operator[] on a
+      // missing key or an empty array is undefined), a file without them crashed the program.
+      auto token_of = [&](const char* key) {
+        const json& v = r.get(pp, "post_processor", key);
+        QKV_CHECK(v.is_array() && !v.empty() && v[0].is_string(), "tokenizer.json " + where, "field 'post_processor.",
+                  key, "': expected [token, id], got ", v.is_array() ? "an array without a token first" : v.type_name());
+        return v[0].get<std::string>();
+      };
+      const std::string cls = token_of("cls"), sep = token_of("sep");
+      if (pt == "BertProcessing")
+        tok->set_template(PostTemplate::parse(cls + " $A " + sep, cls + ":0 $A:0 " + sep + ":0 $B:1 " + sep + ":1"));
+      else
+        tok->set_template(PostTemplate::parse(cls + " $A " + sep, cls + " $A:0 " + sep + " " + sep + " $B:0 " + sep));
     } else if (pt != "ByteLevel") {
       fail("tokenizer.json " + where, "field 'post_processor.type': expected TemplateProcessing, "
            "BertProcessing, RobertaProcessing or ByteLevel, got '", pt, "'");

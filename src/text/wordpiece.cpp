@@ -119,6 +119,7 @@ std::unique_ptr<WordPieceTokenizer> WordPieceTokenizer::load_vocab_txt(const std
     } catch (const nlohmann::json::exception& e) {
       fail("text wordpiece " + cfg, "invalid JSON: ", e.what());
     }
+    QKV_CHECK(j.is_object(), "text wordpiece " + cfg, "expected a JSON object, got ", j.type_name());
     QKV_CHECK(!j.contains("do_lower_case") || j["do_lower_case"].is_boolean(),
               "text wordpiece " + cfg, "field 'do_lower_case': expected a boolean, got ",
               j.value("do_lower_case", nlohmann::json()).dump());

@@ -137,6 +137,19 @@ TEST(TokenizerJson, ErrorsNameFileAndField) {
   std::string e4 = expect_error([&] { from_tokenizer_json(R"({"model":{"type":"WordLevel","unk_token":"u","vocab":{"u":0,"v":"x"}}})", "z.json"); });
   EXPECT_NE(e4.find("model.vocab.v"), std::string::npos) << e4;
   EXPECT_NE(expect_error([&] { from_tokenizer_json("[]", "w.json"); }).find("w.json"), std::string::npos);
+  // BertProcessing / RobertaProcessing without [token, id] pairs (indexed unchecked: a segfault), and
+  // a max_input_chars_per_word beyond int (wrapped to 1: every word [UNK]).
+  const std::string wp = R"({"model":{"type":"WordPiece","unk_token":"[UNK]","vocab":{"[UNK]":0,"the":1})";
+  for (const auto& [json_text, field] : std::vector<std::pair<std::string, std::string>>{
+           {wp + R"(},"post_processor":{"type":"BertProcessing","cls":[],"sep":[]}})", "post_processor.cls"},
+           {wp + R"(},"post_processor":{"type":"RobertaProcessing"}})", "post_processor"},
+           {wp + R"(},"post_processor":{"type":"BertProcessing","cls":["[CLS]",1],"sep":7}})", "post_processor.sep"},
+           {wp + R"(,"max_input_chars_per_word":4294967297}})", "model.max_input_chars_per_word"},
+           {wp + R"(,"max_input_chars_per_word":0}})", "model.max_input_chars_per_word"}}) {
+    const std::string e = expect_error([&] { from_tokenizer_json(json_text, "p.json"); });
+    EXPECT_NE(e.find("p.json"), std::string::npos) << e;
+    EXPECT_NE(e.find("'" + field), std::string::npos) << e;
+  }
   std::string empty_dir = tmp("empty_dir");
   ::mkdir(empty_dir.c_str(), 0755);
   EXPECT_NE(expect_error([&] { load_tokenizer(empty_dir); }).find("no tokenizer.json"), std::string::npos);

@@ -3,9 +3,11 @@
 // that algorithm pinned by a test.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "qkv/text/wordpiece.h"
+#include "qkv/util/error.h"
 #include "text_fixtures.h"
 
 using namespace qkv::text;
@@ -144,5 +146,25 @@ TEST(WordPiece, JsPackageDivergencesFollowBert) {
     std::string got = ids_str(bert().encode(cases[i].second));
     EXPECT_EQ(got, py[i]) << cases[i].first;
     EXPECT_NE(got, js[i]) << cases[i].first << ": the JS package now agrees with BERT";
+  }
+}
+
+// A tokenizer_config.json beside vocab.txt that is JSON but not an object, or whose do_lower_case is
+// not a boolean: an error naming that file (an array gave nlohmann's "cannot use value() with
+// array", naming no file).
+TEST(WordPiece, ATokenizerConfigThatIsNotAnObjectNamesTheFile) {
+  const std::string dir = scratch("wp_config");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/vocab.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n";
+  for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
+           {"[]", "expected a JSON object, got array"}, {"{\"do_lower_case\": 1}", "field 'do_lower_case'"}}) {
+    std::ofstream(dir + "/tokenizer_config.json") << text;
+    try {
+      WordPieceTokenizer::load_vocab_txt(dir + "/vocab.txt");
+      ADD_FAILURE() << text;
+    } catch (const qkv::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(dir + "/tokenizer_config.json"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
   }
 }
