@@ -15,6 +15,7 @@
 #include "qkv/kernels/attention.h"
 #include "qkv/kernels/parallel.h"
 #include "qkv/kernels/softmax.h"
+#include "row_max.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -131,8 +132,7 @@ void scores(const DecodeAttention& a, const RowView& row, int64_t j0, int64_t j1
 void softmax_heads(float* s, int64_t L, int64_t h0, int64_t h1) {
   for (int64_t h = h0; h < h1; ++h) {
     float* sh = s + h * L;
-    float mx = kNegInf;
-    for (int64_t j = 0; j < L; ++j) mx = std::max(mx, sh[j]);
+    const float mx = row_max(sh, L);  // NaN for a head of NaN scores, which then spreads (row_max.h)
     if (mx == kNegInf) {
       std::fill(sh, sh + L, 0.f);
       continue;

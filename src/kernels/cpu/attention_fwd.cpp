@@ -49,7 +49,8 @@ void forward_impl(const Tensor& q, const Tensor& k, const Tensor& v, double scal
         if (mc.tile_needs_mask(b, i0, j0, cols)) mc.apply(S.data(), cols, rows, cols, b, h, i0, j0);
         for (int64_t r = 0; r < rows; ++r) {
           T* s = S.data() + r * cols;
-          const T m_new = std::max(m[r], row_max(s, cols));
+          const T block_max = row_max(s, cols);  // NaN for a block of NaNs (row_max.h): kept, not max'ed away
+          const T m_new = block_max != block_max ? block_max : std::max(m[r], block_max);
           if (m_new == kNegInf<T>) {  // every key so far masked: contributes nothing
             std::fill(s, s + cols, T(0));
             continue;
@@ -73,7 +74,7 @@ void forward_impl(const Tensor& q, const Tensor& k, const Tensor& v, double scal
         T* o = O.row(b, h, i0 + r);
         const T* a = acc.data() + r * d.Dv;
         T* lr = L + (b * d.H + h) * d.Tq + i0 + r;
-        if (l[r] > T(0)) {
+        if (m[r] != kNegInf<T>) {  // l >= 1 (the largest score's term), or NaN, which the output keeps
           const T inv = T(1) / l[r];
           for (int64_t c = 0; c < d.Dv; ++c) o[c] = a[c] * inv;
           *lr = m[r] + std::log(l[r]);

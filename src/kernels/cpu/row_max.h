@@ -7,6 +7,12 @@
 // clang's result is -FLT_MAX, the fully-masked test fails and softmax, log_softmax and attention
 // returned NaN for such rows (Softmax.* failed in the clang ThreadSanitizer build,
 // docs/robustness.md). A result equal to the lowest finite value is therefore checked serially.
+//
+// NaN: the comparison skips it, so a row with a NaN among other values has their maximum (the
+// NaN then spreads through exp and the sum), but a row of NaNs alone came out -inf and was taken
+// for a fully masked row: softmax and attention wrote zeros for it, hiding a diverged model's NaN
+// (torch gives NaN). A -inf result is therefore checked for a NaN, serially (fully masked rows
+// are few), and the NaN returned.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -22,6 +28,9 @@ inline T row_max(const T* x, int64_t n) {
     m = -std::numeric_limits<T>::infinity();
     for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
   }
+  if (m == -std::numeric_limits<T>::infinity())
+    for (int64_t j = 0; j < n; ++j)
+      if (x[j] != x[j]) return x[j];
   return m;
 }
 
