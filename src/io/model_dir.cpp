@@ -1,9 +1,12 @@
 #include "qkv/io/model_dir.h"
 
 #include <filesystem>
+#include <optional>
+#include <string>
 
 #include "qkv/models/rnn_seq2seq.h"
 #include "qkv/models/transformer.h"
+#include "qkv/text/special_tokens.h"
 #include "qkv/util/config.h"
 #include "qkv/util/file.h"
 
@@ -112,6 +115,21 @@ Seq2SeqBundle load_seq2seq(const std::string& dir, kernels::MatmulPrecision prec
             " ids but the model's source vocabulary is ", b.model->src_vocab());
   QKV_CHECK(b.tgt_tok->vocab_size() <= b.model->tgt_vocab(), dir, "target tokenizer has ", b.tgt_tok->vocab_size(),
             " ids but the model's target vocabulary is ", b.model->tgt_vocab());
+  // Decoding starts, ends and pads with config.json's ids (as training wrote them from the target
+  // tokenizer); an edited eos_id 0 translated into "tree tree tree ..." with no error. A tokenizer
+  // that names no such token (one made without roles) cannot be checked.
+  const nlohmann::json model = b.config.value("model", nlohmann::json::object());
+  const struct {
+    const char* key;
+    text::Role role;
+    int64_t fallback;  // the Translator's when the key is absent
+  } ids[] = {{"pad_id", text::Role::Pad, 0}, {"bos_id", text::Role::Bos, 1}, {"eos_id", text::Role::Eos, 2}};
+  for (const auto& [key, role, fallback] : ids) {
+    const int64_t id = model.contains(key) && model[key].is_number_integer() ? model[key].get<int64_t>() : fallback;
+    const std::optional<int32_t> want = b.tgt_tok->special_id(role);
+    QKV_CHECK(!want || *want == id, cfg_path, "field 'model.", key, "' is ", id, " but the target tokenizer's ",
+              text::role_name(role), " token is ", *want, ": the model and its tokenizer do not belong together");
+  }
   return b;
 }
 

@@ -8,10 +8,13 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "qkv/io/model_dir.h"
 #include "qkv/util/error.h"
 #include "qkv/util/file.h"
+#include "tiny_models.h"
 
 namespace fs = std::filesystem;
 
@@ -67,4 +70,33 @@ TEST(Seq2SeqConfig, StrictAboutFormatKeysSectionsAndLength) {
   c["model"]["max_len"] = 1;
   EXPECT_NE(error_of(c).find("max_len must be at least 2 (a token and </s>), got 1"), std::string::npos)
       << error_of(c);
+}
+
+// config.json's pad_id, bos_id and eos_id must be the target tokenizer's tokens: decoding starts,
+// ends and pads with them, and an edited eos_id translated into "tree tree tree ..." with no error.
+TEST(Seq2SeqConfig, SpecialIdsMustBeTheTokenizers) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_seq2seq_ids_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  qkv::io::Seq2SeqBundle b = qkv_test::tiny_translation_model(3);
+  b.src_tok->set_special(qkv::text::Role::Pad, "<pad>");  // the fixture's tokenizer names no roles
+  b.src_tok->set_special(qkv::text::Role::Bos, "<s>");
+  b.src_tok->set_special(qkv::text::Role::Eos, "</s>");
+  qkv::io::save_seq2seq(dir.string(), b);
+  const std::string cfg = (dir / "config.json").string(), original = qkv::read_file(cfg);
+  EXPECT_NO_THROW(qkv::io::load_seq2seq(dir.string()));
+  for (const auto& [key, value, want] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"eos_id", 0, "field 'model.eos_id' is 0 but the target tokenizer's eos token is 3"},
+           {"bos_id", 3, "field 'model.bos_id' is 3 but the target tokenizer's bos token is 2"},
+           {"pad_id", 5, "field 'model.pad_id' is 5 but the target tokenizer's pad token is 0"}}) {
+    nlohmann::json c = nlohmann::json::parse(original);
+    c["model"][key] = value;
+    qkv::write_file_atomic(cfg, c.dump());
+    try {
+      qkv::io::load_seq2seq(dir.string());
+      ADD_FAILURE() << key;
+    } catch (const qkv::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(cfg + ": " + want), std::string::npos) << e.what();
+    }
+  }
+  fs::remove_all(dir);
 }
