@@ -214,8 +214,14 @@ GptBundle load_gpt2(const std::string& dir, kernels::MatmulPrecision precision) 
   }
   QKV_CHECK(!(any_prefixed && any_bare), weights, "some tensor names have the 'transformer.' prefix and some do not");
   b.model = read_gpt2_body(file, in_file, b.config, precision);
-  if (fs::exists(d / "tokenizer.json") || (fs::exists(d / "encoder.json") && fs::exists(d / "vocab.bpe")))
+  if (fs::exists(d / "tokenizer.json") || (fs::exists(d / "encoder.json") && fs::exists(d / "vocab.bpe"))) {
     b.tokenizer = text::load_tokenizer(dir);
+    // As BERT's: ids past the embedding were found only at use, blamed on the input ("id 116 ... out
+    // of range for a vocabulary of V = 100" for a prompt).
+    const std::string tok_file = (d / (fs::exists(d / "tokenizer.json") ? "tokenizer.json" : "encoder.json")).string();
+    QKV_CHECK(b.tokenizer->vocab_size() <= b.config.vocab_size, tok_file, "the tokenizer has ",
+              b.tokenizer->vocab_size(), " ids but config.json's vocab_size is ", b.config.vocab_size);
+  }
   return b;
 }
 

@@ -19,6 +19,7 @@
 #include "qkv/util/file.h"
 #include "helpers.h"
 #include "ref.h"
+#include "tiny_models.h"
 
 using namespace qkv;
 using namespace qkv::testing;
@@ -194,4 +195,25 @@ TEST(Gpt2Checkpoint, ThePublishedGpt2ConfigReads) {
   EXPECT_TRUE(c.pre_norm);
   j["n_ctx"] = 512;  // n_ctx must agree with n_positions
   EXPECT_THROW(j.get<models::GptConfig>(), Error);
+}
+
+// A tokenizer with more ids than config.json's vocab_size is refused at load, naming the tokenizer
+// file (as BERT's is): its ids past the embedding surfaced only at use, blamed on the prompt.
+TEST(Gpt2Checkpoint, ATokenizerLargerThanTheVocabularyIsRefusedAtLoad) {
+  const std::string dir = scratch("big_tokenizer");
+  io::GptBundle b = qkv_test::tiny_gpt();
+  io::save_gpt2(dir, b);
+  EXPECT_NO_THROW(io::load_gpt2(dir));
+  b.tokenizer = qkv_test::word_tokenizer({"<|endoftext|>", "<unk>", "<extra1>", "<extra2>"});
+  b.tokenizer->save(dir + "/tokenizer.json");
+  try {
+    io::load_gpt2(dir);
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + "/tokenizer.json: the tokenizer has 18 ids but config.json's vocab_size "
+                                         "is 16"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
 }
