@@ -118,6 +118,10 @@ std::vector<int64_t> never_generated(SpecialIds ids, const Options& opt) {
 
 // The bans of the hypothesis `tokens`: `never`, and with n-gram blocking (ngram > 0) the tokens
 // that would repeat an n-gram; built in `scratch` only when there are n-gram bans to add.
+// Where a row's n-gram bans leave no token with probability mass (a hypothesis longer
+// than the vocabulary it may still use), those give way and `never` alone holds; only a row whose
+// every token with mass is in `never` takes one of them. The kernels' own fallback (every token
+// banned: choose as if none were) put <pad> and <unk> into translations.
 const std::vector<int64_t>& row_bans(const std::vector<int64_t>& never, const std::vector<int64_t>& tokens, int ngram,
                                      std::vector<int64_t>& scratch) {
   if (ngram == 0) return never;
@@ -195,6 +199,8 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
         std::vector<int64_t> scratch;
         const auto& bans = row_bans(never, hyp[size_t(live[size_t(r)])].tokens, ngram, scratch);
         kernels::best_token(X + r * V, V, step_tok[size_t(r)], step_lp[size_t(r)], &bans);
+        if (&bans != &never && std::binary_search(bans.begin(), bans.end(), step_tok[size_t(r)]))
+          kernels::best_token(X + r * V, V, step_tok[size_t(r)], step_lp[size_t(r)], &never);  // see row_bans
       });
     }
     std::vector<int64_t> keep;  // rows whose sentence goes on
@@ -206,12 +212,15 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
       if (opt.sample) {  // one draw per live sentence, from its own stream
         std::vector<int64_t> scratch;
         const auto& bans = row_bans(never, h.tokens, ngram, scratch);
-        // Banned tokens get no probability mass (unless every token with mass is banned).
-        bool allowed_mass = false;
-        for (int64_t v = 0; v < V && !allowed_mass; ++v)
-          allowed_mass = X[r * V + v] > -INFINITY && !std::binary_search(bans.begin(), bans.end(), v);
-        if (allowed_mass)
-          for (int64_t v : bans)
+        // Banned tokens get no probability mass (row_bans: the n-gram bans give way first).
+        auto allowed_mass = [&](const std::vector<int64_t>& banned) {
+          for (int64_t v = 0; v < V; ++v)
+            if (X[r * V + v] > -INFINITY && !std::binary_search(banned.begin(), banned.end(), v)) return true;
+          return false;
+        };
+        const std::vector<int64_t>* kept = allowed_mass(bans) ? &bans : allowed_mass(never) ? &never : nullptr;
+        if (kept)
+          for (int64_t v : *kept)
             if (v < V) X[r * V + v] = -INFINITY;
         tok = sample_row(X + r * V, V, opt, gens[size_t(b)], lp);
       }
@@ -284,6 +293,9 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
       std::vector<int64_t> scratch;
       const auto& bans = row_bans(never, toks[size_t(r)], opt.no_repeat_ngram_size, scratch);
       kernels::top_tokens(X + r * V, V, n_cand, top[size_t(r)], &bans);
+      const auto& got = top[size_t(r)];  // kernels::top_tokens took every token: the bans left none
+      if (&bans != &never && !got.empty() && std::binary_search(bans.begin(), bans.end(), got.front().second))
+        kernels::top_tokens(X + r * V, V, n_cand, top[size_t(r)], &never);
     });
     std::vector<int64_t> keep;  // slots whose search goes on
     for (int64_t j = 0; j < int64_t(live.size()); ++j) {

@@ -141,3 +141,33 @@ TEST(NoRepeatNgram, GreedyBeamAndSamplingNeverRepeatAndGreedyTakesTheBestAllowed
   o.no_repeat_ngram_size = -1;
   EXPECT_THROW(decode::greedy(m, src, pad, {kBos, kEos, kPad}, o), Error);
 }
+
+// A hypothesis longer than the tokens n-gram blocking leaves it (no </s>, 1-gram blocking, three
+// words): the n-gram bans give way, <pad>, <s> and <unk> stay banned, so a word repeats. The
+// fallback lifted every ban and greedy, beam and sampling emitted <pad> and <unk>.
+TEST(NoRepeatNgram, WhenTheBansLeaveNothingTheSpecialsStayBanned) {
+  constexpr int64_t V = 6, T = 8, kPadId = 0, kBosId = 1, kUnkId = 2;  // 3, 4, 5: words
+  // The model prefers <pad>, then <s>, then <unk>, then the words.
+  std::vector<float> s(static_cast<size_t>(V), 0.f);
+  for (int64_t v = 0; v < V; ++v) s[size_t(v)] = 6.f - float(v);
+  TableModel m(Tensor::zeros({V, V}), Tensor::zeros({T, V}), Tensor::from_vector(s, {1, V}), T);
+  Tensor src = Tensor::zeros({1, 1}, DType::i64), pad = Tensor::zeros({1, 1}, DType::u8);
+  decode::Options o;
+  o.max_len_ratio = 0, o.max_len_extra = 6, o.no_repeat_ngram_size = 1;
+  const decode::SpecialIds ids{kBosId, -1, kPadId, kUnkId};
+  auto check = [&](const std::vector<std::vector<decode::Hypothesis>>& out, const char* what) {
+    for (const auto& sent : out)
+      for (const auto& h : sent) {
+        EXPECT_EQ(h.tokens.size(), 6u) << what;
+        for (int64_t t : h.tokens) EXPECT_GE(t, 3) << what << ": a special token";
+      }
+  };
+  check(decode::translate(m, src, pad, ids, o), "greedy");
+  o.beam = 3, o.nbest = 3;
+  check(decode::translate(m, src, pad, ids, o), "beam");
+  o.beam = o.nbest = 1, o.sample = true;
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    o.seed = seed;
+    check(decode::translate(m, src, pad, ids, o), "sampling");
+  }
+}
