@@ -1,5 +1,10 @@
 // RnnSeq2SeqConfig: validation and config.json (de)serialisation.
 #include "qkv/models/rnn_seq2seq.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "qkv/models/model_size.h"
 #include "qkv/util/config.h"
 
 namespace qkv::models {
@@ -34,6 +39,23 @@ void RnnSeq2SeqConfig::validate(const std::string& file, const std::string& sect
   for (auto [name, id] : {std::pair{"pad_id", pad_id}, std::pair{"bos_id", bos_id}, std::pair{"eos_id", eos_id}})
     QKV_CHECK(id >= 0 && id < tgt_vocab, at(name), "must be in [0, tgt_vocab=", tgt_vocab, "), got ", id);
   QKV_CHECK(pad_id < src_vocab, at("pad_id"), "must be < src_vocab=", src_vocab, ", got ", pad_id);
+  // The bounds of model_size.h, as the other models' (a mistyped size was allocated, or failed as
+  // "out of memory" naming nothing).
+  using Bound = std::tuple<const char*, int64_t, int64_t>;
+  for (auto [key, value, hi] :
+       {Bound{"src_vocab", src_vocab, kMaxVocab}, Bound{"tgt_vocab", tgt_vocab, kMaxVocab},
+        Bound{"embed_dim", embed_dim, kMaxWidth}, Bound{"enc_hidden", enc_hidden, kMaxWidth},
+        Bound{"dec_hidden", dec_hidden, kMaxWidth}, Bound{"attn_dim", attn_dim, kMaxWidth},
+        Bound{"enc_layers", enc_layers, kMaxLayers}, Bound{"dec_layers", dec_layers, kMaxLayers},
+        Bound{"max_len", max_len, kMaxPositions}})
+    QKV_CHECK(value <= hi, at(key), "must be at most ", hi, ", got ", value);
+  {  // gates (4 for an LSTM, fewer for a GRU) of every layer, embeddings, the output layer, attention
+    const double e = double(embed_dim), he = double(enc_hidden), hd = double(dec_hidden), k = double(key_dim());
+    const double a = double(attn_dim > 0 ? attn_dim : dec_hidden), dirs = bidirectional ? 2 : 1;
+    check_parameters_fit(file.c_str(), double(src_vocab + tgt_vocab) * e + double(tgt_vocab) * (hd + k) +
+                                           4 * double(enc_layers) * dirs * (std::max(e, k) + he) * he +
+                                           4 * double(dec_layers) * (e + k + hd) * hd + (k + hd) * a + 2 * k * hd);
+  }
 
   const bool luong = attention == RnnAttentionKind::luong;
   QKV_CHECK(!input_feeding || luong, at("input_feeding"), "only Luong attention feeds h~_{t-1} back into the decoder; ",

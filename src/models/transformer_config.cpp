@@ -1,5 +1,6 @@
 // TransformerConfig: validation and config.json (de)serialisation.
 #include "qkv/models/transformer.h"
+#include "qkv/models/model_size.h"
 #include "qkv/util/config.h"
 
 namespace qkv::models {
@@ -33,6 +34,19 @@ void TransformerConfig::validate() const {
   for (auto [name, id] : {std::pair{"pad_id", pad_id}, std::pair{"bos_id", bos_id}, std::pair{"eos_id", eos_id}})
     QKV_CHECK(id >= 0 && id < tgt_vocab, w, name, " must be in [0, tgt_vocab=", tgt_vocab, "), got ", id);
   QKV_CHECK(pad_id < src_vocab, w, "pad_id must be < src_vocab=", src_vocab, ", got ", pad_id);
+  // The bounds of model_size.h, as GPT's and BERT's: a max_len of 3e7 allocated 1.9 GB of positions
+  // before the weights were compared, and d_ff 2^36 failed as "out of memory", naming nothing.
+  check_size(w, "src_vocab", src_vocab, 1, kMaxVocab);
+  check_size(w, "tgt_vocab", tgt_vocab, 1, kMaxVocab);
+  check_size(w, "d_model", d_model, 1, kMaxWidth);
+  check_size(w, "enc_layers", enc_layers, 0, kMaxLayers);
+  check_size(w, "dec_layers", dec_layers, 1, kMaxLayers);
+  check_size(w, "d_ff", d_ff, 1, kMaxFfnWidth);
+  check_size(w, "max_len", max_len, 2, kMaxPositions);
+  // Embeddings, positions and the output layer; per layer 4 d^2 (8 d^2 with cross-attention) + 2 d ff.
+  const double d = double(d_model), ff = double(d_ff);
+  const double layers = double(enc_layers) * (4 * d * d + 2 * d * ff) + double(dec_layers) * (8 * d * d + 2 * d * ff);
+  check_parameters_fit(w, double(src_vocab + 2 * tgt_vocab + max_len) * d + layers);
 }
 
 BlockOptions TransformerConfig::block_options() const {

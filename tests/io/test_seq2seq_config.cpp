@@ -70,6 +70,32 @@ TEST(Seq2SeqConfig, StrictAboutFormatKeysSectionsAndLength) {
   c["model"]["max_len"] = 1;
   EXPECT_NE(error_of(c).find("max_len must be at least 2 (a token and </s>), got 1"), std::string::npos)
       << error_of(c);
+  // model_size.h's bounds, as GPT's and BERT's: a max_len of 3e7 was allocated (1.9 GB of positions),
+  // a d_ff of 2^36 failed as "out of memory" naming nothing.
+  for (const auto& [key, value, want] : std::vector<std::tuple<std::string, int64_t, std::string>>{
+           {"max_len", 30000000, "max_len must be in [2, 1048576], got 30000000"},
+           {"d_ff", int64_t(1) << 36, "d_ff must be in [1, 1048576], got 68719476736"},
+           {"enc_layers", 5000, "enc_layers must be in [0, 1024], got 5000"},
+           {"src_vocab", int64_t(1) << 25, "src_vocab must be in [1, 16777216]"},
+           {"d_model", 65536, "million parameters"}}) {
+    c = model_config();
+    c["model"][key] = value;
+    if (key == "src_vocab") c["model"]["tgt_vocab"] = value, c["model"]["shared_embeddings"] = true;
+    if (key == "d_model") c["model"]["src_vocab"] = c["model"]["tgt_vocab"] = int64_t(1) << 22;
+    EXPECT_NE(error_of(c).find(want), std::string::npos) << key << ": " << error_of(c);
+  }
+  nlohmann::json rnn = model_config();
+  rnn["model_type"] = "rnn";
+  rnn["model"] = {{"src_vocab", 60}, {"tgt_vocab", 60}, {"embed_dim", 16}, {"enc_hidden", 16}, {"dec_hidden", 16},
+                  {"max_len", 32}};
+  EXPECT_EQ(error_of(rnn), "");
+  rnn["model"]["max_len"] = 30000000;
+  EXPECT_NE(error_of(rnn).find("field 'model.max_len': must be at most 1048576, got 30000000"), std::string::npos)
+      << error_of(rnn);
+  rnn["model"]["max_len"] = 32;
+  rnn["model"]["enc_hidden"] = rnn["model"]["dec_hidden"] = 60000;
+  rnn["model"]["src_vocab"] = rnn["model"]["tgt_vocab"] = int64_t(1) << 24;
+  EXPECT_NE(error_of(rnn).find("million parameters"), std::string::npos) << error_of(rnn);
 }
 
 // config.json's pad_id, bos_id and eos_id must be the target tokenizer's tokens: decoding starts,
