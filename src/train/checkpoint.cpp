@@ -37,14 +37,22 @@ void write_directory_atomic(const std::string& dir, const std::function<void(con
   // Replace: move an existing target aside first, so the new one appears in one rename.
   fs::path old = target.parent_path() / (target.filename().string() + ".old." + std::to_string(::getpid()));
   bool had_old = fs::exists(target);
+  // A failure here leaves what was there before and nothing of ours (the temporary, a whole
+  // model, was left behind).
   if (had_old) {
     fs::rename(target, old, ec);
-    QKV_CHECK(!ec, dir, "cannot move the previous directory aside: ", ec.message());
+    if (ec) {
+      const std::string why = ec.message();
+      fs::remove_all(tmp, ec);
+      fail(dir, "cannot move the previous directory aside: ", why);
+    }
   }
   fs::rename(tmp, target, ec);
   if (ec) {
-    if (had_old) fs::rename(old, target);
-    fail(dir, "cannot publish checkpoint directory: ", ec.message());
+    const std::string why = ec.message();
+    if (had_old) fs::rename(old, target, ec);
+    fs::remove_all(tmp, ec);
+    fail(dir, "cannot publish checkpoint directory: ", why);
   }
   if (had_old) fs::remove_all(old, ec);
   // The rename itself is durable once the parent directory is synced (a SIGKILL needs no sync;

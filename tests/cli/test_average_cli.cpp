@@ -112,6 +112,22 @@ TEST(AverageCli, RunModelIsTheMeanOfTheLastCheckpoints) {
               qkv::read_file((dir / "by_hand/model.safetensors").string()));
   for (const auto& e : fs::directory_iterator(dir / "slash"))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  // "." and ".." name no directory to replace (the working directory could not be moved aside, and
+  // the averaged model was left beside it as ..tmp.PID).
+  for (const char* dots : {".", "..", "../"}) {
+    // run from inside dir/slash: sh -c 'cd DIR && exec "$0" "$@"' qkv average ...
+    std::vector<std::string> here{"/bin/sh", "-c", "cd '" + (dir / "slash").string() + "' && exec \"$0\" \"$@\""};
+    here.insert(here.end(), avg.begin(), avg.end());
+    here.back() = dots;
+    here.push_back("--force");
+    EXPECT_EQ(qkv::testing::run_program(here, dir / "avg.log"), 1) << dots;
+    EXPECT_NE(qkv::read_file((dir / "avg.log").string()).find("--out: name a directory, not '" + std::string(dots)),
+              std::string::npos)
+        << qkv::read_file((dir / "avg.log").string());
+  }
+  for (const fs::path& d : {dir, dir / "slash"})
+    for (const auto& e : fs::directory_iterator(d))
+      EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
   into.back() = (dir / "precious").string();
   into.push_back("--force");
   EXPECT_EQ(wait_exit(spawn(into, dir / "avg.log")), 0) << qkv::read_file((dir / "avg.log").string());
