@@ -142,8 +142,14 @@ struct Setup {
   std::vector<int64_t> limit;
   int64_t max_steps;
 };
-Setup setup(const models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad, const Options& opt) {
+Setup setup(const models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad, SpecialIds ids,
+            const Options& opt) {
   check_inputs(src, src_pad, opt);
+  // An id past the vocabulary was taken: an eos of 99 in 12 tokens ended nothing.
+  const int64_t V = model.tgt_vocab();
+  QKV_CHECK(ids.bos >= 0 && ids.bos < V, "decode", "bos id must be in [0, ", V, "), got ", ids.bos);
+  for (auto [name, id] : {std::pair{"eos", ids.eos}, std::pair{"pad", ids.pad}, std::pair{"unk", ids.unk}})
+    QKV_CHECK(id >= -1 && id < V, "decode", name, " id must be -1 (none) or in [0, ", V, "), got ", id);
   QKV_CHECK(opt.beam <= model.tgt_vocab(), "decode", "beam must be at most the target vocabulary (",
             model.tgt_vocab(), " tokens), got ", opt.beam);
   Setup s;
@@ -157,6 +163,7 @@ Setup setup(const models::Seq2Seq& model, const Tensor& src, const Tensor& src_p
 
 std::vector<std::vector<Hypothesis>> translate(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
                                                SpecialIds ids, const Options& opt) {
+  QKV_CHECK(opt.beam >= 1, "decode", "beam must be >= 1, got ", opt.beam);  // before nbest's range names it
   QKV_CHECK(opt.nbest >= 1 && opt.nbest <= opt.beam, "decode", "nbest must be in [1, beam = ", opt.beam, "], got ",
             opt.nbest);
   return opt.beam == 1 ? greedy(model, src, src_pad, ids, opt) : beam_search(model, src, src_pad, ids, opt);
@@ -171,7 +178,7 @@ std::vector<std::vector<Hypothesis>> greedy(models::Seq2Seq& model, const Tensor
   o.beam = o.nbest = 1;
   // Named copies, not a structured binding: clang 14 (the fuzzing build) cannot capture a
   // binding in the OpenMP region below.
-  Setup setup_ = setup(model, src, src_pad, o);
+  Setup setup_ = setup(model, src, src_pad, ids, o);
   const int64_t B = setup_.B, max_steps = setup_.max_steps;
   std::vector<int64_t>& limit = setup_.limit;
   NoGradGuard no_grad;
@@ -250,7 +257,7 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
   QKV_CHECK(!opt.sample, "beam_search", "sampling is not a beam search (set beam 1)");
   // Named copies, not a structured binding: clang 14 (the fuzzing build) cannot capture a
   // binding in the OpenMP region below.
-  Setup setup_ = setup(model, src, src_pad, opt);
+  Setup setup_ = setup(model, src, src_pad, ids, opt);
   const int64_t B = setup_.B, max_steps = setup_.max_steps;
   std::vector<int64_t>& limit = setup_.limit;
   const int64_t K = opt.beam;

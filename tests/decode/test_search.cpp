@@ -260,6 +260,24 @@ TEST(Decode, BadOptionsThrow) {
   expect_refused(bad, "max_len_extra must be >= 0");
   bad = o, bad.alpha = std::nan("");
   expect_refused(bad, "alpha (the length penalty's exponent) must be finite");
+  bad = o, bad.beam = 0;  // named as the beam, not as "nbest must be in [1, beam = 0]"
+  expect_refused(bad, "beam must be >= 1, got 0");
+  // Special ids outside the vocabulary (an eos of 99 in a smaller one ended nothing).
+  const int64_t V = k.model->tgt_vocab();
+  for (const auto& [ids, what] : std::vector<std::pair<decode::SpecialIds, std::string>>{
+           {{1, V}, "eos id must be -1 (none) or in [0, " + std::to_string(V) + "), got " + std::to_string(V)},
+           {{-1, 2}, "bos id must be in [0, " + std::to_string(V) + "), got -1"},
+           {{1, 2, V + 5}, "pad id must be -1 (none)"},
+           {{1, 2, 0, -2}, "unk id must be -1 (none)"}})
+    for (int beam : {1, 2}) {
+      bad = o, bad.beam = beam;
+      try {
+        decode::translate(*k.model, k.src, k.pad, ids, bad);
+        ADD_FAILURE() << "accepted: " << what;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      }
+    }
 
   // A huge ratio is the model's own cap, not an overflowed conversion that cut every output to one token.
   decode::Options capped = o, huge = o;
