@@ -83,7 +83,8 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     QKV_CHECK(root.numel() == 1, "backward", "an implicit gradient needs a one-element root, got ", root.str());
     g = Tensor::ones(root.shape(), root.dtype());
   }
-  QKV_CHECK(g.shape() == root.shape(), "backward", "gradient ", g.str(), " does not match root ", root.str());
+  QKV_CHECK(g.shape() == root.shape() && g.dtype() == root.dtype(), "backward", "gradient ", g.str(),
+            " does not match root ", root.str());  // a dtype was found by the first op ("mul: dtypes differ")
 
   NoGradGuard no_grad;  // backward functions use ops, which must not record (no double backward)
   Edge start = gradient_edge(root);

@@ -25,6 +25,16 @@ Gpt::Gpt(const GptConfig& cfg, Generator& gen, nn::init::Scheme init) : cfg_(cfg
   nn::initialize(*this, init, gen);  // none: zeros stay zeros
 }
 
+namespace {
+// Position ids must index the position table: one past it was named as a token id ("embedding: id
+// 9 ... out of range for a vocabulary of V = 4").
+void check_positions(const Tensor& pos, int64_t n_positions, const char* who) {
+  const std::vector<int64_t> p = pos.contiguous().to_vector<int64_t>();
+  for (int64_t v : p)
+    QKV_CHECK(v >= 0 && v < n_positions, who, "position id ", v, " is outside [0, n_positions = ", n_positions, ")");
+}
+}  // namespace
+
 Tensor Gpt::hidden(const Tensor& ids, const Tensor& key_pad, const Tensor& position_ids) const {
   QKV_CHECK(ids.defined() && ids.ndim() == 2 && ids.dtype() == DType::i64, "Gpt", "ids must be (B, T) i64, got ",
             ids.defined() ? ids.str() : std::string("undefined"));
@@ -36,6 +46,7 @@ Tensor Gpt::hidden(const Tensor& ids, const Tensor& key_pad, const Tensor& posit
   if (pos.defined()) {
     QKV_CHECK(pos.shape() == ids.shape() && pos.dtype() == DType::i64, "Gpt",
               "position_ids must be (B, T) i64 like ids ", ids.str(), ", got ", pos.str());
+    check_positions(pos, cfg_.n_positions, "Gpt");
   } else {
     pos = Tensor::arange(T, DType::i64);
   }
@@ -78,6 +89,7 @@ Tensor Gpt::step(const Tensor& ids_new, GptCache& cache, const Tensor& position_
   QKV_CHECK(position_ids.defined() && position_ids.shape() == ids_new.shape() && position_ids.dtype() == DType::i64,
             "Gpt::step", "position_ids must be (B, t) i64 like ids ", ids_new.str(), ", got ",
             position_ids.defined() ? position_ids.str() : std::string("undefined"));
+  check_positions(position_ids, cfg_.n_positions, "Gpt::step");
   QKV_CHECK(cache.layers.size() == decoder->layers->size(), "Gpt::step", "cache of ", cache.layers.size(),
             " layers for a model of ", decoder->layers->size(), " (use Gpt::start)");
   const int64_t t = ids_new.size(1);

@@ -76,6 +76,7 @@ Tensor Embedding::tied_logits_packed(const Tensor& h) const {
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, bool affine) : eps(eps) {
+  QKV_CHECK(dim > 0, "LayerNorm", "dim must be positive, got ", dim);  // as Linear's and Embedding's
   if (affine) {
     weight = register_parameter("weight", Tensor::ones({dim}));
     bias = register_parameter("bias", Tensor::zeros({dim}));

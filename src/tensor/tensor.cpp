@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <sstream>
 
 #include "qkv/tensor/strided.h"
@@ -36,11 +37,29 @@ void dispatch_all(DType t, const char* op, Fn&& fn) {
   }
 }
 
+// Whether the floating value v converts to the integer type T: NaN, infinities and values past T's
+// range do not (the conversion is undefined behaviour; x86 gave INT64_MIN). bool takes anything.
+template <typename T>
+bool converts_to(double v) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    return v >= double(std::numeric_limits<T>::min()) && v < double(std::numeric_limits<T>::max()) + 1.0;
+  return true;
+}
+
 // Strided element copy with conversion: dst view <- src view (same shape).
 template <typename D, typename S>
 void copy_typed(const Tensor& dst, const Tensor& src) {
   D* d = dst.data<D>();
   const S* s = src.data<S>();
+  if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D> && !std::is_same_v<D, bool>) {
+    bool fits = true;
+    for_each_row<1>(src.shape(), {&src.strides()}, [&](const std::array<int64_t, 1>& off, int64_t n) {
+      const int64_t ss = src.ndim() ? src.strides()[src.ndim() - 1] : 1;
+      for (int64_t i = 0; i < n && fits; ++i) fits = converts_to<D>(double(s[off[0] + i * ss]));
+    });
+    QKV_CHECK(fits, "Tensor::to", src.str(), " holds a value (NaN, an infinity or one out of range) that ",
+              dtype_name(dst.dtype()), " cannot hold");
+  }
   if (dst.is_contiguous() && src.is_contiguous()) {
     int64_t n = dst.numel();
     if constexpr (std::is_same_v<D, S>) {
@@ -269,6 +288,7 @@ void Tensor::fill(double value) {
   mark_modified();
   dispatch_all(dtype(), "Tensor::fill", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
+    QKV_CHECK(converts_to<T>(value), "Tensor::fill", "the value ", value, " does not fit in ", dtype_name(dtype()));
     T v = static_cast<T>(value);
     T* p = data<T>();
     if (is_contiguous()) {

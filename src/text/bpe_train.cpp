@@ -97,6 +97,9 @@ struct Trainer {
 
 BpeTrainResult learn_bpe(const std::unordered_map<std::string, int64_t>& word_counts,
                          const BpeTrainOptions& opt) {
+  // A vocabulary smaller than the specials and the alphabet gives just those (as Hugging Face's
+  // trainer does); a size below 1 is a mistake, and was taken silently.
+  QKV_CHECK(opt.vocab_size >= 1, "text train_bpe", "vocab_size must be positive, got ", opt.vocab_size);
   Trainer t(opt);
   for (auto& s : opt.special_tokens) t.intern(s);
   // Words in a fixed order (byte-wise) so that everything below is deterministic.

@@ -91,6 +91,22 @@ TEST(Embedding, OutOfRangeIdIsAnError) {
   EXPECT_THROW(nn::Embedding(5, 3, 7), Error);  // padding_idx outside the table
 }
 
+// Misuse named where it happens: a LayerNorm of no features (it failed later, in forward), and a
+// backward gradient of another dtype than its root (named by the first op, "mul: dtypes differ").
+TEST(LayerNorm, ANonPositiveDimAndAGradientOfAnotherDtypeAreNamed) {
+  EXPECT_THROW(nn::LayerNorm(0), Error);
+  EXPECT_THROW(nn::LayerNorm(-3), Error);
+  Tensor a = Tensor::full({2}, 1.0);
+  a.set_requires_grad(true);
+  Tensor y = mul(a, a);
+  try {
+    backward(y, Tensor::ones({2}, DType::f64));
+    ADD_FAILURE() << "accepted an f64 gradient for an f32 root";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("backward: gradient", 0), 0u) << e.what();
+  }
+}
+
 TEST(LayerNorm, MatchesPyTorch) {
   RefFile ref("nn_layers");
   int n = 0;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "qkv/tensor/rng.h"
@@ -87,6 +88,23 @@ TEST(Tensor, ErrorsNameTheProblem) {
 // Extents whose product, or whose byte count, does not fit: an error naming the shape. The byte
 // count wrapped (4 * (2^62 + 2) = 8 bytes allocated) and ones() wrote 2^62 floats past them; a
 // numel() that wrapped to 0 made a (2^40, 2^40) tensor "empty".
+// A floating value that an integer dtype cannot hold (NaN, an infinity, out of range) is an error:
+// the conversion is undefined behaviour (x86 gave INT64_MIN).
+TEST(Tensor, FloatsThatAnIntegerCannotHoldAreErrors) {
+  const double nan = std::nan("");
+  EXPECT_THROW(Tensor::full({2}, nan, DType::i64), Error);
+  EXPECT_THROW(Tensor::full({2}, 1e19, DType::i64), Error);
+  EXPECT_THROW(Tensor::full({2}, 256, DType::u8), Error);
+  EXPECT_THROW(Tensor::full({2}, -1, DType::u8), Error);
+  EXPECT_EQ(Tensor::full({2}, -9.0e18, DType::i64).to_vector<int64_t>()[0], int64_t(-9000000000000000000));
+  Tensor f = Tensor::from_vector<float>({1.5f, std::nanf("")}, {2});
+  EXPECT_THROW(f.to(DType::i64), Error);
+  EXPECT_THROW(Tensor::from_vector<float>({1.f, 3e9f, 2.f}, {3}).as_strided({2}, {1}, 1).to(DType::i32), Error);
+  EXPECT_EQ(Tensor::from_vector<float>({-2.7f, 3.9f}, {2}).to(DType::i64).to_vector<int64_t>(),
+            std::vector<int64_t>({-2, 3}));  // truncation toward zero, as static_cast and torch
+  EXPECT_EQ(f.to(DType::boolean).to(DType::i64).to_vector<int64_t>(), std::vector<int64_t>({1, 1}));  // NaN: nonzero
+}
+
 TEST(Tensor, ShapesTooLargeToCountOrAllocateAreErrors) {
   const int64_t big = int64_t(1) << 62;
   for (const Shape& s : {Shape{big + 2}, Shape{int64_t(1) << 40, int64_t(1) << 40}, Shape{big, 4, 1}}) {

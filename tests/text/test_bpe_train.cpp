@@ -30,6 +30,12 @@ BpeTrainOptions word_opts(int vocab_size) {
 //  e s [9, ties s t</w>]  es t</w> [9]  l o [7]  e w [6, ties n e, w est</w>]  ew est</w> [6]
 //  n ewest</w> [6]  lo w</w> [5]  d est</w> [3, ties w i, i d]  i dest</w> [3]  w idest</w> [3]
 //  e r</w> [2, ties lo w, w e]  lo w [2]  low er</w> [2]
+TEST(BpeTrain, ANonPositiveVocabularySizeIsAnError) {  // -5 learned the alphabet, silently
+  const std::unordered_map<std::string, int64_t> counts{{"low", 5}, {"lower", 2}};
+  for (int v : {0, -5}) EXPECT_THROW(learn_bpe(counts, word_opts(v)), qkv::Error) << v;
+  EXPECT_NO_THROW(learn_bpe(counts, word_opts(2)));  // smaller than the alphabet: the alphabet, as Hugging Face's
+}
+
 TEST(BpeTrain, SennrichExampleByHand) {
   std::unordered_map<std::string, int64_t> counts = {{"low", 5}, {"lower", 2}, {"newest", 6}, {"widest", 3}};
   BpeTrainResult r = learn_bpe(counts, word_opts(1000));
