@@ -169,7 +169,11 @@ std::shared_ptr<models::Gpt> read_gpt2_body(const safetensors::Reader& file,
   std::map<std::string, std::pair<Shape, DType>> info;
   for (auto& [published, name] : in_file) info[published] = {file.shape(name), file.dtype(name)};
   check_published(info, cfg, where);  // from the header alone, before any tensor is read
-  auto fetch = [&](const std::string& published) { return file.read(in_file.at(published)); };
+  auto fetch = [&](const std::string& published) {  // checked under the file's name, before any transposition
+    Tensor t = file.read(in_file.at(published));
+    nn::check_finite_weight(where, in_file.at(published), t);
+    return t;
+  };
   if (in_file.count("lm_head.weight")) check_tied_head(fetch("lm_head.weight"), fetch("wte.weight"), where);
   // Built as zeros (nothing drawn), then filled tensor by tensor; every parameter exactly once.
   auto model = std::make_shared<models::Gpt>(cfg, default_generator(), nn::init::Scheme::none);

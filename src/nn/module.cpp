@@ -1,6 +1,7 @@
 #include "qkv/nn/module.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "qkv/autograd/node.h"
@@ -149,6 +150,31 @@ std::vector<std::pair<std::string, Tensor>> Module::tensors_to_load() const {
   return p;
 }
 
+namespace {
+
+// A weight holding NaN or an infinity (a diverged run's checkpoint, a damaged export) loaded and
+// generated NUL characters with exit code 0: refused, naming the file, the tensor and the element.
+// `first` is the index of values[0] in the tensor.
+void check_finite(const std::string& where, const std::string& name, const float* values, int64_t n,
+                  int64_t first) {
+  int bad = 0;
+#pragma omp simd reduction(| : bad)
+  for (int64_t i = 0; i < n; ++i) bad |= !std::isfinite(values[i]);
+  if (!bad) return;
+  int64_t i = 0;
+  while (std::isfinite(values[i])) ++i;
+  fail(where, "tensor '", name, "' holds ", values[i], " at element ", first + i,
+       ": the weights are damaged (or their training diverged); a model needs finite weights");
+}
+
+}  // namespace
+
+void check_finite_weight(const std::string& where, const std::string& name, const Tensor& t) {
+  if (t.dtype() != DType::f32) return;
+  const Tensor c = t.contiguous();
+  check_finite(where, name, c.data<float>(), c.numel(), 0);
+}
+
 void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool strict, const std::string& source) {
   std::map<std::string, Offer> offered;
   for (auto& [name, t] : sd) offered[name] = {t.shape(), t.dtype()};
@@ -157,6 +183,7 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& sd, bool stric
   for (auto& [dst, name] : fills) {
     Tensor d = dst;
     const Tensor& src = sd.at(name);
+    check_finite_weight(source, name, src);
     if (d.dtype() == DType::bf16 && src.dtype() == DType::f32) {  // a weight held in bf16: its rounding
       const Tensor c = src.contiguous();
       QKV_CHECK(d.is_contiguous(), source, "tensor '", name, "': a weight held in bf16 is contiguous");
@@ -198,8 +225,11 @@ void read_parameter(const safetensors::Reader& file, const std::string& name, Te
   if (dst.dtype() == DType::bf16 && file.dtype(name) == DType::f32) {
     QKV_CHECK(dst.is_contiguous(), file.path(), "tensor '", name, "': a weight held in bf16 is contiguous");
     uint16_t* out = static_cast<uint16_t*>(dst.raw_data());
+    int64_t done = 0;
     file.read_pieces(name, size_t(1) << 20, [&](const void* bytes, size_t n) {  // whole floats: 2^20 % 4 == 0
       const int64_t k = int64_t(n / sizeof(float));
+      check_finite(file.path(), name, static_cast<const float*>(bytes), k, done);
+      done += k;
       kernels::round_to_bf16(static_cast<const float*>(bytes), out, k);
       out += k;
     });
@@ -210,6 +240,7 @@ void read_parameter(const safetensors::Reader& file, const std::string& name, Te
     int64_t row = 0;
     file.read_pieces(name, size_t(rows_per_piece * r.K) * sizeof(float), [&](const void* bytes, size_t n) {
       const int64_t rows = int64_t(n / sizeof(float)) / r.K;  // whole rows: pieces are whole but the last
+      check_finite(file.path(), name, static_cast<const float*>(bytes), rows * r.K, row * r.K);
       kernels::quantize_int8_rows(static_cast<const float*>(bytes), rows, r.K, r.K, r.q + row * r.K, r.K,
                                   r.scale + row, r.zero_point_sum + row);
       row += rows;
@@ -217,8 +248,11 @@ void read_parameter(const safetensors::Reader& file, const std::string& name, Te
     dst.mark_modified();
   } else if (dst.is_contiguous()) {
     file.read_into(name, dst);
+    if (dst.dtype() == DType::f32) check_finite(file.path(), name, dst.data<float>(), dst.numel(), 0);
   } else {
-    dst.copy_from(file.read(name));
+    const Tensor read = file.read(name);
+    check_finite_weight(file.path(), name, read);
+    dst.copy_from(read);
   }
 }
 

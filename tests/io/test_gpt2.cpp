@@ -10,9 +10,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
+#include "qkv/io/format/safetensors_reader.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/tensor/rng.h"
 #include "qkv/ops/loss.h"
 #include "qkv/ops/shape.h"
@@ -215,5 +219,40 @@ TEST(Gpt2Checkpoint, ATokenizerLargerThanTheVocabularyIsRefusedAtLoad) {
               std::string::npos)
         << e.what();
   }
+  fs::remove_all(dir);
+}
+
+// A weight holding NaN or an infinity is refused at load, naming the file, the tensor and the
+// element, in every precision the weights can be held in (it loaded, and generation wrote NUL
+// characters with exit code 0).
+TEST(Gpt2Checkpoint, NonFiniteWeightsAreRefusedAtLoad) {
+  const std::string dir = scratch("non_finite");
+  io::save_gpt2(dir, qkv_test::tiny_gpt());
+  const std::string weights = dir + "/model.safetensors";
+  std::map<std::string, Tensor> tensors;
+  {
+    const safetensors::Reader r(weights);
+    for (const std::string& n : r.names()) tensors[n] = r.read(n);
+  }
+  for (const float bad : {std::nanf(""), -std::numeric_limits<float>::infinity()}) {
+    std::map<std::string, Tensor> t = tensors;
+    t["h.1.mlp.c_fc.weight"] = t["h.1.mlp.c_fc.weight"].clone();
+    t["h.1.mlp.c_fc.weight"].data<float>()[37] = bad;
+    safetensors::save(weights, t);
+    for (auto p : {kernels::MatmulPrecision::fp32, kernels::MatmulPrecision::bf16, kernels::MatmulPrecision::int8}) {
+      if (p != kernels::MatmulPrecision::fp32 && !kernels::dnnl_cpu_info().bf16_native()) continue;
+      SCOPED_TRACE(std::string(kernels::precision_name(p)) + " " + std::to_string(bad));
+      try {
+        io::load_gpt2(dir, p);
+        ADD_FAILURE() << "loaded";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(weights + ": tensor 'h.1.mlp.c_fc.weight' holds "), std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find(" at element 37"), std::string::npos) << e.what();
+      }
+    }
+  }
+  safetensors::save(weights, tensors);
+  EXPECT_NO_THROW(io::load_gpt2(dir));
   fs::remove_all(dir);
 }

@@ -165,7 +165,12 @@ void hold_in(const std::vector<Tensor>& weights, DType as);
 // (kernels::round_to_bf16) a piece at a time as it is read, so no f32 copy of it is made; into a
 // weight held in int8, quantized a piece of whole rows at a time (kernels::quantize_int8_rows). What
 // Module::load and the model-directory loaders fill parameters with.
+// (Every f32 value it reads must be finite, as load_state_dict's: see check_finite_weight.)
 void read_parameter(const safetensors::Reader& file, const std::string& name, Tensor& dst);
+// Throws, naming `where` (a file), the tensor `name` and the element, unless every value of the f32
+// tensor t is finite (other dtypes pass). A weight holding NaN or an infinity (a diverged run's
+// checkpoint, a damaged export) loaded, and generation wrote NUL characters with exit code 0.
+void check_finite_weight(const std::string& where, const std::string& name, const Tensor& t);
 
 // Eval mode (dropout off) for the life of a scope, then the module's mode before it, also when an
 // exception leaves the scope: every forward pass that is not training (validation, inference,
