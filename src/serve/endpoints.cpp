@@ -332,14 +332,12 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     if (!lb.is_object()) throw bad("expected an object of token ids to biases, got " + shown_value(lb));
     const int64_t V = gen.bundle().config.vocab_size;
     for (const auto& [key, value] : lb.items()) {
-      size_t used = 0;
-      int64_t id = -1;
-      try {
-        id = std::stoll(key, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != key.size() || id < 0 || id >= V)
+      // A token id as a plain decimal: stoll took " 5", "+5" and "05" for 5 (and "05" beside "5" then
+      // failed as "logit_bias names token 5 twice", naming no field).
+      const bool plain = !key.empty() && key.size() <= 9 && (key == "0" || key[0] != '0') &&
+                         std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const int64_t id = plain ? std::stoll(key) : -1;
+      if (id < 0 || id >= V)
         throw bad("key \"" + key + "\": expected a token id in [0, " + std::to_string(V) + ")");
       if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
         throw bad("token " + key + ": expected a bias in [-100, 100], got " + shown_value(value));

@@ -140,6 +140,12 @@ void Server::Impl::answer(const httplib::Request& req, httplib::Response& res) {
   auto job = std::make_shared<AnswerJob>();
   const text::Tokenizer& tok = *m.tokenizer();
   for (size_t i = 0; i < qs.size(); ++i) {
+    // As `qkv answer` refuses them: an empty context was answered with no answers, an empty
+    // question with answers to nothing.
+    for (const auto& [text, field] : {std::pair{&qs[i], &qf}, std::pair{&cs[i], &cf}})
+      if (text->empty())
+        throw HttpError(400, ep + ": input " + std::to_string(i) + " of \"" + *field + "\" is empty",
+                        "invalid_request_error", *field);
     check_tokens(int64_t(tok.encode(qs[i]).size()), i, opt.limits, ep, qf);
     check_tokens(int64_t(tok.encode(cs[i]).size()), i, opt.limits, ep, cf);
     job->inputs.emplace_back(qs[i], cs[i]);

@@ -110,6 +110,9 @@ TEST(Serve, CompletionsEqualTheGenerator) {
            {{{"x", 1}}, "key \"x\": expected a token id in [0, "},
            {{{"3", 101}}, "token 3: expected a bias in [-100, 100], got 101"},
            {{{"99999", 1}}, "key \"99999\": expected a token id"},
+           {{{" 5", 1}}, "key \" 5\": expected a token id"},  // stoll took these three for 5
+           {{{"+5", 1}}, "key \"+5\": expected a token id"},
+           {{{"05", 1}, {"5", 2}}, "key \"05\": expected a token id"},
            {nlohmann::json::array({1, 2}), "expected an object of token ids to biases"}}) {
     const Reply e = post(s.port, "/v1/completions", {{"prompt", "cannot"}, {"logit_bias", bias}});
     EXPECT_EQ(e.status, 400) << e.body;

@@ -304,6 +304,15 @@ TEST(Serve, AnswerEqualsTheQuestionAnswerer) {
                        J{{"question", "a"}, {"context", "b"}, {"n_best", 0}},
                        J{{"question", "a"}, {"context", "b"}, {"model", "tag"}}})
     EXPECT_EQ(post(s.port, "/v1/answer", bad).status, 400) << bad.dump();
+  // An empty question or context is refused by field, as `qkv answer` refuses it (they were
+  // answered: no answers for an empty context, answers to nothing for an empty question).
+  for (const auto& [bad, field] : std::vector<std::pair<J, std::string>>{
+           {J{{"question", "what"}, {"context", ""}}, "input 0 of \"context\" is empty"},
+           {J{{"questions", {"what", ""}}, {"contexts", {"a b", "c d"}}}, "input 1 of \"questions\" is empty"}}) {
+    const Reply e = post(s.port, "/v1/answer", bad);
+    EXPECT_EQ(e.status, 400) << e.body;
+    EXPECT_NE(error_message(e).find(field), std::string::npos) << e.body;
+  }
   // --precision bf16 (where this CPU runs it): the answers of tasks::QuestionAnswerer(dir, bf16).
   if (!kernels::dnnl_cpu_info().bf16_native()) return;
   serve::ServerOptions bf16;
