@@ -9,6 +9,13 @@
 // backward() receives one gradient per output (undefined = zero, only for multi-output nodes)
 // and returns one per input, shaped exactly like that input (the engine checks). Undefined
 // entries mean "no gradient" for that input.
+//
+// Saved tensors are not version-checked: writing into a tensor (fill, copy_from, a kernel's
+// output) after an op saved it, and before backward, gives gradients computed from the new values.
+// torch raises "a variable needed for gradient computation has been modified by an inplace
+// operation"; here nothing does (Storage::version() counts the writes, but only the packed-weight
+// caches read it). qkv's own layers never write into a saved tensor; code built on the library
+// must not either.
 #pragma once
 #include <initializer_list>
 #include <memory>
