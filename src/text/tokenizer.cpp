@@ -137,8 +137,10 @@ std::optional<int32_t> Tokenizer::special_id(Role r) const {
 
 int32_t Tokenizer::require_special_id(Role r) const {
   auto id = special_id(r);
-  QKV_CHECK(id.has_value(), "text special tokens", "this ", kind(), " tokenizer has no '",
-            role_name(r), "' token");
+  // Named by the file it came from, where there is one (`qkv embed` on a tokenizer.json without
+  // [CLS] said only "this wordpiece tokenizer has no 'cls' token").
+  QKV_CHECK(id.has_value(), source().empty() ? std::string("text special tokens") : source(), "this ", kind(),
+            " tokenizer has no '", role_name(r), "' token");
   return *id;
 }
 

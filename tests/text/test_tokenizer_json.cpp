@@ -170,3 +170,12 @@ TEST(TokenizerJson, EncodeErrorsNameTheTokenizersFile) {
   EXPECT_NE(e.find(path), std::string::npos) << e;
   EXPECT_NE(e.find("'o</w>' is not in the vocabulary"), std::string::npos) << e;
 }
+
+// A special token the tokenizer lacks is named with the file the tokenizer came from.
+TEST(TokenizerJson, AMissingSpecialTokenNamesTheFile) {
+  const std::string path = tmp("no_cls.json");
+  std::ofstream(path) << R"({"model":{"type":"WordPiece","unk_token":"[UNK]","vocab":{"[UNK]":0,"the":1}}})";
+  const auto tok = load_tokenizer_json(path);
+  const std::string e = expect_error([&] { tok->require_special_id(Role::Cls); });
+  EXPECT_EQ(e.rfind(path + ": this wordpiece tokenizer has no 'cls' token", 0), 0u) << e;
+}
