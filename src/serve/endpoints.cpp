@@ -370,7 +370,8 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
       if (e.is_boolean()) o.early_stopping = e.get<bool>() ? ES::first : ES::heuristic;
       else if (e == "never") o.early_stopping = ES::never;
       else
-        throw HttpError(400, ep + ": field \"early_stopping\": expected true, false or \"never\", got " + shown_value(e),
+        throw HttpError(400,
+                        ep + ": field \"early_stopping\": expected true, false or \"never\", got " + shown_value(e),
                         "invalid_request_error", "early_stopping");
     }
   } else {

@@ -292,7 +292,8 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text, const s
       auto token_of = [&](const char* key) {
         const json& v = r.get(pp, "post_processor", key);
         QKV_CHECK(v.is_array() && !v.empty() && v[0].is_string(), "tokenizer.json " + where, "field 'post_processor.",
-                  key, "': expected [token, id], got ", v.is_array() ? "an array without a token first" : v.type_name());
+                  key, "': expected [token, id], got ",
+                  v.is_array() ? "an array without a token first" : v.type_name());
         return v[0].get<std::string>();
       };
       const std::string cls = token_of("cls"), sep = token_of("sep");
