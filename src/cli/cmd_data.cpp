@@ -72,8 +72,9 @@ int run(int argc, char** argv) {
   app.add_option("corpus", corpus, "mt-en-de | mt-en-fr | lm-en | cls-debian | pairs-debian | qa-debian | sentiment | pang-lee-reviews | pang-lee-sentences | conll2010 | pos-wsj | ner-debian")
       ->required();
   app.add_option("--dir", dir, "data directory (default: ./data)");
-  app.add_option("--set", set, "package set for mt corpora: small | large (corpora/en-<lang>.<set>.txt)");
-  app.add_option("--list", list, "explicit package list file (mt corpora)");
+  auto* set_opt =
+      app.add_option("--set", set, "package set for mt corpora: small | large (corpora/en-<lang>.<set>.txt)");
+  auto* list_opt = app.add_option("--list", list, "explicit package list file (mt corpora)");
   app.add_option("--cache", cache, "download cache (default: $QKV_CACHE or ~/.cache/qkv)");
   app.add_flag("--force", force, "rebuild even if up to date");
   app.add_flag("--stats", stats, "print statistics even if nothing was rebuilt");
@@ -93,6 +94,10 @@ int run(int argc, char** argv) {
     r = qkv::data::build_mt_corpus(o);
     mt = true;
   } else {
+    // They choose the packages of a translation corpus; another corpus ignored them, silently.
+    for (const auto* opt : {set_opt, list_opt})
+      QKV_CHECK(opt->count() == 0, "qkv data", opt->get_name(), " applies to the mt-en-de and mt-en-fr corpora, not ",
+                corpus);
     qkv::data::ExtraBuildOptions o;
     o.data_dir = dir;
     o.cache_dir = cache;

@@ -103,3 +103,19 @@ TEST(UsageErrors, BadValuesAndMissingOptionsExitTwoAndHelpExitsZero) {
   EXPECT_EQ(run_qkv({"no-such-command"}, log), 2);
   fs::remove_all(dir);
 }
+
+// --set and --list choose a translation corpus's packages: another corpus ignored them silently.
+// Refused before anything is read or built.
+TEST(UsageErrors, DataSetAndListApplyToTranslationCorporaOnly) {
+  const fs::path dir = scratch();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"data", "sentiment", "--set", "large"},
+        std::vector<std::string>{"data", "lm-en", "--list", "packages.txt"}}) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--dir", (dir / "data").string()});
+    EXPECT_EQ(run_qkv(a, dir / "data.log"), 1) << args[1];
+    const std::string log = read_file((dir / "data.log").string());
+    EXPECT_NE(log.find(" applies to the mt-en-de and mt-en-fr corpora, not " + args[1]), std::string::npos) << log;
+    EXPECT_FALSE(fs::exists(dir / "data")) << args[1];
+  }
+}
