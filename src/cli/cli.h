@@ -45,6 +45,9 @@ int usage_exit(CLI::App& app, const CLI::ParseError& error);
 // PositiveNumber printed its range up to DBL_MAX in full). Both refuse nan and infinity.
 const CLI::Validator& positive();
 const CLI::Validator& non_negative();
+// A seed: decimal digits for a number in [0, 2^64). "-1" and "18446744073709551616" were taken
+// (wrapped or saturated) by CLI11's conversion, as any number is a seed.
+const CLI::Validator& seed_value();
 
 struct Register {
   Register(const std::string& name, const std::string& help, std::function<int(int, char**)> run) {

@@ -106,7 +106,7 @@ int run(int argc, char** argv) {
       ->check(qkv::cli::non_negative());
   app.add_option("--clip", clip, "max global gradient norm")->check(qkv::cli::positive());
   app.add_option("--print-every", every, "print the loss every N steps")->check(qkv::cli::positive());
-  app.add_option("--seed", seed, "seed of the data and the initial weights");
+  app.add_option("--seed", seed, "seed of the data and the initial weights")->check(qkv::cli::seed_value());
   app.add_option("--min-accuracy", min_acc, "exit 1 if the test accuracy ends below this (0..1)")
       ->check(CLI::Range(0.0, 1.0));
   QKV_PARSE(app, argc, argv);

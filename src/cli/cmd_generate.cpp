@@ -65,7 +65,9 @@ int run(int argc, char** argv) {
                  "logit_bias; -100 all but bans it, 100 all but forces it; repeatable)");
   app.add_option("--stop", opt.stop, "stop when the completion contains this string (repeatable; cut from the output)");
   app.add_option("--eos-id", opt.eos_id, "end-of-text token (default: config.json's eos_token_id; -1 = none)");
-  app.add_option("--seed", opt.seed, "sampling seed (same seed, same output)")->capture_default_str();
+  app.add_option("--seed", opt.seed, "sampling seed (same seed, same output)")
+      ->capture_default_str()
+      ->check(qkv::cli::seed_value());
   app.add_option("--batch-size,-b", opt.batch_size, "prompts decoded together")->capture_default_str();
   app.add_flag("--truncate", opt.truncate_long, "keep the last tokens of a prompt too long for the context (else error)");
   app.add_flag("--quiet,-q", opt.quiet, "no warnings");

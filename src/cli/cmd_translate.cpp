@@ -37,7 +37,7 @@ int run(int argc, char** argv) {
   app.add_option("--temperature", req.search.temperature, "sampling temperature");
   app.add_option("--top-k", req.search.top_k, "sample from the k most likely tokens (0 = all)")->check(non_negative());
   app.add_option("--top-p", req.search.top_p, "nucleus sampling mass");
-  app.add_option("--seed", req.search.seed, "sampling seed");
+  app.add_option("--seed", req.search.seed, "sampling seed")->check(qkv::cli::seed_value());
   app.add_option("--on-long", on_long, "a line longer than the model allows: truncate (warn) or refuse")
       ->check(CLI::IsMember({"truncate", "refuse"}));
   app.add_option("--attention", attention_png, "write the attention of one sentence: FILE.png draws the cross-attention heatmaps, FILE.html the "

@@ -43,6 +43,19 @@ const CLI::Validator& positive() {
   return v;
 }
 
+const CLI::Validator& seed_value() {
+  static const CLI::Validator v(
+      [](std::string& text) -> std::string {
+        const bool digits = !text.empty() && text.size() <= 20 &&
+                            text.find_first_not_of("0123456789") == std::string::npos;
+        // 20 digits fit from 0 to 18446744073709551615: compare as text past 19 digits.
+        const bool fits = digits && (text.size() < 20 || text <= "18446744073709551615");
+        return fits ? std::string() : "must be an integer in [0, 18446744073709551615], got '" + text + "'";
+      },
+      "SEED");
+  return v;
+}
+
 const CLI::Validator& non_negative() {
   static const CLI::Validator v = finite_number_from(0, true, "0 or a positive number", "NONNEGATIVE");
   return v;

@@ -84,6 +84,17 @@ TEST(UsageErrors, BadValuesAndMissingOptionsExitTwoAndHelpExitsZero) {
               std::string::npos)
         << read_file(log.string());
   }
+  // A seed below 0 or past 2^64 - 1 (CLI11 wrapped or saturated them into seeds).
+  for (const char* bad : {"-1", "18446744073709551616", "99999999999999999999", "1e3"})
+    for (const char* cmd : {"generate", "translate"}) {
+      EXPECT_EQ(run_qkv({cmd, "--model", dir.string(), "--seed", bad}, log), 2) << cmd << " " << bad;
+      EXPECT_NE(read_file(log.string()).find("--seed: must be an integer in [0, 18446744073709551615], got '" +
+                                             std::string(bad) + "'"),
+                std::string::npos)
+          << read_file(log.string());
+    }
+  EXPECT_NE(run_qkv({"generate", "--model", dir.string(), "--seed", "18446744073709551615"}, log), 2)
+      << read_file(log.string());  // the largest seed passes the flag's check (then the missing model fails)
   // A required option left out (CLI11: RequiredError, was 106).
   EXPECT_EQ(run_qkv({"translate"}, log), 2);
   EXPECT_NE(read_file(log.string()).find("--model"), std::string::npos) << read_file(log.string());
