@@ -21,12 +21,7 @@ namespace fs = std::filesystem;
 // empty directory; an existing one only with --force, and never one of the checkpoints read.
 void check_out_dir(const std::string& out, const std::vector<std::string>& dirs, bool force) {
   std::error_code ec;
-  // "." or "..": no name to publish the new directory under (replacing the working directory failed
-  // with EBUSY and left the averaged model behind as ..tmp.PID). "DIR/" is DIR.
-  fs::path named = fs::path(out).lexically_normal();
-  if (!named.has_filename()) named = named.parent_path();
-  const std::string last = named.filename().string();
-  QKV_CHECK(!last.empty() && last != "." && last != "..", out, "--out: name a directory, not '", out, "'");
+  qkv::train::directory_target(out, "--out");  // "." or "..": refused before any checkpoint is read
   if (!fs::exists(out, ec)) return;
   QKV_CHECK(fs::is_directory(out, ec), out, "--out: expected a directory to create, found a file");
   // Replacing --out deletes everything under it: a checkpoint read may not be there (`--out RUN

@@ -17,11 +17,19 @@ namespace fs = std::filesystem;
 
 namespace qkv::train {
 
-void write_directory_atomic(const std::string& dir, const std::function<void(const std::string&)>& fill) {
+fs::path directory_target(const std::string& dir, const std::string& flag) {
   // "out/" names "out": its filename() is empty, and the temporary went inside the target, which
   // the rename then moved into itself (EINVAL), leaving the temporary behind.
   fs::path target = fs::path(dir).lexically_normal();
   if (!target.has_filename()) target = target.parent_path();
+  const std::string name = target.filename().string();
+  QKV_CHECK(!name.empty() && name != "." && name != "..", dir, flag.empty() ? "" : flag + ": ",
+            "name a directory, not '", dir, "'");
+  return target;
+}
+
+void write_directory_atomic(const std::string& dir, const std::function<void(const std::string&)>& fill) {
+  const fs::path target = directory_target(dir);
   fs::path tmp = target.parent_path() / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
   std::error_code ec;
   fs::create_directories(target.parent_path(), ec);

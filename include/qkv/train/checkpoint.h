@@ -11,6 +11,7 @@
 //   run/best -> checkpoints/step-...  (a symlink to the best by validation BLEU, kept out of pruning)
 //   run/model/                       (a copy of the final or best model, for `qkv translate`)
 #pragma once
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -21,8 +22,12 @@
 
 namespace qkv::train {
 
+// The directory `dir` names, as write_directory_atomic publishes it: "out/" is "out". "." and ".."
+// name none to rename into place (replacing the working directory failed with EBUSY and left the
+// temporary behind): an error naming `dir` (and `flag`, the option that gave it, when not empty).
+std::filesystem::path directory_target(const std::string& dir, const std::string& flag = "");
 // Writes a directory atomically: fill(tmp_dir) creates the files, then tmp_dir is renamed to
-// `dir` (replacing an older `dir`).
+// `dir` (replacing an older `dir`; directory_target says which).
 void write_directory_atomic(const std::string& dir, const std::function<void(const std::string& tmp_dir)>& fill);
 
 // Removes what writers killed mid-write left in `dir`: "<name>.tmp.<pid>" temporaries,
