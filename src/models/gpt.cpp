@@ -29,9 +29,11 @@ namespace {
 // Position ids must index the position table: one past it was named as a token id ("embedding: id
 // 9 ... out of range for a vocabulary of V = 4").
 void check_positions(const Tensor& pos, int64_t n_positions, const char* who) {
-  const std::vector<int64_t> p = pos.contiguous().to_vector<int64_t>();
-  for (int64_t v : p)
-    QKV_CHECK(v >= 0 && v < n_positions, who, "position id ", v, " is outside [0, n_positions = ", n_positions, ")");
+  const Tensor c = pos.contiguous();  // itself, as decoding passes it: no copy per step
+  const int64_t* p = c.data<int64_t>();
+  for (int64_t i = 0; i < c.numel(); ++i)
+    QKV_CHECK(p[i] >= 0 && p[i] < n_positions, who, "position id ", p[i], " is outside [0, n_positions = ",
+              n_positions, ")");
 }
 }  // namespace
 
