@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/ops/matmul.h"
 #include "qkv/ops/packed.h"
 #include "qkv/ops/shape.h"
@@ -40,6 +41,7 @@ std::shared_ptr<const kernels::PackedLinear> MultiHeadAttention::packed_qkv() co
 Tensor MultiHeadAttention::project_qkv(const Tensor& x) const {
   if (use_cached_low_precision(x, q_proj->weight)) return linear_packed(x, *packed_qkv());  // (B, T, 3D)
   Tensor w = concat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);  // (3D, D)
+  kernels::Bf16StepWeights::adopt(w);  // mixed-precision training: converted once per step and role, blocked
   Tensor b = q_proj->bias.defined() ? concat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
   return linear(x, w, b);  // (B, T, 3D)
 }
@@ -144,6 +146,7 @@ MhaOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, co
     // Cross-attention over one memory: K and V projections as one GEMM against [W_k; W_v].
     // (bf16 / int8 inference projects through k_proj and v_proj, whose forms are cached.)
     Tensor w = concat({k_proj->weight, v_proj->weight}, 0);  // (2D, kdim)
+    kernels::Bf16StepWeights::adopt(w);
     Tensor b = k_proj->bias.defined() ? concat({k_proj->bias, v_proj->bias}, 0) : Tensor();
     auto kv = split(linear(key, w, b), {d_model_, d_model_}, 2);  // 2 x (B, Tk, D)
     return attend_heads(q, split_heads(kv[0]), split_heads(kv[1]), mask, need_weights);

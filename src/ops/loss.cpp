@@ -1,10 +1,13 @@
 #include "qkv/ops/loss.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/bf16.h"
+#include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/kernels/elementwise.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/loss.h"
@@ -177,6 +180,14 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
     }
     // the loss rows, and dLoss/dlogits at gy = 1 over the logits in place
     kernels::cross_entropy_forward_backward(L, t.data() + r0, ignore_index, label_smoothing, factor, rc, lc);
+    // bf16 (native): dlogits rounded once for both products, in the same pass as the bias gradient's
+    // column sums when there is one (each product rounded it on its own, and the sums read it again).
+    std::optional<kernels::Bf16RoundedOperand> L16;
+    bool summed = false;
+    if (want_gx && want_gw && dt == DType::f32 && kernels::native_bf16_products()) {
+      if (want_gb) L16.emplace(L, &part), summed = true;
+      else L16.emplace(L.data<float>(), n, V, V);
+    }
     if (want_gx) {
       Tensor gxc = row_block(gx, r0, n);
       kernels::matmul_2d(L, weight.detach(), gxc);  // dx = dlogits W   (n, D)
@@ -186,7 +197,7 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
       kernels::matmul_2d(Lt, xc, gw, r0 == 0 ? 0.0 : 1.0);
     }
     if (want_gb) {
-      kernels::column_sums(L, part);
+      if (!summed) kernels::column_sums(L, part);
       kernels::add_inplace(gb, part);
     }
   }

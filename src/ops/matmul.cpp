@@ -64,12 +64,6 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& batch) {
   return out;
 }
 
-// True when products run as native bf16 here (mixed-precision training's products).
-bool native_bf16_products() {
-  return kernels::matmul_precision() == kernels::MatmulPrecision::bf16 &&
-         kernels::bf16_products() == kernels::Bf16Products::native;
-}
-
 struct LinearBackward : Node {  // y (R, N) = x (R, K) @ w^T (w (N, K)) + b (N)
   Tensor x2, w;                 // x2: x as (R, K)
   Tensor x16;                   // x2 rounded to bf16 by the forward (native bf16 products), for dW
@@ -83,7 +77,7 @@ struct LinearBackward : Node {  // y (R, N) = x (R, K) @ w^T (w (N, K)) + b (N)
     // bf16 (native): dY rounded once for both products rather than once per product, in the same
     // pass over dY as the bias gradient's column sums when there is one.
     std::optional<kernels::Bf16RoundedOperand> gy16;
-    if (next[0].valid() && next[1].valid() && gy.dtype() == DType::f32 && native_bf16_products()) {
+    if (next[0].valid() && next[1].valid() && gy.dtype() == DType::f32 && kernels::native_bf16_products()) {
       gy = gy.contiguous();
       if (want_gb) {
         gb = Tensor::empty({N}, w.dtype());
@@ -99,7 +93,7 @@ struct LinearBackward : Node {  // y (R, N) = x (R, K) @ w^T (w (N, K)) + b (N)
     }
     if (next[1].valid()) {  // dw = dy^T @ x
       std::optional<kernels::Bf16RoundedOperand> x2_16;  // x as the forward rounded it
-      if (x16.defined() && native_bf16_products()) x2_16.emplace(x2, x16);
+      if (x16.defined() && kernels::native_bf16_products()) x2_16.emplace(x2, x16);
       gw = Tensor::empty({N, K}, w.dtype());
       kernels::matmul_2d(mT(gy), x2, gw);
     }
@@ -165,7 +159,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   // Mixed-precision training: x rounded to bf16 once, for this product and for dW in the backward.
   std::optional<kernels::Bf16RoundedOperand> x16;
   if (record && w.requires_grad() && x2.dtype() == DType::f32 && R > 0 && K > 0 && x2.strides()[1] == 1 &&
-      native_bf16_products())
+      kernels::native_bf16_products())
     x16.emplace(x2, Tensor());
   kernels::linear(x2, w, b, out);
   std::vector<int64_t> os = x.shape().vec();

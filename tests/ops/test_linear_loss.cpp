@@ -3,12 +3,17 @@
 // many; against qkv's own composition and finite differences in f64; eval mode; errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "gradcheck.h"
 #include "helpers.h"
 #include "qkv/autograd/node.h"
+#include "qkv/kernels/bf16.h"
+#include "qkv/kernels/elementwise.h"
+#include "qkv/kernels/gemm.h"
+#include "qkv/kernels/loss.h"
 #include "qkv/ops/loss.h"
 #include "qkv/ops/matmul.h"
 #include "ref.h"
@@ -87,6 +92,39 @@ TEST(LinearCrossEntropy, EqualsTheComposedOpsAndFiniteDifferencesInF64) {
   backward(linear_cross_entropy(xo, wo, Tensor(), t));
   EXPECT_TRUE(xo.grad().defined());
   EXPECT_FALSE(wo.grad().defined());
+}
+
+// Mixed-precision training (native bf16 products): the chunk's dlogits are rounded once for dX and
+// dW, in the pass that sums the bias gradient. The gradients are bit for bit those of the kernels
+// run one by one, each product rounding its own operands and the bias summed on its own.
+TEST(LinearCrossEntropy, InBf16TheGradientsAreThoseOfThePerProductRounding) {
+  if (!kernels::dnnl_cpu_info().bf16_native()) GTEST_SKIP() << "no bf16 kernel here";
+  const kernels::Bf16ProductsScope native(kernels::Bf16Products::native);
+  const kernels::MatmulPrecisionScope bf16(kernels::MatmulPrecision::bf16);
+  const int64_t R = 10, D = 12, V = 37, C = 4;  // chunks of 4, 4 and 2 rows
+  const Tensor x = randn({R, D}, 91), w = randn({V, D}, 92), b = randn({V}, 93);
+  std::vector<int64_t> tv(static_cast<size_t>(R));
+  for (int64_t i = 0; i < R; ++i) tv[size_t(i)] = (i * 11) % V;
+  const Tensor t = Tensor::from_vector(tv, {R});
+  std::vector<Tensor> in = leaves({x, w, b});
+  backward(linear_cross_entropy(in[0], in[1], in[2], t, -100, 0.1, Reduction::mean, C));
+  Tensor gx = Tensor::empty({R, D}), gw = Tensor::empty({V, D}), gb = Tensor::zeros({V}), part = Tensor::empty({V});
+  Tensor rows = Tensor::empty({C}), lse = Tensor::empty({C});
+  for (int64_t r0 = 0; r0 < R; r0 += C) {
+    const int64_t n = std::min(C, R - r0);
+    const Tensor xc = x.as_strided({n, D}, {D, 1}, r0 * D);
+    Tensor L = Tensor::empty({n, V}), rc = rows.as_strided({n}, {1}, 0), lc = lse.as_strided({n}, {1}, 0);
+    kernels::linear(xc, w, b, L);
+    kernels::cross_entropy_forward_backward(L, tv.data() + r0, -100, 0.1, 1.0 / double(R), rc, lc);
+    Tensor gxc = gx.as_strided({n, D}, {D, 1}, r0 * D);
+    kernels::matmul_2d(L, w, gxc);
+    kernels::matmul_2d(L.as_strided({V, n}, {1, V}, 0), xc, gw, r0 == 0 ? 0.0 : 1.0);
+    kernels::column_sums(L, part);
+    kernels::add_inplace(gb, part);
+  }
+  EXPECT_EQ(in[0].grad().to_vector<float>(), gx.to_vector<float>());
+  EXPECT_EQ(in[1].grad().to_vector<float>(), gw.to_vector<float>());
+  EXPECT_EQ(in[2].grad().to_vector<float>(), gb.to_vector<float>());
 }
 
 // Without recording (eval, perplexity) the same loss, and no graph.

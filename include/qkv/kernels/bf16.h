@@ -91,6 +91,9 @@ Bf16Products bf16_products();
 void set_bf16_products(Bf16Products p);
 const char* bf16_products_name(Bf16Products p);              // "native" | "fp32_fma"
 Bf16Products parse_bf16_products(const std::string& s, const char* who);  // throws naming `who`
+// True when this thread's products run as native bf16 (matmul_precision() bf16, bf16_products()
+// native): mixed-precision training's, which round an operand once for several products.
+bool native_bf16_products();
 // Sets bf16_products() for its lifetime, then restores the choice it found (benches, tests).
 class Bf16ProductsScope {
  public:

@@ -46,6 +46,10 @@ Bf16Products bf16_products() {
 
 void set_bf16_products(Bf16Products p) { g_products.store(int(p), std::memory_order_release); }
 
+bool native_bf16_products() {
+  return matmul_precision() == MatmulPrecision::bf16 && bf16_products() == Bf16Products::native;
+}
+
 const char* bf16_products_name(Bf16Products p) { return p == Bf16Products::fp32_fma ? "fp32_fma" : "native"; }
 
 Bf16Products parse_bf16_products(const std::string& s, const char* who) {

@@ -17,10 +17,11 @@ namespace qkv::kernels {
 
 struct Bf16StepWeights::State {
   struct Weight {
-    Tensor keep;         // the parameter (its storage outlives the copies' use)
-    int64_t rows, cols;  // (out, in)
+    Tensor keep;                 // the parameter (its storage outlives the copies' use)
+    int64_t rows = 0, cols = 0;  // (out, in)
   };
   std::unordered_map<const float*, Weight> weights;  // keyed by the first element; fixed after construction
+  std::unordered_map<const float*, Weight> adopted;  // adopt()'s, the same way (under g_mu)
   uint64_t number = 0;                                // this scope's, unique in the process
   int64_t made = 0;                                   // copies refilled in this scope (under the mutex below)
 };
@@ -121,13 +122,28 @@ int64_t Bf16StepWeights::copies_made() const {
   return state_->made;
 }
 
+void Bf16StepWeights::adopt(const Tensor& w) {
+  QKV_CHECK(w.defined() && w.ndim() == 2 && w.dtype() == DType::f32 && w.is_contiguous(), "Bf16StepWeights::adopt",
+            "expected a contiguous f32 (rows, cols) matrix, got ", w.defined() ? w.str() : std::string("undefined"));
+  State* st = g_active.load(std::memory_order_acquire);
+  if (st == nullptr || w.numel() == 0 || st->weights.count(w.data<float>())) return;
+  const std::lock_guard<std::mutex> lock(g_mu);
+  st->adopted.insert_or_assign(w.data<float>(), State::Weight{w, w.size(0), w.size(1)});
+}
+
 bool gemm_bf16_step_weight(bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                            int64_t ldb, float* C, int64_t ldc, const float* bias) {
   Bf16StepWeights::State* st = g_active.load(std::memory_order_acquire);
   if (st == nullptr || M <= 0 || bf16_products() != Bf16Products::native) return false;
-  auto it = st->weights.find(B);
-  if (it == st->weights.end()) return false;
-  const Bf16StepWeights::State::Weight& w = it->second;
+  Bf16StepWeights::State::Weight w;
+  if (auto it = st->weights.find(B); it != st->weights.end()) {
+    w = it->second;
+  } else {
+    const std::lock_guard<std::mutex> lock(g_mu);
+    auto at = st->adopted.find(B);
+    if (at == st->adopted.end()) return false;
+    w = at->second;
+  }
   // tb: B = W^T, the view of W (N, K); otherwise B = W itself, (K, N). Only the whole matrix.
   const bool whole = tb ? (w.rows == N && w.cols == K && ldb == K) : (w.rows == K && w.cols == N && ldb == N);
   if (!whole) return false;
