@@ -230,6 +230,13 @@ void write_stamp(const std::string& out_dir, const nlohmann::json& key) {
   write_file_atomic(out_dir + "/stamp.json", key.dump(2) + "\n");
 }
 
+void remove_stamp(const std::string& out_dir) {
+  const std::string stamp = out_dir + "/stamp.json";
+  std::error_code ec;
+  std::filesystem::remove(stamp, ec);
+  QKV_CHECK(!ec, stamp, "cannot remove the old build's stamp before rebuilding: ", ec.message());
+}
+
 
 void LabelledTexts::add(int label, const std::string& text) {
   QKV_CHECK(label >= 0 && label < num_labels_, "labelled corpus", "label ", label, " outside [0, ", num_labels_, ")");
@@ -273,6 +280,7 @@ void stratified_split(std::vector<std::vector<std::string>> by_class, double val
 
 uint64_t write_splits(const std::string& out_dir, const std::string& ext, const SplitTexts& splits,
                       nlohmann::json& stats, const std::function<void(Split, nlohmann::json&)>& extra) {
+  remove_stamp(out_dir);
   uint64_t total = 0;
   for (Split s : {Split::Train, Split::Valid, Split::Test}) {
     const int k = int(s);

@@ -196,6 +196,7 @@ nlohmann::json write_mt_corpus(const std::vector<MtCatalogSource>& catalogs,
   stats["dropped_overlap"] = {{"valid", overlap_dropped[1]}, {"test", overlap_dropped[2]}};
   stats["seed"] = cfg.seed;
   uint64_t total = 0;
+  remove_stamp(out_dir);  // the files below are another build's until the new stamp
   for (Split s : {Split::Train, Split::Valid, Split::Test}) {
     const int k = int(s);
     TextStats src, tgt;

@@ -2,6 +2,8 @@
 // Debian indexes, dictd databases and WordNet, on hand-made inputs with hand-worked results.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "scratch_util.h"
 #include "qkv/data/corpus.h"
 #include "qkv/data/corpus_mono.h"
@@ -89,6 +91,27 @@ TEST(CorpusStamp, MatchesOnlySameKeyAndFiles) {
   EXPECT_FALSE(is_up_to_date(d, key, {"missing.tsv"}));
   qkv::write_file_atomic(d + "/stamp.json", "{broken");
   EXPECT_FALSE(is_up_to_date(d, key, {}));
+}
+
+// A rebuild that stops partway (here: valid.tsv cannot be written) has already removed the old
+// build's stamp, so the next run with the old key rebuilds rather than taking a mix of two builds.
+TEST(CorpusStamp, AnInterruptedRebuildLeavesNoStamp) {
+  const std::string d = qkv_test::scratch_dir("stamp_interrupted");
+  const nlohmann::json key = {{"builder", "test"}};
+  SplitTexts splits;
+  splits.add(Split::Train, "a\tb", "a");
+  nlohmann::json stats;
+  write_splits(d, "tsv", splits, stats);
+  finish_build(d, stats, key, std::chrono::steady_clock::now());
+  ASSERT_TRUE(is_up_to_date(d, key, {"train.tsv", "valid.tsv", "test.tsv", "stats.json"}));
+  std::filesystem::remove(d + "/valid.tsv");
+  std::filesystem::create_directory(d + "/valid.tsv");  // the rebuild's second write fails
+  splits.add(Split::Train, "c\td", "c");
+  EXPECT_THROW(write_splits(d, "tsv", splits, stats), qkv::Error);
+  std::filesystem::remove(d + "/valid.tsv");
+  qkv::write_file_atomic(d + "/valid.tsv", "");
+  EXPECT_FALSE(std::filesystem::exists(d + "/stamp.json"));
+  EXPECT_FALSE(is_up_to_date(d, key, {"train.tsv", "valid.tsv", "test.tsv", "stats.json"}));
 }
 
 // reuse_build: the stamped build's stats when it is up to date and not forced; a build again when

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scratch_util.h"
+#include "qkv/data/corpus.h"
 #include "qkv/data/corpus_mt.h"
 #include "qkv/util/error.h"
 
@@ -76,8 +77,12 @@ TEST_F(MiniCorpus, WrittenCorpusMatchesIndependentRecount) {
                                 out + " " + dir + "/archive/expected.json"),
             0)
       << "see check_mt_corpus output above";
-  // Deterministic: a second write gives identical files.
+  // Deterministic: a second write gives identical files. A stamp found there (an earlier build's)
+  // is removed before the first file is written: the caller stamps the finished build.
+  fs::create_directories(dir + "/out2");
+  write_stamp(dir + "/out2", {{"builder", "earlier"}});
   write_mt_corpus(catalogs(), cfg, dir + "/out2");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out2/stamp.json"));
   for (const char* f : {"train.tsv", "valid.tsv", "test.tsv", "packages.tsv"})
     EXPECT_EQ(qkv::read_file(out + "/" + f), qkv::read_file(dir + "/out2/" + f)) << f;
 }

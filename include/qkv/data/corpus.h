@@ -57,6 +57,9 @@ std::map<std::string, Split> split_groups(const std::vector<std::string>& groups
 bool is_up_to_date(const std::string& out_dir, const nlohmann::json& key,
                    const std::vector<std::string>& files);
 void write_stamp(const std::string& out_dir, const nlohmann::json& key);
+// A build's first write: removes <out_dir>/stamp.json, so that a build stopped partway (killed, a
+// full disk) leaves no stamp matching the files of two builds.
+void remove_stamp(const std::string& out_dir);
 // A builder's first step: true (and res.stats read from its stats.json) when res.out_dir holds a
 // finished build of `key` with every file and the build is not forced; the builder returns res.
 // A stats.json that does not parse counts as no build.
@@ -99,7 +102,7 @@ class LabelledTexts {
 void stratified_split(std::vector<std::vector<std::string>> by_class, double valid_frac, double test_frac,
                       uint64_t seed, SplitTexts& out, std::map<std::string, uint64_t> (&classes)[3]);
 
-// Writes <out_dir>/{train,valid,test}.<ext>, fills stats["splits"][name] with {"examples", "text"}
+// Removes the stamp (remove_stamp), writes <out_dir>/{train,valid,test}.<ext>, fills stats["splits"][name] with {"examples", "text"}
 // plus what `extra` adds for that split, and returns the number of examples of all splits.
 uint64_t write_splits(const std::string& out_dir, const std::string& ext, const SplitTexts& splits,
                       nlohmann::json& stats, const std::function<void(Split, nlohmann::json&)>& extra = {});
