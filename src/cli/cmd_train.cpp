@@ -121,13 +121,13 @@ int run(int argc, char** argv) {
   return code;
 }
 
-// A new run that fails before it has logged a step (a missing file, a config error only its task
-// can see, a non-finite loss in step 1) takes what it wrote with it: the directory it created, or
-// in a directory that was there, the entries of a run's own names that it added (anything else,
-// e.g. a log another program writes there meanwhile, stays). The corrected command may then use
-// the same --out instead of meeting "already holds a run" (and --resume "no checkpoint"). One that
-// logged a step keeps everything: its metrics.jsonl and checkpoints say what happened and --resume
-// continues it.
+// A new run that fails before it has saved a checkpoint (a missing file, a config error only its
+// task can see, a non-finite loss, a full disk at the first save) takes what it wrote with it: the
+// directory it created, or in a directory that was there, the entries of a run's own names that it
+// added (anything else, e.g. a log another program writes there meanwhile, stays). The corrected
+// command may then use the same --out instead of meeting "already holds a run" (and --resume "no
+// checkpoint": there is nothing to resume). One that saved a checkpoint keeps everything: its
+// metrics.jsonl and checkpoints say what happened and --resume continues it.
 int dispatch_new_run(tasks::TrainingRun& r) {
   std::error_code ec;
   const bool new_run = r.resume.empty() && !r.out_dir.empty();
@@ -142,9 +142,10 @@ int dispatch_new_run(tasks::TrainingRun& r) {
   } catch (...) {
     const fs::path metrics = fs::path(r.out_dir) / "metrics.jsonl";
     const bool logged = fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0;
-    if ((creates || reuses) && !logged && train::CheckpointManager::list(r.out_dir).empty()) {
+    bool removed = false;
+    if ((creates || reuses) && train::CheckpointManager::list(r.out_dir).empty()) {
       if (creates) {
-        fs::remove_all(r.out_dir, ec);
+        removed = fs::remove_all(r.out_dir, ec) > 0;
       } else {
         // What a run writes in its directory (tasks/training_run.h), and their temporaries.
         auto a_runs = [](const std::string& name) {
@@ -157,11 +158,11 @@ int dispatch_new_run(tasks::TrainingRun& r) {
           const std::string name = e.path().filename().string();
           if (!present.count(name) && a_runs(name)) added.push_back(e.path());
         }
-        for (const fs::path& p : added) fs::remove_all(p, ec);
+        for (const fs::path& p : added) removed = fs::remove_all(p, ec) > 0 || removed;
       }
-      if (!ec)
-        std::fprintf(stderr, "qkv train: removed %s%s: the run failed before its first step\n",
-                     creates ? "" : "what the run wrote in ", r.out_dir.c_str());
+      if (!ec && removed)  // (nothing to say when the run could not create anything)
+        std::fprintf(stderr, "qkv train: removed %s%s: the run failed before its first %s\n",
+                     creates ? "" : "what the run wrote in ", r.out_dir.c_str(), logged ? "checkpoint" : "step");
     }
     throw;
   }

@@ -155,6 +155,9 @@ std::string CheckpointManager::save(int64_t step, const std::function<void(const
   try {
     write_directory_atomic(dir, fill);
   } catch (const Error& e) {  // e.g. a full disk: say what survived and what to do
+    if (list(run_dir_).empty())
+      fail(dir, "checkpoint not saved: ", e.what(), ". The run saved no checkpoint before this one, so there is "
+           "nothing to resume: free space and start it again");
     fail(dir, "checkpoint not saved: ", e.what(), ". The checkpoints already in ", run_dir_,
          "/checkpoints are untouched; free space and continue with qkv train --resume ", run_dir_);
   }

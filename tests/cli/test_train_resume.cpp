@@ -227,6 +227,36 @@ TEST(TrainResume, FailedCheckpointWriteKeepsThePreviousOneAndResumes) {
   fs::remove_all(dir);
 }
 
+// A new run whose first checkpoint cannot be written has nothing to resume: the error says so
+// (not "--resume"), the run takes its directory with it, and the same command runs once space is
+// free (it once left a run that --resume refused for want of a checkpoint and --out refused as a run).
+TEST(TrainResume, AFailedFirstCheckpointLeavesNothingToResumeAndTheSameCommandRuns) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_firstsave_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_corpus(dir);
+  const std::string cmd = qkv_bin() + " train --config " + (dir / "config.json").string() + " --train " +
+                          (dir / "train.tsv").string() + " --valid " + (dir / "valid.tsv").string() + " --out " +
+                          (dir / "run").string() + " --max-steps 10";
+  ASSERT_EQ(wait_exit(spawn({"/bin/bash", "-c", cmd}, dir / "ok.log")), 0) << qkv::read_file((dir / "ok.log").string());
+  const auto model_bytes = fs::file_size(step_dir(dir / "run", 10) + "/model.safetensors");
+  fs::remove_all(dir / "run");
+  const std::string limit_kib = std::to_string(model_bytes / 2048);
+  EXPECT_EQ(wait_exit(spawn({"/bin/bash", "-c", "ulimit -f " + limit_kib + " && trap '' XFSZ && exec " + cmd},
+                            dir / "fail.log")),
+            1);
+  const std::string log = qkv::read_file((dir / "fail.log").string());
+  EXPECT_NE(log.find("step-000000010: checkpoint not saved"), std::string::npos) << log;
+  EXPECT_NE(log.find("saved no checkpoint before this one, so there is nothing to resume"), std::string::npos) << log;
+  EXPECT_EQ(log.find("--resume"), std::string::npos) << log;
+  EXPECT_NE(log.find("the run failed before its first checkpoint"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  ASSERT_EQ(wait_exit(spawn({"/bin/bash", "-c", cmd}, dir / "again.log")), 0)
+      << qkv::read_file((dir / "again.log").string());
+  EXPECT_TRUE(fs::exists(step_dir(dir / "run", 10)));
+  fs::remove_all(dir);
+}
+
 // --resume of a run already at its end trains nothing and writes nothing: it once validated again,
 // appending a second metrics line and rewriting the last checkpoint's training state with one more
 // validation without progress, so that a later resume to more steps could stop early where the run
