@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "qkv/util/error.h"
+#include "qkv/util/file.h"
 
 namespace qkv::train {
 
@@ -63,7 +65,23 @@ void ProgressBar::finish() {
   std::fflush(out_);
 }
 
-MetricsLog::MetricsLog(const std::string& path) : path_(path) {
+MetricsLog::MetricsLog(const std::string& path, int64_t keep_through_step) : path_(path) {
+  if (keep_through_step >= 0 && std::filesystem::exists(path)) {
+    const std::string old = read_file(path);
+    std::string kept;
+    for (size_t at = 0; at < old.size();) {
+      const size_t end = old.find('\n', at);
+      if (end == std::string::npos) break;  // torn: the process died while writing it
+      const std::string line = old.substr(at, end - at);
+      at = end + 1;
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) continue;
+      const auto step = j.find("step");
+      if (step != j.end() && step->is_number() && step->get<double>() > double(keep_through_step)) continue;
+      kept += line + "\n";
+    }
+    if (kept != old) write_file_atomic(path, kept);
+  }
   f_ = std::fopen(path.c_str(), "a");
   QKV_CHECK(f_ != nullptr, path, "cannot open metrics log for appending: ", std::strerror(errno));
 }

@@ -313,7 +313,7 @@ void Trainer::start_data_parallel() {
 Outcome Trainer::run() {
   fs::create_directories(run_dir_);
   install_stop_signal_handlers();
-  if (!metrics_ && comm_.is_main()) metrics_.emplace(run_dir_ + "/metrics.jsonl");
+  if (!metrics_ && comm_.is_main()) metrics_.emplace(run_dir_ + "/metrics.jsonl", restored_ ? step_ : -1);
   if (comm_.distributed()) start_data_parallel();
   if (o_.precision == kernels::MatmulPrecision::bf16 && comm_.is_main()) {  // never a silent slowdown
     const kernels::PrecisionSpeed& speed = kernels::measured_precision_speed();

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "qkv/kernels/bf16.h"
 #include "qkv/util/file.h"
@@ -224,6 +225,18 @@ TEST(TrainResume, FailedCheckpointWriteKeepsThePreviousOneAndResumes) {
               qkv::read_file(step_dir(dir / "run", 40) + "/model.safetensors"));
   EXPECT_TRUE(qkv::read_file(step_dir(dir / "full", 40) + "/training_state.safetensors") ==
               qkv::read_file(step_dir(dir / "run", 40) + "/training_state.safetensors"));
+  // The failed process logged steps past step 20; the resumed one logs them again, once. (The runs'
+  // validations differ: the first process ended at step 20, and validated there.)
+  auto logged_steps = [](const fs::path& metrics) {
+    std::string out, line;
+    std::ifstream in(metrics);
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.at("kind") == "train") out += std::to_string(j.at("step").get<double>()) + "\n";
+    }
+    return out;
+  };
+  EXPECT_EQ(logged_steps(dir / "run" / "metrics.jsonl"), logged_steps(dir / "full" / "metrics.jsonl"));
   fs::remove_all(dir);
 }
 
@@ -285,15 +298,20 @@ TEST(TrainResume, AResumeOfAFinishedRunWritesNothing) {
     EXPECT_TRUE(qkv::read_file(step_dir(dir / "run", 20) + "/training_state.safetensors") == state);
   }
   // A checkpoint saved without validation (save_every; or a SIGTERM in the last step) that ends the
-  // run is validated by the resume, as the end of the run always was.
+  // run is validated by the resume, as the end of the run always was. The resumed run continues
+  // from step 10: the lines of the steps after it, which it replaces, are dropped first.
   fs::remove_all(step_dir(dir / "run", 20));
   ASSERT_EQ(qkv::testing::run_qkv({"train", "--resume", run, "--max-steps", "10"}, dir / "resume.log"), 0)
       << qkv::read_file((dir / "resume.log").string());
   const std::string log = qkv::read_file((dir / "resume.log").string());
   EXPECT_EQ(log.find("nothing trained or written"), std::string::npos) << log;
   const std::string after = qkv::read_file(run + "/metrics.jsonl");
-  ASSERT_GT(after.size(), metrics.size());
-  const std::string added = after.substr(metrics.size());
+  const size_t step11 = metrics.find("\"step\":11.0,");
+  ASSERT_NE(step11, std::string::npos) << metrics;
+  const std::string through10 = metrics.substr(0, metrics.rfind('\n', step11) + 1);
+  ASSERT_EQ(after.substr(0, through10.size()), through10);
+  const std::string added = after.substr(through10.size());
+  EXPECT_EQ(added.find("\"step\":1"), added.find("\"step\":10.0,")) << added;  // no step 11-20 line
   EXPECT_NE(added.find("\"valid_loss\""), std::string::npos) << added;
   EXPECT_NE(added.find("\"kind\":\"valid\",\"step\":10.0,"), std::string::npos) << added;
   fs::remove_all(dir);

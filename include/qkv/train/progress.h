@@ -38,7 +38,10 @@ class ProgressBar {
 
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::string& path);  // appends; creates the file
+  // Appends to path, creating it. A resumed run gives keep_through_step, the step it restored:
+  // the lines of later steps (an earlier process's, past its last checkpoint) and a torn last line
+  // are dropped first (the file rewritten atomically), so that each step's lines appear once.
+  explicit MetricsLog(const std::string& path, int64_t keep_through_step = -1);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
