@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include "qkv/attention/sdpa.h"
 #include "qkv/autograd/node.h"
@@ -82,9 +83,13 @@ std::vector<int64_t> pick(const std::vector<int64_t>& wanted, int64_t n, const c
     for (int64_t i = 0; i < n; ++i) all[size_t(i)] = i;
     return all;
   }
-  for (int64_t x : wanted)
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const int64_t x = wanted[i];
     QKV_CHECK(x >= 0 && x < n, "viz", "--", what, " ", x, " is out of range: the model has ", n, " ", what,
               " (0..", n - 1, ")");
+    QKV_CHECK(std::find(wanted.begin(), wanted.begin() + int64_t(i), x) == wanted.begin() + int64_t(i), "viz", "--",
+              what, " ", x, " is given twice");
+  }
   return wanted;
 }
 
@@ -119,8 +124,9 @@ viz::AttentionSet make_set(const Recorders& rec, const std::string& prefix, cons
 
 void check_size(const viz::AttentionPage& page, const ViewOptions& opt) {
   const int64_t bound = viz::attention_page_size_bound(page);
-  QKV_CHECK(bound <= opt.max_bytes, "viz", "the page could reach ", bound >> 20, " MiB, over the limit of ",
-            opt.max_bytes >> 20, " MiB (--max-mb): show fewer --layers or --heads, or a shorter text");
+  QKV_CHECK(bound <= opt.max_bytes, "viz", "the page could reach ", bound, " bytes (", double(bound) / (1 << 20),
+            " MiB), over the limit of ", opt.max_bytes, " bytes (--max-mb): show fewer --layers or --heads, or a "
+            "shorter text");
 }
 
 void check_text(const std::string& s, const char* what) {
@@ -188,23 +194,28 @@ viz::AttentionPage translation_attention_page(const Translator& t, const ViewInp
   QKV_CHECK(b.model, "viz", "no model loaded");
   auto* model = dynamic_cast<models::Transformer*>(b.model.get());  // null: an RNN encoder-decoder
   QKV_CHECK(b.src_tok && b.tgt_tok, "viz", "the model directory has no tokenizer");
-  check_text(in.text, "source text");
+  if (!in.source_ids) check_text(in.text, "source text");  // (a line translate translated is drawn as it was)
   const train::SeqIds ids = t.special_ids();
   const int64_t max_len = b.model->max_len();
-  // The source as translate reads it: a model trained with protected spans sees placeholders.
-  std::vector<int64_t> src = in.source_ids ? *in.source_ids : t.source_ids(in.text);
+  // The source as translate reads it: a model trained with protected spans sees placeholders. A
+  // given target is encoded with it as score encodes a pair: the spans both share, as training saw them.
+  std::vector<int64_t> src, hyp;  // hyp: y1 .. yn
+  if (in.target && !in.target_ids) {
+    check_text(*in.target, "target text");
+    std::tie(src, hyp) = t.pair_ids(in.text, *in.target);
+    if (in.source_ids) src = *in.source_ids;
+  } else {
+    src = in.source_ids ? *in.source_ids : t.source_ids(in.text);
+  }
   QKV_CHECK(int64_t(src.size()) <= max_len, "viz", "the source text has ", src.size() - 1,
             " tokens (plus </s>), more than the model's max_len ", max_len, " allows (config.json \"max_len\")");
-  std::vector<int64_t> hyp;  // y1 .. yn
   std::string target_text;
   if (in.target_ids) {
     hyp = *in.target_ids;
     QKV_CHECK(int64_t(hyp.size()) <= max_len, "viz", "the target has ", hyp.size(), " tokens, more than the model's max_len ",
               max_len);
-    target_text = t.detokenize(hyp);
+    target_text = t.restore_spans(t.detokenize(hyp), in.text);
   } else if (in.target) {
-    check_text(*in.target, "target text");
-    hyp = train::encode_sentence(*b.tgt_tok, *in.target, ids.eos, 0);
     QKV_CHECK(int64_t(hyp.size()) <= max_len, "viz", "the target text has ", hyp.size() - 1,
               " tokens (plus </s>), more than the model's max_len ", max_len, " allows");
     target_text = *in.target;
@@ -213,7 +224,7 @@ viz::AttentionPage translation_attention_page(const Translator& t, const ViewInp
     to.quiet = true;
     auto h = t.translate_ids({src}, to);
     hyp = h.at(0).front().tokens;
-    target_text = t.detokenize(hyp);
+    target_text = t.restore_spans(t.detokenize(hyp), in.text);
   }
   QKV_CHECK(!hyp.empty(), "viz", "the translation produced no tokens to show");
   std::vector<int64_t> tgt_in{ids.bos};  // <s> y1 .. y_{n-1}: position t attends while producing y_{t+1}

@@ -64,6 +64,10 @@ bool Translator::source_too_long(std::string_view line) const {
   return cut;
 }
 
+std::string Translator::restore_spans(std::string target_text, std::string_view source) const {
+  return bundle_.protect_spans ? text::restore(target_text, text::protect(source).originals) : target_text;
+}
+
 std::vector<int64_t> Translator::source_ids(std::string_view line) const {
   check_tokenizers("Translator::source_ids");
   return encode_source(line, 0, nullptr, nullptr);

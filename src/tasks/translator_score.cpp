@@ -17,7 +17,7 @@ namespace qkv::tasks {
 
 std::pair<std::vector<int64_t>, std::vector<int64_t>> Translator::encode_pair(std::string_view source,
                                                                               std::string_view target,
-                                                                              bool* cut_source,
+                                                                              int64_t max_len, bool* cut_source,
                                                                               bool* cut_target) const {
   std::pair<std::string, std::string> prot;
   if (bundle_.protect_spans) {  // as training saw its pairs (tasks/translation_setup.h, protect_pairs)
@@ -25,15 +25,20 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> Translator::encode_pair(st
     source = prot.first;
     target = prot.second;
   }
-  const int64_t max_len = bundle_.model->max_len();
   return {train::encode_sentence(*bundle_.src_tok, source, ids_.eos, max_len, cut_source),
           train::encode_sentence(*bundle_.tgt_tok, target, ids_.eos, max_len, cut_target)};
+}
+
+std::pair<std::vector<int64_t>, std::vector<int64_t>> Translator::pair_ids(std::string_view source,
+                                                                           std::string_view target) const {
+  check_tokenizers("Translator::pair_ids");
+  return encode_pair(source, target, 0, nullptr, nullptr);
 }
 
 std::pair<bool, bool> Translator::pair_too_long(std::string_view source, std::string_view target) const {
   check_tokenizers("Translator::pair_too_long");
   std::pair<bool, bool> cut{false, false};
-  encode_pair(source, target, &cut.first, &cut.second);
+  encode_pair(source, target, bundle_.model->max_len(), &cut.first, &cut.second);
   return cut;
 }
 
@@ -47,7 +52,7 @@ Scores Translator::score(const std::vector<std::string>& sources, const std::vec
   std::vector<size_t> cut;  // pairs truncated
   for (size_t i = 0; i < sources.size(); ++i) {
     bool cut_src = false, cut_tgt = false;
-    std::tie(src_ids[i], tgt_ids[i]) = encode_pair(sources[i], targets[i], &cut_src, &cut_tgt);
+    std::tie(src_ids[i], tgt_ids[i]) = encode_pair(sources[i], targets[i], max_len, &cut_src, &cut_tgt);
     if (!cut_src && !cut_tgt) continue;
     QKV_CHECK(!opt.refuse_long, "score", "pair ", i + 1, ": the ", cut_src ? "source" : "target", " has more than ",
               max_len - 1, " tokens (the model's maximum); shorten it or allow truncation");

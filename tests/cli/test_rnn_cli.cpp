@@ -90,6 +90,16 @@ TEST(RnnCli, TrainTranslateGreedyBeamAttentionAndBleu) {
     EXPECT_LE(bleu, 100.0);
   }
 
+  // A blank line translates (to whatever the model makes of </s> alone), and its attention page is
+  // drawn as the PNG is: the viewer once refused the empty source after the translation was out.
+  qkv::write_file_atomic((dir / "blank.src").string(), "\n");
+  ASSERT_EQ(run_qkv({"translate", "--model", model.string(), "--input", (dir / "blank.src").string(), "--output",
+                     (dir / "blank.out").string(), "--attention", (dir / "blank.html").string()},
+                    log("blank.log")),
+            0)
+      << qkv::read_file(log("blank.log").string());
+  EXPECT_GT(fs::file_size(dir / "blank.html"), 1000u);
+
   // qkv score on an RNN model: one log-probability per validation pair, negative and finite, and
   // where the greedy translation is the reference, scoring either gives the same (fp32, 1e-5).
   auto scores = [&](const std::string& name, const fs::path& tsv) {

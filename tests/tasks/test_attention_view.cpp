@@ -191,9 +191,21 @@ TEST(AttentionView, LayerAndHeadSubsetIsThatSliceOfTheFullWeights) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--heads 4 is out of range: the model has 4 heads"), std::string::npos) << e.what();
   }
+  opt.heads = {1, 1};
+  try {
+    tasks::translation_attention_page(t, in, opt);
+    FAIL() << "head 1 twice accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--heads 1 is given twice"), std::string::npos) << e.what();
+  }
   opt = {};
-  opt.max_bytes = 1000;
-  EXPECT_THROW(tasks::translation_attention_page(t, in, opt), Error);
+  opt.max_bytes = 1000;  // under a MiB: the message says bytes (it said "0 MiB, over the limit of 0 MiB")
+  try {
+    tasks::translation_attention_page(t, in, opt);
+    FAIL() << "a page over 1000 bytes accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("over the limit of 1000 bytes (--max-mb)"), std::string::npos) << e.what();
+  }
 }
 
 TEST(AttentionView, GptCausalSelfAttentionEqualsTheNaivePath) {

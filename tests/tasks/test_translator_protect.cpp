@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -104,6 +105,18 @@ int spans_kept(const fs::path& dir, bool protect, std::vector<std::string>* hyps
     in.text = src[0];
     const viz::AttentionPage page = tasks::translation_attention_page(t, in);
     EXPECT_EQ(page.sequences.at(0).second.size(), r.src_ids[0].size());
+    // Its caption shows the translation as translate prints it: the spans put back.
+    EXPECT_EQ(page.info.at(1).second, r.text[0]);
+    // A given target is read as score reads the pair: the span both sides share is the same
+    // placeholder, as training saw it (it was encoded raw: a target the model never sees).
+    in.target = held_out[0].tgt;
+    const viz::AttentionPage given = tasks::translation_attention_page(t, in);
+    const std::vector<std::string>& target = given.sequences.at(2).second;
+    EXPECT_EQ(target.size(), t.pair_ids(src[0], held_out[0].tgt).second.size());
+    const bool placeholder = std::any_of(target.begin(), target.end(), [](const std::string& label) {
+      return label.find("\xEF\xBD\x9F") != std::string::npos;
+    });
+    EXPECT_EQ(placeholder, protect);
   }
   if (protect) {  // every hypothesis of an n-best list comes back restored, not only the best
     tasks::TranslateOptions nbest = quiet;

@@ -102,6 +102,13 @@ class Translator {
   // for a caller that checks the length itself (the attention viewer).
   std::vector<int64_t> source_ids(std::string_view line) const;
   std::pair<bool, bool> pair_too_long(std::string_view source, std::string_view target) const;
+  // A pair as score encodes it (the protected spans the two sides share as the same placeholders),
+  // each side with </s>, not cut: for a caller that checks the lengths itself (the attention viewer).
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> pair_ids(std::string_view source,
+                                                                 std::string_view target) const;
+  // A decoded target's text as translate prints it: the placeholders of `source`'s protected spans
+  // (a model trained with them) put back; otherwise the text unchanged.
+  std::string restore_spans(std::string target_text, std::string_view source) const;
   // The text of a hypothesis's tokens (</s> dropped).
   std::string detokenize(const std::vector<int64_t>& tokens) const;
   // Cross-attention heatmaps (one panel per layer and head, plus their average) of input line
@@ -127,7 +134,8 @@ class Translator {
                                      std::vector<std::string>* originals) const;
   // A pair as score reads it (text::protect_pair), each side with </s>, cut likewise.
   std::pair<std::vector<int64_t>, std::vector<int64_t>> encode_pair(std::string_view source, std::string_view target,
-                                                                    bool* cut_source, bool* cut_target) const;
+                                                                    int64_t max_len, bool* cut_source,
+                                                                    bool* cut_target) const;
   io::Seq2SeqBundle bundle_;
   train::SeqIds ids_;
   int64_t unk_ = -1;  // the target tokenizer's unknown token (decode::Options::allow_unk), or none
