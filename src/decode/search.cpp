@@ -38,6 +38,9 @@ void check_inputs(const Tensor& src, const Tensor& src_pad, const Options& opt) 
   QKV_CHECK(opt.nbest >= 1 && opt.nbest <= opt.beam, "decode", "nbest must be in [1, beam = ", opt.beam, "], got ",
             opt.nbest);
   QKV_CHECK(opt.patience > 0 && opt.patience <= 64, "decode", "patience must be in (0, 64], got ", opt.patience);
+  QKV_CHECK(opt.beam == 1 || opt.nbest <= endings_kept(opt), "decode", "nbest ", opt.nbest, " is more than the ",
+            endings_kept(opt), " endings beam search keeps (round(patience ", opt.patience, " x beam ", opt.beam,
+            ")): raise patience or lower nbest");
   QKV_CHECK(!opt.sample || opt.beam == 1, "decode", "sampling needs beam 1, got beam ", opt.beam);
   QKV_CHECK(opt.temperature > 0, "decode", "temperature must be > 0, got ", opt.temperature);
   QKV_CHECK(opt.top_p > 0 && opt.top_p <= 1, "decode", "top_p must be in (0, 1], got ", opt.top_p);
@@ -261,7 +264,7 @@ std::vector<std::vector<Hypothesis>> beam_search(models::Seq2Seq& model, const T
   const int64_t B = setup_.B, max_steps = setup_.max_steps;
   std::vector<int64_t>& limit = setup_.limit;
   const int64_t K = opt.beam;
-  const int64_t n_finish = std::max<int64_t>(1, std::llround(opt.patience * double(K)));  // endings kept
+  const int64_t n_finish = endings_kept(opt);
   // Candidates ranked per step: the walk below takes at most K live ones and K endings (one per
   // row) before the limit, and n_finish endings at the limit, where every candidate ends.
   const size_t n_cand = size_t(std::max<int64_t>(2 * K, n_finish));

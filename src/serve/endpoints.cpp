@@ -183,6 +183,11 @@ void Server::Impl::translate(const httplib::Request& req, httplib::Response& res
   s.nbest = int(body.integer("n_best", 1, 1, s.beam));  // the n best of the beam, with their scores
   s.alpha = body.number("alpha", s.alpha, 0, 10);
   s.patience = body.number("patience", s.patience, 0.125, 64);
+  if (s.beam > 1 && s.nbest > decode::endings_kept(s))
+    throw HttpError(400, ep + ": n_best " + std::to_string(s.nbest) + " is more than the " +
+                             std::to_string(decode::endings_kept(s)) + " hypotheses beam search keeps at patience " +
+                             num(s.patience) + " (round(patience x beam)): raise patience or lower n_best",
+                    "invalid_request_error", "n_best");
   s.no_repeat_ngram_size = int(body.integer("no_repeat_ngram_size", 0, 0, 16));
   s.allow_unk = body.boolean("allow_unk", false);
   if (body.has("max_length")) {

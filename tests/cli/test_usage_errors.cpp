@@ -77,6 +77,14 @@ TEST(UsageErrors, BadValuesAndMissingOptionsExitTwoAndHelpExitsZero) {
   EXPECT_NE(read_file(log.string()).find("--nbest 3 needs a beam at least as wide: give --beam 3 or more (now 2)"),
             std::string::npos)
       << read_file(log.string());
+  EXPECT_NE(run_qkv({"translate", "--model", (dir / "no-such-model").string(), "--nbest", "4", "--beam", "4",
+                     "--patience", "0.5"},
+                    log),
+            0);
+  EXPECT_NE(read_file(log.string()).find("--nbest 4 needs --patience of at least 1: beam search stops once "
+                                         "round(patience x beam) = 2 hypotheses have ended"),
+            std::string::npos)
+      << read_file(log.string());
   // qkv answer's window flags: 0 or below used to fall back silently to the model's qa.json.
   for (const char* flag : {"--max-len", "--doc-stride", "--max-answer-length"}) {
     EXPECT_EQ(run_qkv({"answer", "--model", dir.string(), flag, "0"}, log), 2) << flag;

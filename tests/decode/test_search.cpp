@@ -252,6 +252,9 @@ TEST(Decode, BadOptionsThrow) {
   expect_refused(bad, "nbest must be in [1, beam = 1], got -1");
   bad = o, bad.beam = 2, bad.nbest = 3;
   expect_refused(bad, "nbest must be in [1, beam = 2], got 3");
+  // A patience below 1 keeps fewer endings than the beam is wide: nbest above them was cut silently.
+  bad = o, bad.beam = 4, bad.nbest = 4, bad.patience = 0.25;
+  expect_refused(bad, "nbest 4 is more than the 1 endings beam search keeps (round(patience 0.25 x beam 4))");
   bad = o, bad.beam = 1, bad.sample = true, bad.top_k = -1;
   expect_refused(bad, "top_k must be >= 0");
   bad = o, bad.max_len_ratio = std::nan("");

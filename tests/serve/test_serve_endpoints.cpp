@@ -70,6 +70,10 @@ TEST(Serve, TranslateEqualsTheTranslator) {
     }
   }
   EXPECT_EQ(post(s.port, "/v1/translate", {{"text", "save"}, {"beam", 2}, {"n_best", 3}}).status, 400);
+  r = post(s.port, "/v1/translate", {{"text", "save"}, {"beam", 4}, {"n_best", 3}, {"patience", 0.5}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("n_best 3 is more than the 2 hypotheses beam search keeps at patience 0.5"), std::string::npos)
+      << r.body;
   // "allow_unk": the search may take <unk> (some of 24 word triples' greedy outputs do), which the
   // text then drops; without it the search takes another token there.
   std::vector<std::string> words, texts;

@@ -59,7 +59,8 @@ def main(out):
     g = torch.Generator().manual_seed(5)
     r = Refs()
     cases = [(1, 0.0, 1, 1.0), (2, 0.6, 2, 1.0), (4, 0.6, 3, 1.0), (5, 1.0, 5, 1.0), (3, 0.0, 1, 1.0),
-             (3, 2.0, 1, 2.0), (4, 1.0, 2, 1.5), (2, 0.6, 2, 0.5), (2, 1.0, 2, 3.0)]  # (K, alpha, nbest, patience)
+             (3, 2.0, 1, 2.0), (4, 1.0, 2, 1.5), (2, 0.6, 1, 0.5), (2, 1.0, 2, 3.0)]  # (K, alpha, nbest, patience)
+    # (nbest is at most the round(patience * K) endings kept: qkv refuses more, which returned fewer)
     for case, (K, alpha, nbest, patience) in enumerate(cases):
         W = torch.randn(V, V, generator=g) * 2.0
         W[:, EOS] -= 1.5  # keep </s> from dominating

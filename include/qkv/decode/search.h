@@ -6,6 +6,8 @@
 // Beam scores are sum log p / lp(len), lp = ((5 + len) / 6)^alpha (Wu et al. 2016, GNMT);
 // alpha = 0 ranks by raw log-probability.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -65,6 +67,12 @@ struct Hypothesis {
 struct SpecialIds {
   int64_t bos, eos, pad = -1, unk = -1;
 };
+
+// The endings beam search keeps per sentence before it stops: round(patience * beam), at least 1.
+// nbest can be no more (checked where options are read).
+inline int64_t endings_kept(const Options& o) {
+  return std::max<int64_t>(1, std::llround(o.patience * double(o.beam)));
+}
 
 // src (B, S) i64, src_pad (B, S) u8 (1 = pad). Returns nbest hypotheses per sentence, best first.
 std::vector<std::vector<Hypothesis>> translate(models::Seq2Seq& model, const Tensor& src, const Tensor& src_pad,
