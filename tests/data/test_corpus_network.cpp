@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "helpers.h"
 #include "run_qkv.h"
 #include "scratch_util.h"
 #include "qkv/data/corpus.h"
@@ -203,6 +204,41 @@ TEST(NetworkCorpus, SentimentFromNpm) {
             0);
   EnvGuard path("PATH", "/nonexistent");
   EXPECT_FALSE(build_sentiment_corpus(o).built);
+}
+
+// A damaged cached tarball, or a damaged unpacked fixture, is a clear error that removes the package
+// from the cache, so that the next run fetches it whole (the damage once failed every later run).
+TEST(NetworkCorpus, SentimentCacheDamageIsRepairedByTheNextRun) {
+  const std::string good = cache_dir() + "/npm/sentiment-5.0.2.tgz";
+  if (!std::filesystem::exists(good)) {
+    ExtraBuildOptions fetch;
+    fetch.data_dir = qkv_test::scratch_dir("net_sentiment_fetch");
+    fetch.cache_dir = cache_dir();
+    ASSERT_NO_THROW(build_sentiment_corpus(fetch));
+  }
+  const std::string bytes = qkv::read_file(good);
+  const std::string cache = qkv_test::scratch_dir("net_sentiment_cache");
+  ExtraBuildOptions o;
+  o.data_dir = qkv_test::scratch_dir("net_sentiment_damage");
+  o.cache_dir = cache;
+  o.force = true;
+  std::filesystem::create_directories(cache + "/npm");
+  const std::string tgz = cache + "/npm/sentiment-5.0.2.tgz";
+  EnvGuard path("PATH", "/usr/bin:/bin");  // tar; npm is not reached while the tarball is cached
+  qkv::write_file_atomic(tgz, bytes.substr(0, 20000));  // cut short
+  std::string m = qkv::testing::error_of([&] { build_sentiment_corpus(o); });
+  EXPECT_NE(m.find(tgz + ": cannot be unpacked"), std::string::npos) << m;
+  EXPECT_NE(m.find("removed the package from the cache"), std::string::npos) << m;
+  EXPECT_FALSE(std::filesystem::exists(tgz));
+  qkv::write_file_atomic(tgz, bytes);
+  ASSERT_NO_THROW(build_sentiment_corpus(o));
+  const std::string yelp = cache + "/npm/sentiment-5.0.2/package/test/fixtures/yelp.json";
+  qkv::write_file_atomic(yelp, qkv::read_file(yelp).substr(0, 40000));
+  m = qkv::testing::error_of([&] { build_sentiment_corpus(o); });
+  EXPECT_NE(m.find("yelp.json': invalid JSON"), std::string::npos) << m;
+  EXPECT_FALSE(std::filesystem::exists(cache + "/npm/sentiment-5.0.2"));
+  qkv::write_file_atomic(tgz, bytes);
+  EXPECT_TRUE(build_sentiment_corpus(o).built);
 }
 
 TEST(NetworkCorpus, CliDataCommandIsQuietWhenUpToDate) {
