@@ -1,5 +1,6 @@
 #include "qkv/text/tokenizer_json.h"
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
@@ -80,6 +81,32 @@ bool has_type(const json& j, const std::string& type) {
       for (auto& x : j[k])
         if (has_type(x, type)) return true;
   return false;
+}
+
+// A pre_tokenizer or decoder (or a Sequence of them) whose every type is one of `allowed`, the ones
+// this model's tokenizer implements: another type (a typo, or Whitespace, which splits off
+// punctuation) would load and then tokenize differently without a word.
+void check_types(const Reader& r, const json& j, const std::string& field, const std::vector<std::string>& allowed,
+                 const std::string& model) {
+  if (j.is_null()) return;
+  const std::string file = "tokenizer.json " + r.where;
+  QKV_CHECK(j.is_object(), file, "field '", field, "': expected an object or null, got ", j.type_name());
+  const auto t = j.find("type");
+  QKV_CHECK(t != j.end() && t->is_string(), file, "field '", field, ".type': expected a string");
+  const std::string type = t->get<std::string>();
+  if (type == "Sequence") {
+    for (const char* key : {"pretokenizers", "decoders"})
+      if (j.contains(key)) {
+        QKV_CHECK(j[key].is_array(), file, "field '", field, ".", key, "': expected an array");
+        for (size_t i = 0; i < j[key].size(); ++i)
+          check_types(r, j[key][i], field + "." + key + "[" + std::to_string(i) + "]", allowed, model);
+      }
+    return;
+  }
+  std::string expected;
+  for (const std::string& a : allowed) expected += (expected.empty() ? "" : " or ") + a;
+  QKV_CHECK(std::find(allowed.begin(), allowed.end(), type) != allowed.end(), file, "field '", field, ".type': '",
+            type, "' is not one that qkv's ", model, " reads: expected ", expected, " (or no ", field, ")");
 }
 
 std::vector<TemplatePiece> parse_template(const Reader& r, const json& a, const std::string& field) {
@@ -199,6 +226,9 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text, const s
   if (type == "BPE") {
     BpeOptions o;
     o.byte_level = has_type(pre, "ByteLevel") || has_type(dec, "ByteLevel");
+    const std::string kind = o.byte_level ? "byte-level BPE" : "word-level BPE";
+    check_types(r, pre, "pre_tokenizer", {o.byte_level ? "ByteLevel" : "WhitespaceSplit"}, kind);
+    check_types(r, dec, "decoder", {o.byte_level ? "ByteLevel" : "BPEDecoder"}, kind);
     o.end_of_word_suffix = r.opt_str(model, "model", "end_of_word_suffix");
     o.unk_token = r.opt_str(model, "model", "unk_token");
     QKV_CHECK(r.opt_str(model, "model", "continuing_subword_prefix").empty(), "tokenizer.json " + where,
@@ -225,6 +255,8 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text, const s
     }
     tok = std::make_unique<BpeTokenizer>(r.vocab(model), std::move(merges), o);
   } else if (type == "WordPiece") {
+    check_types(r, pre, "pre_tokenizer", {"BertPreTokenizer"}, "WordPiece");
+    check_types(r, dec, "decoder", {"WordPiece"}, "WordPiece");
     WordPieceOptions o;
     o.unk_token = r.str(model, "model", "unk_token");
     if (model.contains("continuing_subword_prefix")) o.continuing_subword_prefix = r.str(model, "model", "continuing_subword_prefix");
@@ -249,7 +281,12 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text, const s
     }
     tok = std::make_unique<WordPieceTokenizer>(r.vocab(model), o);
   } else if (type == "WordLevel") {
-    bool chars = pre.is_object() && pre.value("type", "") == "Split";
+    check_types(r, pre, "pre_tokenizer", {"WhitespaceSplit", "Split"}, "WordLevel");
+    const bool chars = pre.is_object() && pre.value("type", "") == "Split";
+    const json one_char = {{"Regex", "."}};
+    QKV_CHECK(!chars || pre.value("pattern", json()) == one_char, "tokenizer.json " + where,
+              "field 'pre_tokenizer.pattern': qkv's character-level WordLevel splits on {\"Regex\": \".\"}, got ",
+              pre.value("pattern", json()).dump());
     tok = std::make_unique<VocabTokenizer>(chars ? VocabTokenizer::Level::Char : VocabTokenizer::Level::Word,
                                            r.vocab(model), r.str(model, "model", "unk_token"));
   } else {

@@ -150,6 +150,26 @@ TEST(TokenizerJson, ErrorsNameFileAndField) {
     EXPECT_NE(e.find("p.json"), std::string::npos) << e;
     EXPECT_NE(e.find("'" + field), std::string::npos) << e;
   }
+  // A pre-tokenizer or decoder the model's tokenizer does not implement (a typo; Whitespace, which
+  // splits off punctuation) is refused by field: it loaded as another kind and tokenized differently.
+  const std::string bpe = R"({"model":{"type":"BPE","end_of_word_suffix":"</w>","vocab":{"a</w>":0},"merges":[]})";
+  const std::string wl = R"({"model":{"type":"WordLevel","unk_token":"u","vocab":{"u":0,"a":1}})";
+  for (const auto& [json_text, want] : std::vector<std::pair<std::string, std::string>>{
+           {bpe + R"(,"pre_tokenizer":{"type":"Whitespace"}})",
+            "field 'pre_tokenizer.type': 'Whitespace' is not one that qkv's word-level BPE reads: expected "
+            "WhitespaceSplit"},
+           {bpe + R"(,"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"BytLevel"}]}})",
+            "field 'pre_tokenizer.pretokenizers[0].type': 'BytLevel'"},
+           {bpe + R"(,"decoder":{"type":"ByteLevel"},"pre_tokenizer":{"type":"Metaspace"}})",
+            "'Metaspace' is not one that qkv's byte-level BPE reads: expected ByteLevel"},
+           {wl + R"(,"pre_tokenizer":{"type":"Sploit"}})", "field 'pre_tokenizer.type': 'Sploit'"},
+           {wl + R"(,"pre_tokenizer":{"type":"Split","pattern":{"Regex":" "}}})", "field 'pre_tokenizer.pattern'"},
+           {R"({"model":{"type":"WordPiece","unk_token":"[UNK]","vocab":{"[UNK]":0}},"decoder":{"type":"BPEDecoder"}})",
+            "field 'decoder.type': 'BPEDecoder' is not one that qkv's WordPiece reads"}}) {
+    const std::string e = expect_error([&] { from_tokenizer_json(json_text, "q.json"); });
+    EXPECT_NE(e.find("q.json"), std::string::npos) << e;
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  }
   std::string empty_dir = tmp("empty_dir");
   ::mkdir(empty_dir.c_str(), 0755);
   EXPECT_NE(expect_error([&] { load_tokenizer(empty_dir); }).find("no tokenizer.json"), std::string::npos);
@@ -162,7 +182,7 @@ TEST(TokenizerJson, EncodeErrorsNameTheTokenizersFile) {
   std::string path = tmp("bpe_without_unk.json");
   std::ofstream(path) << R"({"model": {"type": "BPE", "end_of_word_suffix": "</w>",
     "vocab": {"h": 0, "i</w>": 1, "hi</w>": 2}, "merges": ["h i</w>"]},
-    "pre_tokenizer": {"type": "Whitespace"}})";
+    "pre_tokenizer": {"type": "WhitespaceSplit"}})";
   auto tok = load_tokenizer(path);
   EXPECT_EQ(tok->source(), path);
   EXPECT_EQ(tok->encode("hi hi"), (std::vector<int32_t>{2, 2}));
