@@ -137,7 +137,18 @@ BpeTrainResult learn_bpe(const std::unordered_map<std::string, int64_t>& word_co
   }
   std::sort(alphabet.begin(), alphabet.end());
   alphabet.erase(std::unique(alphabet.begin(), alphabet.end()), alphabet.end());
-  for (auto& s : alphabet) t.intern(s);
+  // A special token is never produced from text (decoding drops it): one that is also a symbol or
+  // a merge of the text would take that token's id, and the text it stands for would be lost.
+  const int32_t n_special = int32_t(t.vocab.size());
+  const auto check_not_special = [&](const std::string& s, const char* as) {
+    const auto it = t.ids.find(s);
+    QKV_CHECK(it == t.ids.end() || it->second >= n_special, "text train_bpe", "special token '", s, "' is also ", as,
+              " of the text: give special tokens that cannot occur in it (e.g. in angle brackets)");
+  };
+  for (auto& s : alphabet) {
+    check_not_special(s, "a symbol");
+    t.intern(s);
+  }
   t.words.resize(sorted.size());
   t.freq.resize(sorted.size());
   for (size_t w = 0; w < sorted.size(); ++w) {
@@ -174,6 +185,7 @@ BpeTrainResult learn_bpe(const std::unordered_map<std::string, int64_t>& word_co
     if (cur < opt.min_frequency || cur <= 0) break;
     int32_t a = left(top.pair), b = right(top.pair);
     std::string s = t.vocab[a] + t.vocab[b];
+    check_not_special(s, ("the merge of '" + t.vocab[a] + "' and '" + t.vocab[b] + "'").c_str());
     auto [nit, fresh] = t.ids.emplace(s, int32_t(t.vocab.size()));
     if (fresh) t.vocab.push_back(s);
     int32_t z = nit->second;

@@ -36,6 +36,26 @@ TEST(BpeTrain, ANonPositiveVocabularySizeIsAnError) {  // -5 learned the alphabe
   EXPECT_NO_THROW(learn_bpe(counts, word_opts(2)));  // smaller than the alphabet: the alphabet, as Hugging Face's
 }
 
+// A special token that is also a symbol or a merge of the text is refused by name: it took that
+// token's id, and decoding (which drops special tokens) lost the text ("low lower" came back "lower").
+TEST(BpeTrain, ASpecialTokenTheTextCanProduceIsRefused) {
+  const std::unordered_map<std::string, int64_t> counts{{"low", 5}, {"lower", 2}};
+  for (const auto& [special, as] : std::vector<std::pair<std::string, std::string>>{
+           {"low</w>", "is also the merge of 'lo' and 'w</w>'"}, {"l", "is also a symbol"}}) {
+    BpeTrainOptions o = word_opts(100);
+    o.special_tokens = {"<unk>", special};
+    try {
+      learn_bpe(counts, o);
+      ADD_FAILURE() << special << " accepted";
+    } catch (const qkv::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("special token '" + special + "' " + as), std::string::npos) << e.what();
+    }
+  }
+  BpeTrainOptions o = word_opts(100);
+  o.special_tokens = {"<unk>", "<low>"};
+  EXPECT_NO_THROW(learn_bpe(counts, o));
+}
+
 TEST(BpeTrain, SennrichExampleByHand) {
   std::unordered_map<std::string, int64_t> counts = {{"low", 5}, {"lower", 2}, {"newest", 6}, {"widest", 3}};
   BpeTrainResult r = learn_bpe(counts, word_opts(1000));
