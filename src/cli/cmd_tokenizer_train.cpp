@@ -10,6 +10,7 @@
 #include "qkv/text/bpe_train.h"
 #include "qkv/text/char_word.h"
 #include "qkv/util/error.h"
+#include "qkv/util/utf8.h"
 
 namespace {
 
@@ -49,6 +50,10 @@ int run(int argc, char** argv) {
       ? (kind == "bytebpe" ? std::vector<std::string>{"<|endoftext|>"}
                            : std::vector<std::string>{"<pad>", "<unk>", "<s>", "</s>"})
       : split_commas(specials_opt);
+  for (size_t i = 0; i < specials.size(); ++i)  // (json output would fail on it, after the training)
+    QKV_CHECK(qkv::utf8::is_valid(specials[i]), "qkv train-tokenizer", "--special-tokens: token ", i + 1,
+              " is not valid UTF-8");
+  QKV_CHECK(qkv::utf8::is_valid(unk), "qkv train-tokenizer", "--unk is not valid UTF-8");
   if (unk.empty())
     for (auto& s : specials)
       if (s == "<unk>" || s == "[UNK]") unk = s;

@@ -299,7 +299,10 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text, const s
     for (size_t i = 0; i < at.size(); ++i) {
       std::string content = r.str(at[i], "added_tokens[" + std::to_string(i) + "]", "content");
       auto id = tok->token_to_id(content);
-      int64_t want = r.get(at[i], "added_tokens[" + std::to_string(i) + "]", "id").get<int64_t>();
+      const json& id_field = r.get(at[i], "added_tokens[" + std::to_string(i) + "]", "id");
+      QKV_CHECK(id_field.is_number_integer(), "tokenizer.json " + where, "field 'added_tokens[", i,
+                "].id': expected an integer, got ", id_field.dump());
+      const int64_t want = id_field.get<int64_t>();
       QKV_CHECK(id ? *id == want : want == tok->vocab_size(), "tokenizer.json " + where,
                 "field 'added_tokens[", i, "].id': '", content, "' expected id ",
                 id ? *id : tok->vocab_size(), ", found ", want);
@@ -307,8 +310,11 @@ std::unique_ptr<Tokenizer> parse_tokenizer_json(const std::string& text, const s
     }
   }
   if (root.contains("qkv_special_roles") && root["qkv_special_roles"].is_object()) {
-    for (auto& [name, t] : root["qkv_special_roles"].items())
+    for (auto& [name, t] : root["qkv_special_roles"].items()) {
+      QKV_CHECK(t.is_string(), "tokenizer.json " + where, "field 'qkv_special_roles.", name,
+                "': expected the token's text (a string), got ", t.dump());
       tok->set_special(role_from_name(name), t.get<std::string>());
+    }
   } else {
     for (auto& [content, id] : tok->added_tokens()) {
       Role role;

@@ -292,6 +292,14 @@ TEST(TrainConfigErrors, TheTokenizerSectionIsReadWhenATokenizerIsGiven) {
                     log),
             0)
       << read_file(log.string());
+  // A special token that is not UTF-8 is named before training (the JSON writer failed after it).
+  EXPECT_EQ(run_qkv({"train-tokenizer", "--kind", "bpe", "--vocab-size", "60", "-i", (dir / "train.tsv").string(),
+                     "-o", (dir / "bad.json").string(), "--special-tokens", "<unk>,\xff\xfe"},
+                    log),
+            1);
+  EXPECT_NE(read_file(log.string()).find("--special-tokens: token 2 is not valid UTF-8"), std::string::npos)
+      << read_file(log.string());
+  EXPECT_FALSE(fs::exists(dir / "bad.json"));
   const fs::path cfg = dir / "config.json";
   auto train_with = [&](const nlohmann::json& tokenizer_section, const std::string& out) {
     nlohmann::json c = good_config();

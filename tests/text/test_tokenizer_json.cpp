@@ -165,7 +165,10 @@ TEST(TokenizerJson, ErrorsNameFileAndField) {
            {wl + R"(,"pre_tokenizer":{"type":"Sploit"}})", "field 'pre_tokenizer.type': 'Sploit'"},
            {wl + R"(,"pre_tokenizer":{"type":"Split","pattern":{"Regex":" "}}})", "field 'pre_tokenizer.pattern'"},
            {R"({"model":{"type":"WordPiece","unk_token":"[UNK]","vocab":{"[UNK]":0}},"decoder":{"type":"BPEDecoder"}})",
-            "field 'decoder.type': 'BPEDecoder' is not one that qkv's WordPiece reads"}}) {
+            "field 'decoder.type': 'BPEDecoder' is not one that qkv's WordPiece reads"},
+           // fields of the wrong JSON type, named (both said only "type must be string, but is number")
+           {wl + R"(,"qkv_special_roles":{"unk":5}})", "field 'qkv_special_roles.unk': expected the token's text"},
+           {wl + R"(,"added_tokens":[{"content":"u","id":"0"}]})", "field 'added_tokens[0].id': expected an integer"}}) {
     const std::string e = expect_error([&] { from_tokenizer_json(json_text, "q.json"); });
     EXPECT_NE(e.find("q.json"), std::string::npos) << e;
     EXPECT_NE(e.find(want), std::string::npos) << e;
