@@ -209,8 +209,7 @@ std::string publish_model(const std::string& run_dir, int average_last) {
   auto best = train::CheckpointManager::best(run_dir);
   std::string publish = best ? *best : *train::CheckpointManager::latest(run_dir);
   const std::string model = (fs::path(run_dir) / "model").string();
-  train::copy_directory_atomic(publish, model);
-  fs::remove(fs::path(model) / "training_state.safetensors");
+  train::copy_directory_atomic(publish, model, {"training_state.safetensors"});
   return model;
 }
 

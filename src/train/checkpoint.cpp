@@ -185,10 +185,11 @@ void CheckpointManager::mark_best(const std::string& dir) {
   fs::rename(tmp, link);  // atomic replacement of the symlink
 }
 
-void copy_directory_atomic(const std::string& src, const std::string& dst) {
+void copy_directory_atomic(const std::string& src, const std::string& dst, const std::vector<std::string>& skip) {
   write_directory_atomic(dst, [&](const std::string& tmp) {
     for (auto& e : fs::directory_iterator(src)) {
-      if (!e.is_regular_file()) continue;
+      const std::string name = e.path().filename().string();
+      if (!e.is_regular_file() || std::find(skip.begin(), skip.end(), name) != skip.end()) continue;
       write_file_atomic((fs::path(tmp) / e.path().filename()).string(), read_file(e.path().string()));
     }
   });

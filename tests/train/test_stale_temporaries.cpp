@@ -3,10 +3,12 @@
 // processes go, a checkpoint moved aside comes back if its replacement never arrived, and a live
 // process's temporaries are left alone; list() never returns any of them.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <csignal>
 
 #include "qkv/train/checkpoint.h"
 #include "qkv/util/file.h"
@@ -96,4 +98,34 @@ TEST(StaleTemporaries, PruningKeepsTheNewestBesidesTheBest) {
     EXPECT_EQ(names, want) << "keep_last " << keep;
   }
   fs::remove_all(run);
+}
+
+// Publishing a model (copy_directory_atomic with a skip list) never writes the skipped training
+// state: it once copied it and removed it afterwards, which needed room for it on a nearly full
+// disk. Here the copy runs in a child whose files may not exceed 1 MiB (RLIMIT_FSIZE, failing
+// writes as a full disk does), and the training state is 2 MiB.
+TEST(CopyDirectoryAtomic, SkippedFilesAreNeverWritten) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("qkv_publish_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  make_checkpoint(dir / "step");
+  qkv::write_file_atomic((dir / "step" / "training_state.safetensors").string(), std::string(2 << 20, 'x'));
+  const pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    const rlimit one_mib{1 << 20, 1 << 20};
+    setrlimit(RLIMIT_FSIZE, &one_mib);
+    try {
+      qkv::train::copy_directory_atomic((dir / "step").string(), (dir / "model").string(),
+                                        {"training_state.safetensors"});
+    } catch (...) {
+      _exit(1);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_EQ(qkv::read_file((dir / "model" / "model.safetensors").string()), "weights of step");
+  EXPECT_FALSE(fs::exists(dir / "model" / "training_state.safetensors"));
+  fs::remove_all(dir);
 }

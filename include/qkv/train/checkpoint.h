@@ -57,8 +57,9 @@ class CheckpointManager {
   int keep_last_;
 };
 
-// Copies a directory's regular files into `dst` atomically (used to publish run/model).
-void copy_directory_atomic(const std::string& src, const std::string& dst);
+// Copies a directory's regular files into `dst` atomically (used to publish run/model), except the
+// files named in `skip` (never written: publishing a model needs no room for its training state).
+void copy_directory_atomic(const std::string& src, const std::string& dst, const std::vector<std::string>& skip = {});
 
 // The `n` newest checkpoints of a run, oldest first; an error if the run has fewer.
 std::vector<std::string> last_checkpoints(const std::string& run_dir, int n);
