@@ -166,7 +166,11 @@ void Optimizer::load_entries(const Entries& entries) {
   std::vector<int64_t> steps(ps.size(), 0);
   for (size_t i = 0; i < ps.size(); ++i) {
     std::string key = "param." + std::to_string(i) + ".";
-    if (!present.count(key + "step")) continue;  // this parameter has not stepped yet
+    if (!present.count(key + "step")) {  // this parameter has not stepped yet: no buffers either
+      for (const std::string& n : buffer_names())
+        QKV_CHECK(!present.count(key + n), where, "missing entry '", key, "step' (its '", key, n, "' is there)");
+      continue;
+    }
     double step = scalar(key + "step", DType::i64);
     QKV_CHECK(step >= 1, where, "entry '", key, "step': expected >= 1, got ", step);
     steps[i] = int64_t(step);

@@ -147,6 +147,18 @@ TEST(OptimStateFile, ABadFileNamesTheEntryAndLeavesTheStateAlone) {
   expect_error([&] { wrong.load_state_dict(safetensors::Reader(file), "optim."); },
                {"param.0.exp_avg", "f32(64, 31)", "f32(64, 32)"});
 
+  // a parameter's step removed and its buffers left: the missing step is named (it was "unexpected
+  // entry 'param.1.exp_avg'", the buffers taken for strays)
+  {
+    std::map<std::string, Tensor> st;
+    for (auto& [k, v] : saved.state_dict_view())
+      if (k != "param.1.step") st["optim." + k] = v;
+    const std::string no_step = tmp.dir + "/no_step.safetensors";
+    safetensors::save(no_step, st);
+    expect_error([&] { opt.load_state_dict(safetensors::Reader(no_step), "optim."); },
+                 {"missing entry 'param.1.step' (its 'param.1.exp_avg' is there)"});
+    kept();
+  }
   // one byte of the second parameter's exp_avg_sq flipped: the checksum names it, once the first
   // parameter's buffers have been read; the state is still the old one
   const std::string victim = "optim.param.1.exp_avg_sq";
