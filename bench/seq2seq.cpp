@@ -15,7 +15,9 @@
 // ../shared/bench-reference/seq2seq_bench.py itself, imported, with process CPU time recorded
 // around its timed steps) so that both see the same load.
 // Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
-//        build/bench/bench_seq2seq [rounds=3] [steps=10] [fp32|bf16]   (one command line)
+//        build/bench/bench_seq2seq [rounds=3] [steps=10] [fp32|bf16] [qkv-only]   (one command line)
+// qkv-only: no torch child between qkv's rounds (for comparing qkv's own precisions or builds:
+// torch's run between rounds leaves qkv's bf16 steps a wider spread).
 // bf16: qkv's steps run their matrix products in bf16 (train.precision "bf16"), torch's under its CPU
 // autocast to bfloat16 (seq2seq_torch.py --bf16: the shared script's model with its forward wrapped,
 // as the shared GPT script's --bf16 does).
@@ -125,6 +127,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "precision int8 is for inference only: train in fp32 or bf16\n");
     return 2;
   }
+  const bool qkv_only = argc > 4 && std::string(argv[4]) == "qkv-only";
+  if (argc > 4 && !qkv_only) {
+    std::fprintf(stderr, "the fourth argument is qkv-only or nothing, got '%s'\n", argv[4]);
+    return 2;
+  }
   const int threads = bench::env_threads();
   if (kernels::blas_core_is_degraded())
     std::printf("WARNING: OpenBLAS runs its SSE3 kernels (core %s): export OPENBLAS_CORETYPE=SkylakeX\n",
@@ -149,9 +156,14 @@ int main(int argc, char** argv) {
       const kernels::MatmulPrecisionScope scope(precision);
       q = train_qkv(model, opt, data, r == 0 ? 3 : 1, steps);
     }
-    TorchRun t = train_torch(steps, threads, precision == kernels::MatmulPrecision::bf16);
     q_tok.push_back(median(q.tok_s));
     q_cpu.push_back(median(q.cpu_ms));
+    if (qkv_only) {
+      std::printf("round %d: qkv %.0f tok/s, cpu %.1f ms/step | load %s\n", r, q_tok.back(), q_cpu.back(),
+                  loadavg().c_str());
+      continue;
+    }
+    TorchRun t = train_torch(steps, threads, precision == kernels::MatmulPrecision::bf16);
     if (t.tok_s > 0) {
       t_tok.push_back(t.tok_s);
       t_cpu.push_back(t.cpu_ms);
@@ -159,6 +171,12 @@ int main(int argc, char** argv) {
     }
     std::printf("round %d: qkv %.0f tok/s, cpu %.1f ms/step | torch %.0f tok/s, cpu %.1f ms/step | load %s\n", r,
                 q_tok.back(), q_cpu.back(), t.tok_s, t.cpu_ms, loadavg().c_str());
+  }
+  if (qkv_only) {
+    std::printf("| seq2seq train step (B 64, 32+32 tokens), %s | qkv %.0f tok/s | qkv cpu %.1f ms/step | qkv peak RSS "
+                "%.0f MiB |\n",
+                kernels::precision_name(precision), median(q_tok), median(q_cpu), bench::peak_rss_mib());
+    return 0;
   }
   if (t_tok.empty()) {
     std::printf("torch failed to run\n");
