@@ -51,9 +51,10 @@ int run(int argc, char** argv) {
   QKV_CHECK(req.search.nbest <= req.search.beam, "qkv translate", "--nbest ", req.search.nbest,
             " needs a beam at least as wide: give --beam ", req.search.nbest, " or more (now ", req.search.beam, ")");
   QKV_CHECK(req.search.beam == 1 || req.search.nbest <= decode::endings_kept(req.search), "qkv translate", "--nbest ",
-            req.search.nbest, " needs --patience of at least ", double(req.search.nbest) / req.search.beam,
-            ": beam search stops once round(patience x beam) = ", decode::endings_kept(req.search),
-            " hypotheses have ended");
+            req.search.nbest, " needs round(--patience x --beam) >= ", req.search.nbest, " (now round(",
+            req.search.patience, " x ", req.search.beam, ") = ", decode::endings_kept(req.search),
+            "): beam search stops once that many hypotheses have ended; give --patience ",
+            double(req.search.nbest) / req.search.beam, " or more");
 
   tasks::Translator translator(model_dir, req.precision);  // bf16: the weights held in bf16 as they are read
   const std::vector<std::string> lines = read_input_lines(input, "sentences to translate");

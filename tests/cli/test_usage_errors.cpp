@@ -81,8 +81,9 @@ TEST(UsageErrors, BadValuesAndMissingOptionsExitTwoAndHelpExitsZero) {
                      "--patience", "0.5"},
                     log),
             0);
-  EXPECT_NE(read_file(log.string()).find("--nbest 4 needs --patience of at least 1: beam search stops once "
-                                         "round(patience x beam) = 2 hypotheses have ended"),
+  EXPECT_NE(read_file(log.string()).find("--nbest 4 needs round(--patience x --beam) >= 4 (now round(0.5 x 4) = "
+                                         "2): beam search stops once that many hypotheses have ended; give "
+                                         "--patience 1 or more"),
             std::string::npos)
       << read_file(log.string());
   // qkv answer's window flags: 0 or below used to fall back silently to the model's qa.json.

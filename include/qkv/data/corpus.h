@@ -102,8 +102,9 @@ class LabelledTexts {
 void stratified_split(std::vector<std::vector<std::string>> by_class, double valid_frac, double test_frac,
                       uint64_t seed, SplitTexts& out, std::map<std::string, uint64_t> (&classes)[3]);
 
-// Removes the stamp (remove_stamp), writes <out_dir>/{train,valid,test}.<ext>, fills stats["splits"][name] with {"examples", "text"}
-// plus what `extra` adds for that split, and returns the number of examples of all splits.
+// Removes the stamp (remove_stamp), writes <out_dir>/{train,valid,test}.<ext>, fills
+// stats["splits"][name] with {"examples", "text"} plus what `extra` adds for that split, and
+// returns the number of examples of all splits.
 uint64_t write_splits(const std::string& out_dir, const std::string& ext, const SplitTexts& splits,
                       nlohmann::json& stats, const std::function<void(Split, nlohmann::json&)>& extra = {});
 // Adds stats["seconds_total"] (since t0), writes stats.json, then the stamp (last: a build
