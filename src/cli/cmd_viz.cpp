@@ -19,7 +19,7 @@ int run(int argc, char** argv) {
   tasks::ViewInput in;
   tasks::ViewOptions opt;
   double max_mb = double(opt.max_bytes) / (1 << 20);
-  app.add_option("--model,-m", model_dir, "model directory (translation Transformer, GPT-2 or BERT)")->required();
+  app.add_option("--model,-m", model_dir, "model directory (translation Transformer or RNN, GPT-2 or BERT)")->required();
   app.add_option("text", in.text, "source sentence (translation), prompt (GPT) or first segment (BERT)")->required();
   app.add_option("--target", target, "translation: the target to show (default: the greedy translation)");
   app.add_option("--pair", pair, "BERT: the second segment");
