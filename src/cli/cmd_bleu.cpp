@@ -129,6 +129,15 @@ int run(int argc, char** argv) {
               hyps.size(), " lines but reference ", p, " has ", refs.back().size());
   }
 
+  for (size_t i = 0; i < hyps.size(); ++i) {  // (corpus_bleu refuses it too, naming no file)
+    bool any = false;
+    for (const auto& r : refs) any = any || !r[i].empty();
+    if (any) continue;
+    std::string files;
+    for (const auto& p : ref_paths) files += (files.empty() ? "" : ", ") + p;
+    qkv::fail("bleu", "line ", i + 1, " is empty in every reference (", files, "): a segment needs a reference");
+  }
+
   std::vector<std::string> sources;
   if (!src_path.empty()) {
     sources = split_lines(qkv::read_file(src_path), src_path);

@@ -62,6 +62,7 @@ TEST(BleuCli, InvalidUtf8IsNamedByFileAndLine) {
   fs::create_directories(dir);
   write(dir / "good", "a b c\nd e f\n");
   write(dir / "bad", "a b c\nd \xff f\n");
+  write(dir / "blank2", "a b c\n\n");
   struct Case {
     std::vector<std::string> args;
     std::string want;
@@ -73,6 +74,9 @@ TEST(BleuCli, InvalidUtf8IsNamedByFileAndLine) {
       {{"--hyp", (dir / "good").string(), "--ref", (dir / "good").string(), "--by-source-length",
         (dir / "bad").string()},
        (dir / "bad").string() + ":2: not valid UTF-8"},
+      // a segment with no reference names the files (it was "corpus_bleu: segment 2: ...")
+      {{"--hyp", (dir / "good").string(), "--ref", (dir / "blank2").string()},
+       "line 2 is empty in every reference (" + (dir / "blank2").string() + ")"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args{"bleu"};
