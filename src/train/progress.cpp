@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "qkv/util/error.h"
