@@ -13,6 +13,7 @@ namespace qkv::text {
 namespace {
 constexpr size_t kCacheMax = 1 << 20;     // entries; the cache is cleared when it grows past this
 constexpr size_t kCacheWordMax = 64;      // longer pre-tokens are not cached
+constexpr size_t kScanSymbolsMax = 128;   // longer pre-tokens: the queue (bpe_merge.cpp), as fast at 128
 }  // namespace
 
 BpeTokenizer::BpeTokenizer(std::vector<std::string> vocab, std::vector<Merge> merges, BpeOptions opt)
@@ -104,29 +105,8 @@ void BpeTokenizer::initial_symbols(std::string_view word, std::vector<int32_t>& 
 void BpeTokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) const {
   std::vector<int32_t> w;
   initial_symbols(word, w);
-  while (w.size() > 1) {
-    // Lowest-rank adjacent pair; on equal rank the later position (gpt-3-encoder keeps the last
-    // pair it sees for a rank; without the quirk, equal rank means the same pair anyway).
-    int32_t best_rank = INT32_MAX, first = -1, second = -1, result = -1;
-    for (size_t i = 0; i + 1 < w.size(); ++i) {
-      auto it = merge_of_.find(key(w[i], w[i + 1]));
-      if (it != merge_of_.end() && it->second.rank <= best_rank) {
-        best_rank = it->second.rank;
-        first = w[i], second = w[i + 1], result = it->second.result;
-      }
-    }
-    if (first < 0) break;
-    size_t o = 0;
-    for (size_t i = 0; i < w.size();) {
-      if (i + 1 < w.size() && w[i] == first && w[i + 1] == second) {
-        w[o++] = result;
-        i += 2;
-      } else {
-        w[o++] = w[i++];
-      }
-    }
-    w.resize(o);
-  }
+  if (w.size() <= kScanSymbolsMax) merge_by_scan(w);
+  else merge_by_queue(w);
   out.insert(out.end(), w.begin(), w.end());
 }
 

@@ -50,6 +50,12 @@ class BpeTokenizer : public ListVocabTokenizer {
 
   // Symbols of one pre-token after all merges (no cache).
   void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
+  // The merge loop over symbols w in place, two ways with one result (bpe_merge.cpp): rescanning
+  // every adjacent pair per merge, O(length x merges applied), fast on the short pre-tokens of real
+  // text; and a priority queue of pairs, O(n log n), for long ones (a 200,000-letter pre-token took
+  // 3 s by rescanning). bpe_word takes the scan up to 128 symbols.
+  void merge_by_scan(std::vector<int32_t>& w) const;
+  void merge_by_queue(std::vector<int32_t>& w) const;
 
  private:
   struct MergeInfo {
