@@ -96,10 +96,10 @@ std::string decode_continuation(const text::Tokenizer& tok, int32_t context, std
 // i * num_return_sequences + j, each with prompt i's fields of `prompts`.
 std::vector<Generation> beam_generations(const io::GptBundle& bundle, const std::vector<Row>& rows,
                                          const std::vector<Generation>& prompts, int64_t eos,
-                                         const GenerateOptions& opt) {
+                                         const GenerateOptions& opt, const std::vector<int64_t>& suppressed) {
   std::vector<detail::BeamPrompt> bp;
   for (const Row& r : rows) bp.push_back({&r.history, r.max_new});
-  const auto hyps = detail::beam_search(*bundle.model, bp, eos, opt);
+  const auto hyps = detail::beam_search(*bundle.model, bp, eos, opt, suppressed);
   std::vector<Generation> out;
   for (size_t i = 0; i < rows.size(); ++i)
     for (size_t j = 0; j < size_t(opt.num_return_sequences) && j < hyps[i].size(); ++j) {
@@ -147,6 +147,9 @@ Generator::Generator(io::GptBundle bundle, int64_t eos_id, int64_t bos_id)
     : bundle_(std::move(bundle)), eos_(eos_id), bos_(bos_id) {
   QKV_CHECK(bundle_.model != nullptr, "Generator", "needs a GPT model");
   bundle_.model->eval();
+  if (const text::Tokenizer* tok = bundle_.tokenizer.get())
+    for (int64_t v = 0; v < bundle_.model->config().vocab_size; ++v)
+      if (v >= tok->model_vocab_size() && !tok->is_special_id(int32_t(v))) undecodable_.push_back(v);
   for (auto p : {kernels::MatmulPrecision::fp32, kernels::MatmulPrecision::bf16, kernels::MatmulPrecision::int8})
     bundle_.model->set_pack_layout(decoding_layout(*bundle_.model, p), p);
 }
@@ -392,6 +395,8 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows[a].prompt_len > rows[b].prompt_len; });
 
+  std::vector<int64_t> suppressed = undecodable_;  // an eos id is never decoded: it may be one of them
+  suppressed.erase(std::remove(suppressed.begin(), suppressed.end(), eos), suppressed.end());
   NoGradGuard ng;
   kernels::MatmulPrecisionScope precision(opt.precision);
   if (opt.prompt_logprobs)  // each prompt alone: (1, L, V) logits, L - 1 of them read
@@ -401,14 +406,15 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
       std::vector<int64_t> positions(static_cast<size_t>(L));
       std::iota(positions.begin(), positions.end(), int64_t(0));
       models::GptCache cache = model.start();
-      const Tensor lg =  // (1, L, V): position j - 1 predicts token j
+      Tensor lg =  // (1, L, V): position j - 1 predicts token j
           model.step(ids, cache, Tensor::from_vector<int64_t>(positions, {1, L}), Tensor(), false).contiguous();
+      detail::suppress_ids(lg, suppressed);
       const float* c = lg.data<float>();
       const int64_t top_n = std::max<int64_t>(opt.logprobs, 0);
       for (int64_t j = 1; j < L; ++j)
         r.out->prompt_logprobs.push_back(decode::token_logprob(c + (j - 1) * V, V, r.history[size_t(j)], top_n));
     }
-  if (opt.num_beams > 1) return beam_generations(bundle_, rows, out, eos, opt);
+  if (opt.num_beams > 1) return beam_generations(bundle_, rows, out, eos, opt, suppressed);
   std::vector<float> buf(static_cast<size_t>(V));
   for (size_t start = 0; start < n; start += size_t(opt.batch_size)) {
     std::vector<Row*> batch;  // rows still generating, in batch order
@@ -419,6 +425,7 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
     models::GptCache cache;
     Tensor logits = detail::prefill(model, histories, cache);  // (B, 1, V)
     while (true) {
+      detail::suppress_ids(logits, suppressed);
       std::vector<int64_t> keep;  // batch positions of the rows that go on
       for (int64_t b = 0; b < B; ++b) {
         Row& r = *batch[size_t(b)];
@@ -456,6 +463,15 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
 }
 
 namespace detail {
+
+void suppress_ids(Tensor& logits, const std::vector<int64_t>& ids) {
+  if (ids.empty()) return;
+  logits = logits.contiguous();
+  const int64_t V = logits.size(-1), rows = logits.numel() / V;
+  float* p = logits.data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t v : ids) p[r * V + v] = -std::numeric_limits<float>::infinity();
+}
 
 void apply_processors(float* row, int64_t V, const std::vector<int64_t>& history, size_t prompt_len, int64_t eos,
                       const GenerateOptions& opt) {

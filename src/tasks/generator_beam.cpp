@@ -135,7 +135,8 @@ std::vector<int64_t> advance(Search& s, const float* logits, int64_t V, int64_t 
 }  // namespace
 
 std::vector<std::vector<BeamHypothesis>> beam_search(const models::Gpt& model, const std::vector<BeamPrompt>& prompts,
-                                                     int64_t eos, const GenerateOptions& opt) {
+                                                     int64_t eos, const GenerateOptions& opt,
+                                                     const std::vector<int64_t>& suppressed) {
   const int64_t K = opt.num_beams, V = model.config().vocab_size;
   std::vector<std::vector<BeamHypothesis>> out(prompts.size());
   NoGradGuard ng;
@@ -161,7 +162,8 @@ std::vector<std::vector<BeamHypothesis>> beam_search(const models::Gpt& model, c
     std::iota(live.begin(), live.end(), size_t(0));
     std::vector<float> step(size_t(K * V));
     for (int64_t g = 0; !live.empty(); ++g) {
-      const Tensor lg = logits.contiguous();  // (rows, 1, V): one per prompt at g = 0, then K
+      Tensor lg = logits.contiguous();  // (rows, 1, V): one per prompt at g = 0, then K
+      suppress_ids(lg, suppressed);
       const float* src = lg.data<float>();
       std::vector<size_t> keep;
       std::vector<int64_t> cache_rows, last, pos;

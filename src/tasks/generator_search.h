@@ -16,6 +16,10 @@ namespace qkv::tasks::detail {
 Tensor prefill(const models::Gpt& model, const std::vector<const std::vector<int64_t>*>& prompts,
                models::GptCache& cache);
 
+// logits (rows, L, V), contiguous, with -inf at the given ids on every row: ids of a padded
+// vocabulary that no token decodes to (Generator::undecodable_).
+void suppress_ids(Tensor& logits, const std::vector<int64_t>& ids);
+
 // What every way of choosing does to a row of scores (V) before it chooses, in this order: the
 // logit bias and the penalties (decode::apply_penalties), n-gram blocking (a token completing an
 // n-gram already in `history` gets -inf), and eos at -inf until min_new_tokens are generated.
@@ -39,8 +43,9 @@ struct BeamHypothesis {
 
 // GenerateOptions' beam search (generator.h) over the prompts, opt.batch_size prompts (each as
 // opt.num_beams rows) decoded together; eos -1: none. Returns each prompt's num_beams finished
-// hypotheses, best first. Options are validated by the caller.
+// hypotheses, best first. Options are validated by the caller. `suppressed`: suppress_ids' ids.
 std::vector<std::vector<BeamHypothesis>> beam_search(const models::Gpt& model, const std::vector<BeamPrompt>& prompts,
-                                                     int64_t eos, const GenerateOptions& opt);
+                                                     int64_t eos, const GenerateOptions& opt,
+                                                     const std::vector<int64_t>& suppressed);
 
 }  // namespace qkv::tasks::detail

@@ -173,6 +173,9 @@ class Generator {
                                        size_t copies) const;
   io::GptBundle bundle_;
   int64_t eos_ = -1, bos_ = -1;
+  // Ids of a padded vocabulary (config vocab_size above the tokenizer's) that no token decodes to:
+  // their logits are -inf before anything is chosen, listed or scored, unless one is the eos id.
+  std::vector<int64_t> undecodable_ = {};
   std::string model_dir_;  // where the model was read from ("" for a bundle in memory): for messages
 };
 
