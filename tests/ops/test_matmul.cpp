@@ -98,6 +98,29 @@ TEST(Linear, MatchesPyTorch) {
   EXPECT_GE(n, 6);
 }
 
+// Zero-sized axes with a bias, each gradient an empty sum: out features 0 (the bias gradient's column
+// sums over no columns crashed with a division by zero), rows 0, in features 0.
+TEST(Linear, ZeroSizedAxesWithBiasGiveEmptySums) {
+  struct Case {
+    int64_t R, K, N;
+  };
+  for (const Case c : {Case{3, 4, 0}, Case{0, 4, 3}, Case{3, 0, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "R " << c.R << " K " << c.K << " N " << c.N);
+    Tensor x = Tensor::full({c.R, c.K}, 0.5f), w = Tensor::full({c.N, c.K}, 0.25f), b = Tensor::full({c.N}, 2.0f);
+    for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+    Tensor y = linear(x, w, b);
+    ASSERT_EQ(y.shape(), Shape({c.R, c.N}));
+    for (int64_t i = 0; i < y.numel(); ++i) EXPECT_EQ(y.data<float>()[i], 2.0f + 0.125f * float(c.K));
+    backward(y, Tensor::full({c.R, c.N}, 1.0f));
+    ASSERT_EQ(x.grad().shape(), x.shape());
+    ASSERT_EQ(w.grad().shape(), w.shape());
+    ASSERT_EQ(b.grad().shape(), b.shape());
+    for (int64_t i = 0; i < x.numel(); ++i) EXPECT_EQ(x.grad().data<float>()[i], 0.25f * float(c.N));
+    for (int64_t i = 0; i < w.numel(); ++i) EXPECT_EQ(w.grad().data<float>()[i], 0.5f * float(c.R));
+    for (int64_t i = 0; i < b.numel(); ++i) EXPECT_EQ(b.grad().data<float>()[i], float(c.R));
+  }
+}
+
 TEST(Matmul, GradcheckF64) {
   auto t = [](const std::vector<int64_t>& s, uint64_t seed) { return randn(Shape(s), seed, DType::f64); };
   using In = std::vector<Tensor>;

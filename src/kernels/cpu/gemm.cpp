@@ -356,6 +356,7 @@ void column_sums_pass(const Tensor& x, Tensor& out, uint16_t* rounded) {
   // against 8.6 in a busier minute). Each column is summed in row order either way.
   constexpr int64_t kMaxTile = 4096;
   const int64_t R = x.size(0), N = x.size(1), nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (N == 0) return;  // no columns (a Linear without outputs): no tasks to divide them among
   const int64_t groups = (N + 15) / 16, per_thread = (groups + nt - 1) / nt;
   const int64_t tasks = nt * ((per_thread * 16 + kMaxTile - 1) / kMaxTile);  // a multiple of the threads
   const int64_t tile = std::min(kMaxTile, (groups + tasks - 1) / tasks * 16), tiles = (N + tile - 1) / tile;
