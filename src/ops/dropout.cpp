@@ -73,10 +73,10 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen) {
   const uint64_t base = gen.reserve(uint64_t(x.numel()));
   const double scale = 1.0 / (1.0 - p);
   const Tensor xc = x.contiguous();
-  Tensor keep = Tensor::empty(x.shape(), DType::u8);  // becomes keep & (x > 0): the backward's mask
+  Tensor keep = Tensor::empty(x.shape(), DType::u8);  // becomes keep & !(x <= 0): the backward's mask
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   kernels::relu_dropout_forward(xc, p, gen.seed(), base, keep, out);
-  if (any_requires_grad({x})) {  // dx = dy * keep * (x > 0) / (1 - p)
+  if (any_requires_grad({x})) {  // dx = dy * keep * !(x <= 0) / (1 - p)
     auto node = make_node<DropoutBackward>({x});
     node->keep = keep;
     node->scale = scale;

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include <gtest/gtest.h>
 
 #include "gradcheck.h"
 #include "helpers.h"
 #include "qkv/autograd/node.h"
+#include "qkv/ops/dropout.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -219,4 +221,40 @@ TEST(Elementwise, F32ActivationsAccurateToDoublePrecision) {
     EXPECT_LE(worst, c.max_ulps) << "at x = " << at;
     EXPECT_LE(worst_g, c.max_ulps_grad) << "at x = " << at_g;
   }
+}
+
+// relu's special values as torch.relu gives them (PyTorch 1.13): NaN stays NaN, -0 stays -0, and
+// the gradient passes at NaN but not at either zero (threshold_backward: result <= 0 -> 0). Also
+// through relu_dropout: the kept elements are relu's values times 1 / (1 - p) (a NaN too).
+TEST(Elementwise, ReluSpecialValuesAsPyTorch) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> in = {nan, -0.f, 0.f, -1.f, 2.f, inf, -inf};
+  const std::vector<float> want = {nan, -0.f, 0.f, 0.f, 2.f, inf, 0.f}, want_grad = {1, 0, 0, 0, 1, 1, 0};
+  Tensor x = Tensor::from_vector<float>(in, {7});
+  x.set_requires_grad(true);
+  Tensor y = relu(x);
+  backward(y, Tensor::ones({7}));
+  for (size_t i = 0; i < in.size(); ++i) {
+    const float v = y.to_vector<float>()[i];
+    EXPECT_TRUE(std::isnan(want[i]) ? std::isnan(v) : v == want[i] && std::signbit(v) == std::signbit(want[i]))
+        << "relu(" << in[i] << ") = " << v;
+    EXPECT_EQ(x.grad().to_vector<float>()[i], want_grad[i]) << "at " << in[i];
+  }
+  // relu_dropout at p = 0.5, with the mask that dropout draws from the same generator state.
+  std::vector<float> many;
+  for (int r = 0; r < 64; ++r) many.insert(many.end(), in.begin(), in.end());
+  Tensor xs = Tensor::from_vector<float>(many, {int64_t(many.size())});
+  xs.set_requires_grad(true);
+  Generator g1(5), g2(5);
+  Tensor out = relu_dropout(xs, 0.5, true, g1);
+  const std::vector<float> kept = dropout(Tensor::ones({int64_t(many.size())}), 0.5, true, g2).to_vector<float>();
+  backward(out, Tensor::ones(out.shape()));
+  int64_t nan_kept = 0;
+  for (size_t i = 0; i < many.size(); ++i) {
+    const float v = out.to_vector<float>()[i], w = kept[i] != 0 ? 2 * want[i % 7] : 0.f;
+    EXPECT_TRUE(std::isnan(w) ? std::isnan(v) : v == w) << "element " << i << ": " << v << " against " << w;
+    EXPECT_EQ(xs.grad().to_vector<float>()[i], kept[i] != 0 ? 2 * want_grad[i % 7] : 0.f) << "element " << i;
+    nan_kept += std::isnan(v);
+  }
+  EXPECT_GT(nan_kept, 0);
 }

@@ -15,7 +15,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = defaul
 // Fused forms for Transformer blocks; each draws exactly the mask dropout(., p, training, gen)
 // would (same generator offsets), so results are bit-identical to the unfused composition while
 // making one pass instead of two and saving one u8 mask instead of activations:
-//   relu_dropout(x)   = dropout(relu(x))      (saves keep & (x > 0))
+//   relu_dropout(x)   = dropout(relu(x))      (saves keep & !(x <= 0): a NaN passes, as in relu)
 //   add_dropout(x, y) = x + dropout(y)        (x and y of one shape and dtype: the residual branch)
 Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
 Tensor add_dropout(const Tensor& x, const Tensor& y, double p, bool training, Generator& gen = default_generator());

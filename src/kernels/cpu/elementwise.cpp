@@ -164,7 +164,7 @@ inline T apply_unary(Unary op, T x) {
     case Unary::sigmoid:
       if constexpr (f32) return vsigmoid(x);
       return T(1) / (T(1) + std::exp(-x));
-    case Unary::relu: return x > T(0) ? x : T(0);
+    case Unary::relu: return x < T(0) ? T(0) : x;  // NaN stays NaN, -0 stays -0 (torch.relu)
     case Unary::gelu_erf:
       if constexpr (f32) return x * vphi(x).phi;
       return T(0.5) * x * (T(1) + std::erf(x * T(kInvSqrt2)));
@@ -193,7 +193,7 @@ inline T derivative(Unary op, T x, T y) {
     case Unary::abs: return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
     case Unary::tanh: return T(1) - y * y;
     case Unary::sigmoid: return y * (T(1) - y);
-    case Unary::relu: return x > T(0) ? T(1) : T(0);
+    case Unary::relu: return x <= T(0) ? T(0) : T(1);  // NaN passes its gradient (torch's threshold_backward)
     case Unary::gelu_erf: {  // Phi(x) + x phi(x)
       if constexpr (f32) {
         const PhiExp p = vphi(x);
