@@ -272,7 +272,8 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end, int64_t step
     return std::clamp<int64_t>(v, 0, n);
   };
   int64_t s = clampi(start), e = end == kSliceEnd ? n : clampi(end);
-  int64_t len = e > s ? (e - s + step - 1) / step : 0;
+  const int64_t len = e > s ? (e - s - 1) / step + 1 : 0;  // not e - s + step - 1: a huge step overflowed
+  if (len <= 1) step = 1;  // the same view, without a stride that overflows
   Shape shape = x.shape(), strides = x.strides();
   shape[a] = len;
   strides[a] *= step;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "gradcheck.h"
 #include "helpers.h"
 #include "qkv/autograd/node.h"
@@ -137,6 +139,22 @@ TEST(Shape, SplitPiecesInOneBackward) {
   backward(y, Tensor::ones({2, 3}));
   std::vector<float> g = x.grad().to_vector<float>();
   for (int i = 0; i < 18; ++i) EXPECT_EQ(g[size_t(i)], i < 6 ? 2.f : (i < 12 ? 0.f : 1.f)) << i;
+}
+
+// Steps past the axis (Python's a[1::2**63 - 1]): one element, not an extent that overflowed to -1;
+// and its gradient lands on that element alone.
+TEST(Shape, SliceStepsPastTheAxisTakeOneElement) {
+  Tensor x = reshape(Tensor::arange(24, DType::f32), {2, 3, 4});
+  x.set_requires_grad(true);
+  for (int64_t step : {int64_t(5), int64_t(1) << 62, std::numeric_limits<int64_t>::max()}) {
+    SCOPED_TRACE(step);
+    Tensor y = slice(x, 2, 1, kSliceEnd, step);
+    ASSERT_EQ(y.shape(), Shape({2, 3, 1}));
+    for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(y.contiguous().data<float>()[i], float(i * 4 + 1));
+  }
+  backward(slice(x, 2, 1, kSliceEnd, std::numeric_limits<int64_t>::max()), Tensor::ones({2, 3, 1}));
+  for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(x.grad().data<float>()[i], i % 4 == 1 ? 1.f : 0.f) << i;
+  EXPECT_EQ(slice(x, 2, 3, 1, std::numeric_limits<int64_t>::max()).shape(), Shape({2, 3, 0}));
 }
 
 TEST(Shape, GradcheckF64) {
