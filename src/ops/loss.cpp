@@ -63,7 +63,7 @@ Tensor reduce_rows(const Tensor& rows, Reduction reduction, int64_t count, doubl
 }
 
 struct CrossEntropyBackward : Node {
-  Tensor logits, lse;  // (N, C), (N)
+  Tensor logits, stats;  // (N, C), (N, 2): each row's max and log sum exp(x - max)
   std::vector<int64_t> targets;
   int64_t ignore_index = -100;
   double smoothing = 0, factor = 1;
@@ -71,12 +71,12 @@ struct CrossEntropyBackward : Node {
   std::vector<Tensor> backward(const std::vector<Tensor>& g) override {
     // loss_i = (1-s)(lse_i - x_it) + s(lse_i - mean_j x_ij)  ->  dx_ij = p_ij - s/C - (1-s)[j == t_i]
     Tensor gx = Tensor::empty(logits.shape(), logits.dtype());
-    kernels::cross_entropy_backward(logits, targets.data(), lse, ignore_index, smoothing, g[0].contiguous(),
+    kernels::cross_entropy_backward(logits, targets.data(), stats, ignore_index, smoothing, g[0].contiguous(),
                                     factor, gx);
     return {gx, Tensor()};
   }
   void release_saved() override {
-    logits = lse = Tensor();
+    logits = stats = Tensor();
     targets.clear();
   }
 };
@@ -157,7 +157,7 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   const int64_t R = targets.numel();
   const DType dt = x.dtype();
   Tensor x2 = reshape(x.detach(), {R, D}).contiguous();  // (R, D)
-  Tensor rows = Tensor::empty({R}, dt), lse = Tensor::empty({R}, dt);
+  Tensor rows = Tensor::empty({R}, dt), stats = Tensor::empty({R, 2}, dt);
   const double factor = reduction == Reduction::sum ? 1.0 : (count ? 1.0 / double(count) : 0.0);
 
   std::shared_ptr<LinearCrossEntropyBackward> node;
@@ -172,7 +172,7 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   for (int64_t r0 = 0; r0 < R; r0 += C) {
     const int64_t n = std::min(C, R - r0);
     const Tensor xc = row_block(x2, r0, n);
-    Tensor L = row_block(logits, 0, n), rc = row_block(rows, r0, n), lc = row_block(lse, r0, n);
+    Tensor L = row_block(logits, 0, n), rc = row_block(rows, r0, n), lc = row_block(stats, r0, n);
     kernels::linear(xc, weight, bias, L);  // (n, V)
     if (!node) {
       kernels::cross_entropy_forward(L, t.data() + r0, ignore_index, label_smoothing, rc, lc);
@@ -219,14 +219,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
             "label_smoothing must be in [0, 1], got ", label_smoothing);
   Tensor xc = logits.contiguous();
   Tensor rows = Tensor::empty(targets.shape(), logits.dtype());
-  Tensor lse = Tensor::empty(targets.shape(), logits.dtype());
-  kernels::cross_entropy_forward(xc, t.data(), ignore_index, label_smoothing, rows, lse);
+  Tensor stats = Tensor::empty({targets.numel(), 2}, logits.dtype());
+  kernels::cross_entropy_forward(xc, t.data(), ignore_index, label_smoothing, rows, stats);
   double factor = 1;
   Tensor out = reduce_rows(rows, reduction, count, factor);
   if (any_requires_grad({logits})) {
     auto node = make_node<CrossEntropyBackward>({logits, targets});
     node->logits = xc.detach();
-    node->lse = lse;
+    node->stats = stats;
     node->targets = std::move(t);
     node->ignore_index = ignore_index;
     node->smoothing = label_smoothing;

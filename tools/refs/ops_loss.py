@@ -1,6 +1,6 @@
 """References for ops/loss: cross_entropy (class axis last) with ignore_index, label smoothing and
 reductions none/sum/mean on (N, C) and (B, T, C) logits; nll_loss; mse_loss. Computed in float64
-from float32 inputs, stored as float32. An all-ignored batch is not generated here: qkv defines
+from float32 inputs, stored as float32; three cross-entropy cases have logits around 1e4. An all-ignored batch is not generated here: qkv defines
 its mean as 0 (torch: NaN) and tests that rule directly."""
 import torch
 import torch.nn.functional as F
@@ -16,10 +16,13 @@ def main(out):
         ((8, 5), -100, 0.0, 0.0), ((8, 5), -100, 0.1, 0.0), ((16, 10), 3, 0.0, 0.0), ((16, 10), -1, 0.2, 0.3),
         ((2, 6, 7), 0, 0.0, 0.25), ((2, 6, 7), -100, 0.05, 0.25), ((4, 1000), -100, 0.1, 0.25), ((1, 3), -100, 0.0, 0.0),
     ]
-    for i, (shape, ign, ls, frac) in enumerate(ce):
+    # Logits around 1e4 (an offset far above their spread): the loss and gradient must not round
+    # the logsumexp to the logits' magnitude (torch: (x - max) - log sum).
+    big = [((8, 5), -100, 0.0, 0.0), ((8, 5), -100, 0.1, 0.0), ((4, 1000), -100, 0.1, 0.25)]
+    for i, (shape, ign, ls, frac) in enumerate(ce + big):
         for red in RED:
             c = shape[-1]
-            x = torch.randn(shape, generator=g) * 3
+            x = torch.randn(shape, generator=g) * 3 + (1e4 if i >= len(ce) else 0.0)
             t = torch.randint(0, c, shape[:-1], generator=g)
             if frac > 0:
                 t[torch.rand(shape[:-1], generator=g) < frac] = ign
