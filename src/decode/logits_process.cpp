@@ -13,7 +13,16 @@ namespace qkv::decode {
 
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// A processed logit back in float: a finite value past float's range saturates at its largest
+// finite value rather than becoming inf (a bias of 1e39, or a logit divided by a repetition penalty
+// of 1e-300, made +inf, and the sampler's exp(inf - inf) was NaN: it drew the vocabulary's last
+// token). -inf (a ban) stays -inf.
+float saturate(double x) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  return std::isfinite(x) ? float(std::clamp(x, -kMax, kMax)) : float(x);
 }
+}  // namespace
 
 void LogitsOptions::validate() const {
   QKV_CHECK(temperature > 0 && std::isfinite(temperature), "generate", "temperature must be > 0, got ", temperature);
@@ -49,7 +58,7 @@ void apply_presence_frequency_penalty(float* logits, int64_t V, const int64_t* g
   }
   for (int64_t v = 0; v < V; ++v)
     if (const int64_t c = count[size_t(v)])
-      logits[v] = float(double(logits[v]) - double(c) * frequency - presence);
+      logits[v] = saturate(double(logits[v]) - double(c) * frequency - presence);
 }
 
 void apply_repetition_penalty(float* logits, int64_t V, const std::vector<int64_t>& history, double penalty) {
@@ -60,7 +69,7 @@ void apply_repetition_penalty(float* logits, int64_t V, const std::vector<int64_
     if (seen[size_t(t)]) continue;  // each token once, however often it occurred
     seen[size_t(t)] = 1;
     const float x = logits[t];
-    logits[t] = x < 0 ? float(double(x) * penalty) : float(double(x) / penalty);
+    logits[t] = saturate(x < 0 ? double(x) * penalty : double(x) / penalty);
   }
 }
 
@@ -70,7 +79,7 @@ void apply_penalties(float* logits, int64_t V, const std::vector<int64_t>& histo
             history.size());
   for (const auto& [t, b] : opt.logit_bias) {
     QKV_CHECK(t >= 0 && t < V, "logit bias", "token ", t, " outside the vocabulary [0, ", V, ")");
-    logits[t] = float(double(logits[t]) + b);
+    logits[t] = saturate(double(logits[t]) + b);
   }
   apply_repetition_penalty(logits, V, history, opt.repetition_penalty);
   apply_presence_frequency_penalty(logits, V, history.data() + prompt_len, history.size() - prompt_len,
@@ -134,6 +143,12 @@ int64_t sample_token(const float* logits, int64_t V, double u) {
   float mx = kNegInf;
   for (int64_t v = 0; v < V; ++v) mx = std::max(mx, logits[v]);
   if (mx == kNegInf) return 0;
+  if (mx == -kNegInf) {  // +inf logits (a model's overflow): softmax's limit, each of them equally likely
+    std::vector<int64_t> top;
+    for (int64_t v = 0; v < V; ++v)
+      if (logits[v] == mx) top.push_back(v);
+    return top[std::min(top.size() - 1, size_t(u * double(top.size())))];
+  }
   double total = 0;
   for (int64_t v = 0; v < V; ++v) total += std::exp(double(logits[v]) - double(mx));
   const double target = u * total;

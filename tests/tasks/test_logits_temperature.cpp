@@ -35,3 +35,33 @@ TEST(LogitsProcess, TinyTemperaturesSampleTheLargestLogit) {
   decode::warp_logits(w.data(), 4, o);
   for (size_t v = 0; v < 4; ++v) EXPECT_EQ(w[v], float(double(std::vector<float>{2.f, 1.f, 2.5f, -1.f}[v]) / 0.7));
 }
+
+// The penalties past float's range: a bias of 1e39, a repetition penalty of 1e-300, a frequency or
+// presence penalty of -1e39 made a logit +inf and the sampler drew the vocabulary's last token.
+// They saturate at float's largest value, so the favoured token is drawn, as greedy chooses it.
+TEST(LogitsProcess, PenaltiesPastFloatsRangeSampleTheFavouredToken) {
+  const std::vector<float> logits = {2.f, 1.f, 2.5f, -1.f, 0.f};
+  std::vector<decode::LogitsOptions> cases(4);
+  cases[0].logit_bias = {{1, 1e39}};
+  cases[1].repetition_penalty = 1e-300;  // token 1 (in the history) divided by it
+  cases[2].frequency_penalty = -1e39;    // token 1 generated once
+  cases[3].presence_penalty = -1e39;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    SCOPED_TRACE(c);
+    std::vector<float> w = logits;
+    decode::apply_penalties(w.data(), 5, {3, 1}, 1, cases[c]);  // prompt {3}, generated {1}
+    EXPECT_EQ(w[1], std::numeric_limits<float>::max());
+    EXPECT_EQ(decode::argmax_token(w.data(), 5), 1);
+    for (double u : {0.0, 0.5, 0.999999}) EXPECT_EQ(decode::sample_token(w.data(), 5, u), 1) << u;
+  }
+}
+
+// +inf logits from the model itself: the limit of softmax, each of them equally likely by u.
+TEST(LogitsProcess, InfiniteLogitsShareTheDraw) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> w = {0.f, inf, 3.f, inf, -inf};
+  EXPECT_EQ(decode::sample_token(w.data(), 5, 0.0), 1);
+  EXPECT_EQ(decode::sample_token(w.data(), 5, 0.49), 1);
+  EXPECT_EQ(decode::sample_token(w.data(), 5, 0.5), 3);
+  EXPECT_EQ(decode::sample_token(w.data(), 5, 0.999999), 3);
+}

@@ -48,7 +48,8 @@ void warp_logits(float* logits, int64_t V, const LogitsOptions& opt);
 // The first maximum of the row (token 0 if no entry is finite or above -inf).
 int64_t argmax_token(const float* logits, int64_t V);
 // Inverse-CDF draw from softmax(logits), tokens in id order: the first token whose cumulative
-// probability exceeds u (u uniform in [0, 1)); -inf entries are never drawn.
+// probability exceeds u (u uniform in [0, 1)); -inf entries are never drawn; if any entry is +inf,
+// one of those, equally likely (softmax's limit). Steps 0-1b saturate at float's largest finite value.
 int64_t sample_token(const float* logits, int64_t V, double u);
 
 // A token's log-probability under log_softmax(logits) (the sum of exponentials in double), and the
