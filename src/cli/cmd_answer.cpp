@@ -35,7 +35,8 @@ int run(int argc, char** argv) {
   CLI::App app{"Answer questions about contexts with a fine-tuned BERT question-answering model", "qkv answer"};
   std::string model_dir, input, data_file;
   bool json = false;
-  int64_t n_best = 1, max_answer_length = -1, doc_stride = -1, max_len = -1, top_k = 0, batch_size = 32;
+  int64_t n_best = 1, max_answer_length = -1, doc_stride = -1, max_len = -1, max_query_len = -1, top_k = 0,
+          batch_size = 32;
   app.add_option("--model,-m", model_dir, "question-answering model directory (e.g. RUN/model)")->required();
   app.add_option("--input,-i", input, "JSON lines {\"question\", \"context\"} or question<TAB>context lines (default: stdin)");
   app.add_option("--data", data_file, "SQuAD-style JSON lines with gold answers: print exact match and F1");
@@ -47,6 +48,8 @@ int run(int argc, char** argv) {
       ->check(positive());
   app.add_option("--max-len", max_len, "window length in tokens (default: the model's qa.json)")->check(positive());
   app.add_option("--doc-stride", doc_stride, "context tokens between window starts (default: the model's qa.json)")
+      ->check(positive());
+  app.add_option("--max-query-len", max_query_len, "question tokens kept, the rest cut (default: the model's qa.json)")
       ->check(positive());
   app.add_option("--batch-size", batch_size, "windows per forward pass")->check(positive());
   std::string precision = "fp32";
@@ -61,6 +64,7 @@ int run(int argc, char** argv) {
   if (max_answer_length > 0) o.max_answer_length = max_answer_length;
   if (max_len > 0) o.window.max_len = max_len;
   if (doc_stride > 0) o.window.doc_stride = doc_stride;
+  if (max_query_len > 0) o.window.max_query_len = max_query_len;
 
   if (!data_file.empty()) {
     QKV_CHECK(input.empty(), "qkv answer", "give --data FILE (scored) or --input FILE (answered), not both");

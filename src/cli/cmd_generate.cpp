@@ -108,6 +108,9 @@ int run(int argc, char** argv) {
   using ES = tasks::GenerateOptions::EarlyStopping;
   opt.early_stopping = early == "first" ? ES::first : early == "never" ? ES::never : ES::heuristic;
   have_prompt = app.count("--prompt") > 0;
+  // -2 is the library's "config.json's id" (GenerateOptions::kModelEos), not an option value.
+  QKV_CHECK(app.count("--eos-id") == 0 || opt.eos_id >= -1, "--eos-id", "expected a token id or -1 (none), got ",
+            opt.eos_id);
   QKV_CHECK(std::filesystem::is_directory(model_dir), model_dir, "model directory not found");
   tasks::Generator gen(model_dir, opt.precision);  // bf16: the weights held in bf16 as they are read
 

@@ -35,6 +35,9 @@ int run(int argc, char** argv) {
   std::vector<int64_t> ids(ids32.begin(), ids32.end());
   if (context == 0) context = b.config.n_positions;
   if (stride == 0) stride = std::max<int64_t>(1, context / 2);
+  QKV_CHECK(context >= 2 && context <= b.config.n_positions, "--context", "must be in [2, ", b.config.n_positions,
+            "] (the model's n_positions), got ", context);
+  QKV_CHECK(stride <= context, "--stride", "must be at most the context (", context, "), got ", stride);
   const train::NllSum r = with_context(input, [&] { return train::strided_nll(*b.model, ids, context, stride); });
   const double mean = r.total / double(r.tokens);
   // The first token is never predicted; with a stride of the whole context neither is the first of

@@ -31,6 +31,7 @@ QaExample parse_qa_line(std::string_view line, const std::string& where, bool re
     const size_t tab = line.find('\t');
     QKV_CHECK(tab != std::string_view::npos && line.find('\t', tab + 1) == std::string_view::npos, where,
               "expected a JSON object or 'question<TAB>context'");
+    QKV_CHECK(utf8::is_valid(line), where, "not valid UTF-8 (answer offsets count code points)");
     e.question = std::string(line.substr(0, tab));
     e.context = std::string(line.substr(tab + 1));
     QKV_CHECK(!require_answers, where, "a 'question<TAB>context' line has no answers; give SQuAD-style JSON lines");

@@ -203,6 +203,11 @@ GptBundle load_gpt2(const std::string& dir, kernels::MatmulPrecision precision) 
   const std::string cfg_path = (d / "config.json").string(), weights = (d / "model.safetensors").string();
   QKV_CHECK(fs::exists(cfg_path), dir, "not a GPT model directory: config.json is missing");
   QKV_CHECK(fs::exists(weights), dir, "not a GPT model directory: model.safetensors is missing");
+  // A classifier's directory (io/gpt2_cls.h) is a GPT config plus 'qkv_classifier': say so, rather than
+  // refuse that field as an unknown key.
+  const nlohmann::json raw = nlohmann::json::parse(read_file(cfg_path), nullptr, /*allow_exceptions=*/false);
+  QKV_CHECK(!(raw.is_object() && raw.contains("qkv_classifier")), dir, "is a GPT classifier (config.json has "
+            "'qkv_classifier'; apply it with qkv classify), not a language model");
   GptBundle b;
   b.config = read_gpt2_config(cfg_path);
   // Hugging Face's save_pretrained prefixes every name with "transformer." (GPT2LMHeadModel);

@@ -314,7 +314,11 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
               opt.length_penalty);
   }
   QKV_CHECK(opt.stop.empty() || bundle_.tokenizer, "generate", "stop strings need the model's tokenizer");
-  for (const auto& s : opt.stop) QKV_CHECK(!s.empty(), "generate", "a stop string is empty");
+  for (size_t i = 0; i < opt.stop.size(); ++i) {
+    QKV_CHECK(!opt.stop[i].empty(), "generate", "stop string ", i + 1, " is empty");
+    // A stop of stray bytes would match inside a character and cut it in half.
+    QKV_CHECK(utf8::is_valid(opt.stop[i]), "generate", "stop string ", i + 1, " is not valid UTF-8");
+  }
   const int64_t eos = opt.eos_id == GenerateOptions::kModelEos ? eos_ : opt.eos_id;
   QKV_CHECK(eos >= -1 && eos < V, "generate", "the end-of-text id must be -1 (none) or a token id in [0, ", V,
             "), got ", eos);

@@ -244,6 +244,11 @@ TEST(GenerateCli, ClearErrors) {
   expect_refused({"generate", "--model", model, "--prompt", "ab", "--eos-id", "97"},
                  "the end-of-text id must be -1 (none) or a token id in [0, 97), got 97");
   expect_refused({"generate", "--model", model, "--prompt", "ab", "--eos-id", "-7"}, "got -7");
+  // -2 is the library's "config.json's id": was taken quietly.
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--eos-id", "-2"},
+                 "--eos-id: expected a token id or -1 (none), got -2");
+  // A stop of stray bytes matched inside a character and cut it in half.
+  expect_refused({"generate", "--model", model, "--prompt", "ab", "--stop", "\xaa"}, "stop string 1 is not valid UTF-8");
   expect_refused({"generate", "--model", model, "--prompt", "a\xff"}, "--prompt: not valid UTF-8");
   expect_refused({"generate", "--model", model, "--prompt", "ab", "--logit-bias", "5:1"},
                  "--logit-bias: expected TOKEN_ID=BIAS (an integer and a number), got '5:1'");
@@ -264,6 +269,19 @@ TEST(GenerateCli, ClearErrors) {
   write_file_atomic((dir / "text.txt").string(), "abc abc abc\n");
   expect_refused({"perplexity", "--model", model, "--input", (dir / "text.txt").string(), "--context", "0"},
                  "--context: must be a positive number, got '0'");
+  // Blamed on the flag, not on the input file (it said "text.txt: perplexity: context must be ...").
+  expect_refused({"perplexity", "--model", model, "--input", (dir / "text.txt").string(), "--context", "100"},
+                 "--context: must be in [2, 40] (the model's n_positions), got 100");
+  expect_refused({"perplexity", "--model", model, "--input", (dir / "text.txt").string(), "--context", "8",
+                  "--stride", "9"}, "--stride: must be at most the context (8), got 9");
+  // A classifier's directory is named as one (it was "field 'qkv_classifier': unknown key").
+  fs::copy(dir / "model", dir / "cls", fs::copy_options::recursive);
+  nlohmann::json cls = nlohmann::json::parse(read_file((dir / "cls" / "config.json").string()));
+  cls["qkv_classifier"] = {{"pairs", false}, {"max_len", 0}};
+  write_file_atomic((dir / "cls" / "config.json").string(), cls.dump());
+  expect_refused({"generate", "--model", (dir / "cls").string(), "--prompt", "ab"},
+                 (dir / "cls").string() + ": is a GPT classifier (config.json has 'qkv_classifier'; apply it with qkv "
+                 "classify), not a language model");
   nlohmann::json cfg = nlohmann::json::parse(read_file(model + "/config.json"));
   cfg["eos_token_id"] = 100000;
   write_file_atomic(model + "/config.json", cfg.dump());

@@ -216,7 +216,14 @@ TEST(QaCli, MalformedInputNamesFileLineAndField) {
   expect_error({"--input"}, good + "\nno tab on this line\n", {"question<TAB>context"});
   // A question that leaves a window of 8 no room for its context: the line is named, not just the window.
   expect_error({"--max-len", "8", "--input"}, good + "\nwhich fruit is here and there ?\ta mango here\n",
-               {"leaves no room for the context"});
+               {"leaves no room for the context", "qkv answer --max-query-len"});
+  // ... and --max-query-len makes room: the question is cut to 2 tokens, the context gets 3.
+  write_file_atomic((r.dir / "long_q.txt").string(), "which fruit is here and there ?\ta mango here\n");
+  EXPECT_EQ(run_qkv({"answer", "-m", r.model.string(), "--max-len", "8", "--max-query-len", "2", "--input",
+                     (r.dir / "long_q.txt").string()}, r.dir / "long_q.log"), 0)
+      << read_file((r.dir / "long_q.log").string());
+  // Invalid UTF-8 in a question<TAB>context line (JSON lines are refused by the parser).
+  expect_error({"--input"}, good + "\nwho\tthe owner \xf0\x9f is bob\n", {"not valid UTF-8"});
   expect_error({"--data"}, good + "\n" + R"({"question": "q", "context": "a mango", "answers": [{"text": "mango", "answer_start": 3}]})",
                {"answers[0].answer_start", "'ango'", "'mango'"});
   expect_error({"--data"}, good + "\n" + R"({"question": "q", "context": "a mango"})", {"'answers'", "at least one"});
