@@ -1,8 +1,8 @@
 // qkv tag --model DIR [--input FILE] [--conll | --json] [--probs] [--precision P]: one sentence per line, words
 // separated by spaces -> "word/TAG word/TAG ..." per line, or CoNLL columns (word<TAB>tag, a
 // blank line after each sentence), or JSON lines {"words", "tags"[, "probabilities"][, "windows"]}.
-// Empty lines are skipped. A sentence longer than the model's window is tagged in overlapping
-// windows (tasks/tagger.h): every word gets a tag; JSON says "windows": N and stderr names the line.
+// A blank line is answered with nothing (see run). A sentence longer than the model's window is tagged in
+// overlapping windows (tasks/tagger.h): every word gets a tag; JSON says "windows": N and stderr names the line.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
@@ -24,8 +24,8 @@ int run(int argc, char** argv) {
   app.add_option("--model,-m", model_dir, "token classifier directory (e.g. RUN/model)")->required();
   app.add_option("--input,-i", input, "one sentence per line, words separated by spaces (default: stdin)");
   auto* c = app.add_flag("--conll", conll, "print word<TAB>tag lines, a blank line after each sentence");
-  app.add_flag("--json", json, "print JSON lines {\"words\", \"tags\", ...}")->excludes(c);
-  app.add_flag("--probs", opt.probabilities, "with --json: each tag's probability");
+  auto* j = app.add_flag("--json", json, "print JSON lines {\"words\", \"tags\", ...}")->excludes(c);
+  app.add_flag("--probs", opt.probabilities, "with --json: each tag's probability")->needs(j);
   app.add_option("--batch-size", opt.batch_size, "windows per batch")->check(positive());
   app.add_option("--stride", opt.stride, "pieces between the starts of overlapping windows (default: half a window)")
       ->check(positive());

@@ -71,6 +71,9 @@ TEST(UsageErrors, BadValuesAndMissingOptionsExitTwoAndHelpExitsZero) {
       << read_file(log.string());
   EXPECT_EQ(run_qkv({"translate", "--model", dir.string(), "--top-k", "-1"}, log), 2);
   EXPECT_NE(read_file(log.string()).find("--top-k"), std::string::npos) << read_file(log.string());
+  // --probs without --json was ignored (classify's --all-probs was already refused so).
+  EXPECT_EQ(run_qkv({"tag", "--model", dir.string(), "--probs"}, log), 2);
+  EXPECT_NE(read_file(log.string()).find("--probs requires --json"), std::string::npos) << read_file(log.string());
   // --nbest wider than --beam: named with both flags before the model or the input is read (it
   // was "decode: nbest must be in [1, beam]" once every line had been read).
   EXPECT_NE(run_qkv({"translate", "--model", (dir / "no-such-model").string(), "--nbest", "3", "--beam", "2"}, log), 0);
