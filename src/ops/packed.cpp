@@ -2,6 +2,7 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/int8.h"
+#include "qkv/ops/elementwise.h"
 #include "qkv/ops/matmul.h"
 #include "qkv/ops/shape.h"
 
@@ -20,13 +21,17 @@ Tensor linear_packed(const Tensor& x, const kernels::PackedLinear& w) {
     if (x.requires_grad() || weight_grad)  // recorded: a stacked pack's weights concatenated (differentiable)
       return linear(x, w.weight.defined() ? w.weight : concat(w.rows, 0), w.bias);
   }
+  std::vector<int64_t> os = x.shape().vec();
+  os.back() = w.N;
+  if (w.K == 0) {  // an empty sum (R = numel / K divided by zero): every row is the bias, or 0
+    Tensor out = Tensor::zeros(Shape(os), x.dtype());
+    return w.bias.defined() ? add(out, w.bias) : out;
+  }
   const int64_t R = x.numel() / w.K;
   Tensor x2 = reshape(x.detach(), {R, w.K});  // a view when x's rows are contiguous
   if (x2.strides()[1] != 1) x2 = x2.contiguous();
   Tensor out = Tensor::empty({R, w.N}, x.dtype());
   kernels::packed_linear(x2, w, out);
-  std::vector<int64_t> os = x.shape().vec();
-  os.back() = w.N;
   return reshape(out, Shape(os));
 }
 

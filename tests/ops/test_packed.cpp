@@ -39,6 +39,18 @@ TEST(LinearPacked, MatchesLinearForEveryTileShape) {
   }
 }
 
+// in_features 0: every output row is the bias (an empty sum), as linear gives; it divided by K = 0.
+TEST(LinearPacked, NoInputFeaturesGiveTheBias) {
+  NoGradGuard ng;
+  const Tensor w = Tensor::full({3, 0}, 0.5), b = Tensor::from_vector<float>({1, 2, 3}, {3});
+  const Tensor x = Tensor::full({2, 4, 0}, 2.0);
+  for (const Tensor& bias : {b, Tensor()}) {
+    const Tensor y = linear_packed(x, kernels::pack_linear(w, bias));
+    ASSERT_EQ(y.shape(), Shape({2, 4, 3}));
+    for (int64_t i = 0; i < y.numel(); ++i) EXPECT_EQ(y.data<float>()[i], bias.defined() ? float(i % 3 + 1) : 0.f);
+  }
+}
+
 TEST(LinearPacked, LargeShapesTakeTheParallelPaths) {
   NoGradGuard ng;
   // N * K >= 2^18 packs the panels on the pool and M * N * K >= 2^22 multiplies on it, whatever

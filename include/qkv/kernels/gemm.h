@@ -141,7 +141,8 @@ PackedLinear pack_linear_rows(const std::vector<Tensor>& weights, const Tensor& 
 // panels: k-ordered; the rows: 16 k-ordered lane sums, then a fixed tree), so results depend
 // neither on the thread count nor on M (a row's output is the same alone or in a batch).
 // bf16 rows: the same, on x rounded to bf16 and the bf16 weights, 16 lanes of pairs (vdpbf16ps;
-// without AVX512_BF16 in the build, f32 FMAs in the fp32 order). bf16 panels: oneDNN's matmul
+// without AVX512_BF16 in the build, f32 FMAs in the fp32 order; qkv's own kernel, so oneDNN's
+// ONEDNN_MAX_CPU_ISA cap does not apply to it, as to gemm_bf16_tile's). bf16 panels: oneDNN's matmul
 // against the converted weight, or the widened bf16 panels (or fp32_fma from bf16_fma_min_rows
 // rows, as above); int8:
 // kernels/int8.h's scheme.

@@ -226,7 +226,10 @@ void Bf16RoundedOperand::push() {
 }
 
 Bf16RoundedOperand::~Bf16RoundedOperand() {
-  t_operand = outer_;
+  // Out of the thread's list wherever it stands: an outer one may end first (not only last in, first out).
+  Bf16RoundedOperand** link = &t_operand;
+  while (*link != nullptr && *link != this) link = &(*link)->outer_;
+  if (*link == this) *link = outer_;
   if (bits_.capacity > t_spare.capacity) std::swap(bits_, t_spare);
 }
 

@@ -174,8 +174,8 @@ void batched_impl(const Operand& x, const Operand& y, const Shape& batch, Tensor
   const T* yp = y.t.data<T>();
   T* op = out.data<T>();
   const int64_t nslots = out.numel() / std::max<int64_t>(1, M * N);
-  if (nb == 0 || M == 0 || N == 0) return;
-  if (K == 0) {
+  if (M == 0 || N == 0) return;
+  if (nb == 0 || K == 0) {  // empty sums; out may be a batch-summed (M, N) with no batch to sum
     std::fill(op, op + out.numel(), T(0));
     return;
   }

@@ -571,7 +571,7 @@ void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
   QKV_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm (bf16)", "negative size M = ", M, ", N = ", N, ", K = ", K);
   if (M == 0 || N == 0) return;
   QKV_CHECK(ldc >= N, "gemm (bf16)", "ldc = ", ldc, " is below the stored row length ", N);
-  if (K == 0) {  // an empty sum: C = beta * C
+  if (K == 0 || alpha == 0.f) {  // an empty sum, or BLAS's rule: A and B not read (a NaN there is not seen)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
     return;

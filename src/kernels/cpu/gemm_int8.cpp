@@ -138,6 +138,10 @@ float quantize_row_u8(const float* x, int64_t K, uint8_t* q) {
     return amax == 0.f ? 0.f : NAN;
   }
   const float inv = 127.f / amax;
+  if (!std::isfinite(inv)) {  // amax below 127 / FLT_MAX (denormal rows): the quotient taken in double
+    for (int64_t k = 0; k < K; ++k) q[k] = uint8_t(int32_t(std::nearbyint(double(x[k]) * (127.0 / amax))) + 128);
+    return amax / 127.f;
+  }
   int64_t k = 0;
 #if defined(__AVX512F__)
   const __m512 vinv = _mm512_set1_ps(inv);
@@ -164,7 +168,11 @@ void quantize_int8_rows(const float* w, int64_t N, int64_t K, int64_t ldw, int8_
     const float inv = amax > 0.f ? 127.f / amax : 0.f;
     int32_t sum = 0;
     int8_t* qn = q + n * ldq;
-    for (int64_t k = 0; k < K; ++k) sum += (qn[k] = quantize_weight(row[k], inv));
+    if (std::isfinite(inv)) {
+      for (int64_t k = 0; k < K; ++k) sum += (qn[k] = quantize_weight(row[k], inv));
+    } else {  // amax below 127 / FLT_MAX (the float quotient was inf, and int8_t(inf) undefined): in double
+      for (int64_t k = 0; k < K; ++k) sum += (qn[k] = int8_t(std::nearbyint(double(row[k]) * (127.0 / amax))));
+    }
     scale[n] = amax / 127.f;
     zero_point_sum[n] = 128 * sum;
   }
