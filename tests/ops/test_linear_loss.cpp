@@ -109,11 +109,11 @@ TEST(LinearCrossEntropy, InBf16TheGradientsAreThoseOfThePerProductRounding) {
   std::vector<Tensor> in = leaves({x, w, b});
   backward(linear_cross_entropy(in[0], in[1], in[2], t, -100, 0.1, Reduction::mean, C));
   Tensor gx = Tensor::empty({R, D}), gw = Tensor::empty({V, D}), gb = Tensor::zeros({V}), part = Tensor::empty({V});
-  Tensor rows = Tensor::empty({C}), lse = Tensor::empty({C});
+  Tensor rows = Tensor::empty({C}), stats = Tensor::empty({C, 2});  // per row: max, log sum exp(x - max)
   for (int64_t r0 = 0; r0 < R; r0 += C) {
     const int64_t n = std::min(C, R - r0);
     const Tensor xc = x.as_strided({n, D}, {D, 1}, r0 * D);
-    Tensor L = Tensor::empty({n, V}), rc = rows.as_strided({n}, {1}, 0), lc = lse.as_strided({n}, {1}, 0);
+    Tensor L = Tensor::empty({n, V}), rc = rows.as_strided({n}, {1}, 0), lc = stats.as_strided({n, 2}, {2, 1}, 0);
     kernels::linear(xc, w, b, L);
     kernels::cross_entropy_forward_backward(L, tv.data() + r0, -100, 0.1, 1.0 / double(R), rc, lc);
     Tensor gxc = gx.as_strided({n, D}, {D, 1}, r0 * D);

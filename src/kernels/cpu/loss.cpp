@@ -31,6 +31,8 @@ void cross_entropy_forward(const Tensor& logits, const int64_t* targets, int64_t
     using T = decltype(tag);
     int64_t C = logits.shape().back();
     int64_t N = logits.numel() / C;
+    QKV_CHECK(stats.numel() == 2 * N && loss.numel() == N, "cross_entropy", "expected loss (", N, ") and stats (",
+              N, ", 2), got ", loss.str(), " and ", stats.str());
     const T* xp = logits.data<T>();
     T* lp = loss.data<T>();
     T* sp = stats.data<T>();
@@ -64,6 +66,7 @@ void cross_entropy_backward(const Tensor& logits, const int64_t* targets, const 
     int64_t C = logits.shape().back();
     int64_t N = logits.numel() / C;
     const T* xp = logits.data<T>();
+    QKV_CHECK(stats.numel() == 2 * N, "cross_entropy_backward", "expected stats (", N, ", 2), got ", stats.str());
     const T* sp = stats.data<T>();
     const T* gp = gy.data<T>();
     bool per_row = gy.numel() == N;
@@ -94,6 +97,8 @@ void cross_entropy_forward_backward(Tensor& logits, const int64_t* targets, int6
     const int64_t C = logits.shape().back(), N = logits.numel() / C;
     T* xp = logits.data<T>();
     T* lp = loss.data<T>();
+    QKV_CHECK(stats.numel() == 2 * N && loss.numel() == N, "cross_entropy", "expected loss (", N, ") and stats (",
+              N, ", 2), got ", loss.str(), " and ", stats.str());
     T* sp = stats.data<T>();
     const T eps = T(smoothing), f = T(factor), off = f * (eps / T(C));
 #pragma omp parallel for schedule(static) if (N * C >= kParallelGrain && N > 1)
