@@ -252,9 +252,15 @@ TEST(Elementwise, ReluSpecialValuesAsPyTorch) {
   int64_t nan_kept = 0;
   for (size_t i = 0; i < many.size(); ++i) {
     const float v = out.to_vector<float>()[i], w = kept[i] != 0 ? 2 * want[i % 7] : 0.f;
-    EXPECT_TRUE(std::isnan(w) ? std::isnan(v) : v == w) << "element " << i << ": " << v << " against " << w;
+    EXPECT_TRUE(std::isnan(w) ? std::isnan(v) : v == w && std::signbit(v) == std::signbit(w))
+        << "element " << i << ": " << v << " against " << w;
     EXPECT_EQ(xs.grad().to_vector<float>()[i], kept[i] != 0 ? 2 * want_grad[i % 7] : 0.f) << "element " << i;
     nan_kept += std::isnan(v);
   }
   EXPECT_GT(nan_kept, 0);
+  // A NaN or inf gradient where x <= 0: 0, a select as torch's threshold_backward (not g * 0 = NaN).
+  Tensor z = Tensor::from_vector<float>({-1.f, 0.f, -0.f, 3.f}, {4});
+  z.set_requires_grad(true);
+  backward(relu(z), Tensor::from_vector<float>({nan, inf, nan, 2.f}, {4}));
+  EXPECT_EQ(z.grad().to_vector<float>(), (std::vector<float>{0.f, 0.f, 0.f, 2.f}));
 }

@@ -15,7 +15,8 @@ constexpr int64_t kMaskChunk = 4096;  // elements per mask draw (a multiple of 4
 void dropout_keep_mask(Tensor& keep, double p, uint64_t seed, uint64_t base);
 // out = keep ? x * s : 0, keep drawn.
 void dropout_forward(const Tensor& x, double p, uint64_t seed, uint64_t base, Tensor& keep, Tensor& out);
-// keep = drawn & (x > 0); out = keep ? x * s : 0 (ReLU then dropout, one pass; keep is the backward's mask).
+// out = drawn ? relu(x) * s : 0, keep = drawn & !(x <= 0) (ReLU then dropout, one pass; keep is the
+// backward's mask; relu keeps NaN and -0 as torch.relu does).
 void relu_dropout_forward(const Tensor& x, double p, uint64_t seed, uint64_t base, Tensor& keep, Tensor& out);
 // out = x + (keep ? y * s : 0), keep drawn.
 void add_dropout_forward(const Tensor& x, const Tensor& y, double p, uint64_t seed, uint64_t base, Tensor& keep,

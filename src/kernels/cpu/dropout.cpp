@@ -41,16 +41,15 @@ void dropout_chunk(const T* __restrict x, const uint8_t* __restrict keep, T* __r
   for (int64_t i = lo; i < hi; ++i) out[i] = keep[i] ? x[i] * s : T(0);
 }
 
-// keep &= !(x <= 0); out = keep ? x * s : 0: dropout(relu(x)), where relu keeps a NaN (torch.relu)
-// and a dropped element is +0 as in dropout_chunk.
+// out = keep ? relu(x) * s : 0, then keep &= !(x <= 0) for the backward: bit for bit dropout(relu(x)),
+// where relu keeps a NaN and a -0 (torch.relu) and a dropped element is +0 as in dropout_chunk.
 template <typename T>
 void relu_dropout_chunk(const T* __restrict x, uint8_t* __restrict keep, T* __restrict out, int64_t lo, int64_t hi,
                         T s) {
 #pragma omp simd
   for (int64_t i = lo; i < hi; ++i) {
-    const uint8_t pass = uint8_t(keep[i] & uint8_t(!(x[i] <= T(0))));
-    keep[i] = pass;
-    out[i] = pass ? x[i] * s : T(0);
+    out[i] = keep[i] ? (x[i] < T(0) ? T(0) : x[i]) * s : T(0);
+    keep[i] = uint8_t(keep[i] & uint8_t(!(x[i] <= T(0))));
   }
 }
 

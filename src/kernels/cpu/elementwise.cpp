@@ -314,7 +314,10 @@ void unary_backward(Unary op, const Tensor& x, const Tensor& y, const Tensor& gy
     map_backward(n, xp, yp, gp, out, [](T xv, T yv, T g) { return g * derivative(Unary::OP, xv, yv); }); \
     break;
       QKV_UNARY_BWD_CASE(neg) QKV_UNARY_BWD_CASE(exp) QKV_UNARY_BWD_CASE(log) QKV_UNARY_BWD_CASE(sqrt)
-      QKV_UNARY_BWD_CASE(abs) QKV_UNARY_BWD_CASE(tanh) QKV_UNARY_BWD_CASE(sigmoid) QKV_UNARY_BWD_CASE(relu)
+      QKV_UNARY_BWD_CASE(abs) QKV_UNARY_BWD_CASE(tanh) QKV_UNARY_BWD_CASE(sigmoid)
+      case Unary::relu:  // a select, not g * 0: a NaN or inf gradient where x <= 0 gives 0 (threshold_backward)
+        map_backward(n, xp, yp, gp, out, [](T xv, T, T g) { return xv <= T(0) ? T(0) : g; });
+        break;
       QKV_UNARY_BWD_CASE(gelu_erf) QKV_UNARY_BWD_CASE(gelu_tanh) QKV_UNARY_BWD_CASE(silu)
       QKV_UNARY_BWD_CASE(square) QKV_UNARY_BWD_CASE(reciprocal)
 #undef QKV_UNARY_BWD_CASE
