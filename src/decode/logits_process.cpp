@@ -176,7 +176,8 @@ TokenLogprob token_logprob(const float* logits, int64_t V, int64_t token, int64_
   const int64_t n = std::min(top_n, V);
   std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
                     [&](int64_t a, int64_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-  for (int64_t k = 0; k < n; ++k) r.top.emplace_back(ids[size_t(k)], double(logits[ids[size_t(k)]]) - lse);
+  for (int64_t k = 0; k < n && logits[ids[size_t(k)]] != kNegInf; ++k)  // -inf: a suppressed id, not a token
+    r.top.emplace_back(ids[size_t(k)], double(logits[ids[size_t(k)]]) - lse);
   return r;
 }
 

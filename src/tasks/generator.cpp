@@ -80,11 +80,17 @@ int32_t text_context(const text::Tokenizer& tok, const std::vector<int64_t>& pro
 // last text token (context) followed by ids, less the context's own decoding. So a word-level
 // tokenizer's joining space leads the completion, and a WordPiece "##" piece joins the prompt's
 // last word. Byte-level decodings are concatenations: for them this is decode(ids).
+// Ids no token decodes to (a padded vocabulary's eos) add no text.
+bool decodes(const text::Tokenizer& tok, int64_t id) {
+  return (id >= 0 && id < tok.model_vocab_size()) || tok.is_special_id(int32_t(id));
+}
+
 std::string decode_continuation(const text::Tokenizer& tok, int32_t context, std::span<const int64_t> ids) {
   std::vector<int32_t> d;
   d.reserve(ids.size() + 1);
   if (context >= 0) d.push_back(context);
-  d.insert(d.end(), ids.begin(), ids.end());
+  for (int64_t id : ids)
+    if (decodes(tok, id)) d.push_back(int32_t(id));
   std::string all = tok.decode(d);
   if (context < 0) return all;
   const std::string before = tok.decode(std::span<const int32_t>(d.data(), 1));
@@ -227,7 +233,9 @@ class TokenStarts {
  private:
   std::string decoded(std::span<const int64_t> d) const {
     if (!keep_specials_) return decode_continuation(tok_, context_, d);
-    const std::vector<int32_t> ids(d.begin(), d.end());
+    std::vector<int32_t> ids;
+    for (int64_t id : d)
+      if (decodes(tok_, id)) ids.push_back(int32_t(id));
     return tok_.decode(ids, /*skip_special=*/false);
   }
 
@@ -246,7 +254,7 @@ nlohmann::json logprobs_json(const text::Tokenizer& tok, const Generation& g, bo
                  offsets = nlohmann::json::array();
   auto text_of = [&](int64_t id) {
     const int32_t one[1] = {int32_t(id)};
-    return utf8::replace_invalid(tok.decode(one, false));
+    return decodes(tok, id) ? utf8::replace_invalid(tok.decode(one, false)) : std::string();
   };
   auto add_token = [&](int64_t id, TokenStarts& starts, size_t i, size_t shift) {
     std::string t = text_of(id);
@@ -300,6 +308,11 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
             opt.logprobs);
   kernels::check_task_precision(opt.precision, "generate");
   QKV_CHECK(opt.num_beams >= 1, "generate", "num_beams must be >= 1 (1 = no beam search), got ", opt.num_beams);
+  // Wider than the vocabulary, the first step leaves beams without a token: their filler scores
+  // (-1e9) came back as hypotheses.
+  const int64_t usable = V - int64_t(undecodable_.size());  // a padded vocabulary's own ids are never chosen
+  QKV_CHECK(opt.num_beams <= usable, "generate", "num_beams (", opt.num_beams, ") exceeds the vocabulary (", usable,
+            " tokens)");
   QKV_CHECK(opt.num_return_sequences >= 1, "generate", "num_return_sequences must be >= 1, got ",
             opt.num_return_sequences);
   if (opt.num_beams > 1) {

@@ -77,7 +77,8 @@ std::vector<QaWindow> make_qa_windows(const Tokenizer& tok, std::string_view que
   const int64_t room = opt.max_len - int64_t(q.size()) - 3;  // context tokens per window
   QKV_CHECK(room >= 1, "QA windows", "max_len ", opt.max_len, " leaves no room for the context after a question of ",
             q.size(), " tokens (at most max_query_len ", opt.max_query_len, ") and [CLS] [SEP] [SEP]: shorten the "
-            "question, or keep fewer of its tokens (max_query_len: qkv answer --max-query-len)");
+            "question, or keep fewer of its tokens (max_query_len: qkv answer --max-query-len, or a QA run's "
+            "data.max_query_len)");
   // The answer's tokens: the first and last whose bytes overlap it.
   int64_t tok_start = -1, tok_end = -1;
   const int64_t N = int64_t(ctx.ids.size());

@@ -137,6 +137,8 @@ TEST(GeneratorBeam, RefusesWhatItCannotDo) {
   EXPECT_MENTIONS(fails([](auto& o) { o.num_return_sequences = 4; }), "must not exceed num_beams (3)");
   EXPECT_MENTIONS(fails([](auto& o) { o.length_penalty = NAN; }), "length_penalty must be finite");
   EXPECT_MENTIONS(fails([](auto& o) { o.num_beams = 0; }), "num_beams must be >= 1");
+  const int64_t V = g.bundle().model->config().vocab_size;
+  EXPECT_MENTIONS(fails([&](auto& o) { o.num_beams = V + 1; }), "exceeds the vocabulary (" + std::to_string(V));
   EXPECT_MENTIONS(fails([](auto& o) { o.num_beams = 1, o.num_return_sequences = 2; }),
                   "greedy decoding has one completion per prompt");
 }

@@ -61,13 +61,20 @@ TEST(GeneratorPaddedVocab, PaddingIdsAreNeverChosenListedOrSearched) {
   expect_decodable(gen.generate({"the file", "user"}, o), p.V, "sampled");
   o.sample = false, o.num_beams = 3, o.num_return_sequences = 3;
   expect_decodable(gen.generate({"the file", "user"}, o), p.V, "beam");
-  // The log-probabilities are over the tokenizer's ids: all of them listed sum to 1.
+  // The log-probabilities are over the tokenizer's ids: all of them listed sum to 1; asked for more
+  // than there are, the padding ids are still not listed.
   o = favouring_padding(p.V);
-  o.max_new_tokens = 1, o.logprobs = p.V;
+  o.max_new_tokens = 1, o.logprobs = p.V + 5;
   const auto r = gen.generate({"the file"}, o);
+  ASSERT_EQ(r[0].logprobs.at(0).top.size(), size_t(p.V));
   double total = 0;
   for (const auto& [id, value] : r[0].logprobs.at(0).top) total += std::exp(value);
   EXPECT_NEAR(total, 1.0, 1e-9);
+  EXPECT_NO_THROW(tasks::logprobs_json(*p.bundle.tokenizer, r[0], false));
+  // Beams: no more than the tokenizer's ids.
+  o = favouring_padding(p.V);
+  o.num_beams = int(p.V) + 1;
+  EXPECT_THROW(gen.generate({"the file"}, o), Error);
 }
 
 TEST(GeneratorPaddedVocab, AnEosIdAmongThePaddingStillEndsACompletion) {
@@ -82,5 +89,8 @@ TEST(GeneratorPaddedVocab, AnEosIdAmongThePaddingStillEndsACompletion) {
     EXPECT_EQ(r[0].tokens[0], p.V + 2) << beams;
     EXPECT_EQ(r[0].finish, "eos") << beams;
     EXPECT_EQ(r[0].text, "") << beams;
+    // The eos adds no text to the JSON of log-probabilities either (decoding it threw).
+    const nlohmann::json lp = tasks::logprobs_json(*p.bundle.tokenizer, r[0], false);
+    EXPECT_EQ(lp["tokens"], nlohmann::json::array({""})) << beams;
   }
 }

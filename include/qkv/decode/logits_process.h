@@ -53,7 +53,8 @@ int64_t argmax_token(const float* logits, int64_t V);
 int64_t sample_token(const float* logits, int64_t V, double u);
 
 // A token's log-probability under log_softmax(logits) (the sum of exponentials in double), and the
-// `top_n` most likely tokens with theirs, best first (equal logits: the lower id first).
+// `top_n` most likely tokens with theirs, best first (equal logits: the lower id first; ids at -inf,
+// which generation suppressed, are not listed).
 struct TokenLogprob {
   int64_t token = 0;
   double logprob = 0;
