@@ -7,6 +7,8 @@
 #include <limits>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
 #include "qkv/io/format/safetensors_reader.h"
@@ -18,6 +20,7 @@
 #include "qkv/train/clip.h"
 #include "qkv/train/progress.h"
 #include "qkv/util/error_context.h"
+#include "qkv/util/file.h"
 
 namespace qkv::train {
 namespace fs = std::filesystem;
@@ -279,9 +282,40 @@ bool Trainer::validate_and_track() {
   return it != metrics.end() && !better && o_.patience > 0 && bad_validations_ >= o_.patience;
 }
 
+namespace {
+
+// What every rank of a data-parallel run must agree on in its run.json (the config after the
+// command line's flags, and the validation file), one hash each; all 0 without a run.json (a
+// Trainer used as a library).
+constexpr const char* kAgreedRunFields[] = {"model_type", "model", "tokenizer", "data",  "optimizer",
+                                            "schedule",   "train", "valid",     "seed"};
+std::vector<int64_t> run_json_fingerprints(const std::string& run_dir) {
+  const size_t n = std::size(kAgreedRunFields);
+  std::vector<int64_t> out(n + 2, 0);  // the fields, the rest of the config, the validation file
+  const fs::path path = fs::path(run_dir) / "run.json";
+  if (!fs::exists(path)) return out;
+  const nlohmann::json j = nlohmann::json::parse(read_file(path.string()), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("config") || !j["config"].is_object()) return out;
+  nlohmann::json rest = j["config"];
+  const auto hash = [](const std::string& text) {
+    PlanHash h;
+    for (char ch : text) h.mix(uint64_t(uint8_t(ch)));
+    return h.value();
+  };
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = hash(rest.contains(kAgreedRunFields[i]) ? rest[kAgreedRunFields[i]].dump() : "");
+    rest.erase(kAgreedRunFields[i]);
+  }
+  out[n] = hash(rest.dump());
+  out[n + 1] = hash(j.contains("valid") ? j["valid"].dump() : "");
+  return out;
+}
+
+}  // namespace
+
 void Trainer::start_data_parallel() {
   comm_.release_followers();  // rank 0 has prepared the run: the others may now repeat its setup
-  // Every rank must start from the same weights, step and data position.
+  // Every rank must start from the same weights, step and data position, under the same config.
   std::vector<int64_t> mine{parameters_fingerprint(opt_.params()), step_};
   PlanHash pos;
   for (auto& [k, v] : task_.position()) {
@@ -291,15 +325,28 @@ void Trainer::start_data_parallel() {
   mine.push_back(pos.value());
   const bool bf16 = o_.precision == kernels::MatmulPrecision::bf16;
   mine.push_back(bf16 ? int64_t(kernels::bf16_products()) : -1);
+  const std::vector<int64_t> run = run_json_fingerprints(run_dir_);
+  mine.insert(mine.end(), run.begin(), run.end());
   const size_t n = mine.size();
   const std::vector<int64_t> all =
       comm_.all_gather(mine, "the start-up check of the ranks (after their setup)", comm_.setup_timeout_seconds());
   for (int r = 1; r < comm_.size(); ++r) {
-    QKV_CHECK(all[n * r] == all[0], "distributed training", "rank ", r,
+    const int64_t* theirs = all.data() + n * size_t(r);
+    // The config first: a different one (an lr, accum_steps, save_every) trained silently apart, or
+    // ended in mismatched collectives, before the weights or the data told.
+    for (size_t i = 0; i < run.size(); ++i) {
+      const std::string what = i < std::size(kAgreedRunFields) ? std::string("config field '") + kAgreedRunFields[i] + "'"
+                               : i == std::size(kAgreedRunFields) ? std::string("config (another top-level field)")
+                                                                  : std::string("validation file");
+      QKV_CHECK(theirs[4 + i] == all[4 + i], "distributed training", "rank ", r, "'s ", what, " differs from rank 0's "
+                "(run.json, after the command line's flags): start every rank with the same --config, flags and files");
+    }
+    QKV_CHECK(theirs[0] == all[0], "distributed training", "rank ", r,
               "'s initial weights differ from rank 0's (the same config, seed and data on every rank are needed)");
-    QKV_CHECK(all[n * r + 1] == all[1] && all[n * r + 2] == all[2], "distributed training", "rank ", r,
-              " starts at another step or data position than rank 0 (step ", all[n * r + 1], " vs ", all[1],
-              "): every rank must open the same run");
+    QKV_CHECK(theirs[1] == all[1], "distributed training", "rank ", r, " starts at step ", theirs[1], ", rank 0 at ",
+              all[1], ": every rank must open the same run");
+    QKV_CHECK(theirs[2] == all[2], "distributed training", "rank ", r, "'s training data or its batching differs from "
+              "rank 0's (another --train file, or other data settings): every rank must read the same data");
   }
   // Every rank runs its bf16 products as rank 0 does (each timed its own CPU; the checkpoint keeps one).
   if (bf16) kernels::set_bf16_products(kernels::Bf16Products(all[3]));

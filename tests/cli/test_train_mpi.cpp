@@ -401,3 +401,34 @@ TEST(TrainMpi, AHungRankEndsTheJobWithinTheCommunicationTimeout) {
   expect_last_checkpoint_loads(dir / "run");
   if (!HasFailure()) fs::remove_all(dir);
 }
+
+// Ranks started with another config or flag: refused at start-up, naming the rank and the field
+// (an lr of 0.05 on rank 1 trained apart at exit 0; another save_every or --max-steps ended in
+// MPI_ERR_TRUNCATE from mismatched collectives).
+TEST(TrainMpi, RanksWithAnotherConfigOrFlagAreRefusedByName) {
+  REQUIRE_MPI();
+  const fs::path dir = make_case("config", R"({"type": "sgd"})", 0.5, 0.0, 4, 4);
+  std::string other = log_of(dir / "config.json");
+  const std::string lr = "\"lr\": 0.500000";
+  ASSERT_NE(other.find(lr), std::string::npos) << other;
+  other.replace(other.find(lr), lr.size(), "\"lr\": 0.050000");
+  qkv::write_file_atomic((dir / "other.json").string(), other);
+  auto job = [&](const std::string& out, const std::vector<std::string>& rank1) {
+    std::vector<std::string> j{find_mpirun(), "--oversubscribe", "-np", "1", qkv_bin()};
+    for (const auto& a : train_args(dir, out)) j.push_back(a);
+    for (const auto& a : std::vector<std::string>{":", "-np", "1", qkv_bin()}) j.push_back(a);
+    for (const auto& a : rank1) j.push_back(a);
+    return j;
+  };
+  std::vector<std::string> lr_args = train_args(dir, "lr");
+  lr_args[2] = (dir / "other.json").string();
+  EXPECT_NE(wait_exit(spawn(job("lr", lr_args), dir / "lr.log")), 0);
+  EXPECT_NE(log_of(dir / "lr.log").find("rank 1's config field 'schedule' differs from rank 0's"), std::string::npos)
+      << log_of(dir / "lr.log");
+  std::vector<std::string> steps_args = train_args(dir, "steps");
+  steps_args.insert(steps_args.end(), {"--max-steps", "3"});
+  EXPECT_NE(wait_exit(spawn(job("steps", steps_args), dir / "steps.log")), 0);
+  EXPECT_NE(log_of(dir / "steps.log").find("rank 1's config field 'train' differs from rank 0's"), std::string::npos)
+      << log_of(dir / "steps.log");
+  if (!HasFailure()) fs::remove_all(dir);
+}
