@@ -95,9 +95,15 @@ int run(int argc, char** argv) {
   comm.init_from_environment();
   std::string scratch;
   if (comm.distributed() && !comm.is_main()) {
+    const std::string run_dir = r.resume.empty() ? r.out_dir : r.resume;
+    QKV_CHECK(!run_dir.empty(), "train", "give --out RUN_DIR");
+    // A scratch directory left by an earlier job of this run whose rank was killed (rank 0 failed
+    // and MPI ended the others) is this rank's own: removed, not met as "already holds a run".
+    const fs::path stale = fs::path(run_dir) / (".rank" + std::to_string(comm.rank()));
+    std::error_code ec;
+    fs::remove_all(stale, ec);
     if (r.resume.empty()) {
-      QKV_CHECK(!r.out_dir.empty(), "train", "give --out RUN_DIR");
-      scratch = (fs::path(r.out_dir) / (".rank" + std::to_string(comm.rank()))).string();
+      scratch = stale.string();
       r.out_dir = scratch;
     }
     comm.wait_for_main();
@@ -160,7 +166,9 @@ int dispatch_new_run(tasks::TrainingRun& r) {
         }
         for (const fs::path& p : added) removed = fs::remove_all(p, ec) > 0 || removed;
       }
-      if (!ec && removed)  // (nothing to say when the run could not create anything)
+      // (Nothing to say when the run could not create anything, nor for another rank's scratch
+      // directory: only rank 0's run directory is the run's.)
+      if (!ec && removed && train::Communicator::world().is_main())
         std::fprintf(stderr, "qkv train: removed %s%s: the run failed before its first %s\n",
                      creates ? "" : "what the run wrote in ", r.out_dir.c_str(), logged ? "checkpoint" : "step");
     }

@@ -90,15 +90,19 @@ RunDir open_run_dir(const std::string& config_path, const std::string& out_dir, 
     r.train = rj.at("train").get<std::string>();
     r.valid = rj.at("valid").get<std::string>();
     auto latest = train::CheckpointManager::latest(resume);
-    QKV_CHECK(latest.has_value(), resume, "no checkpoint to resume from under checkpoints/");
+    QKV_CHECK(latest.has_value(), resume, "no checkpoint to resume from under checkpoints/ (the run stopped before "
+              "its first save: delete the directory and start the run again)");
     r.checkpoint = *latest;
     r.where = resume + "/run.json";
     return r;
   }
   QKV_CHECK(!config_path.empty(), "train", "give --config (or --resume RUN)");
   QKV_CHECK(!out_dir.empty(), "train", "give --out RUN_DIR");
-  QKV_CHECK(!fs::exists(fs::path(out_dir) / "run.json"), out_dir,
-            "already holds a run; use --resume to continue it or choose another --out");
+  if (fs::exists(fs::path(out_dir) / "run.json"))
+    fail(out_dir, train::CheckpointManager::latest(out_dir).has_value()
+                      ? "already holds a run; use --resume to continue it or choose another --out"
+                      : "holds a run that stopped before its first save (nothing to resume): delete it, or choose "
+                        "another --out");
   r.dir = out_dir;
   r.config = read_json_file(config_path);
   r.where = config_path;

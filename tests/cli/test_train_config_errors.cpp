@@ -212,6 +212,17 @@ TEST(TrainConfigErrors, AFailedNewRunLeavesNoDirectoryAndTheFixedCommandRuns) {
   EXPECT_NE(a.log.find("already holds a run"), std::string::npos) << a.log;
   EXPECT_TRUE(fs::exists(dir / "run/model/model.safetensors"));
   EXPECT_TRUE(fs::exists(dir / "run/metrics.jsonl"));
+  // A run that never saved (its process killed before the first checkpoint, as MPI ends the other
+  // ranks when one fails) says so, rather than advise --resume, which then finds no checkpoint.
+  fs::remove_all(dir / "run/checkpoints");
+  fs::create_directories(dir / "run/checkpoints");
+  EXPECT_EQ(run_qkv({"train", "--config", cfg.string(), "--train", (dir / "train.tsv").string(), "--valid",
+                     (dir / "valid.tsv").string(), "--out", (dir / "run").string()}, log), 1);
+  EXPECT_NE(read_file(log.string()).find("holds a run that stopped before its first save (nothing to resume)"),
+            std::string::npos) << read_file(log.string());
+  EXPECT_EQ(run_qkv({"train", "--resume", (dir / "run").string()}, log), 1);
+  EXPECT_NE(read_file(log.string()).find("the run stopped before its first save: delete the directory"),
+            std::string::npos) << read_file(log.string());
   fs::remove_all(dir);
 }
 

@@ -425,10 +425,26 @@ TEST(TrainMpi, RanksWithAnotherConfigOrFlagAreRefusedByName) {
   EXPECT_NE(wait_exit(spawn(job("lr", lr_args), dir / "lr.log")), 0);
   EXPECT_NE(log_of(dir / "lr.log").find("rank 1's config field 'schedule' differs from rank 0's"), std::string::npos)
       << log_of(dir / "lr.log");
+  // Rank 1's scratch directory is not the run: its removal is not announced (it said "removed
+  // .../.rank1: the run failed before its first step" whenever and wherever the job failed).
+  EXPECT_EQ(log_of(dir / "lr.log").find(".rank1: the run failed"), std::string::npos) << log_of(dir / "lr.log");
   std::vector<std::string> steps_args = train_args(dir, "steps");
   steps_args.insert(steps_args.end(), {"--max-steps", "3"});
   EXPECT_NE(wait_exit(spawn(job("steps", steps_args), dir / "steps.log")), 0);
   EXPECT_NE(log_of(dir / "steps.log").find("rank 1's config field 'train' differs from rank 0's"), std::string::npos)
       << log_of(dir / "steps.log");
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// A scratch directory RUN/.rank1 left by a job whose rank 1 was killed (rank 0 failed; MPI ended
+// the rest) is rank 1's own: the next job over that --out removes it (it met "RUN/.rank1: already
+// holds a run" from rank 1, though the disk-full message had said to start the run again).
+TEST(TrainMpi, AStaleScratchDirectoryOfARankIsNotARun) {
+  REQUIRE_MPI();
+  const fs::path dir = make_case("stale", R"({"type": "sgd"})", 0.5, 0.0, 2, 2);
+  fs::create_directories(dir / "retry" / ".rank1");
+  qkv::write_file_atomic((dir / "retry" / ".rank1" / "run.json").string(), log_of(dir / "config.json"));
+  ASSERT_EQ(wait_exit(spawn(mpirun(2, train_args(dir, "retry")), dir / "retry.log")), 0) << log_of(dir / "retry.log");
+  EXPECT_FALSE(fs::exists(dir / "retry" / ".rank1"));
   if (!HasFailure()) fs::remove_all(dir);
 }
