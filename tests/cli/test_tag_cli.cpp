@@ -83,7 +83,7 @@ const char* kConfig = R"({
   "data": {"max_len": 64, "batch_size": 16},
   "optimizer": {"type": "adamw", "weight_decay": 0.0},
   "schedule": {"type": "warmup_cosine", "lr": 0.003, "warmup": 20},
-  "train": {"max_steps": 1200, "valid_every": 600, "save_every": 600, "log_every": 600},
+  "train": {"max_steps": 1800, "valid_every": 900, "save_every": 900, "log_every": 900},
   "valid": {"max_sentences": 200},
   "seed": 3
 })";
