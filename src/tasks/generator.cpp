@@ -155,7 +155,7 @@ Generator::Generator(io::GptBundle bundle, int64_t eos_id, int64_t bos_id)
   bundle_.model->eval();
   if (const text::Tokenizer* tok = bundle_.tokenizer.get())
     for (int64_t v = 0; v < bundle_.model->config().vocab_size; ++v)
-      if (v >= tok->model_vocab_size() && !tok->is_special_id(int32_t(v))) undecodable_.push_back(v);
+      if (!decodes(*tok, v)) undecodable_.push_back(v);
   for (auto p : {kernels::MatmulPrecision::fp32, kernels::MatmulPrecision::bf16, kernels::MatmulPrecision::int8})
     bundle_.model->set_pack_layout(decoding_layout(*bundle_.model, p), p);
 }
