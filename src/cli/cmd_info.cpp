@@ -41,9 +41,11 @@ int run(int argc, char** argv) {
                 "1024, OpenBLAS for the rest (%s)\n",
                 env_or("QKV_F32_GEMM", "default; QKV_F32_GEMM=openblas keeps every product in OpenBLAS").c_str());
   else
+    // The user's setting first: it holds whatever the CPU (QKV_F32_GEMM=onednn without AVX-512 is refused).
     std::printf("fp32 GEMM        OpenBLAS for every product (%s)\n",
-                qkv::kernels::gemm_f32_onednn_available() ? "QKV_F32_GEMM=openblas"
-                                                          : "oneDNN has no AVX-512 here");
+                env_or("QKV_F32_GEMM", "") == "QKV_F32_GEMM=openblas" || qkv::kernels::gemm_f32_onednn_available()
+                    ? "QKV_F32_GEMM=openblas"
+                    : "oneDNN has no AVX-512 here");
   if (qkv::kernels::int8_native()) {
     std::printf("int8 products    %s (exact int32 sums); --precision int8 quantizes weights of >= %lld values",
                 dnnl.amx ? "AMX" : "AVX512-VNNI", (long long)qkv::kernels::int8_min_weight_elements());

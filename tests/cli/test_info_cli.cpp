@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "qkv/util/file.h"
+#include "ref.h"
 #include "run_qkv.h"
 
 namespace fs = std::filesystem;
@@ -176,6 +177,7 @@ TEST(InfoCli, MeasuresTheProductSpeedAndSaysWhenBf16IsSlower) {
 // sum pairs of products in saturating 16 bits): every inference command refuses before it loads
 // anything, and `qkv info` says int8 is unavailable; uncapped on a VNNI CPU, it names the kernel.
 TEST(InfoCli, Int8WithoutVnniIsAClearErrorInEveryInferenceCommand) {
+  const std::string isa = qkv::testing::onednn_isa_capped_at_avx512_core();
   {
     ScopedEnv env(std::map<std::string, std::optional<std::string>>{{"ONEDNN_MAX_CPU_ISA", "AVX512_CORE"}});
     fs::path dir = fs::path(::testing::TempDir()) / ("qkv_int8_cli_" + std::to_string(::getpid()));
@@ -185,13 +187,13 @@ TEST(InfoCli, Int8WithoutVnniIsAClearErrorInEveryInferenceCommand) {
       EXPECT_NE(run_qkv(inference_args(cmd, dir / "no-such-model", "int8"), log), 0) << cmd;
       const std::string err = qkv::read_file(log.string());
       EXPECT_NE(err.find("qkv " + cmd + " --precision int8: int8 needs a CPU with AVX512-VNNI or AMX (exact int32 "
-                         "sums), but oneDNN's ISA here ('avx512_core') has neither"),
+                         "sums), but oneDNN's ISA here ('" + isa + "') has neither"),
                 std::string::npos) << err;
       EXPECT_NE(err.find("use precision fp32"), std::string::npos) << err;
     }
   }
   const std::string capped = info({{"ONEDNN_MAX_CPU_ISA", "AVX512_CORE"}});
-  EXPECT_NE(capped.find("int8 products    unavailable (no AVX512-VNNI or AMX in oneDNN's 'avx512_core')"),
+  EXPECT_NE(capped.find("int8 products    unavailable (no AVX512-VNNI or AMX in oneDNN's '" + isa + "')"),
             std::string::npos) << capped;
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512vnni")) {

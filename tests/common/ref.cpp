@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "qkv/kernels/bf16.h"
 #include "qkv/tensor/rng.h"
 
 #ifndef QKV_DEFAULT_REF_DIR
@@ -120,6 +121,11 @@ std::vector<float> randn_values(int64_t n, uint64_t seed, float scale) {
   std::vector<float> v = randn(Shape{n}, seed).to_vector<float>();
   for (float& x : v) x *= scale;
   return v;
+}
+
+std::string onednn_isa_capped_at_avx512_core() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") ? "avx512_core" : kernels::dnnl_cpu_info().isa;
 }
 
 }  // namespace qkv::testing

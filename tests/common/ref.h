@@ -60,4 +60,8 @@ Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32);
 // n values of randn(Shape{n}, seed), each times scale, for raw-pointer kernel tests.
 std::vector<float> randn_values(int64_t n, uint64_t seed, float scale = 1.f);
 
+// oneDNN's ISA under ONEDNN_MAX_CPU_ISA=AVX512_CORE: "avx512_core" on a CPU with AVX-512, else the
+// CPU's own ISA (a cap above what the CPU has changes nothing; "avx2" on AMD Zen 3).
+std::string onednn_isa_capped_at_avx512_core();
+
 }  // namespace qkv::testing

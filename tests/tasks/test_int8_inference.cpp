@@ -31,6 +31,7 @@
 #include "qkv/tensor/rng.h"
 #include "int8_threshold.h"
 #include "precision_compare.h"
+#include "ref.h"
 
 using namespace qkv;
 using kernels::MatmulPrecision;
@@ -297,6 +298,6 @@ TEST(Int8Inference, TranslatorQuantizesOnceAndAgainAfterAWeightChanges) {
 TEST(Int8InferenceDeathTest, CappedIsaIsRefusedByTheTasks) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(translate_int8_with_avx512_core_cap(), ::testing::ExitedWithCode(3),
-              "translate \\(precision int8\\): int8 needs a CPU with AVX512-VNNI or AMX.*'avx512_core'.*use "
-              "precision fp32");
+              "translate \\(precision int8\\): int8 needs a CPU with AVX512-VNNI or AMX.*'" +
+                  qkv::testing::onednn_isa_capped_at_avx512_core() + "'.*use precision fp32");
 }
