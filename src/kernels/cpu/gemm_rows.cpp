@@ -11,7 +11,8 @@
 // vdpbf16ps, 32 values of K per instruction as 16 pairs: lane l adds the exact products of the
 // pair (2l, 2l + 1) of every 32-value chunk to its f32 sum (bf16 subnormals read as zero), with no
 // conversion in the loop. Without AVX512_BF16 in the build the values are widened to f32 in
-// registers and multiplied with FMAs.
+// registers and multiplied with FMAs. An AVX2 build (no AVX-512) computes the same sums bit for bit
+// with 8-lane halves; a build with neither, with scalar loops in the same order.
 #include "gemm_rows.h"
 
 #include <omp.h>
@@ -29,8 +30,9 @@
 #include "qkv/kernels/parallel.h"
 #include "qkv/util/error.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+#define QKV_ROWS_SIMD 1
 #endif
 
 namespace qkv::kernels {
@@ -59,6 +61,8 @@ constexpr int64_t kStep = std::is_same_v<T, float> ? 16 : 32;
 inline __m512 load(const float* p) { return _mm512_loadu_ps(p); }
 inline __m512 load_tail(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p); }
 inline __m512 madd(__m512 acc, __m512 x, __m512 w) { return _mm512_fmadd_ps(x, w, acc); }
+using Acc = __m512;
+inline Acc zero() { return _mm512_setzero_ps(); }
 #if defined(__AVX512BF16__)
 inline __m512i load(const uint16_t* p) { return _mm512_loadu_si512(p); }
 inline __m512i load_tail(const uint16_t* p, int64_t n) {
@@ -88,6 +92,53 @@ inline __m512 madd(__m512 acc, const Bf16x32& x, const Bf16x32& w) {
   return _mm512_fmadd_ps(x.hi, w.hi, _mm512_fmadd_ps(x.lo, w.lo, acc));
 }
 #endif
+#elif defined(QKV_ROWS_SIMD)
+// AVX2 (AMD Zen 3, older Xeons): AVX-512's 16 lanes as two 8-lane halves, lo (lanes 0-7) and hi
+// (8-15), so that every sum is the AVX-512 build's bit for bit: lane l sums the products at
+// k = l, l + 16, ... with FMAs in k order, then lane_sum's tree (l + l+8, then + 4, + 2, + 1).
+struct Acc {
+  __m256 lo, hi;
+};
+inline Acc zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+inline float lane_sum(Acc a) {
+  __m256 v = _mm256_add_ps(a.lo, a.hi);                    // lane l + lane l+8
+  v = _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 1));  // + 4: 128-bit halves swapped
+  v = _mm256_add_ps(v, _mm256_permute_ps(v, 0x4E));       // + 2: 64-bit pairs swapped
+  v = _mm256_add_ps(v, _mm256_permute_ps(v, 0xB1));       // + 1: neighbours swapped
+  return _mm256_cvtss_f32(v);
+}
+template <typename T>
+constexpr int64_t kStep = std::is_same_v<T, float> ? 16 : 32;
+// Lanes i < n of a maskload: the masked-out ones read nothing (never past p + n) and are zero.
+inline __m256i first_lanes(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::clamp<int64_t>(n, 0, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline Acc load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+inline Acc load_tail(const float* p, int64_t n) {
+  return {_mm256_maskload_ps(p, first_lanes(n)), _mm256_maskload_ps(p + 8, first_lanes(n - 8))};
+}
+inline Acc madd(Acc acc, Acc x, Acc w) { return {_mm256_fmadd_ps(x.lo, w.lo, acc.lo), _mm256_fmadd_ps(x.hi, w.hi, acc.hi)}; }
+// 32 bf16 values widened to f32 (bits << 16, exactly): values 0-15 as an Acc, then 16-31.
+struct Bf16x32 {
+  Acc first, second;
+};
+inline __m256 widen(const uint16_t* p) {
+  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+inline Bf16x32 load(const uint16_t* p) { return {{widen(p), widen(p + 8)}, {widen(p + 16), widen(p + 24)}}; }
+inline Bf16x32 load_tail(const uint16_t* p, int64_t n) {
+  uint16_t buf[32] = {};
+  std::memcpy(buf, p, size_t(n) * sizeof(uint16_t));
+  return load(buf);
+}
+inline Acc madd(Acc acc, const Bf16x32& x, const Bf16x32& w) {
+  return madd(madd(acc, x.first, w.first), x.second, w.second);
+}
+#endif
+
+#if defined(QKV_ROWS_SIMD)
 
 // sum[m][r] = dot(x[m * ldx ..], w[r][..]) for MR rows of x and NR weight rows (pointers w: rows
 // of one block, or far apart). Lane l of an accumulator sums the products at k = l, l + 16, ... in
@@ -97,7 +148,8 @@ inline __m512 madd(__m512 acc, const Bf16x32& x, const Bf16x32& w) {
 // 8-row blocks the next block is not prefetched in software: into L1 (T0) it made the rows
 // 1.17-1.20x slower than the panels (Intel Xeon); into L2 (T1) it was level with none there and
 // 8-10% slower than none on AMD EPYC Zen 5 (bench_matmul gpt2stream, BENCHMARKS.md). MR * NR <= 16
-// accumulators, to stay in registers.
+// accumulators, to stay in AVX-512's registers (AVX2 holds 8 of them; batch 1 on AMD family 19h,
+// Zen 3, runs (1, 2) tiles).
 constexpr int64_t kStreamAheadBytes = 8192;  // the best of 4, 8 and 16 KB (f32 at batch 1, 2 streams, Zen 5)
 // A hint for the line kStreamAheadBytes past p (the address may lie past the weight's end: never a fault).
 inline void prefetch_ahead(const void* p) {
@@ -107,9 +159,9 @@ template <int MR, int NR, bool Stream, typename T>
 inline void dot_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, float (&sum)[MR][NR]) {
   static_assert(MR * NR <= 16, "accumulators must stay in registers");
   constexpr int64_t S = kStep<T>;
-  __m512 acc[MR][NR];
+  Acc acc[MR][NR];
   for (int m = 0; m < MR; ++m)
-    for (int r = 0; r < NR; ++r) acc[m][r] = _mm512_setzero_ps();
+    for (int r = 0; r < NR; ++r) acc[m][r] = zero();
   int64_t k = 0;
   for (; k + S <= K; k += S) {
     decltype(load(x)) xv[MR];
