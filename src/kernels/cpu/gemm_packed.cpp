@@ -33,7 +33,7 @@
 #include "qkv/tensor/held_int8.h"
 #include "qkv/util/buffer.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
@@ -108,6 +108,73 @@ void tile(const float* x, int64_t ldx, const W* panel, int64_t K, const float* b
       _mm512_mask_storeu_ps(c + m * ldc, k0, acc[m][0]);
       _mm512_mask_storeu_ps(c + m * ldc + 16, k1, acc[m][1]);
     }
+  }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+// AVX2 (AMD Zen 3, older Xeons): 16 ymm registers hold a 6 x 16 tile (12 accumulators, one half
+// panel row, a broadcast), so a tile runs as passes over half panels (columns 0-15, 16-31) and
+// groups of up to 6 rows. Every element is still bias + its k-ordered FMAs: the AVX-512 build's bits.
+inline void half_row(const float* row, int half, __m256& w0, __m256& w1) {
+  w0 = _mm256_load_ps(row + 16 * half);
+  w1 = _mm256_load_ps(row + 16 * half + 8);
+}
+inline void half_row(const uint16_t* row, int half, __m256& w0, __m256& w1) {  // the layout above panel_value
+  const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(row));
+  const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(row) + 1);
+  if (half == 0) {
+    w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
+    w1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+  } else {
+    const __m256i high = _mm256_set1_epi32(int(0xFFFF0000u));
+    w0 = _mm256_castsi256_ps(_mm256_and_si256(v0, high));
+    w1 = _mm256_castsi256_ps(_mm256_and_si256(v1, high));
+  }
+}
+// Lanes i < n of a maskstore/maskload (n clamped to 0..8).
+inline __m256i first_lanes(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::clamp<int64_t>(n, 0, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// c (G, the half's columns) for G <= 6 rows of x and one half panel; `prefetch` as in tile.
+template <int G, typename W>
+void tile_half(const float* x, int64_t ldx, const W* panel, int64_t K, const float* bias, float* c, int64_t ldc,
+               int64_t ncols, int half, const W* prefetch) {
+  __m256 acc[G][2];
+  const __m256 bias0 = bias ? _mm256_loadu_ps(bias + 16 * half) : _mm256_setzero_ps();  // padded to 32
+  const __m256 bias1 = bias ? _mm256_loadu_ps(bias + 16 * half + 8) : _mm256_setzero_ps();
+  for (int m = 0; m < G; ++m) {
+    acc[m][0] = bias0;
+    acc[m][1] = bias1;
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    if (prefetch) {
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel), _MM_HINT_T1);
+      if constexpr (sizeof(W) == 4) _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel + 16), _MM_HINT_T1);
+    }
+    __m256 w0, w1;
+    half_row(panel + k * kPanel, half, w0, w1);
+    for (int m = 0; m < G; ++m) {
+      const __m256 a = _mm256_broadcast_ss(x + m * ldx + k);
+      acc[m][0] = _mm256_fmadd_ps(a, w0, acc[m][0]);
+      acc[m][1] = _mm256_fmadd_ps(a, w1, acc[m][1]);
+    }
+  }
+  const int64_t n = std::min<int64_t>(ncols - 16 * half, 16);  // this half's columns to store
+  const __m256i s0 = first_lanes(n), s1 = first_lanes(n - 8);
+  for (int m = 0; m < G; ++m) {
+    _mm256_maskstore_ps(c + m * ldc + 16 * half, s0, acc[m][0]);
+    _mm256_maskstore_ps(c + m * ldc + 16 * half + 8, s1, acc[m][1]);
+  }
+}
+
+template <int MR, typename W>
+void tile(const float* x, int64_t ldx, const W* panel, int64_t K, const float* bias, float* c, int64_t ldc,
+          int64_t ncols, const W* prefetch) {
+  constexpr int G0 = MR < 6 ? MR : 6, G1 = MR - G0;  // MR <= 8 = kRows
+  for (int half = 0; half < 2 && 16 * half < ncols; ++half) {
+    tile_half<G0>(x, ldx, panel, K, bias, c, ldc, ncols, half, half == 0 ? prefetch : nullptr);
+    if constexpr (G1 > 0) tile_half<G1, W>(x + G0 * ldx, ldx, panel, K, bias, c + G0 * ldc, ldc, ncols, half, nullptr);
   }
 }
 #else
