@@ -150,7 +150,8 @@ void tile_half(const float* x, int64_t ldx, const W* panel, int64_t K, const flo
   for (int64_t k = 0; k < K; ++k) {
     if (prefetch) {
       _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel), _MM_HINT_T1);
-      if constexpr (sizeof(W) == 4) _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel + 16), _MM_HINT_T1);
+      if constexpr (sizeof(W) == 4)
+        _mm_prefetch(reinterpret_cast<const char*>(prefetch + k * kPanel + 16), _MM_HINT_T1);
     }
     __m256 w0, w1;
     half_row(panel + k * kPanel, half, w0, w1);

@@ -125,7 +125,9 @@ inline Acc load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p 
 inline Acc load_tail(const float* p, int64_t n) {
   return {_mm256_maskload_ps(p, first_lanes(n)), _mm256_maskload_ps(p + 8, first_lanes(n - 8))};
 }
-inline Acc madd(Acc acc, Acc x, Acc w) { return {_mm256_fmadd_ps(x.lo, w.lo, acc.lo), _mm256_fmadd_ps(x.hi, w.hi, acc.hi)}; }
+inline Acc madd(Acc acc, Acc x, Acc w) {
+  return {_mm256_fmadd_ps(x.lo, w.lo, acc.lo), _mm256_fmadd_ps(x.hi, w.hi, acc.hi)};
+}
 // 32 bf16 values widened to f32 (bits << 16, exactly): values 0-15 as an Acc, then 16-31.
 struct Bf16x32 {
   Acc first, second;
