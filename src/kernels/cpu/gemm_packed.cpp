@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "avx2_lanes.h"
 #include "gemm_rows.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
@@ -129,11 +130,6 @@ inline void half_row(const uint16_t* row, int half, __m256& w0, __m256& w1) {  /
     w0 = _mm256_castsi256_ps(_mm256_and_si256(v0, high));
     w1 = _mm256_castsi256_ps(_mm256_and_si256(v1, high));
   }
-}
-// Lanes i < n of a maskstore/maskload (n clamped to 0..8).
-inline __m256i first_lanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::clamp<int64_t>(n, 0, 8))),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // c (G, the half's columns) for G <= 6 rows of x and one half panel; `prefetch` as in tile.

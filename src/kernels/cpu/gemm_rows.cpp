@@ -15,6 +15,8 @@
 // with 8-lane halves; a build with neither, with scalar loops in the same order.
 #include "gemm_rows.h"
 
+#include "avx2_lanes.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -116,11 +118,6 @@ inline float lane_sum(Acc a) {
 }
 template <typename T>
 constexpr int64_t kStep = std::is_same_v<T, float> ? 16 : 32;
-// Lanes i < n of a maskload: the masked-out ones read nothing (never past p + n) and are zero.
-inline __m256i first_lanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::clamp<int64_t>(n, 0, 8))),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 inline Acc load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
 inline Acc load_tail(const float* p, int64_t n) {
   return {_mm256_maskload_ps(p, first_lanes(n)), _mm256_maskload_ps(p + 8, first_lanes(n - 8))};
