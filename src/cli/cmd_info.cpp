@@ -40,12 +40,13 @@ int run(int argc, char** argv) {
     std::printf("fp32 GEMM        oneDNN's f32 matmul for products of >= 2^23 multiply-adds with B transposed or N <= "
                 "1024, OpenBLAS for the rest (%s)\n",
                 env_or("QKV_F32_GEMM", "default; QKV_F32_GEMM=openblas keeps every product in OpenBLAS").c_str());
-  else
-    // The user's setting first: it holds whatever the CPU (QKV_F32_GEMM=onednn without AVX-512 is refused).
+  else {
+    // The user's setting first (here it can only be openblas: onednn without AVX-512 is refused).
+    const char* setting = std::getenv("QKV_F32_GEMM");
+    const bool by_setting = (setting && *setting) || qkv::kernels::gemm_f32_onednn_available();
     std::printf("fp32 GEMM        OpenBLAS for every product (%s)\n",
-                env_or("QKV_F32_GEMM", "") == "QKV_F32_GEMM=openblas" || qkv::kernels::gemm_f32_onednn_available()
-                    ? "QKV_F32_GEMM=openblas"
-                    : "oneDNN has no AVX-512 here");
+                by_setting ? "QKV_F32_GEMM=openblas" : "oneDNN has no AVX-512 here");
+  }
   if (qkv::kernels::int8_native()) {
     std::printf("int8 products    %s (exact int32 sums); --precision int8 quantizes weights of >= %lld values",
                 dnnl.amx ? "AMX" : "AVX512-VNNI", (long long)qkv::kernels::int8_min_weight_elements());

@@ -153,9 +153,8 @@ inline Acc madd(Acc acc, const Bf16x32& x, const Bf16x32& w) {
 // > 1, rows_block): each 64-byte line is requested kStreamAheadBytes before it is used. For f32's
 // 8-row blocks the next block is not prefetched in software: into L1 (T0) it made the rows
 // 1.17-1.20x slower than the panels (Intel Xeon); into L2 (T1) it was level with none there and
-// 8-10% slower than none on AMD EPYC Zen 5 (bench_matmul gpt2stream, BENCHMARKS.md). MR * NR <= 16
-// accumulators, to stay in AVX-512's registers (AVX2 holds 8 of them; batch 1 on AMD family 19h,
-// Zen 3, runs (1, 2) tiles).
+// 8-10% slower than none on AMD EPYC Zen 5 (bench_matmul gpt2stream, BENCHMARKS.md). The callers
+// keep MR * NR <= kTileAccs accumulators, so that they stay in registers.
 constexpr int64_t kStreamAheadBytes = 8192;  // the best of 4, 8 and 16 KB (f32 at batch 1, 2 streams, Zen 5)
 // A hint for the line kStreamAheadBytes past p (the address may lie past the weight's end: never a fault).
 inline void prefetch_ahead(const void* p) {
