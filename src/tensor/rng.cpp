@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
+#endif
+#ifdef __AVX512F__
 // GCC 12 reports its own _mm512_undefined_* inside the shift and multiply intrinsics as "may be
 // used uninitialized" wherever they are inlined (a known false positive); this file only.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -50,6 +52,63 @@ inline void mulhilo16(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
   const __m512i po = _mm512_mul_epu32(swap_halves(a), m);  // lanes 1, 3, ..
   hi = _mm512_mask_blend_epi32(0xAAAA, swap_halves(pe), po);
   lo = _mm512_mask_blend_epi32(0xAAAA, pe, swap_halves(po));
+}
+}  // namespace
+#elif defined(__AVX2__)
+namespace {
+// The AVX-512 helpers' 8-lane forms (AVX2 has no ternary logic or mask registers: blends by immediate).
+inline __m256i swap_halves(__m256i v) { return _mm256_shuffle_epi32(v, 0xB1); }
+inline void mulhilo8(__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
+  const __m256i pe = _mm256_mul_epu32(a, m);               // lanes 0, 2, ..: 64-bit products
+  const __m256i po = _mm256_mul_epu32(swap_halves(a), m);  // lanes 1, 3, ..
+  hi = _mm256_blend_epi32(swap_halves(pe), po, 0xAA);
+  lo = _mm256_blend_epi32(pe, swap_halves(po), 0xAA);
+}
+
+// Blocks first .. first + n - 1 (n <= 8) of one key and counter high word, block-major into o.
+void philox8(uint32_t k0, uint32_t k1, uint32_t hi2, uint32_t hi3, uint64_t first, int64_t n, uint32_t* o) {
+  constexpr int kLanes = 8;
+  __m256i x0, x1;
+  if (uint32_t(first) <= 0xFFFFFFFFu - (kLanes - 1)) {
+    x0 = _mm256_add_epi32(_mm256_set1_epi32(int(uint32_t(first))), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+    x1 = _mm256_set1_epi32(int(uint32_t(first >> 32)));
+  } else {
+    alignas(32) uint32_t c0[kLanes], c1[kLanes];
+    for (int l = 0; l < kLanes; ++l) {
+      c0[l] = uint32_t(first + uint64_t(l));
+      c1[l] = uint32_t((first + uint64_t(l)) >> 32);
+    }
+    x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(c0));
+    x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(c1));
+  }
+  __m256i x2 = _mm256_set1_epi32(int(hi2)), x3 = _mm256_set1_epi32(int(hi3));
+  const __m256i m0 = _mm256_set1_epi32(int(kMul0)), m1 = _mm256_set1_epi32(int(kMul1));
+  uint32_t r0 = k0, r1 = k1;
+  for (int round = 0; round < 10; ++round) {
+    __m256i hi0, lo0, hi1, lo1;
+    mulhilo8(x0, m0, hi0, lo0);
+    mulhilo8(x2, m1, hi1, lo1);
+    x0 = _mm256_xor_si256(_mm256_xor_si256(hi1, x1), _mm256_set1_epi32(int(r0)));
+    x1 = lo1;
+    x2 = _mm256_xor_si256(_mm256_xor_si256(hi0, x3), _mm256_set1_epi32(int(r1)));
+    x3 = lo0;
+    r0 += kWeyl0;
+    r1 += kWeyl1;
+  }
+  // 4 x 8 -> 8 x 4: the unpacks give block 4k + j in 128-bit lane k of yj; the lane permutes order them.
+  const __m256i ab_lo = _mm256_unpacklo_epi32(x0, x1), ab_hi = _mm256_unpackhi_epi32(x0, x1);
+  const __m256i cd_lo = _mm256_unpacklo_epi32(x2, x3), cd_hi = _mm256_unpackhi_epi32(x2, x3);
+  const __m256i y0 = _mm256_unpacklo_epi64(ab_lo, cd_lo), y1 = _mm256_unpackhi_epi64(ab_lo, cd_lo);
+  const __m256i y2 = _mm256_unpacklo_epi64(ab_hi, cd_hi), y3 = _mm256_unpackhi_epi64(ab_hi, cd_hi);
+  const __m256i z[4] = {_mm256_permute2x128_si256(y0, y1, 0x20), _mm256_permute2x128_si256(y2, y3, 0x20),
+                        _mm256_permute2x128_si256(y0, y1, 0x31), _mm256_permute2x128_si256(y2, y3, 0x31)};
+  if (n == kLanes) {
+    for (int q = 0; q < 4; ++q) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8 * q), z[q]);
+  } else {
+    alignas(32) uint32_t tmp[4 * kLanes];
+    for (int q = 0; q < 4; ++q) _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8 * q), z[q]);
+    std::copy(tmp, tmp + 4 * n, o);
+  }
 }
 }  // namespace
 #endif
@@ -109,6 +168,9 @@ void philox4x32_blocks(uint64_t key, uint64_t counter_hi, uint64_t counter_lo, i
       for (int q = 0; q < 4; ++q) _mm512_store_si512(tmp + 16 * q, z[q]);
       std::copy(tmp, tmp + 4 * n, o);
     }
+#elif defined(__AVX2__)
+    philox8(k0, k1, hi2, hi3, first, std::min<int64_t>(n, 8), o);
+    if (n > 8) philox8(k0, k1, hi2, hi3, first + 8, n - 8, o + 32);
 #else
     alignas(64) uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
     for (int l = 0; l < kLanes; ++l) {

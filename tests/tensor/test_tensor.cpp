@@ -21,14 +21,16 @@ TEST(Philox, KnownAnswers) {
   EXPECT_EQ(c[0], 0xd16cfe09u); EXPECT_EQ(c[1], 0x94fdccebu); EXPECT_EQ(c[2], 0x5001e420u); EXPECT_EQ(c[3], 0x24126ea1u);
 }
 
-// The batched generator (16 blocks per step, the counters' low words formed as vectors when
-// they do not wrap inside a batch) gives every block what philox4x32 gives it: across the low
-// word's wrap, across the 64-bit counter's wrap, and for counts that end inside a batch.
+// The batched generator (16 blocks per step, or two steps of 8 on AVX2; the counters' low words
+// formed as vectors when they do not wrap inside a step) gives every block what philox4x32 gives
+// it: across the low word's wrap, across the 64-bit counter's wrap, and for counts that end
+// inside a batch.
 TEST(Philox, BlocksEqualOneAtATime) {
   const uint64_t key = 0x299f31d0a4093822ull, hi = 0x0370734413198a2eull;
   for (uint64_t lo : {uint64_t(0), uint64_t(0x85a308d3243f6a88ull), uint64_t(0xFFFFFFF9ull),
-                      uint64_t(0x1FFFFFFF0ull), uint64_t(0xFFFFFFFFFFFFFFF5ull)})
-    for (int64_t n : {1, 15, 16, 17, 40}) {
+                      uint64_t(0x1FFFFFFF0ull), uint64_t(0xFFFFFFF5ull),
+                      uint64_t(0xFFFFFFFFFFFFFFF5ull)})
+    for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 24, 40}) {  // AVX2 runs a batch as two halves of 8
       std::vector<uint32_t> got(size_t(4 * n));
       philox4x32_blocks(key, hi, lo, n, got.data());
       for (int64_t b = 0; b < n; ++b) {
