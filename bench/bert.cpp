@@ -14,11 +14,12 @@
 //          torch implementations are timed: "hf" (BertModel's layers) and "nn"
 //          (nn.TransformerEncoderLayer, whose inference takes torch's fused nested-tensor path).
 //
-// Run (OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX):
+// Run (OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE):
 //   build/bench/bench_bert train [rounds=3] [iters=3] [dropout=0.1]
 //   /usr/bin/python3 tools/bench/paired.py bert   (single iterations alternating with torch's)
 //   build/bench/bench_bert embed [rounds=3] [passes=2] [sentences=256] [fp32|bf16|int8]
 //   /usr/bin/python3 tools/bench/paired.py embed --impl hf|nn   (single passes alternating with torch's)
+// OPENBLAS_CORETYPE=SkylakeX belongs in that line on an AVX-512 CPU only (README, "Threads").
 // embed bf16: qkv's matrix products in bf16 (EmbedOptions::precision, `qkv embed --precision bf16`),
 // torch's in fp32 as ever: a different computation, printed as such; the model holds its weights in
 // bf16 (nn::Module::hold_weights_in_bf16), as the command does. embed int8: qkv's int8

@@ -8,8 +8,9 @@
 // whole 500 MB of f32 weights; at 4 rows it reads them once too, with 4x the arithmetic, so the
 // ratio says how far the products stay memory-bound. No PyTorch side: the shared reference
 // scripts have no beam search, and Hugging Face's transformers is not installable here.
-// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX build/bench/bench_gpt_batch [reps=5]
+// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 build/bench/bench_gpt_batch [reps=5]
 //      [precision=fp32|bf16]
+// OPENBLAS_CORETYPE=SkylakeX belongs in that line on an AVX-512 CPU only (README, "Threads").
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -23,9 +23,10 @@
 // (nn::Module::hold_weights_in_bf16 / _in_int8), as `qkv generate --precision bf16 / int8` does;
 // with fp32 alongside it keeps f32 weights and bf16 / int8 packs.
 //
-// Run (one line): OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
+// Run (one line): OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000
 //        build/bench/bench_gpt_generate [reps=5] [shapes=cfg1,gpt2] [precision=fp32|bf16|int8|both|LIST]
 //        [layout=auto|rows|panels|both]
+// OPENBLAS_CORETYPE=SkylakeX belongs in that line on an AVX-512 CPU only (README, "Threads").
 // (precision: GenerateOptions::precision; a comma-separated list (both = fp32,bf16) alternates
 // the generations and reports each against the first: the speed-up and how many tokens agree.
 // layout: the fp32 and bf16 products' kernels::PackLayout; auto is what tasks::Generator chooses

@@ -10,8 +10,9 @@
 // Prints tokens/s (median over the timed steps, also min and max), the loss of the first and the
 // last step and the peak RSS of this process: run one configuration per process.
 //
-// Run (with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX):
+// Run (with OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE):
 //   build/bench/bench_gpt_train cfg1|cfg2 [warmup=3] [steps=10|paired] [fp32|bf16|bf16-percall|products]
+// OPENBLAS_CORETYPE=SkylakeX belongs in that line on an AVX-512 CPU only (README, "Threads").
 // steps = "paired": after the warm-up, print "ready" and run one step per "step" line on stdin,
 // answering with the step's wall ms, until end of input; tools/bench/paired.py drives it,
 // alternating single steps with the reference's in one sitting (the fairest ratio on a shared

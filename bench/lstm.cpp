@@ -2,7 +2,8 @@
 // mode, x requiring grad) against torch.nn.LSTM with the same sizes, in the same run: rounds
 // alternate qkv and torch so both see the same machine load. The GRU is timed the same way for
 // information. torch runs as tools/bench/lstm_torch.py.
-// Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX build/bench/bench_lstm [rounds] [iters]
+// Run: OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE build/bench/bench_lstm [rounds] [iters]
+// OPENBLAS_CORETYPE=SkylakeX belongs in that line on an AVX-512 CPU only (README, "Threads").
 #include <cstdio>
 #include <cstdlib>
 #include <memory>

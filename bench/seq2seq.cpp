@@ -14,8 +14,9 @@
 // Rounds alternate qkv and the torch child (tools/bench/seq2seq_torch.py train: the shared
 // ../shared/bench-reference/seq2seq_bench.py itself, imported, with process CPU time recorded
 // around its timed steps) so that both see the same load.
-// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
+// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000
 //        build/bench/bench_seq2seq [rounds=3] [steps=10] [fp32|bf16] [qkv-only]   (one command line)
+// OPENBLAS_CORETYPE=SkylakeX belongs in that line on an AVX-512 CPU only (README, "Threads").
 // qkv-only: no torch child between qkv's rounds (for comparing qkv's own precisions or builds:
 // torch's run between rounds leaves qkv's bf16 steps a wider spread).
 // bf16: qkv's steps run their matrix products in bf16 (train.precision "bf16"), torch's under its CPU

@@ -20,8 +20,9 @@
 // a shared machine), and peak RSS (qkv: this process after greedy, then after beam; torch: its
 // process).
 //
-// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX
+// Run: OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000
 //        build/bench/bench_seq2seq_decode [rounds=3] [reps=5] [torch=2] [modes=both] [precision=fp32]
+// OPENBLAS_CORETYPE=SkylakeX belongs in that line on an AVX-512 CPU only (README, "Threads").
 // GOMP_SPINCOUNT=5000 is qkv's own default wait policy (util/blas_env.h); the torch child
 // inherits the same environment (bench::torch_command), and a short spin is faster for it too
 // than OMP_WAIT_POLICY=PASSIVE here. OMP_WAIT_POLICY=PASSIVE instead runs both sides passive.

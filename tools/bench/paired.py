@@ -17,12 +17,13 @@ A pair's two steps run within a few seconds of each other and see the same machi
 the pairs' ratios is the figure to report.
 
 Run from the repository root, after building the benches:
-  OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX \\
+  OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE \\
     /usr/bin/python3 tools/bench/paired.py gpt cfg1 [--pairs 20] [--warmup 3] [--bf16]
   ... tools/bench/paired.py bert [--pairs 10]
   ... tools/bench/paired.py embed --impl hf|nn [--sentences 256] [--pairs 8] [--bf16]
 or, both sides spinning briefly before they sleep (qkv's default wait; see BENCHMARKS.md, Session 4),
-  OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 tools/bench/paired.py ...
+  OMP_NUM_THREADS=2 GOMP_SPINCOUNT=5000 /usr/bin/python3 tools/bench/paired.py ...
+with OPENBLAS_CORETYPE=SkylakeX added on an AVX-512 CPU only (README, "Threads").
 Prints one JSON object: each side's median speed and peak RSS, the median of the pairs' ratios
 (qkv's speed over torch's, i.e. torch's step time over qkv's) with quartiles, and every step time.
 """
