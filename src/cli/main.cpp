@@ -29,6 +29,11 @@ int check_stdout(const char* command, int rc) {
 int main(int argc, char** argv) {
   using namespace qkv::cli;
   qkv::reexec_with_blas_settings(argv);  // before anything else: see blas_env.h
+  if (const std::string e = qkv::blas_coretype_error(std::getenv("OPENBLAS_CORETYPE"), qkv::this_cpu_vector_isa());
+      !e.empty()) {
+    std::fprintf(stderr, "qkv: error: %s\n", e.c_str());
+    return 2;
+  }
   const auto& cmds = registry();
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::printf("usage: qkv <command> [options]\n\ncommands:\n");

@@ -117,6 +117,27 @@ TEST(InfoCli, ReportsTheFp32GemmBackend) {
       << capped;
 }
 
+// OPENBLAS_CORETYPE=SkylakeX (as in a command copied from an AVX-512 machine): where the CPU has
+// AVX-512 qkv runs as ever; where it has not, qkv stops at once with the reason and the fix, where
+// OpenBLAS would have died of an illegal instruction at the first product.
+TEST(InfoCli, AnAvx512CoretypeOnACpuWithoutItIsAClearError) {
+  ScopedEnv env({{"OPENBLAS_CORETYPE", std::optional<std::string>("SkylakeX")}});
+  fs::path dir = fs::path(::testing::TempDir()) / ("qkv_info_coretype_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const int rc = run_qkv({"info"}, dir / "log", (dir / "out").string());
+  const std::string log = qkv::read_file((dir / "log").string());
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) {
+    EXPECT_EQ(rc, 0) << log;
+  } else {
+    EXPECT_EQ(rc, 2) << log;
+    EXPECT_NE(log.find("qkv: error: OPENBLAS_CORETYPE=SkylakeX forces OpenBLAS kernels that need AVX-512, which "
+                       "this CPU does not have"),
+              std::string::npos)
+        << log;
+  }
+}
+
 // --precision bf16 on a CPU without AMX or AVX512_BF16 (oneDNN capped to AVX2, as on such a CPU):
 // every inference command refuses before it loads anything, naming the command, the ISA and the
 // fix (the model directory does not even exist: the precision is checked first).

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -70,6 +71,11 @@ void remove_own_scratch() {
 
 int main(int argc, char** argv) {
   qkv::reexec_with_blas_settings(argv);
+  if (const std::string e = qkv::blas_coretype_error(std::getenv("OPENBLAS_CORETYPE"), qkv::this_cpu_vector_isa());
+      !e.empty()) {
+    std::fprintf(stderr, "qkv tests: %s\n", e.c_str());
+    return 2;
+  }
   ::testing::InitGoogleTest(&argc, argv);
   auto* policy = new SkipPolicy;  // owned by GoogleTest's listener list
   ::testing::UnitTest::GetInstance()->listeners().Append(policy);

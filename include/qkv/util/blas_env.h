@@ -1,6 +1,8 @@
 // qkv/util/blas_env.h - the OpenBLAS / OpenMP settings qkv programs run with.
 #pragma once
 
+#include <string>
+
 namespace qkv {
 
 // How long an idle OpenMP thread spins before it sleeps, in libgomp's spin iterations (one
@@ -23,5 +25,18 @@ inline constexpr const char* kGompSpinCount = "5000";
 // (/proc/self/exe, same argv) once with them added. Otherwise, or if exec fails, it returns.
 // Call it first in main().
 void reexec_with_blas_settings(char** argv);
+
+// The vector extensions OpenBLAS's forced kernel families need.
+struct CpuVectorIsa {
+  bool avx = false, avx2 = false, avx512f = false;
+};
+CpuVectorIsa this_cpu_vector_isa();
+
+// OPENBLAS_CORETYPE forces a kernel family even on a CPU that cannot run it: SkylakeX, Cooperlake
+// or SapphireRapids without AVX-512 (as a command copied from an AVX-512 machine does), Haswell or
+// Zen without AVX2, Sandybridge without AVX. The first product then dies of an illegal
+// instruction. Returns the error to print for `coretype` (the variable's value, as OpenBLAS reads
+// it: case-insensitive; null when unset) on `cpu`, or "" when the CPU can run it.
+std::string blas_coretype_error(const char* coretype, CpuVectorIsa cpu);
 
 }  // namespace qkv
