@@ -24,6 +24,7 @@
 #include "qkv/train/checkpoint.h"
 #include "qkv/train/distributed.h"
 #include "qkv/util/file.h"
+#include "dependency_skip.h"
 #include "lm_corpus.h"
 #include "reversal_corpus.h"
 #include "run_qkv.h"
@@ -43,13 +44,16 @@ std::string find_mpirun() {
   return "";
 }
 
-// Skips (saying why) when this build or machine cannot run MPI jobs; sets what mpirun needs to
-// run as root in a container, and one OpenMP thread per rank.
+// Skips (saying why) when this build or machine cannot run MPI jobs, and fails instead where the test
+// dependencies are installed (dependency_skip.h); sets what mpirun needs to run as root in a
+// container, and one OpenMP thread per rank.
 #define REQUIRE_MPI()                                                                                         \
   do {                                                                                                        \
-    if (!qkv::train::Communicator::built_with_mpi())                                                         \
-      GTEST_SKIP() << "qkv was built without MPI (CMake option QKV_MPI off: libopenmpi-dev not installed)"; \
-    if (find_mpirun().empty()) GTEST_SKIP() << "mpirun not found (Debian package openmpi-bin)";             \
+    if (!qkv::train::Communicator::built_with_mpi())                                                          \
+      QKV_SKIP_MISSING_DEPENDENCY()                                                                           \
+          << "qkv was built without MPI (CMake option QKV_MPI off: libopenmpi-dev not installed)";            \
+    if (find_mpirun().empty())                                                                                \
+      QKV_SKIP_MISSING_DEPENDENCY() << "mpirun not found (Debian package openmpi-bin)";                       \
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);                                                                 \
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);                                                         \
     setenv("OMP_NUM_THREADS", "1", 1);                                                                        \

@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "dependency_skip.h"
 #include "scratch_util.h"
 #include "qkv/data/mo.h"
 #include "qkv/util/error.h"
@@ -96,7 +97,7 @@ TEST_F(MoFixture, MatchesPythonGettextCatalog) {
 }
 
 TEST_F(MoFixture, GnuMsgfmtOutputBothByteOrders) {
-  if (!expected["msgfmt"].get<bool>()) GTEST_SKIP() << "GNU msgfmt not installed (package gettext)";
+  if (!expected["msgfmt"].get<bool>()) QKV_SKIP_MISSING_DEPENDENCY() << "GNU msgfmt not installed (package gettext)";
   MoCatalog le = read_mo(dir + "/msgfmt_le.mo"), be = read_mo(dir + "/msgfmt_be.mo");
   EXPECT_FALSE(le.big_endian);
   EXPECT_TRUE(be.big_endian);

@@ -27,6 +27,7 @@
 #include "qkv/tasks/attention_view.h"
 #include "qkv/text/char_word.h"
 #include "qkv/util/file.h"
+#include "dependency_skip.h"
 #include "run_qkv.h"
 #include "scratch_util.h"
 #include "tiny_models.h"
@@ -401,7 +402,7 @@ TEST(AttentionView, PageWorksInHeadlessChromium) {
                             dir + "/browser.log 2>&1";
     int rc = qkv_test::run_shell(cmd);
     std::string log = read_file(dir + "/browser.log");
-    if (rc == 77) GTEST_SKIP() << "SKIPPED: " << log;
+    if (rc == 77) QKV_SKIP_MISSING_DEPENDENCY() << log;
     ASSERT_EQ(rc, 0) << name << ".html: " << log;
     for (const char* shot : {"head_view.png", "model_view.png", "model_view_enlarged.png", "matrix_view.png", "positional.png"})
       EXPECT_TRUE(fs::exists(out + "/" + shot) && fs::file_size(out + "/" + shot) > 1000) << shot;
