@@ -207,24 +207,25 @@ TEST(GenerateCli, ClearErrors) {
   const std::string long_prompt(60, 'a');  // 60 tokens; the context is 40
   EXPECT_NE(run_qkv({"generate", "--model", (dir / "model").string(), "--prompt", long_prompt}, dir / "e2.log"), 0);
   const std::string e2 = read_file((dir / "e2.log").string());
-  EXPECT_NE(e2.find("line 1: the prompt has 60 tokens"), std::string::npos) << e2;
+  EXPECT_NE(e2.find("prompt 1 has 60 tokens"), std::string::npos) << e2;
   // With --truncate it runs, and warns.
   EXPECT_EQ(run_qkv({"generate", "--model", (dir / "model").string(), "--prompt", long_prompt, "--truncate"},
                     dir / "w.log"), 0) << read_file((dir / "w.log").string());
   EXPECT_NE(read_file((dir / "w.log").string()).find("truncated"), std::string::npos);
-  // Samples of several prompts (--num-return 2) name the prompt's own line, once: each prompt
-  // stands twice in the batch, and the third was named "line 5" (and with --truncate "line 5" and "line 6").
+  // Samples of several prompts (--num-return 2) name the prompt by its number (its line), once: each
+  // prompt stands twice in the batch, and the third was named "line 5" (and with --truncate "line 5"
+  // and "line 6").
   write_file_atomic((dir / "prompts3.txt").string(), "ab\nba\n" + long_prompt + "\n");
   const std::vector<std::string> sampled{"generate", "--model", (dir / "model").string(), "--input",
                                          (dir / "prompts3.txt").string(), "--sample", "--num-return", "2", "-n", "3"};
   EXPECT_EQ(run_qkv(sampled, dir / "e4.log"), 1);
-  EXPECT_NE(read_file((dir / "e4.log").string()).find("line 3: the prompt has 60 tokens"), std::string::npos)
+  EXPECT_NE(read_file((dir / "e4.log").string()).find("prompt 3 has 60 tokens"), std::string::npos)
       << read_file((dir / "e4.log").string());
   std::vector<std::string> truncating = sampled;
   truncating.push_back("--truncate");
   EXPECT_EQ(run_qkv(truncating, dir / "w4.log"), 0) << read_file((dir / "w4.log").string());
   const std::string w4 = read_file((dir / "w4.log").string());
-  EXPECT_NE(w4.find("warning: line 3: prompt of 60 tokens truncated"), std::string::npos) << w4;
+  EXPECT_NE(w4.find("warning: prompt 3 (60 tokens) truncated"), std::string::npos) << w4;
   EXPECT_EQ(w4.find("truncated"), w4.rfind("truncated")) << "warned more than once: " << w4;
 
   // A directory without a tokenizer is named (the message said only "the model directory").
