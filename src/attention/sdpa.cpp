@@ -261,10 +261,10 @@ SdpaResult scaled_dot_product_attention(const Tensor& q_, const Tensor& k_, cons
     kernels::attention_forward(q, k, v, sc, km, drop, res.out, lse);
     if (record) {
       auto node = make_node<SdpaBackward>({q_, k_, v_});
-      node->q = q.detach();
-      node->k = k.detach();
-      node->v = v.detach();
-      node->out = res.out.detach();
+      node->q = node->save(q);
+      node->k = node->save(k);
+      node->v = node->save(v);
+      node->out = node->save(res.out);
       node->lse = lse;
       node->mask = km;
       node->drop = drop;
@@ -279,10 +279,10 @@ SdpaResult scaled_dot_product_attention(const Tensor& q_, const Tensor& k_, cons
   if (record) {
     auto node = make_node<SdpaNaiveBackward>({q_, k_, v_});
     node->num_outputs = 2;
-    node->q = q.detach();
-    node->k = k.detach();
-    node->v = v.detach();
-    node->probs = res.weights.detach();
+    node->q = node->save(q);
+    node->k = node->save(k);
+    node->v = node->save(v);
+    node->probs = node->save(res.weights);
     node->drop = drop;
     node->scale = sc;
     set_history(res.out, node, 0);

@@ -33,6 +33,19 @@ struct AccumulateGrad : Node {
 
 }  // namespace
 
+void Node::check_saved_versions() const {
+  for (size_t i = 0; i < saved_versions.size(); ++i) {
+    const auto storage = saved_versions[i].first.lock();
+    const uint64_t version = saved_versions[i].second;
+    if (!storage) continue;  // the node has let that tensor go
+    QKV_CHECK(storage->version() == version, "backward", name(), ": saved tensor ", i + 1, " of ",
+              saved_versions.size(), " was modified in place after the forward pass (its memory is at version ",
+              storage->version(), ", saved at ", version, "): a tensor that gradient computation needs was "
+              "written (copy_from, fill, mark_modified, an optimizer step) between the forward and backward(); "
+              "write into a clone, or call backward() first");
+  }
+}
+
 bool grad_enabled() { return g_grad_enabled; }
 void set_grad_enabled(bool on) { g_grad_enabled = on; }
 uint64_t next_sequence_nr() { return g_sequence.fetch_add(1); }
@@ -97,6 +110,7 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     stack.pop_back();
     QKV_CHECK(!n->released, "backward", "trying to backward through ", n->name(),
               " a second time: its saved tensors were freed by the first backward (pass retain_graph)");
+    n->check_saved_versions();  // every node before any runs: a refused backward accumulates nothing
     for (const Edge& e : n->next) {
       if (!e.valid()) continue;
       auto [it, inserted] = deps.try_emplace(e.fn.get(), 0);
@@ -155,6 +169,7 @@ void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     }
     if (!retain_graph && std::string_view(n->name()) != "AccumulateGrad") {
       n->release_saved();
+      n->saved_versions.clear();
       n->released = true;
       n->next.clear();
     }

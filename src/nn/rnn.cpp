@@ -73,8 +73,8 @@ LayerResult run_layer(kernels::RnnKind kind, bool reverse, const Tensor& x, cons
     node->d = d;
     node->len = len;
     node->d.len = node->len.empty() ? nullptr : node->len.data();
-    node->w_ih = wih.detach();
-    node->w_hh = whh.detach();
+    node->w_ih = node->save(wih);
+    node->w_hh = node->save(whh);
     node->saved = std::move(saved);
     node->num_outputs = lstm ? 3 : 2;
     set_history(r.y, node, 0);

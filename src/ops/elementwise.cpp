@@ -70,8 +70,8 @@ Tensor binary_op(Binary op, const Tensor& a, const Tensor& b, const char* name) 
     auto node = make_node<BinaryBackward>({a, b});
     node->op = op;
     if (op == Binary::mul || op == Binary::div) {
-      node->a = a.detach();
-      node->b = b.detach();
+      node->a = node->save(a);
+      node->b = node->save(b);
     }
     set_history(out, node);
   }
@@ -100,8 +100,8 @@ Tensor unary_op(Unary op, const Tensor& x, const char* name, const char* backwar
     auto node = make_node<UnaryBackward>({x});
     node->op = op;
     node->label = backward_name;
-    node->x = xc.detach();
-    node->y = out.detach();
+    node->x = node->save(xc);
+    node->y = node->save(out);
     set_history(out, node);
   }
   return out;
@@ -172,7 +172,7 @@ Tensor pow(const Tensor& x, double p) {
   if (any_requires_grad({x})) {
     auto node = make_node<PowBackward>({x});
     node->p = p;
-    node->x = x.contiguous().detach();
+    node->x = node->save(x.contiguous());
     set_history(out, node);
   }
   return out;

@@ -225,7 +225,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   Tensor out = reduce_rows(rows, reduction, count, factor);
   if (any_requires_grad({logits})) {
     auto node = make_node<CrossEntropyBackward>({logits, targets});
-    node->logits = xc.detach();
+    node->logits = node->save(xc);
     node->stats = stats;
     node->targets = std::move(t);
     node->ignore_index = ignore_index;

@@ -56,8 +56,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& batch) {
   kernels::batched_matmul(a, b, batch, out);
   if (any_requires_grad({a, b})) {
     auto node = make_node<MatmulBackward>({a, b});
-    node->a = a.detach();
-    node->b = b.detach();
+    node->a = node->save(a);
+    node->b = node->save(b);
     node->batch = batch;
     set_history(out, node);
   }
@@ -167,8 +167,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor y = out.as_strided(Shape(os), Shape::contiguous_strides(Shape(os)), 0);
   if (record) {
     auto node = make_node<LinearBackward>({x, w, b});
-    node->x2 = x2;
-    node->w = w.detach();
+    node->x2 = node->save(x2);
+    node->w = node->save(w);
     if (x16) node->x16 = x16->kept();
     set_history(y, node);
   }

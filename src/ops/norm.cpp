@@ -47,8 +47,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   kernels::layer_norm_forward(xc, wc, bc, eps, y, mean, rstd);
   if (any_requires_grad({x, weight, bias})) {
     auto node = make_node<LayerNormBackward>({x, weight, bias});
-    node->x = xc.detach();
-    node->w = wc.defined() ? wc.detach() : Tensor();
+    node->x = node->save(xc);
+    node->w = node->save(wc);
     node->mean = mean;
     node->rstd = rstd;
     set_history(y, node);

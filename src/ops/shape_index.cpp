@@ -107,7 +107,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
   if (any_requires_grad({x})) {
     auto node = make_node<GatherBackward>({x});
     node->axis = a;
-    node->index = idx.detach();
+    node->index = node->save(idx);
     set_history(out, node);
   }
   return out;
@@ -128,7 +128,7 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
   if (any_requires_grad({x})) {
     auto node = make_node<IndexSelectBackward>({x});
     node->axis = a;
-    node->index = idx;
+    node->index = node->save(idx);
     set_history(out, node);
   }
   return out;
@@ -143,7 +143,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = select(cond, a, b, shape);
   if (any_requires_grad({a, b})) {
     auto node = make_node<WhereBackward>({a, b});
-    node->cond = cond.detach();
+    node->cond = node->save(cond);
     set_history(out, node);
   }
   return out;
@@ -158,7 +158,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Tensor out = select(mask, Tensor::full(Shape{}, value, x.dtype()), x, shape);
   if (any_requires_grad({x})) {
     auto node = make_node<MaskedFillBackward>({x});
-    node->mask = mask.detach();
+    node->mask = node->save(mask);
     set_history(out, node);
   }
   return out;

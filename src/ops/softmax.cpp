@@ -59,8 +59,8 @@ Tensor softmax_impl(const Tensor& x, const Tensor& mask, bool log) {
     std::shared_ptr<SoftmaxBackward> node =
         mask_grad ? make_node<SoftmaxBackward>({x, mask}) : make_node<SoftmaxBackward>({x});
     node->log = log;
-    node->y = out.detach();
-    node->mask = mview.defined() ? mview.detach() : Tensor();
+    node->y = node->save(out);
+    node->mask = node->save(mview);
     set_history(out, node);
   }
   return out;

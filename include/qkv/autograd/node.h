@@ -3,19 +3,20 @@
 // An op that records itself (see ops/ for examples):
 //   if (any_requires_grad({a, b})) {
 //     auto node = make_node<MulBackward>({a, b});   // edges + input shapes
-//     node->a = a; node->b = b;                     // saved tensors
+//     node->a = node->save(a); node->b = node->save(b);  // saved tensors (version-checked)
 //     set_history(out, node);
 //   }
 // backward() receives one gradient per output (undefined = zero, only for multi-output nodes)
 // and returns one per input, shaped exactly like that input (the engine checks). Undefined
 // entries mean "no gradient" for that input.
 //
-// Saved tensors are not version-checked: writing into a tensor (fill, copy_from, a kernel's
-// output) after an op saved it, and before backward, gives gradients computed from the new values.
-// torch raises "a variable needed for gradient computation has been modified by an inplace
-// operation"; here nothing does (Storage::version() counts the writes, but only the packed-weight
-// caches read it). qkv's own layers never write into a saved tensor; code built on the library
-// must not either.
+// Saved tensors are version-checked: an op saves the inputs and outputs its backward reads with
+// Node::save, which remembers their storage's version (Storage::version(): Tensor::copy_from,
+// fill, mark_modified, the optimizer kernels and nn::init bump it). If that memory was written
+// after the forward and before backward, backward() throws naming the op, as torch raises "a
+// variable needed for gradient computation has been modified by an inplace operation", instead of
+// computing gradients from the new values. Writes through raw data pointers are not seen; tensors
+// an op makes for itself (statistics, masks) are not user-visible and are saved as they are.
 #pragma once
 #include <initializer_list>
 #include <memory>
@@ -40,11 +41,23 @@ struct Node {
   // Frees saved activations once backward has run (unless retain_graph).
   virtual void release_saved() {}
 
+  // A detached alias of t to keep for backward, its storage's version noted (see above).
+  Tensor save(const Tensor& t) {
+    if (!t.defined()) return Tensor();
+    if (t.storage()) saved_versions.push_back({t.storage(), t.storage()->version()});
+    return t.detach();
+  }
+  // Throws if a saved tensor's memory was written since it was saved, naming this node.
+  void check_saved_versions() const;
+
   std::vector<Edge> next;           // one per input, invalid if that input needs no grad
   std::vector<Shape> input_shapes;  // to check the shapes backward() returns
   std::vector<DType> input_dtypes;
   int num_outputs = 1;
   bool released = false;
+  // Storage and version of each tensor save() kept (weak: the saved tensors own the memory, and
+  // a storage's use_count must not change: AccumulateGrad reads it).
+  std::vector<std::pair<std::weak_ptr<const Storage>, uint64_t>> saved_versions;
   uint64_t sequence_nr = 0;  // creation order; later nodes run first
 };
 

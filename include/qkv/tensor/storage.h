@@ -35,8 +35,9 @@ class Storage {
 
   // Counts the in-place writes to this memory that were announced (Tensor::copy_from, fill,
   // mark_modified; the optimizer kernels and nn::init): caches derived from a tensor's values
-  // (PackedWeights, ops/packed.h) compare it to know they are stale. Writes through raw data pointers
-  // are not seen: such a writer calls Tensor::mark_modified.
+  // (PackedWeights, ops/packed.h) compare it to know they are stale, and autograd's saved tensors
+  // to refuse a backward through values overwritten since (autograd/node.h). Writes through raw
+  // data pointers are not seen: such a writer calls Tensor::mark_modified.
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
   void bump_version() { version_.fetch_add(1, std::memory_order_acq_rel); }
 
