@@ -38,7 +38,7 @@ int run(int argc, char** argv) {
   tasks::GenerateOptions opt;
   app.add_option("--model,-m", model_dir, "GPT model directory (config.json, model.safetensors, tokenizer)")->required();
   auto* p = app.add_option("--prompt,-p", prompt, "the prompt (else --input or stdin, one prompt per line)");
-  app.add_option("--input,-i", input, "file of prompts, one per line (default: stdin); messages name prompt N: line N")->excludes(p);
+  app.add_option("--input,-i", input, "file of prompts, one per line (default: stdin; prompt N = line N)")->excludes(p);
   app.add_option("--max-new-tokens,-n", opt.max_new_tokens, "tokens to generate per prompt (clamped to the context)")
       ->capture_default_str();
   app.add_option("--min-new-tokens", opt.min_new_tokens, "hold the end-of-text token back until this many are out")
