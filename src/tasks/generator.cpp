@@ -351,25 +351,25 @@ std::vector<Generation> Generator::generate_ids(const std::vector<std::vector<in
   std::vector<Row> rows(n);
   for (size_t i = 0; i < n; ++i) {
     Row& r = rows[i];
-    const size_t line = i / copies + 1;  // the prompt's number (from 1), once for its copies
+    const size_t number = i / copies + 1;  // the prompt's number (from 1), once for its copies
     r.prompt = i;
     r.out = &out[i];
     r.history = prompts[i];
     if (r.history.empty()) {
-      QKV_CHECK(bos_ >= 0, "generate", "prompt ", line, " is empty and the model has no bos_token_id "
+      QKV_CHECK(bos_ >= 0, "generate", "prompt ", number, " is empty and the model has no bos_token_id "
                 "to start from");
       r.history.push_back(bos_);
     }
     for (int64_t t : r.history)
-      QKV_CHECK(t >= 0 && t < V, "generate", "prompt ", line, ": token ", t, " outside the vocabulary [0, ", V, ")");
+      QKV_CHECK(t >= 0 && t < V, "generate", "prompt ", number, ": token ", t, " outside the vocabulary [0, ", V, ")");
     const int64_t L = int64_t(r.history.size()), room = P - 1;  // at least one new token must fit
     if (L > room) {
-      QKV_CHECK(opt.truncate_long, "generate", "prompt ", line, " has ", L, " tokens; the context of ", P,
+      QKV_CHECK(opt.truncate_long, "generate", "prompt ", number, " has ", L, " tokens; the context of ", P,
                 " positions leaves room for at most ", room, " prompt tokens plus one new token "
                 "(shorten it, or allow truncation from the left)");
       if (!opt.quiet && i % copies == 0)
         std::fprintf(stderr, "qkv generate: warning: prompt %zu (%lld tokens) truncated to its last %lld "
-                     "(context %lld)\n", line, (long long)L, (long long)room, (long long)P);
+                     "(context %lld)\n", number, (long long)L, (long long)room, (long long)P);
       r.history.erase(r.history.begin(), r.history.end() - room);
       out[i].truncated = true;
     }

@@ -213,8 +213,8 @@ TEST(GenerateCli, ClearErrors) {
                     dir / "w.log"), 0) << read_file((dir / "w.log").string());
   EXPECT_NE(read_file((dir / "w.log").string()).find("truncated"), std::string::npos);
   // Samples of several prompts (--num-return 2) name the prompt by its number (its line), once: each
-  // prompt stands twice in the batch, and the third was named "line 5" (and with --truncate "line 5"
-  // and "line 6").
+  // prompt stands twice in the batch, and the third was once named by its rows (5, and with
+  // --truncate 5 and 6).
   write_file_atomic((dir / "prompts3.txt").string(), "ab\nba\n" + long_prompt + "\n");
   const std::vector<std::string> sampled{"generate", "--model", (dir / "model").string(), "--input",
                                          (dir / "prompts3.txt").string(), "--sample", "--num-return", "2", "-n", "3"};
