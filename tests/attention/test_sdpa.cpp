@@ -26,7 +26,7 @@ namespace {
 constexpr Tol kF32Out{1e-5, 3e-6};
 constexpr Tol kF32Grad{1e-5, 1e-5};
 
-AttentionMask mask_of(const RefFile& ref, const std::string& c) {
+AttentionMask sdpa_mask_of(const RefFile& ref, const std::string& c) {
   AttentionMask m;
   m.causal = ref.params(c)["causal"].get<bool>();
   if (ref.has(c, "key_padding")) m.key_padding = ref.get(c, "key_padding");
@@ -46,7 +46,7 @@ SdpaRun run_case(const RefFile& ref, const std::string& c, DType dt, bool need_w
   auto p = ref.params(c);
   Tensor q = ref.get(c, "q").to(dt), k = ref.get(c, "k").to(dt), v = ref.get(c, "v").to(dt);
   for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
-  AttentionMask m = mask_of(ref, c);
+  AttentionMask m = sdpa_mask_of(ref, c);
   std::optional<double> scale;
   double drop_p = 0.0;
   if (is_dropout_case(c)) {
@@ -169,7 +169,7 @@ TEST(Sdpa, WeightReplayEqualsNaiveWeightsAndPyTorch) {
   for (const std::string c : {"s3_combined", "s3_bool", "s1_fullpad", "s2_keylen"}) {
     SCOPED_TRACE(c);
     Tensor q = ref.get(c, "q"), k = ref.get(c, "k"), v = ref.get(c, "v");
-    AttentionMask m = mask_of(ref, c);
+    AttentionMask m = sdpa_mask_of(ref, c);
     auto p = ref.params(c);
     std::optional<double> scale;
     if (!p["default_scale"].get<bool>()) scale = p["scale"].get<double>();
@@ -207,7 +207,7 @@ TEST(Sdpa, StridedInputsGiveTheSameResultsAndLayouts) {
   Tensor q = bthd_view(ref.get(c, "q")), k = bthd_view(ref.get(c, "k")), v = bthd_view(ref.get(c, "v"));
   ASSERT_FALSE(q.is_contiguous());
   for (Tensor* t : {&q, &k, &v}) t->set_requires_grad(true);
-  SdpaResult r = scaled_dot_product_attention(q, k, v, mask_of(ref, c), 0.0, false, false, ref.params(c)["scale"]);
+  SdpaResult r = scaled_dot_product_attention(q, k, v, sdpa_mask_of(ref, c), 0.0, false, false, ref.params(c)["scale"]);
   backward(r.out, bthd_view(ref.get(c, "gy")), /*retain_graph=*/true);
   // Same kernels on the same numbers: identical bits whatever the layout.
   EXPECT_TRUE(bit_equal(r.out, want.out));

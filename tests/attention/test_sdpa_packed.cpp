@@ -18,11 +18,13 @@ using namespace qkv::testing;
 
 namespace {
 
-constexpr Tol kF32Out{1e-5, 1e-6};
+constexpr Tol kPackedF32Out{1e-5, 1e-6};
 const std::vector<int64_t> kLengths = {5, 1, 9, 3, 70};  // 70: more than one query block
 
 // Positions [start, start + len) of a (1, H, T, D) tensor, as a contiguous copy.
-Tensor rows(const Tensor& x, int64_t start, int64_t len) { return slice(x, 2, start, start + len).contiguous(); }
+Tensor position_rows(const Tensor& x, int64_t start, int64_t len) {
+  return slice(x, 2, start, start + len).contiguous();
+}
 
 // q, k, v as MultiHeadAttention makes them: (1, H, T, Dh) views of one (1, T, 3 H Dh) projection.
 std::array<Tensor, 3> packed_qkv(int64_t H, int64_t Dh, uint64_t seed) {
@@ -51,9 +53,10 @@ TEST(SdpaPacked, EachSequenceGetsTheBitsItGetsAlone) {
     int64_t start = 0;
     for (int64_t len : kLengths) {
       SCOPED_TRACE(len);
-      const Tensor want =
-          scaled_dot_product_attention(rows(q, start, len), rows(k, start, len), rows(v, start, len), alone).out;
-      EXPECT_TRUE(bit_equal(rows(out, start, len), want));
+      const Tensor want = scaled_dot_product_attention(position_rows(q, start, len), position_rows(k, start, len),
+                                                       position_rows(v, start, len), alone)
+                              .out;
+      EXPECT_TRUE(bit_equal(position_rows(out, start, len), want));
       start += len;
     }
   }
@@ -75,17 +78,18 @@ TEST(SdpaPacked, WeightsAndGradientsComeFromTheBlockDiagonal) {
   const int64_t T = q.size(2);
   for (int64_t len : kLengths) {
     SCOPED_TRACE(len);
-    Tensor qs = rows(q.detach(), start, len), ks = rows(k.detach(), start, len), vs = rows(v.detach(), start, len);
+    Tensor qs = position_rows(q.detach(), start, len), ks = position_rows(k.detach(), start, len),
+           vs = position_rows(v.detach(), start, len);
     for (Tensor* t : {&qs, &ks, &vs}) t->set_requires_grad(true);
     SdpaResult s = scaled_dot_product_attention(qs, ks, vs, alone, 0.0, false, true);
-    backward(s.out, rows(gy, start, len));
-    EXPECT_CLOSE(rows(r.out.detach(), start, len), s.out.detach(), kF32Out);
-    EXPECT_CLOSE(rows(q.grad(), start, len), qs.grad(), kF32Out);
-    EXPECT_CLOSE(rows(k.grad(), start, len), ks.grad(), kF32Out);
-    EXPECT_CLOSE(rows(v.grad(), start, len), vs.grad(), kF32Out);
+    backward(s.out, position_rows(gy, start, len));
+    EXPECT_CLOSE(position_rows(r.out.detach(), start, len), s.out.detach(), kPackedF32Out);
+    EXPECT_CLOSE(position_rows(q.grad(), start, len), qs.grad(), kPackedF32Out);
+    EXPECT_CLOSE(position_rows(k.grad(), start, len), ks.grad(), kPackedF32Out);
+    EXPECT_CLOSE(position_rows(v.grad(), start, len), vs.grad(), kPackedF32Out);
     // This sequence's queries put their weight on its own keys, and none on any other's.
-    const Tensor w = rows(r.weights.detach(), start, len);  // (1, H, len, T)
-    EXPECT_CLOSE(slice(w, 3, start, start + len).contiguous(), s.weights.detach(), kF32Out);
+    const Tensor w = position_rows(r.weights.detach(), start, len);  // (1, H, len, T)
+    EXPECT_CLOSE(slice(w, 3, start, start + len).contiguous(), s.weights.detach(), kPackedF32Out);
     const auto wv = w.to_vector<float>();
     for (size_t e = 0; e < wv.size(); ++e) {
       const int64_t j = int64_t(e) % T;

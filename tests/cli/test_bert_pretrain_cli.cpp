@@ -22,6 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 using qkv::testing::qkv_bin;
+using qkv::testing::metrics_with;
 using qkv::testing::run_qkv;
 using qkv::testing::spawn;
 using qkv::testing::step_dir;
@@ -40,19 +41,9 @@ const char* kConfig = R"({
   "seed": 5
 })";
 
-std::vector<std::string> train_args(const fs::path& dir, const std::string& out) {
+std::vector<std::string> pretrain_args(const fs::path& dir, const std::string& out) {
   return {qkv_bin(), "train", "--config", (dir / "config.json").string(), "--train", (dir / "train.txt").string(),
           "--valid", (dir / "valid.txt").string(), "--out", (dir / out).string()};
-}
-
-std::vector<nlohmann::json> validations(const fs::path& run) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(qkv::read_file((run / "metrics.jsonl").string()));
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("valid_mlm_acc")) out.push_back(j);
-  }
-  return out;
 }
 
 }  // namespace
@@ -64,8 +55,9 @@ TEST(BertPretrainCli, SigkillThenResumeIsBitIdenticalAndModelLoads) {
   qkv::testing::write_lm_corpus(dir, 300, 40, 99);
   qkv::write_file_atomic((dir / "config.json").string(), kConfig);
 
-  ASSERT_EQ(wait_exit(spawn(train_args(dir, "full"), dir / "full.log")), 0) << qkv::read_file((dir / "full.log").string());
-  pid_t pid = spawn(train_args(dir, "killed"), dir / "killed.log");
+  ASSERT_EQ(wait_exit(spawn(pretrain_args(dir, "full"), dir / "full.log")), 0)
+      << qkv::read_file((dir / "full.log").string());
+  pid_t pid = spawn(pretrain_args(dir, "killed"), dir / "killed.log");
   ASSERT_TRUE(wait_for(step_dir(dir / "killed", 30), pid, 600)) << qkv::read_file((dir / "killed.log").string());
   kill(pid, SIGKILL);
   EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
@@ -82,7 +74,7 @@ TEST(BertPretrainCli, SigkillThenResumeIsBitIdenticalAndModelLoads) {
   // Validation at 200, 400, 600: the MLM loss falls, and ends far below uniform guessing
   // (ln V nats: the synthetic grammar draws each word among 5, so a small fraction of that is
   // the best possible); accuracies are fractions.
-  auto v = validations(dir / "full"), vk = validations(dir / "killed");
+  auto v = metrics_with(dir / "full", "valid_mlm_acc"), vk = metrics_with(dir / "killed", "valid_mlm_acc");
   ASSERT_EQ(v.size(), 3u) << qkv::read_file((dir / "full" / "metrics.jsonl").string());
   ASSERT_FALSE(vk.empty());
   EXPECT_EQ(v.back()["valid_mlm_loss"].get<double>(), vk.back()["valid_mlm_loss"].get<double>());

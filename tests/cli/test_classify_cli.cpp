@@ -52,7 +52,7 @@ std::string synthetic(bool pairs, int n, unsigned seed) {
   return out;
 }
 
-const char* kConfig = R"({
+const char* kClassifyConfig = R"({
   "model_type": "gpt_classifier",
   "model": {"n_positions": 32, "n_embd": 32, "n_layer": 2, "n_head": 2,
             "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
@@ -83,7 +83,7 @@ struct ClsRun {
   fs::path dir, model;
 };
 
-ClsRun train_run(const std::string& name, bool pairs, int steps, const char* config = kConfig) {
+ClsRun train_run(const std::string& name, bool pairs, int steps, const char* config = kClassifyConfig) {
   ClsRun r;
   r.dir = fs::path(::testing::TempDir()) / ("qkv_classify_cli_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(r.dir);
@@ -241,7 +241,7 @@ TEST(ClassifyCli, FineTunesSingleTextsAndClassifiesBatchedAsOneAtATime) {
 // valid.max_examples: 0 validates on every example (it once kept none: a NaN loss), N on N of them.
 TEST(ClassifyCli, ValidMaxExamplesZeroKeepsEveryExampleAndNKeepsN) {
   for (const auto& [max, want] : {std::pair{0, 60}, std::pair{25, 25}}) {
-    std::string cfg = kConfig;
+    std::string cfg = kClassifyConfig;
     cfg.insert(cfg.find("\"seed\""), "\"valid\": {\"max_examples\": " + std::to_string(max) + "},\n  ");
     const ClsRun r = train_run("valid_max_" + std::to_string(max), false, 2, cfg.c_str());
     const std::string log = read_file((r.dir / "train.log").string());
@@ -254,7 +254,7 @@ TEST(ClassifyCli, ValidMaxExamplesZeroKeepsEveryExampleAndNKeepsN) {
 // train.average_last: the published model is the mean of the last checkpoints, as for every other
 // run (a classifier's copied best/ and ignored the key).
 TEST(ClassifyCli, AverageLastPublishesTheMeanOfTheLastCheckpoints) {
-  std::string cfg = kConfig;
+  std::string cfg = kClassifyConfig;
   cfg.replace(cfg.find("\"save_every\": 20"), 16, "\"save_every\": 2, \"keep_last\": 3, \"average_last\": 3");
   const ClsRun r = train_run("average_last", false, 6, cfg.c_str());
   const std::string log = read_file((r.dir / "train.log").string());
@@ -323,7 +323,7 @@ void expect_resume_matches_straight_run(const std::string& name, const char* con
 }
 }  // namespace
 
-TEST(ClassifyCli, ResumedRunEndsWithTheSameBits) { expect_resume_matches_straight_run("gpt", kConfig); }
+TEST(ClassifyCli, ResumedRunEndsWithTheSameBits) { expect_resume_matches_straight_run("gpt", kClassifyConfig); }
 
 TEST(ClassifyCli, FineTunesFromAPretrainedDirectoryGrowingItsVocabulary) {
   // A "pretrained" GPT-2-layout directory: random weights, a character tokenizer of 30 symbols.
@@ -554,7 +554,7 @@ TEST(ClassifyCli, ARunThatFailsInItsFirstStepLeavesNoDirectory) {
   fs::create_directories(dir);
   write_file_atomic((dir / "train.tsv").string(), synthetic(false, 50, 1));
   write_file_atomic((dir / "valid.tsv").string(), synthetic(false, 10, 2));
-  std::string text = kConfig;
+  std::string text = kClassifyConfig;
   text.replace(text.find("STEPS"), 5, "2");
   nlohmann::json cfg = nlohmann::json::parse(text);
   cfg["lm_weight"] = 1e308;

@@ -21,13 +21,14 @@ namespace fs = std::filesystem;
 namespace {
 
 using qkv::testing::qkv_bin;
+using qkv::testing::metrics_with;
 using qkv::testing::run_qkv;
 using qkv::testing::spawn;
 using qkv::testing::step_dir;
 using qkv::testing::wait_exit;
 using qkv::testing::wait_for;
 
-const char* kConfig = R"({
+const char* kLmConfig = R"({
   "model_type": "gpt",
   "model": {"n_embd": 32, "n_layer": 2, "n_head": 2, "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1},
   "tokenizer": {"kind": "bytebpe", "vocab_size": 300, "min_frequency": 2},
@@ -44,35 +45,24 @@ fs::path fresh_dir(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   qkv::testing::write_lm_corpus(dir, 300, 30, 777);
-  qkv::write_file_atomic((dir / "config.json").string(), kConfig);
+  qkv::write_file_atomic((dir / "config.json").string(), kLmConfig);
   return dir;
 }
 
-std::vector<std::string> train_args(const fs::path& dir, const std::string& config, const std::string& out) {
+std::vector<std::string> lm_train_args(const fs::path& dir, const std::string& config, const std::string& out) {
   return {qkv_bin(), "train", "--config", (dir / config).string(), "--train", (dir / "train.txt").string(),
           "--valid", (dir / "valid.txt").string(), "--out", (dir / out).string()};
-}
-
-// The "valid" records of metrics.jsonl, in order.
-std::vector<nlohmann::json> validations(const fs::path& run) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(qkv::read_file((run / "metrics.jsonl").string()));
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("valid_ppl")) out.push_back(j);
-  }
-  return out;
 }
 
 }  // namespace
 
 TEST(LmTrainCli, TrainsAndPublishesAGpt2Directory) {
   fs::path dir = fresh_dir("qkv_lm_train");
-  ASSERT_EQ(wait_exit(spawn(train_args(dir, "config.json", "run"), dir / "train.log")), 0)
+  ASSERT_EQ(wait_exit(spawn(lm_train_args(dir, "config.json", "run"), dir / "train.log")), 0)
       << qkv::read_file((dir / "train.log").string());
 
   // Validation at steps 40, 80 and the end (120): perplexity falls, best is the lowest.
-  auto v = validations(dir / "run");
+  auto v = metrics_with(dir / "run", "valid_ppl");
   ASSERT_EQ(v.size(), 3u) << qkv::read_file((dir / "run" / "metrics.jsonl").string());
   EXPECT_LT(v[2]["valid_ppl"].get<double>(), v[0]["valid_ppl"].get<double>());
   EXPECT_NEAR(v[0]["valid_ppl"].get<double>(), std::exp(v[0]["valid_loss"].get<double>()), 1e-9);
@@ -145,13 +135,13 @@ TEST(LmTrainCli, TrainsAndPublishesAGpt2Directory) {
 
 TEST(LmTrainCli, SigkillThenResumeIsBitIdentical) {
   fs::path dir = fresh_dir("qkv_lm_resume");
-  auto cfg = nlohmann::json::parse(kConfig);
+  auto cfg = nlohmann::json::parse(kLmConfig);
   cfg["train"]["max_steps"] = 300;  // long enough after the kill at step 50 to be killed mid-run
   qkv::write_file_atomic((dir / "config.json").string(), cfg.dump());
-  ASSERT_EQ(wait_exit(spawn(train_args(dir, "config.json", "full"), dir / "full.log")), 0)
+  ASSERT_EQ(wait_exit(spawn(lm_train_args(dir, "config.json", "full"), dir / "full.log")), 0)
       << qkv::read_file((dir / "full.log").string());
 
-  pid_t pid = spawn(train_args(dir, "config.json", "killed"), dir / "killed.log");
+  pid_t pid = spawn(lm_train_args(dir, "config.json", "killed"), dir / "killed.log");
   ASSERT_TRUE(wait_for(step_dir(dir / "killed", 50), pid, 600)) << qkv::read_file((dir / "killed.log").string());
   kill(pid, SIGKILL);
   EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
@@ -167,7 +157,7 @@ TEST(LmTrainCli, SigkillThenResumeIsBitIdentical) {
     EXPECT_TRUE(a == b) << f << " after resume differs from the uninterrupted run";
   }
   // The validations after the kill score the same weights, so the same perplexities.
-  auto vf = validations(dir / "full"), vk = validations(dir / "killed");
+  auto vf = metrics_with(dir / "full", "valid_ppl"), vk = metrics_with(dir / "killed", "valid_ppl");
   ASSERT_FALSE(vk.empty());
   EXPECT_EQ(vf.back()["valid_ppl"].get<double>(), vk.back()["valid_ppl"].get<double>());
   fs::remove_all(dir);
@@ -175,7 +165,7 @@ TEST(LmTrainCli, SigkillThenResumeIsBitIdentical) {
 
 TEST(LmTrainCli, BadConfigKeysAreNamed) {
   fs::path dir = fresh_dir("qkv_lm_badkey");
-  auto base = nlohmann::json::parse(kConfig);
+  auto base = nlohmann::json::parse(kLmConfig);
   struct Case {
     const char* section;
     const char* key;

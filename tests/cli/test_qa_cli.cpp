@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<std::string> kColor = {"red", "blue", "green", "yellow", "purple", "orange"};
-const std::vector<std::string> kFruit = {"apple", "banana", "cherry", "grape", "lemon", "mango"};
+const std::vector<std::string> kQaFruit = {"apple", "banana", "cherry", "grape", "lemon", "mango"};
 const std::vector<std::string> kFiller = {"dog", "cat", "horse", "über", "sheep", "goat", "mouse", "tiger", "zebra", "owl"};
 
 // A context of 20-34 filler words holding one colour (sometimes "dark X" or "light X") and one
@@ -41,7 +41,7 @@ data::QaExample example(std::mt19937& rng, int i) {
   for (int k = 0; k < n; ++k) w.push_back(kFiller[rng() % kFiller.size()]);
   const int shade = int(rng() % 3);
   std::string color = (shade == 1 ? "dark " : shade == 2 ? "light " : "") + kColor[rng() % kColor.size()];
-  const std::string fruit = kFruit[rng() % kFruit.size()];
+  const std::string fruit = kQaFruit[rng() % kQaFruit.size()];
   const size_t cpos = rng() % w.size();
   size_t fpos = rng() % w.size();
   if (fpos == cpos) fpos = (fpos + 1) % w.size();
@@ -69,7 +69,7 @@ std::string jsonl(int n, unsigned seed) {
   return out;
 }
 
-const char* kConfig = R"({
+const char* kQaConfig = R"({
   "model_type": "bert_qa",
   "model": {"hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 96,
             "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 32},
@@ -94,7 +94,7 @@ const QaRun& trained() {
     fs::create_directories(q.dir);
     write_file_atomic((q.dir / "train.jsonl").string(), jsonl(1200, 1));
     write_file_atomic((q.dir / "valid.jsonl").string(), jsonl(100, 2));
-    write_file_atomic((q.dir / "config.json").string(), kConfig);
+    write_file_atomic((q.dir / "config.json").string(), kQaConfig);
     const int code = run_qkv({"train", "--config", (q.dir / "config.json").string(), "--train",
                               (q.dir / "train.jsonl").string(), "--valid", (q.dir / "valid.jsonl").string(), "--out",
                               (q.dir / "run").string()},
@@ -315,7 +315,7 @@ TEST(QaCli, ResumedRunEndsWithTheBitsOfAStraightRun) {
   fs::create_directories(dir);
   write_file_atomic((dir / "train.jsonl").string(), jsonl(120, 3));
   write_file_atomic((dir / "valid.jsonl").string(), jsonl(10, 4));
-  std::string cfg = kConfig;  // dropout on, so the resumed generator state matters; a constant lr
+  std::string cfg = kQaConfig;  // dropout on, so the resumed generator state matters; a constant lr
   auto replace = [&](const std::string& from, const std::string& to) {
     const size_t at = cfg.find(from);
     ASSERT_NE(at, std::string::npos) << from;

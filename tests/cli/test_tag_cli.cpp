@@ -75,7 +75,7 @@ std::string conll(int n, unsigned seed) {
   return out;
 }
 
-const char* kConfig = R"({
+const char* kTagConfig = R"({
   "model_type": "bert_tagger",
   "model": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
             "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
@@ -99,7 +99,7 @@ TEST(TagCli, TrainsATinyTaggerThenTagsAndScores) {
   write_file_atomic((dir / "train.conll").string(), conll(600, 1));
   write_file_atomic((dir / "valid.conll").string(), conll(200, 2));
   write_file_atomic((dir / "test.conll").string(), conll(200, 3));
-  write_file_atomic((dir / "config.json").string(), kConfig);
+  write_file_atomic((dir / "config.json").string(), kTagConfig);
   const fs::path run = dir / "run";
   ASSERT_EQ(run_qkv({"train", "--config", (dir / "config.json").string(), "--train", (dir / "train.conll").string(),
                      "--valid", (dir / "valid.conll").string(), "--out", run.string()},
@@ -220,7 +220,7 @@ TEST(TagCli, MalformedLinesAndUnknownLabelsNameFileLineAndField) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   write_file_atomic((dir / "train.conll").string(), conll(20, 1));
-  write_file_atomic((dir / "config.json").string(), kConfig);
+  write_file_atomic((dir / "config.json").string(), kTagConfig);
   auto train = [&](const std::string& valid_text, const std::string& name) {
     write_file_atomic((dir / "valid.conll").string(), valid_text);
     const int rc = run_qkv({"train", "--config", (dir / "config.json").string(), "--train",
@@ -249,7 +249,7 @@ TEST(TagCli, AResumedRunEndsBitIdenticalToAnUninterruptedOne) {
   write_file_atomic((dir / "train.conll").string(), conll(200, 1));
   write_file_atomic((dir / "valid.conll").string(), conll(50, 2));
   // Dropout on (the generator's state must resume too); the schedule's length fixed in the config.
-  auto cfg = nlohmann::json::parse(kConfig);
+  auto cfg = nlohmann::json::parse(kTagConfig);
   cfg["model"]["hidden_dropout_prob"] = 0.1;
   cfg["schedule"]["total"] = 40;
   cfg["train"] = {{"max_steps", 40}, {"valid_every", 20}, {"save_every", 20}};

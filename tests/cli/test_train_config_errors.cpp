@@ -39,7 +39,7 @@ struct Attempt {
   std::string log;
 };
 
-Attempt train(const fs::path& dir, const nlohmann::json& config) {
+Attempt attempt_train(const fs::path& dir, const nlohmann::json& config) {
   const fs::path cfg = dir / "config.json", log = dir / "train.log";
   qkv::write_file_atomic(cfg.string(), config.dump(2));
   const int code = run_qkv({"train", "--config", cfg.string(), "--train", (dir / "train.tsv").string(), "--valid",
@@ -79,7 +79,7 @@ TEST(TrainConfigErrors, NameTheFileAndFieldBeforeAnythingIsWritten) {
   for (const Case& c : cases) {
     nlohmann::json cfg = good_config();
     cfg[c.section][c.key] = c.value;
-    const Attempt a = train(dir, cfg);
+    const Attempt a = attempt_train(dir, cfg);
     EXPECT_EQ(a.code, 1) << c.key;
     EXPECT_NE(a.log.find(c.want), std::string::npos) << "expected \"" << c.want << "\" in:\n" << a.log;
     EXPECT_EQ(a.log.find("learning BPE"), std::string::npos) << c.key << ": the error came after the tokenizer";
@@ -96,7 +96,7 @@ TEST(TrainConfigErrors, AnEmptyInitFromIsNamedNotIgnored) {
   fs::create_directories(dir);
   qkv::testing::write_reversal_corpus(dir, 60, 50, 777);
   for (const char* type : {"bert_tagger", "bert_classifier", "bert_qa"}) {
-    const Attempt a = train(dir, {{"model_type", type}, {"init_from", ""}});
+    const Attempt a = attempt_train(dir, {{"model_type", type}, {"init_from", ""}});
     EXPECT_EQ(a.code, 1) << type;
     const std::string want =
         (dir / "config.json").string() + ": field 'init_from': expected a path, got an empty string";
@@ -153,7 +153,7 @@ TEST(TrainConfigErrors, AFailedNewRunLeavesNoDirectoryAndTheFixedCommandRuns) {
   bad["data"]["max_len"] = 6;
   const std::string valid = read_file((dir / "valid.tsv").string());
   qkv::write_file_atomic((dir / "valid.tsv").string(), "a b c d e f g h\ta b c d e f g h\n");
-  Attempt a = train(dir, bad);
+  Attempt a = attempt_train(dir, bad);
   EXPECT_EQ(a.code, 1);
   EXPECT_NE(a.log.find((dir / "valid.tsv").string() + ": none of its 1 pairs fits: every one has more than 6 tokens "
                        "on a side (" + (dir / "config.json").string() + ": data.max_len)"),
@@ -166,14 +166,14 @@ TEST(TrainConfigErrors, AFailedNewRunLeavesNoDirectoryAndTheFixedCommandRuns) {
   // In an --out that was there, what the run wrote goes and what was there stays.
   fs::create_directories(dir / "run");
   qkv::write_file_atomic((dir / "run" / "notes.txt").string(), "mine\n");
-  a = train(dir, bad);
+  a = attempt_train(dir, bad);
   EXPECT_EQ(a.code, 1);
   EXPECT_NE(a.log.find("removed what the run wrote in " + (dir / "run").string()), std::string::npos) << a.log;
   EXPECT_EQ(read_file((dir / "run" / "notes.txt").string()), "mine\n");
   EXPECT_FALSE(fs::exists(dir / "run" / "run.json"));
   EXPECT_FALSE(fs::exists(dir / "run" / "work"));
   qkv::write_file_atomic((dir / "valid.tsv").string(), valid);
-  a = train(dir, good_config());
+  a = attempt_train(dir, good_config());
   ASSERT_EQ(a.code, 0) << a.log;
   EXPECT_TRUE(fs::exists(dir / "run/model/model.safetensors"));
 
@@ -207,7 +207,7 @@ TEST(TrainConfigErrors, AFailedNewRunLeavesNoDirectoryAndTheFixedCommandRuns) {
 
   // A run that trained keeps its directory whatever happens next: here the same --out again is
   // refused and nothing in it is touched.
-  a = train(dir, good_config());
+  a = attempt_train(dir, good_config());
   EXPECT_EQ(a.code, 1);
   EXPECT_NE(a.log.find("already holds a run"), std::string::npos) << a.log;
   EXPECT_TRUE(fs::exists(dir / "run/model/model.safetensors"));
@@ -261,7 +261,7 @@ TEST(TrainConfigErrors, WarnsWhenTheTokenizerDoesNotCoverTheText) {
   EXPECT_NE(out.find("% of the target training tokens are unknown to the tokenizer"), std::string::npos) << out;
   // A tokenizer learned on the text itself: no warning.
   fs::remove_all(dir / "run");
-  const Attempt a = train(dir, good_config());
+  const Attempt a = attempt_train(dir, good_config());
   ASSERT_EQ(a.code, 0) << a.log;
   EXPECT_EQ(a.log.find("warning"), std::string::npos) << a.log;
   fs::remove_all(dir);
@@ -371,7 +371,7 @@ TEST(TrainConfigErrors, AResumeWithAnEditedModelIsRefusedByField) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   qkv::testing::write_reversal_corpus(dir, 60, 50, 777);
-  ASSERT_EQ(train(dir, good_config()).code, 0);
+  ASSERT_EQ(attempt_train(dir, good_config()).code, 0);
   const std::string run_json = (dir / "run" / "run.json").string();
   const std::string original = read_file(run_json);
   struct Case {

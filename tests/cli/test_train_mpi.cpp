@@ -105,7 +105,7 @@ fs::path make_case(const std::string& name, const std::string& optimizer, double
   return dir;
 }
 
-std::vector<std::string> train_args(const fs::path& dir, const std::string& out) {
+std::vector<std::string> mpi_train_args(const fs::path& dir, const std::string& out) {
   return {"train", "--config", (dir / "config.json").string(), "--train", (dir / "train.tsv").string(),
           "--valid", (dir / "valid.tsv").string(), "--out", (dir / out).string()};
 }
@@ -201,9 +201,11 @@ TEST(TrainMpi, TwoRanksTakeTheStepsOfOneProcessAndRepeatBitExactly) {
   // normalised by its own tokens, or counted twice, moves the weights visibly (Adam would hide a
   // constant factor). No dropout: the ranks' dropout streams differ from one process's.
   const fs::path dir = make_case("equal", R"({"type": "sgd", "momentum": 0.9})", 0.5, 0.0, 50, 50);
-  ASSERT_EQ(wait_exit(spawn(single(train_args(dir, "one")), dir / "one.log")), 0) << log_of(dir / "one.log");
-  ASSERT_EQ(wait_exit(spawn(mpirun(2, train_args(dir, "two_a")), dir / "two_a.log")), 0) << log_of(dir / "two_a.log");
-  ASSERT_EQ(wait_exit(spawn(mpirun(2, train_args(dir, "two_b")), dir / "two_b.log")), 0) << log_of(dir / "two_b.log");
+  ASSERT_EQ(wait_exit(spawn(single(mpi_train_args(dir, "one")), dir / "one.log")), 0) << log_of(dir / "one.log");
+  ASSERT_EQ(wait_exit(spawn(mpirun(2, mpi_train_args(dir, "two_a")), dir / "two_a.log")), 0)
+      << log_of(dir / "two_a.log");
+  ASSERT_EQ(wait_exit(spawn(mpirun(2, mpi_train_args(dir, "two_b")), dir / "two_b.log")), 0)
+      << log_of(dir / "two_b.log");
   EXPECT_NE(log_of(dir / "two_a.log").find("2 ranks; gradient all-reduce"), std::string::npos) << log_of(dir / "two_a.log");
 
   // Bit-identical from run to run (the reduction is ordered by rank).
@@ -242,7 +244,7 @@ TEST(TrainMpi, Bf16RanksRunTheirProductsAsRankZeroDoes) {
   qkv::write_file_atomic((dir / "config.json").string(), config);
   auto rank = [&](const char* products, const std::string& out) {  // one MPMD app context: 1 rank
     std::vector<std::string> ctx{"-np", "1", "-x", std::string("QKV_BF16_PRODUCTS=") + products, qkv_bin()};
-    for (const auto& a : train_args(dir, out)) ctx.push_back(a);
+    for (const auto& a : mpi_train_args(dir, out)) ctx.push_back(a);
     return ctx;
   };
   for (const auto& [out, second] : {std::pair<std::string, const char*>{"same", "native"}, {"mixed", "fp32_fma"}}) {
@@ -326,9 +328,9 @@ TEST(TrainMpi, SigkillOfTheJobAndResumeOnTwoRanksIsBitIdentical) {
   // Adam and dropout: the optimizer moments and every rank's own generator must come back.
   const fs::path dir = make_case("resume", R"({"type": "adam", "betas": [0.9, 0.98], "eps": 1e-9})", 0.003,
                                  0.1, 200, 10);
-  ASSERT_EQ(wait_exit(spawn(mpirun(2, train_args(dir, "full")), dir / "full.log")), 0) << log_of(dir / "full.log");
+  ASSERT_EQ(wait_exit(spawn(mpirun(2, mpi_train_args(dir, "full")), dir / "full.log")), 0) << log_of(dir / "full.log");
 
-  const pid_t job = spawn(mpirun(2, train_args(dir, "killed")), dir / "killed.log");
+  const pid_t job = spawn(mpirun(2, mpi_train_args(dir, "killed")), dir / "killed.log");
   ASSERT_TRUE(wait_for(step_dir(dir / "killed", 30), job, 600)) << log_of(dir / "killed.log");
   for (pid_t rank : children_of(job)) kill(rank, SIGKILL);  // the whole job at once
   kill(job, SIGKILL);
@@ -354,7 +356,7 @@ TEST(TrainMpi, SigkillOfTheJobAndResumeOnTwoRanksIsBitIdentical) {
 // Starts a long two-rank run, waits for its step-10 checkpoint, does `hurt` to rank 1 and returns
 // (exit status, seconds from then until mpirun exited).
 std::pair<int, double> hurt_rank_one(const fs::path& dir, const std::string& out, int signal) {
-  const pid_t job = spawn(mpirun(2, train_args(dir, out)), dir / (out + ".log"));
+  const pid_t job = spawn(mpirun(2, mpi_train_args(dir, out)), dir / (out + ".log"));
   if (!wait_for(step_dir(dir / out, 10), job, 600)) {
     ADD_FAILURE() << "no checkpoint: " << log_of(dir / (out + ".log"));
     return {-1, 0};
@@ -419,12 +421,12 @@ TEST(TrainMpi, RanksWithAnotherConfigOrFlagAreRefusedByName) {
   qkv::write_file_atomic((dir / "other.json").string(), other);
   auto job = [&](const std::string& out, const std::vector<std::string>& rank1) {
     std::vector<std::string> j{find_mpirun(), "--oversubscribe", "-np", "1", qkv_bin()};
-    for (const auto& a : train_args(dir, out)) j.push_back(a);
+    for (const auto& a : mpi_train_args(dir, out)) j.push_back(a);
     for (const auto& a : std::vector<std::string>{":", "-np", "1", qkv_bin()}) j.push_back(a);
     for (const auto& a : rank1) j.push_back(a);
     return j;
   };
-  std::vector<std::string> lr_args = train_args(dir, "lr");
+  std::vector<std::string> lr_args = mpi_train_args(dir, "lr");
   lr_args[2] = (dir / "other.json").string();
   EXPECT_NE(wait_exit(spawn(job("lr", lr_args), dir / "lr.log")), 0);
   EXPECT_NE(log_of(dir / "lr.log").find("rank 1's config field 'schedule' differs from rank 0's"), std::string::npos)
@@ -432,7 +434,7 @@ TEST(TrainMpi, RanksWithAnotherConfigOrFlagAreRefusedByName) {
   // Rank 1's scratch directory is not the run: its removal is not announced (it said "removed
   // .../.rank1: the run failed before its first step" whenever and wherever the job failed).
   EXPECT_EQ(log_of(dir / "lr.log").find(".rank1: the run failed"), std::string::npos) << log_of(dir / "lr.log");
-  std::vector<std::string> steps_args = train_args(dir, "steps");
+  std::vector<std::string> steps_args = mpi_train_args(dir, "steps");
   steps_args.insert(steps_args.end(), {"--max-steps", "3"});
   EXPECT_NE(wait_exit(spawn(job("steps", steps_args), dir / "steps.log")), 0);
   EXPECT_NE(log_of(dir / "steps.log").find("rank 1's config field 'train' differs from rank 0's"), std::string::npos)
@@ -448,7 +450,8 @@ TEST(TrainMpi, AStaleScratchDirectoryOfARankIsNotARun) {
   const fs::path dir = make_case("stale", R"({"type": "sgd"})", 0.5, 0.0, 2, 2);
   fs::create_directories(dir / "retry" / ".rank1");
   qkv::write_file_atomic((dir / "retry" / ".rank1" / "run.json").string(), log_of(dir / "config.json"));
-  ASSERT_EQ(wait_exit(spawn(mpirun(2, train_args(dir, "retry")), dir / "retry.log")), 0) << log_of(dir / "retry.log");
+  ASSERT_EQ(wait_exit(spawn(mpirun(2, mpi_train_args(dir, "retry")), dir / "retry.log")), 0)
+      << log_of(dir / "retry.log");
   EXPECT_FALSE(fs::exists(dir / "retry" / ".rank1"));
   if (!HasFailure()) fs::remove_all(dir);
 }

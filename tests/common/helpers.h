@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "qkv/kernels/gemm.h"
 #include "qkv/tensor/storage.h"
@@ -62,6 +65,13 @@ inline Tensor leaf(const RefFile& ref, const std::string& c, const std::string& 
   Tensor t = ref.get(c, name);
   t.set_requires_grad(true);
   return t;
+}
+
+// |a - b| <= 1e-5 max(1, |b|): fp32's relative tolerance, for a score or a log-probability.
+inline bool near_fp32(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b)); }
+
+inline bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
 }
 
 // The message of the qkv::Error that fn throws ("" and a test failure if none).

@@ -7,8 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace qkv::testing {
@@ -72,6 +75,17 @@ inline std::string step_dir(const std::filesystem::path& run, int step) {
   char name[32];
   std::snprintf(name, sizeof name, "step-%09d", step);
   return (run / "checkpoints" / name).string();
+}
+
+// The records of <run>/metrics.jsonl that have `key` (e.g. "valid_ppl"), in order.
+inline std::vector<nlohmann::json> metrics_with(const std::filesystem::path& run, const std::string& key) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains(key)) out.push_back(std::move(j));
+  }
+  return out;
 }
 
 // Waits until `dir` exists (checkpoints are published by an atomic rename) or pid exits.

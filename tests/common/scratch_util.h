@@ -26,6 +26,15 @@ inline std::string temp_run_dir(const std::string& what) {
   return ::testing::TempDir() + "/qkv_" + what + "_" + std::to_string(getpid());
 }
 
+// TempDir()/qkv_<what>_<name>_<pid>, removed if it exists and not created: the path a test
+// saves a model directory or a file to.
+inline std::string fresh_temp_path(const std::string& what, const std::string& name) {
+  std::filesystem::path p = std::filesystem::path(::testing::TempDir()) /
+                            ("qkv_" + what + "_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(p);
+  return p.string();
+}
+
 // A directory <temp>/qkv_<group>_<pid>/<name>, created here and removed with the object (the
 // group directory too, once empty): for tests that write large model directories.
 struct ScopedTempDir {

@@ -43,7 +43,7 @@ struct EnvGuard {
 
 // Python decodes every string by the catalog's charset; the corpus builder recodes Latin-1
 // catalogs (a2ps's) to UTF-8 the same way (data::latin1_to_utf8), so compare in UTF-8.
-std::map<std::string, std::string> python_view(const MoCatalog& c) {
+std::map<std::string, std::string> python_view_utf8(const MoCatalog& c) {
   const std::string cs = c.charset();
   const bool latin1 = cs == "iso-8859-1" || cs == "latin1" || cs == "iso8859-1";
   auto text = [&](const std::string& s) { return latin1 ? latin1_to_utf8(s) : s; };
@@ -177,7 +177,7 @@ TEST(NetworkCorpus, RealCatalogsMatchPythonGettextAndDpkgExtraction) {
       else
         want["S" + kv[0].get<std::string>()] = kv[1];
     }
-    EXPECT_EQ(python_view(c), want) << p;
+    EXPECT_EQ(python_view_utf8(c), want) << p;
     entries += c.entries.size();
     ++compared;
   }

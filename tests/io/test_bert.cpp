@@ -19,6 +19,7 @@
 #include "qkv/ops/shape.h"
 #include "qkv/util/file.h"
 #include "helpers.h"
+#include "scratch_util.h"
 #include "packed_rows.h"
 #include "ref.h"
 
@@ -27,16 +28,6 @@ using namespace qkv::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string scratch(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("qkv_bert_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p.string();
-}
-
-bool contains(const std::vector<std::string>& v, const std::string& s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
 
 }  // namespace
 
@@ -166,7 +157,7 @@ TEST(BertCheckpoint, BareEncoderWithOldNamesReportsWhatItInitialisedAndIgnored) 
 
 TEST(BertCheckpoint, SaveWritesThePublishedLayoutAndLoadsTheSameBits) {
   RefFile ref("models_bert");
-  const std::string src = case_dir(ref, "pretraining"), out = scratch("save");
+  const std::string src = case_dir(ref, "pretraining"), out = qkv_test::fresh_temp_path("bert", "save");
   io::BertBundle b = io::load_bert(src);
   ASSERT_TRUE(b.tokenizer != nullptr);
   io::save_bert(out, b);
@@ -200,11 +191,12 @@ TEST(BertCheckpoint, SaveWritesThePublishedLayoutAndLoadsTheSameBits) {
 
 // Rewrites the reference's pretraining directory with `edit` applied to its tensors / config /
 // vocabulary, then expects load_bert to fail with a message containing every string of `needles`.
-void expect_load_error(const std::string& name, const std::function<void(std::map<std::string, Tensor>&)>& edit_tensors,
-                       const std::function<void(nlohmann::json&)>& edit_config, const std::vector<std::string>& needles,
-                       const std::string& extra_vocab_lines = "") {
+void expect_bert_load_error(const std::string& name,
+                            const std::function<void(std::map<std::string, Tensor>&)>& edit_tensors,
+                            const std::function<void(nlohmann::json&)>& edit_config,
+                            const std::vector<std::string>& needles, const std::string& extra_vocab_lines = "") {
   RefFile ref("models_bert");
-  const std::string src = case_dir(ref, "pretraining"), dir = scratch(name);
+  const std::string src = case_dir(ref, "pretraining"), dir = qkv_test::fresh_temp_path("bert", name);
   fs::create_directories(dir);
   auto tensors = safetensors::load(src + "/model.safetensors").tensors;
   nlohmann::json cfg = nlohmann::json::parse(read_file(src + "/config.json"));
@@ -222,34 +214,42 @@ void expect_load_error(const std::string& name, const std::function<void(std::ma
 }
 
 TEST(BertCheckpoint, BadCheckpointsNameTheFileAndTheTensorOrKey) {
-  expect_load_error("missing", [](auto& t) { t.erase("bert.encoder.layer.1.intermediate.dense.bias"); }, {},
-                    {"model.safetensors", "bert.encoder.layer.1.intermediate.dense.bias", "missing"});
-  expect_load_error("unknown", [](auto& t) { t["bert.encoder.layer.0.attention.self.scale"] = Tensor::zeros({1}); }, {},
-                    {"model.safetensors", "bert.encoder.layer.0.attention.self.scale"});
-  expect_load_error("shape", [](auto& t) { t["bert.encoder.layer.0.attention.self.key.weight"] = Tensor::zeros({32, 31}); },
-                    {}, {"bert.encoder.layer.0.attention.self.key.weight", "(32, 32)", "(32, 31)"});
-  expect_load_error("extra_layer", {}, [](auto& j) { j["num_hidden_layers"] = 3; },
-                    {"bert.encoder.layer.2.", "missing"});
-  expect_load_error("vocab_size", {}, [](auto& j) { j["vocab_size"] = 50; },
-                    {"bert.embeddings.word_embeddings.weight", "(50, 32)", "(47, 32)"});
-  expect_load_error("config_key", {}, [](auto& j) { j["hidden_sise"] = 32; }, {"config.json", "hidden_sise"});
-  expect_load_error("relative_positions", {}, [](auto& j) { j["position_embedding_type"] = "relative_key"; },
-                    {"config.json", "position_embedding_type", "relative_key"});
-  expect_load_error("activation", {}, [](auto& j) { j["hidden_act"] = "gelu_fast"; }, {"config.json", "hidden_act", "gelu_fast"});
-  expect_load_error("decoder", {}, [](auto& j) { j["is_decoder"] = true; }, {"config.json", "is_decoder"});
-  expect_load_error("untied_decoder",
-                    [](auto& t) { t["cls.predictions.decoder.weight"] = Tensor::zeros({47, 32}); }, {},
-                    {"cls.predictions.decoder.weight", "tied"});
-  expect_load_error("both_spellings", [](auto& t) { t["embeddings.LayerNorm.gamma"] = t.at("bert.embeddings.LayerNorm.weight"); },
-                    {}, {"embeddings.LayerNorm.gamma", "bert.embeddings.LayerNorm.weight"});
+  expect_bert_load_error("missing", [](auto& t) { t.erase("bert.encoder.layer.1.intermediate.dense.bias"); }, {},
+                         {"model.safetensors", "bert.encoder.layer.1.intermediate.dense.bias", "missing"});
+  expect_bert_load_error("unknown",
+                         [](auto& t) { t["bert.encoder.layer.0.attention.self.scale"] = Tensor::zeros({1}); }, {},
+                         {"model.safetensors", "bert.encoder.layer.0.attention.self.scale"});
+  expect_bert_load_error("shape",
+                         [](auto& t) {
+                           t["bert.encoder.layer.0.attention.self.key.weight"] = Tensor::zeros({32, 31});
+                         },
+                         {}, {"bert.encoder.layer.0.attention.self.key.weight", "(32, 32)", "(32, 31)"});
+  expect_bert_load_error("extra_layer", {}, [](auto& j) { j["num_hidden_layers"] = 3; },
+                         {"bert.encoder.layer.2.", "missing"});
+  expect_bert_load_error("vocab_size", {}, [](auto& j) { j["vocab_size"] = 50; },
+                         {"bert.embeddings.word_embeddings.weight", "(50, 32)", "(47, 32)"});
+  expect_bert_load_error("config_key", {}, [](auto& j) { j["hidden_sise"] = 32; }, {"config.json", "hidden_sise"});
+  expect_bert_load_error("relative_positions", {}, [](auto& j) { j["position_embedding_type"] = "relative_key"; },
+                         {"config.json", "position_embedding_type", "relative_key"});
+  expect_bert_load_error("activation", {}, [](auto& j) { j["hidden_act"] = "gelu_fast"; },
+                         {"config.json", "hidden_act", "gelu_fast"});
+  expect_bert_load_error("decoder", {}, [](auto& j) { j["is_decoder"] = true; }, {"config.json", "is_decoder"});
+  expect_bert_load_error("untied_decoder",
+                         [](auto& t) {
+                           t["cls.predictions.decoder.weight"] = Tensor::zeros({47, 32});
+                         },
+                         {}, {"cls.predictions.decoder.weight", "tied"});
+  expect_bert_load_error("both_spellings",
+                         [](auto& t) { t["embeddings.LayerNorm.gamma"] = t.at("bert.embeddings.LayerNorm.weight"); },
+                         {}, {"embeddings.LayerNorm.gamma", "bert.embeddings.LayerNorm.weight"});
   std::string extra;  // 45 + 3 = 48 tokens for a model of vocab_size 47
   for (int i = 0; i < 3; ++i) extra += "extra" + std::to_string(i) + "\n";
-  expect_load_error("tokenizer_vocab", {}, {}, {"vocab.txt", "48", "vocab_size", "47"}, extra);
+  expect_bert_load_error("tokenizer_vocab", {}, {}, {"vocab.txt", "48", "vocab_size", "47"}, extra);
 }
 
 TEST(BertCheckpoint, TruncatedWeightsFileIsAClearError) {
   RefFile ref("models_bert");
-  const std::string src = case_dir(ref, "pretraining"), dir = scratch("truncated");
+  const std::string src = case_dir(ref, "pretraining"), dir = qkv_test::fresh_temp_path("bert", "truncated");
   fs::create_directories(dir);
   fs::copy_file(src + "/config.json", dir + "/config.json");
   std::string bytes = read_file(src + "/model.safetensors");
@@ -291,7 +291,7 @@ TEST(BertCheckpoint, InputLongerThanThePositionTableIsAnErrorNamingTheKey) {
 
 TEST(BertCheckpoint, TheDecodersBiasStandsForTheHeadsBiasWhenOnlyItIsStored) {
   RefFile ref("models_bert");
-  const std::string src = case_dir(ref, "pretraining"), dir = scratch("decoder_bias");
+  const std::string src = case_dir(ref, "pretraining"), dir = qkv_test::fresh_temp_path("bert", "decoder_bias");
   fs::create_directories(dir);
   auto tensors = safetensors::load(src + "/model.safetensors").tensors;
   const Tensor bias = tensors.at("cls.predictions.bias");
@@ -315,7 +315,7 @@ TEST(BertCheckpoint, TheDecodersBiasStandsForTheHeadsBiasWhenOnlyItIsStored) {
 
 TEST(BertCheckpoint, MissingFilesAndInvalidConfigNameTheFile) {
   RefFile ref("models_bert");
-  const std::string src = case_dir(ref, "pretraining"), dir = scratch("files");
+  const std::string src = case_dir(ref, "pretraining"), dir = qkv_test::fresh_temp_path("bert", "files");
   auto error_of = [&] {
     try {
       io::load_bert(dir);

@@ -11,7 +11,9 @@
 
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
+#include "helpers.h"
 #include "packed_rows.h"
+#include "scratch_util.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -19,16 +21,6 @@ using namespace qkv::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string scratch(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("qkv_bert_qa_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p.string();
-}
-
-bool contains(const std::vector<std::string>& v, const std::string& s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
 
 }  // namespace
 
@@ -102,7 +94,7 @@ TEST(BertQa, PretrainingDirectoryReportsTheNewHeadAndIgnoresPoolerAndCls) {
 TEST(BertQa, SaveThenLoadGivesTheSameBitsAndNoPooler) {
   RefFile ref("models_bert_qa");
   io::BertQaBundle a = io::load_bert_qa(case_dir(ref, "qa"));
-  const std::string dir = scratch("roundtrip");
+  const std::string dir = qkv_test::fresh_temp_path("bert_qa", "roundtrip");
   io::save_bert_qa(dir, a);
   const auto stored = safetensors::load(dir + "/model.safetensors").tensors;
   EXPECT_EQ(stored.count("bert.pooler.dense.weight"), 0u);
@@ -117,7 +109,7 @@ TEST(BertQa, SaveThenLoadGivesTheSameBitsAndNoPooler) {
 
 TEST(BertQa, AHeadOfTheWrongShapeNamesFileAndTensor) {
   RefFile ref("models_bert_qa");
-  const std::string dir = scratch("badhead");
+  const std::string dir = qkv_test::fresh_temp_path("bert_qa", "badhead");
   fs::create_directories(dir);
   for (const char* f : {"config.json", "vocab.txt"}) fs::copy_file(case_dir(ref, "qa") + "/" + f, dir + "/" + f);
   auto tensors = safetensors::load(case_dir(ref, "qa") + "/model.safetensors").tensors;

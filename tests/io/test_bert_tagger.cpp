@@ -14,7 +14,9 @@
 #include "qkv/autograd/node.h"
 #include "qkv/io/format/safetensors.h"
 #include "qkv/util/file.h"
+#include "helpers.h"
 #include "packed_rows.h"
+#include "scratch_util.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -22,25 +24,6 @@ using namespace qkv::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string scratch(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("qkv_bert_tagger_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p.string();
-}
-
-bool contains(const std::vector<std::string>& v, const std::string& s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 }  // namespace
 
@@ -121,7 +104,7 @@ TEST(BertTagger, APretrainingDirectoryStartsATaggerAndSaysWhatItDid) {
 
 TEST(BertTagger, SaveWritesThePublishedLayoutAndLoadsTheSameBits) {
   RefFile ref("models_bert_tagger");
-  const std::string src = case_dir(ref, "tagger"), out = scratch("save");
+  const std::string src = case_dir(ref, "tagger"), out = qkv_test::fresh_temp_path("bert_tagger", "save");
   io::BertTaggerBundle b = io::load_bert_tagger(src);
   io::save_bert_tagger(out, b);
   const auto cfg = nlohmann::json::parse(read_file(out + "/config.json"));
@@ -144,7 +127,7 @@ TEST(BertTagger, SaveWritesThePublishedLayoutAndLoadsTheSameBits) {
 
 TEST(BertTagger, ErrorsNameTheFileAndTheKeyOrTensor) {
   RefFile ref("models_bert_tagger");
-  const std::string src = case_dir(ref, "tagger"), dir = scratch("errors");
+  const std::string src = case_dir(ref, "tagger"), dir = qkv_test::fresh_temp_path("bert_tagger", "errors");
   fs::create_directories(dir);
   fs::copy(src, dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   auto cfg = nlohmann::json::parse(read_file(dir + "/config.json"));

@@ -22,6 +22,7 @@
 #include "qkv/ops/shape.h"
 #include "qkv/util/file.h"
 #include "helpers.h"
+#include "scratch_util.h"
 #include "ref.h"
 #include "tiny_models.h"
 
@@ -38,12 +39,6 @@ const std::vector<std::string> kCases = {"gpt2", "gpt2_prefixed", "gpt1_post_ln"
 std::pair<Tensor, Tensor> real_positions(const Tensor& ours, const Tensor& ref, const Tensor& key_pad) {
   Tensor keep = unsqueeze(key_pad, 2);  // (B, T, 1)
   return {masked_fill(ours, keep, 0.0), masked_fill(ref, keep, 0.0)};
-}
-
-std::string scratch(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("qkv_gpt2_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p.string();
 }
 
 }  // namespace
@@ -96,7 +91,7 @@ TEST(Gpt2Checkpoint, SaveWritesThePublishedLayoutAndLoadsTheSameBits) {
     SCOPED_TRACE(c);
     const std::string src = case_dir(ref, c);
     io::GptBundle b = io::load_gpt2(src);
-    const std::string out = scratch(c);
+    const std::string out = qkv_test::fresh_temp_path("gpt2", c);
     io::save_gpt2(out, b);
     // The written tensors are the reference's own, under the published names without prefix and
     // without the mask buffers: bit for bit.
@@ -125,10 +120,12 @@ TEST(Gpt2Checkpoint, SaveWritesThePublishedLayoutAndLoadsTheSameBits) {
 
 // Rewrites the reference's gpt2 directory with `edit` applied to its tensors / config, then expects
 // load_gpt2 to fail with a message containing every string of `needles`.
-void expect_load_error(const std::string& name, const std::function<void(std::map<std::string, Tensor>&)>& edit_tensors,
-                       const std::function<void(nlohmann::json&)>& edit_config, const std::vector<std::string>& needles) {
+void expect_gpt2_load_error(const std::string& name,
+                            const std::function<void(std::map<std::string, Tensor>&)>& edit_tensors,
+                            const std::function<void(nlohmann::json&)>& edit_config,
+                            const std::vector<std::string>& needles) {
   RefFile ref("models_gpt");
-  const std::string src = case_dir(ref, "gpt2"), dir = scratch(name);
+  const std::string src = case_dir(ref, "gpt2"), dir = qkv_test::fresh_temp_path("gpt2", name);
   fs::create_directories(dir);
   auto tensors = safetensors::load(src + "/model.safetensors").tensors;
   nlohmann::json cfg = nlohmann::json::parse(read_file(src + "/config.json"));
@@ -145,19 +142,24 @@ void expect_load_error(const std::string& name, const std::function<void(std::ma
 }
 
 TEST(Gpt2Checkpoint, BadCheckpointsNameTheTensorOrKey) {
-  expect_load_error("missing", [](auto& t) { t.erase("h.1.mlp.c_fc.bias"); }, {}, {"h.1.mlp.c_fc.bias", "missing"});
-  expect_load_error("unknown", [](auto& t) { t["h.0.attn.c_attn.scale"] = Tensor::zeros({1}); }, {},
-                    {"h.0.attn.c_attn.scale"});
-  expect_load_error("shape", [](auto& t) { t["h.0.attn.c_proj.weight"] = Tensor::zeros({32, 31}); }, {},
-                    {"h.0.attn.c_proj.weight", "(32, 32)", "(32, 31)"});
-  expect_load_error("extra_layer", {}, [](auto& j) { j["n_layer"] = 3; }, {"h.2.", "missing"});
-  expect_load_error("config_key", {}, [](auto& j) { j["n_embdd"] = 32; }, {"config.json", "n_embdd"});
-  expect_load_error("config_value", {}, [](auto& j) { j["scale_attn_by_inverse_layer_idx"] = true; },
-                    {"config.json", "scale_attn_by_inverse_layer_idx"});
-  expect_load_error("activation", {}, [](auto& j) { j["activation_function"] = "gelu_fast"; }, {"gelu_fast"});
-  expect_load_error("untied_head", [](auto& t) { t["lm_head.weight"] = Tensor::zeros(t.at("wte.weight").shape()); }, {},
-                    {"lm_head.weight", "tie"});
-  expect_load_error("mixed_prefix", [](auto& t) {
+  expect_gpt2_load_error("missing", [](auto& t) { t.erase("h.1.mlp.c_fc.bias"); }, {},
+                         {"h.1.mlp.c_fc.bias", "missing"});
+  expect_gpt2_load_error("unknown", [](auto& t) { t["h.0.attn.c_attn.scale"] = Tensor::zeros({1}); }, {},
+                         {"h.0.attn.c_attn.scale"});
+  expect_gpt2_load_error("shape",
+                         [](auto& t) {
+                           t["h.0.attn.c_proj.weight"] = Tensor::zeros({32, 31});
+                         },
+                         {}, {"h.0.attn.c_proj.weight", "(32, 32)", "(32, 31)"});
+  expect_gpt2_load_error("extra_layer", {}, [](auto& j) { j["n_layer"] = 3; }, {"h.2.", "missing"});
+  expect_gpt2_load_error("config_key", {}, [](auto& j) { j["n_embdd"] = 32; }, {"config.json", "n_embdd"});
+  expect_gpt2_load_error("config_value", {}, [](auto& j) { j["scale_attn_by_inverse_layer_idx"] = true; },
+                         {"config.json", "scale_attn_by_inverse_layer_idx"});
+  expect_gpt2_load_error("activation", {}, [](auto& j) { j["activation_function"] = "gelu_fast"; }, {"gelu_fast"});
+  expect_gpt2_load_error("untied_head",
+                         [](auto& t) { t["lm_head.weight"] = Tensor::zeros(t.at("wte.weight").shape()); }, {},
+                         {"lm_head.weight", "tie"});
+  expect_gpt2_load_error("mixed_prefix", [](auto& t) {
     t["transformer.wpe.weight"] = t.at("wpe.weight");
     t.erase("wpe.weight");
   }, {}, {"prefix"});
@@ -165,7 +167,7 @@ TEST(Gpt2Checkpoint, BadCheckpointsNameTheTensorOrKey) {
 
 TEST(Gpt2Checkpoint, TruncatedWeightsFileIsAClearError) {
   RefFile ref("models_gpt");
-  const std::string src = case_dir(ref, "gpt2"), dir = scratch("truncated");
+  const std::string src = case_dir(ref, "gpt2"), dir = qkv_test::fresh_temp_path("gpt2", "truncated");
   fs::create_directories(dir);
   fs::copy_file(src + "/config.json", dir + "/config.json");
   std::string bytes = read_file(src + "/model.safetensors");
@@ -204,7 +206,7 @@ TEST(Gpt2Checkpoint, ThePublishedGpt2ConfigReads) {
 // A tokenizer with more ids than config.json's vocab_size is refused at load, naming the tokenizer
 // file (as BERT's is): its ids past the embedding surfaced only at use, blamed on the prompt.
 TEST(Gpt2Checkpoint, ATokenizerLargerThanTheVocabularyIsRefusedAtLoad) {
-  const std::string dir = scratch("big_tokenizer");
+  const std::string dir = qkv_test::fresh_temp_path("gpt2", "big_tokenizer");
   io::GptBundle b = qkv_test::tiny_gpt();
   io::save_gpt2(dir, b);
   EXPECT_NO_THROW(io::load_gpt2(dir));
@@ -226,7 +228,7 @@ TEST(Gpt2Checkpoint, ATokenizerLargerThanTheVocabularyIsRefusedAtLoad) {
 // element, in every precision the weights can be held in (it loaded, and generation wrote NUL
 // characters with exit code 0).
 TEST(Gpt2Checkpoint, NonFiniteWeightsAreRefusedAtLoad) {
-  const std::string dir = scratch("non_finite");
+  const std::string dir = qkv_test::fresh_temp_path("gpt2", "non_finite");
   io::save_gpt2(dir, qkv_test::tiny_gpt());
   const std::string weights = dir + "/model.safetensors";
   std::map<std::string, Tensor> tensors;

@@ -31,7 +31,7 @@ nlohmann::json model_config() {
   })");
 }
 
-std::string error_of(const nlohmann::json& config) {
+std::string config_error(const nlohmann::json& config) {
   const std::string path =
       (fs::path(::testing::TempDir()) / ("qkv_seq2seq_cfg_" + std::to_string(getpid()) + ".json")).string();
   qkv::write_file_atomic(path, config.dump());
@@ -48,28 +48,28 @@ std::string error_of(const nlohmann::json& config) {
 }  // namespace
 
 TEST(Seq2SeqConfig, StrictAboutFormatKeysSectionsAndLength) {
-  EXPECT_EQ(error_of(model_config()), "");
+  EXPECT_EQ(config_error(model_config()), "");
   nlohmann::json early = model_config();
   early.erase("format");  // models written before the key existed
-  EXPECT_EQ(error_of(early), "");
+  EXPECT_EQ(config_error(early), "");
 
   nlohmann::json c = model_config();
   c["format"] = "qkv-seq2seq-99";
-  EXPECT_EQ(error_of(c).rfind("field 'format': expected \"qkv-seq2seq-1\", got \"qkv-seq2seq-99\"", 0), 0u)
-      << error_of(c);
+  EXPECT_EQ(config_error(c).rfind("field 'format': expected \"qkv-seq2seq-1\", got \"qkv-seq2seq-99\"", 0), 0u)
+      << config_error(c);
   c = model_config();
   c["bogus"] = 1;
-  EXPECT_EQ(error_of(c).rfind("field 'bogus': unknown key", 0), 0u) << error_of(c);
+  EXPECT_EQ(config_error(c).rfind("field 'bogus': unknown key", 0), 0u) << config_error(c);
   c = model_config();
   c["train"] = "x";
-  EXPECT_EQ(error_of(c).rfind("field 'train': expected an object", 0), 0u) << error_of(c);
+  EXPECT_EQ(config_error(c).rfind("field 'train': expected an object", 0), 0u) << config_error(c);
   const nlohmann::json bert = {{"architectures", {"BertForSequenceClassification"}}, {"model_type", "bert"}};
-  EXPECT_EQ(error_of(bert).rfind("holds a \"BertForSequenceClassification\" model, not a translation model", 0), 0u)
-      << error_of(bert);
+  EXPECT_EQ(config_error(bert).rfind("holds a \"BertForSequenceClassification\" model, not a translation model", 0), 0u)
+      << config_error(bert);
   c = model_config();
   c["model"]["max_len"] = 1;
-  EXPECT_NE(error_of(c).find("max_len must be at least 2 (a token and </s>), got 1"), std::string::npos)
-      << error_of(c);
+  EXPECT_NE(config_error(c).find("max_len must be at least 2 (a token and </s>), got 1"), std::string::npos)
+      << config_error(c);
   // model_size.h's bounds, as GPT's and BERT's: a max_len of 3e7 was allocated (1.9 GB of positions),
   // a d_ff of 2^36 failed as "out of memory" naming nothing.
   for (const auto& [key, value, want] : std::vector<std::tuple<std::string, int64_t, std::string>>{
@@ -82,20 +82,20 @@ TEST(Seq2SeqConfig, StrictAboutFormatKeysSectionsAndLength) {
     c["model"][key] = value;
     if (key == "src_vocab") c["model"]["tgt_vocab"] = value, c["model"]["shared_embeddings"] = true;
     if (key == "d_model") c["model"]["src_vocab"] = c["model"]["tgt_vocab"] = int64_t(1) << 22;
-    EXPECT_NE(error_of(c).find(want), std::string::npos) << key << ": " << error_of(c);
+    EXPECT_NE(config_error(c).find(want), std::string::npos) << key << ": " << config_error(c);
   }
   nlohmann::json rnn = model_config();
   rnn["model_type"] = "rnn";
   rnn["model"] = {{"src_vocab", 60}, {"tgt_vocab", 60}, {"embed_dim", 16}, {"enc_hidden", 16}, {"dec_hidden", 16},
                   {"max_len", 32}};
-  EXPECT_EQ(error_of(rnn), "");
+  EXPECT_EQ(config_error(rnn), "");
   rnn["model"]["max_len"] = 30000000;
-  EXPECT_NE(error_of(rnn).find("field 'model.max_len': must be at most 1048576, got 30000000"), std::string::npos)
-      << error_of(rnn);
+  EXPECT_NE(config_error(rnn).find("field 'model.max_len': must be at most 1048576, got 30000000"), std::string::npos)
+      << config_error(rnn);
   rnn["model"]["max_len"] = 32;
   rnn["model"]["enc_hidden"] = rnn["model"]["dec_hidden"] = 60000;
   rnn["model"]["src_vocab"] = rnn["model"]["tgt_vocab"] = int64_t(1) << 24;
-  EXPECT_NE(error_of(rnn).find("million parameters"), std::string::npos) << error_of(rnn);
+  EXPECT_NE(config_error(rnn).find("million parameters"), std::string::npos) << config_error(rnn);
 }
 
 // config.json's pad_id, bos_id and eos_id must be the target tokenizer's tokens: decoding starts,

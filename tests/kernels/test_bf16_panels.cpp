@@ -15,23 +15,18 @@
 
 #include "bf16_bound.h"
 #include "helpers.h"
+#include "packed_product.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
 
 namespace qkv {
 namespace {
 
+using testing::product;
+using testing::values;
 using kernels::Bf16Products;
 using kernels::Bf16ProductsScope;
 using kernels::MatmulPrecision;
-
-Tensor product(const Tensor& x, const kernels::PackedLinear& p) {
-  Tensor out = Tensor::empty({x.size(0), p.N});
-  kernels::packed_linear(x, p, out);
-  return out;
-}
-
-std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
 
 Tensor rounded(const Tensor& t) {  // f32, every value rounded to bf16
   Tensor r = t.clone();

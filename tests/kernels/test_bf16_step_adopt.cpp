@@ -8,6 +8,7 @@
 
 #include "bf16_bound.h"
 #include "helpers.h"
+#include "packed_product.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/bf16_step_weights.h"
 #include "qkv/kernels/gemm.h"
@@ -15,11 +16,10 @@
 namespace qkv {
 namespace {
 
+using testing::values;
 using bf16_test::check_gemm;
 using kernels::Bf16Products;
 using kernels::MatmulPrecision;
-
-std::vector<float> values(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
 
 TEST(Bf16StepWeights, AdoptedMatrixRunsOnOneCopyPerRole) {
   if (!kernels::dnnl_cpu_info().bf16_native())

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_bound.h"
 #include "helpers.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
@@ -23,12 +24,11 @@
 namespace qkv {
 namespace {
 
-constexpr double kU32 = 1.0 / (1 << 24);
-
 #define SKIP_WITHOUT_ONEDNN_F32()                                                                  \
   if (!kernels::gemm_f32_onednn_available())                                                       \
     GTEST_SKIP() << "oneDNN has no AVX-512 here (" << kernels::dnnl_cpu_info().isa << ")";
 
+using bf16_test::kU32;
 using testing::randn_values;
 
 // Sets the process's fp32 backend for one scope, then restores it.

@@ -77,7 +77,7 @@ TEST(Int8Quantize, VectorAndScalarPathsFollowTheRule) {
     }
 }
 
-struct Case {
+struct Int8Case {
   int64_t M, N, K;
   bool bias;
 };
@@ -90,14 +90,14 @@ TEST(Int8Gemm, EqualsTheSchemeComputedExactly) {
   // Decode (M 1-32) and prefill shapes, K not a multiple of 4, 16 or 64, N not of 16, products
   // large enough for two threads (64 x 1024 x 256 = 2^24 multiply-adds; at batch 1, 1000 x 770 with
   // its shared tail), padded row strides.
-  const Case cases[] = {Case{1, 1, 1, true},   Case{1, 768, 256, true},   Case{3, 17, 15, false},
-                        Case{32, 1000, 256, true}, Case{5, 64, 3072, false}, Case{64, 1024, 256, true},
-                        Case{7, 50, 770, true},  Case{1, 1000, 770, true},  Case{15, 9, 130, false},
-                        Case{16, 9, 130, true}};
+  const Int8Case cases[] = {Int8Case{1, 1, 1, true},       Int8Case{1, 768, 256, true},  Int8Case{3, 17, 15, false},
+                            Int8Case{32, 1000, 256, true}, Int8Case{5, 64, 3072, false}, Int8Case{64, 1024, 256, true},
+                            Int8Case{7, 50, 770, true},    Int8Case{1, 1000, 770, true}, Int8Case{15, 9, 130, false},
+                            Int8Case{16, 9, 130, true}};
   const int default_streams = kernels::rows_streams_per_thread();
   for (const bool rows : {false, true})
     for (const int streams : {1, 2, 4, 8})
-      for (const Case& c : cases) {
+      for (const Int8Case& c : cases) {
         if (!rows && streams != default_streams) continue;  // the blocked form reads no streams
         SCOPED_TRACE(std::string(rows ? "rows, " + std::to_string(streams) + " streams" : "blocked"));
         kernels::set_rows_streams_per_thread(streams);

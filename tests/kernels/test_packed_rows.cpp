@@ -11,11 +11,14 @@
 #include <vector>
 
 #include "helpers.h"
+#include "packed_product.h"
 #include "qkv/kernels/gemm.h"
 #include "ref.h"
 
 namespace qkv {
 namespace {
+
+using testing::product;
 
 // out (M, N) = x (M, K) @ w^T + b in double; w given as stacked (N_i, K) pieces.
 std::vector<double> reference(const Tensor& x, const std::vector<Tensor>& ws, const Tensor& b) {
@@ -47,12 +50,6 @@ void expect_close(const Tensor& got, const std::vector<double>& want, int64_t K)
       ADD_FAILURE() << "element " << i << ": got " << g[i] << ", expected " << want[i] << " (error " << err << ")";
   }
   EXPECT_EQ(bad, 0);
-}
-
-Tensor product(const Tensor& x, const kernels::PackedLinear& p) {
-  Tensor out = Tensor::empty({x.size(0), p.N});
-  kernels::packed_linear(x, p, out);
-  return out;
 }
 
 TEST(PackedRows, MatchesADoubleReferenceForEveryTileShape) {

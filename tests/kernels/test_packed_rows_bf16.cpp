@@ -13,18 +13,14 @@
 
 #include "bf16_bound.h"
 #include "helpers.h"
+#include "packed_product.h"
 #include "qkv/kernels/gemm.h"
 
 namespace qkv {
 namespace {
 
-Tensor product(const Tensor& x, const kernels::PackedLinear& p) {
-  Tensor out = Tensor::empty({x.size(0), p.N});
-  kernels::packed_linear(x, p, out);
-  return out;
-}
-
-std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
+using testing::product;
+using testing::values;
 
 // out (M, N) against x (M, K) @ [w_0; w_1; ...]^T + b, every operand rounded to bf16 (b is not).
 void check(const Tensor& x, const std::vector<Tensor>& ws, const Tensor& b, const Tensor& out) {

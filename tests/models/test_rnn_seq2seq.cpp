@@ -12,6 +12,7 @@
 #include "qkv/autograd/node.h"
 #include "qkv/ops/loss.h"
 #include "qkv/ops/shape.h"
+#include "logits_at.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -36,12 +37,7 @@ std::unique_ptr<RnnSeq2Seq> load_model(const RefFile& ref, const std::string& c)
   return m;
 }
 
-Tensor logits_at(const Tensor& logits, const std::vector<int64_t>& rows, int64_t t) {
-  Tensor idx = Tensor::from_vector<int64_t>(rows, {int64_t(rows.size())});
-  return contiguous(reshape(slice(index_select(logits, 0, idx), 1, t, t + 1), {int64_t(rows.size()), logits.size(2)}));
-}
-
-std::string error_of(const nlohmann::json& j) {
+std::string config_error(const nlohmann::json& j) {
   try {
     RnnSeq2SeqConfig::parse(j, "cfg.json", "model");
   } catch (const Error& e) {
@@ -159,12 +155,12 @@ TEST(RnnSeq2Seq, ConfigJsonRoundTrip) {
 
 TEST(RnnSeq2Seq, ConfigErrorsNameFileKeyAndWhatFits) {
   auto expect_error = [](const nlohmann::json& j, std::vector<std::string> parts) {
-    std::string e = error_of(j);
+    std::string e = config_error(j);
     ASSERT_FALSE(e.empty()) << j.dump();
     for (auto& p : parts) EXPECT_NE(e.find(p), std::string::npos) << "'" << p << "' not in: " << e;
   };
   nlohmann::json ok = small_config();
-  EXPECT_EQ(error_of(ok), "");
+  EXPECT_EQ(config_error(ok), "");
 
   auto j = ok;
   j["hiden"] = 3;  // a typo
@@ -183,12 +179,12 @@ TEST(RnnSeq2Seq, ConfigErrorsNameFileKeyAndWhatFits) {
   j["bidirectional"] = true;
   expect_error(j, {"cfg.json", "model.bridge", "dec_hidden == 2 * enc_hidden", "16", "linear"});
   j["bridge"] = "linear";
-  EXPECT_EQ(error_of(j), "");
+  EXPECT_EQ(config_error(j), "");
   // Luong dot needs s and h of equal width.
   j["score"] = "dot";
   expect_error(j, {"model.score", "dot", "16", "general"});
   j["dec_hidden"] = 16;
-  EXPECT_EQ(error_of(j), "");
+  EXPECT_EQ(config_error(j), "");
   // Copy across different depths.
   j = ok;
   j["dec_layers"] = 2;
@@ -202,14 +198,14 @@ TEST(RnnSeq2Seq, ConfigErrorsNameFileKeyAndWhatFits) {
   expect_error(j, {"model.input_feeding", "bahdanau"});
   j.erase("input_feeding");
   j["attn_dim"] = 6;
-  EXPECT_EQ(error_of(j), "");
+  EXPECT_EQ(config_error(j), "");
   j = ok;
   j["attn_dim"] = 6;  // luong general has no MLP
   expect_error(j, {"model.attn_dim", "general"});
   j["score"] = "location";  // nor has location scoring: W_a is (max_len, dec_hidden)
   expect_error(j, {"model.attn_dim", "location"});
   j.erase("attn_dim");
-  EXPECT_EQ(error_of(j), "");
+  EXPECT_EQ(config_error(j), "");
   j = ok;
   j["attention"] = "none";
   j.erase("score");

@@ -12,6 +12,7 @@
 #include "qkv/autograd/node.h"
 #include "qkv/ops/loss.h"
 #include "qkv/ops/shape.h"
+#include "logits_at.h"
 #include "transformer_ref.h"
 
 using namespace qkv;
@@ -19,12 +20,6 @@ using namespace qkv::testing;
 using namespace qkv::models;
 
 namespace {
-
-// Logits of position t for the given rows: (R, V).
-Tensor logits_at(const Tensor& logits, const std::vector<int64_t>& rows, int64_t t) {
-  Tensor idx = Tensor::from_vector<int64_t>(rows, {int64_t(rows.size())});
-  return contiguous(reshape(slice(index_select(logits, 0, idx), 1, t, t + 1), {int64_t(rows.size()), logits.size(2)}));
-}
 
 const std::vector<std::string>& kModels = kTransformerRefModels;
 

@@ -30,7 +30,7 @@ using namespace qkv;
 
 namespace {
 
-constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kFirstSymbol = 3, kSymbols = 10;
+constexpr int64_t kTaskPad = 0, kTaskBos = 1, kTaskEos = 2, kFirstSymbol = 3, kTaskSymbols = 10;
 constexpr int64_t kMinLen = 3, kMaxLen = 10, kBatch = 64;
 
 enum class Task { copy, reverse };
@@ -41,7 +41,7 @@ std::vector<int64_t> target_for(Task task, std::vector<int64_t> src) {
 }
 
 std::vector<int64_t> random_sequence(std::mt19937_64& rng) {
-  std::uniform_int_distribution<int64_t> len(kMinLen, kMaxLen), sym(kFirstSymbol, kFirstSymbol + kSymbols - 1);
+  std::uniform_int_distribution<int64_t> len(kMinLen, kMaxLen), sym(kFirstSymbol, kFirstSymbol + kTaskSymbols - 1);
   std::vector<int64_t> s(size_t(len(rng)));
   for (auto& t : s) t = sym(rng);
   return s;
@@ -51,7 +51,7 @@ std::vector<int64_t> random_sequence(std::mt19937_64& rng) {
 Tensor pack(const std::vector<std::vector<int64_t>>& rows, Tensor* pad = nullptr) {
   size_t L = 0;
   for (auto& r : rows) L = std::max(L, r.size());
-  std::vector<int64_t> ids(rows.size() * L, kPad);
+  std::vector<int64_t> ids(rows.size() * L, kTaskPad);
   std::vector<uint8_t> mask(rows.size() * L, 1);
   for (size_t b = 0; b < rows.size(); ++b)
     for (size_t t = 0; t < rows[b].size(); ++t) ids[b * L + t] = rows[b][t], mask[b * L + t] = 0;
@@ -69,10 +69,10 @@ class SyntheticStream : public train::BatchStream {
     for (int64_t i = 0; i < kBatch; ++i) {
       auto x = random_sequence(rng_);
       auto y = target_for(task_, x);
-      x.push_back(kEos);
-      std::vector<int64_t> in{kBos};
+      x.push_back(kTaskEos);
+      std::vector<int64_t> in{kTaskBos};
       in.insert(in.end(), y.begin(), y.end());
-      y.push_back(kEos);
+      y.push_back(kTaskEos);
       b.src_tokens += int64_t(x.size());
       b.tgt_tokens += int64_t(y.size());
       src.push_back(x), tin.push_back(in), tout.push_back(y);
@@ -101,13 +101,13 @@ double train_and_score(Task task, int64_t steps, int64_t* wrong_out,
                        kernels::MatmulPrecision precision = kernels::MatmulPrecision::fp32,
                        std::vector<double>* losses = nullptr, int64_t* bf16_differ_out = nullptr) {
   models::TransformerConfig cfg;
-  cfg.src_vocab = cfg.tgt_vocab = kFirstSymbol + kSymbols;
+  cfg.src_vocab = cfg.tgt_vocab = kFirstSymbol + kTaskSymbols;
   cfg.d_model = 64, cfg.heads = 4, cfg.enc_layers = 2, cfg.dec_layers = 2, cfg.d_ff = 128;
   cfg.dropout = 0.0;
   cfg.pre_norm = true;
   cfg.shared_embeddings = true;
   cfg.max_len = 32;
-  cfg.pad_id = kPad, cfg.bos_id = kBos, cfg.eos_id = kEos;
+  cfg.pad_id = kTaskPad, cfg.bos_id = kTaskBos, cfg.eos_id = kTaskEos;
   Generator init_rng(7);
   models::Transformer model(cfg, init_rng);
 
@@ -121,7 +121,7 @@ double train_and_score(Task task, int64_t steps, int64_t* wrong_out,
   o.valid_every = 0;
   o.save_every = 0;
   o.precision = precision;
-  train::Seq2SeqTask training(model, stream, kPad);
+  train::Seq2SeqTask training(model, stream, kTaskPad);
   train::Trainer trainer(training, opt, sched, o, qkv_test::temp_run_dir("synthetic"), {});
   for (int64_t s = 0; s < steps; ++s) {
     const double loss = trainer.train_step();
@@ -134,17 +134,17 @@ double train_and_score(Task task, int64_t steps, int64_t* wrong_out,
   for (int i = 0; i < 256; ++i) {
     auto x = random_sequence(held_out);
     want.push_back(target_for(task, x));
-    x.push_back(kEos);
+    x.push_back(kTaskEos);
     src.push_back(x);
   }
   Tensor pad;
   Tensor s = pack(src, &pad);
   decode::Options dopt;  // greedy
-  auto hyps = decode::translate(model, s, pad, {kBos, kEos, kPad}, dopt);
+  auto hyps = decode::translate(model, s, pad, {kTaskBos, kTaskEos, kTaskPad}, dopt);
   int64_t right = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     auto got = hyps[i][0].tokens;
-    if (!got.empty() && got.back() == kEos) got.pop_back();
+    if (!got.empty() && got.back() == kTaskEos) got.pop_back();
     right += got == want[i];
   }
   *wrong_out = int64_t(want.size()) - right;
@@ -152,7 +152,7 @@ double train_and_score(Task task, int64_t steps, int64_t* wrong_out,
     *bf16_differ_out = -1;
     if (kernels::dnnl_cpu_info().bf16_native()) {
       kernels::MatmulPrecisionScope bf16(kernels::MatmulPrecision::bf16);
-      auto h16 = decode::translate(model, s, pad, {kBos, kEos, kPad}, dopt);
+      auto h16 = decode::translate(model, s, pad, {kTaskBos, kTaskEos, kTaskPad}, dopt);
       *bf16_differ_out = 0;
       for (size_t i = 0; i < want.size(); ++i) *bf16_differ_out += h16[i][0].tokens != hyps[i][0].tokens;
     }
@@ -220,9 +220,9 @@ TEST(SyntheticTasks, ReverseReachesExactMatch) {
 // saves a final checkpoint, like reaching max_steps.
 TEST(SyntheticTasks, TrainerStopsAtWallClockBudget) {
   models::TransformerConfig cfg;
-  cfg.src_vocab = cfg.tgt_vocab = kFirstSymbol + kSymbols;
+  cfg.src_vocab = cfg.tgt_vocab = kFirstSymbol + kTaskSymbols;
   cfg.d_model = 16, cfg.heads = 2, cfg.enc_layers = 1, cfg.dec_layers = 1, cfg.d_ff = 32, cfg.max_len = 32;
-  cfg.pad_id = kPad, cfg.bos_id = kBos, cfg.eos_id = kEos;
+  cfg.pad_id = kTaskPad, cfg.bos_id = kTaskBos, cfg.eos_id = kTaskEos;
   models::Transformer model(cfg);
   SyntheticStream stream(Task::copy, 1);
   Adam opt(single_group(model.parameters()), 1e-3);
@@ -234,7 +234,7 @@ TEST(SyntheticTasks, TrainerStopsAtWallClockBudget) {
   // outrank this run's and be kept instead of it.
   std::string dir = ::testing::TempDir() + "/qkv_budget_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
-  train::Seq2SeqTask task(model, stream, kPad);
+  train::Seq2SeqTask task(model, stream, kTaskPad);
   train::Trainer trainer(task, opt, sched, o, dir, {});
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(trainer.run(), train::Outcome::finished);

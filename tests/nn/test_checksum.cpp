@@ -11,13 +11,17 @@
 #include "qkv/io/format/safetensors_reader.h"
 #include "qkv/util/checksum.h"
 #include "qkv/util/file.h"
+#include "helpers.h"
 #include "ref.h"
+#include "safetensors_craft.h"
 
 using namespace qkv;
+using qkv::testing::craft_safetensors;
+using qkv::testing::error_of;
 
 namespace {
 
-std::string tmp_path(const std::string& name) {
+std::string checksum_tmp_path(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() / ("qkv_test_checksum_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return (dir / name).string();
@@ -29,30 +33,12 @@ std::map<std::string, Tensor> sample() {
           {"step", Tensor::from_vector<int64_t>({42}, {1})}};
 }
 
-// The error message of f(), which must throw qkv::Error.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a qkv::Error";
-  return "";
-}
-
 // Where tensor `name`'s bytes start in a serialized file.
 size_t data_start(const std::string& bytes, const std::string& name) {
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
   auto header = nlohmann::json::parse(bytes.substr(8, n));
   return 8 + n + header[name]["data_offsets"][0].get<size_t>();
-}
-
-std::string craft(const nlohmann::json& header, const std::string& buffer) {
-  std::string h = header.dump(), out;
-  for (int i = 0; i < 8; ++i) out.push_back(char((uint64_t(h.size()) >> (8 * i)) & 0xff));
-  return out + h + buffer;
 }
 
 }  // namespace
@@ -75,7 +61,7 @@ TEST(Checksum, Crc32cMatchesPublishedVectors) {
 }
 
 TEST(Checksum, RecordedOnSaveAndHiddenAtLoad) {
-  std::string path = tmp_path("recorded.safetensors");
+  std::string path = checksum_tmp_path("recorded.safetensors");
   safetensors::save(path, sample(), {{"format", "pt"}});
   const std::string bytes = read_file(path);
   uint64_t n = 0;
@@ -94,7 +80,7 @@ TEST(Checksum, RecordedOnSaveAndHiddenAtLoad) {
 }
 
 TEST(Checksum, BitFlippedTensorDataNamesFileTensorAndBothChecksums) {
-  std::string path = tmp_path("flipped.safetensors");
+  std::string path = checksum_tmp_path("flipped.safetensors");
   safetensors::save(path, sample());
   const std::string good = read_file(path);
   Tensor bias = sample().at("encoder.bias");
@@ -114,7 +100,7 @@ TEST(Checksum, BitFlippedTensorDataNamesFileTensorAndBothChecksums) {
 }
 
 TEST(Checksum, TruncatedCheckpointIsRefusedNamingTheFile) {
-  std::string path = tmp_path("truncated.safetensors");
+  std::string path = checksum_tmp_path("truncated.safetensors");
   safetensors::save(path, sample());
   const std::string good = read_file(path);
   for (size_t keep : {good.size() - 1, data_start(good, "encoder.weight") + 3, size_t(20), size_t(3)}) {
@@ -131,23 +117,23 @@ TEST(Checksum, CorruptedChecksumEntriesAreErrors) {
   const std::string key = std::string(safetensors::kChecksumPrefix) + "a";
   const std::string crc = crc32c_hex(crc32c(data.data(), 8));
   nlohmann::json entry = {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}};
-  std::string path = tmp_path("entries.safetensors");
+  std::string path = checksum_tmp_path("entries.safetensors");
 
-  write_file_atomic(path, craft({{"a", entry}, {"__metadata__", {{key, crc}}}}, data));
+  write_file_atomic(path, craft_safetensors({{"a", entry}, {"__metadata__", {{key, crc}}}}, data));
   EXPECT_EQ(safetensors::load(path).tensors.count("a"), 1u);  // the control: a good file loads
 
-  write_file_atomic(path, craft({{"a", entry}, {"__metadata__", {{key, crc}, {key + "x", crc}}}}, data));
+  write_file_atomic(path, craft_safetensors({{"a", entry}, {"__metadata__", {{key, crc}, {key + "x", crc}}}}, data));
   std::string m = error_of([&] { safetensors::load(path); });
   EXPECT_NE(m.find(key + "x"), std::string::npos) << m;
 
   nlohmann::json two = {{"a", entry}, {"b", {{"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {8, 8}}}},
                         {"__metadata__", {{key, crc}}}};
-  write_file_atomic(path, craft(two, data));
+  write_file_atomic(path, craft_safetensors(two, data));
   m = error_of([&] { safetensors::load(path); });
   EXPECT_NE(m.find("'b'"), std::string::npos) << m;
   EXPECT_NE(m.find("no checksum"), std::string::npos) << m;
 
-  write_file_atomic(path, craft({{"a", entry}, {"__metadata__", {{key, "E3069283"}}}}, data));
+  write_file_atomic(path, craft_safetensors({{"a", entry}, {"__metadata__", {{key, "E3069283"}}}}, data));
   m = error_of([&] { safetensors::load(path); });
   EXPECT_NE(m.find("8 lowercase hex digits, got 'E3069283'"), std::string::npos) << m;
 }
@@ -155,10 +141,10 @@ TEST(Checksum, CorruptedChecksumEntriesAreErrors) {
 TEST(Checksum, FilesWithoutChecksumsStillLoad) {
   // As written by other tools (Hugging Face's safetensors): no qkv entries, other metadata kept.
   Tensor a = qkv::testing::randn({3}, 4);
-  std::string path = tmp_path("foreign.safetensors");
-  write_file_atomic(path, craft({{"a", {{"dtype", "F32"}, {"shape", {3}}, {"data_offsets", {0, 12}}}},
-                                 {"__metadata__", {{"format", "pt"}}}},
-                                std::string(static_cast<const char*>(a.raw_data()), 12)));
+  std::string path = checksum_tmp_path("foreign.safetensors");
+  write_file_atomic(path, craft_safetensors({{"a", {{"dtype", "F32"}, {"shape", {3}}, {"data_offsets", {0, 12}}}},
+                                             {"__metadata__", {{"format", "pt"}}}},
+                                            std::string(static_cast<const char*>(a.raw_data()), 12)));
   auto c = safetensors::load(path);
   EXPECT_TRUE(qkv::testing::bit_equal(c.tensors.at("a"), a));
   EXPECT_EQ(c.metadata.at("format"), "pt");
@@ -166,7 +152,7 @@ TEST(Checksum, FilesWithoutChecksumsStillLoad) {
 
 TEST(Checksum, StaleChecksumsInCallerMetadataAreReplaced) {
   // Averaging copies one file's metadata onto new tensors: the checksums must be the new bytes'.
-  std::string path = tmp_path("restamped.safetensors");
+  std::string path = checksum_tmp_path("restamped.safetensors");
   auto tensors = sample();
   std::map<std::string, std::string> meta{{"format", "pt"},
                                           {std::string(safetensors::kChecksumPrefix) + "encoder.bias", "00000000"}};
@@ -189,7 +175,7 @@ TEST(Checksum, AcceptsChecksumsWrittenByAnIndependentImplementation) {
 // safetensors::Reader, which load() is built on: the header checked at open, each tensor read on
 // demand. It must give what parse() gives from the same bytes in memory.
 TEST(Checksum, ReaderReadsTensorByTensorWhatParseReadsAtOnce) {
-  std::string path = tmp_path("reader.safetensors");
+  std::string path = checksum_tmp_path("reader.safetensors");
   safetensors::save(path, sample(), {{"format", "pt"}});
   const safetensors::Contents whole = safetensors::parse(read_file(path), path);
   const safetensors::Reader file(path);
@@ -219,7 +205,7 @@ TEST(Checksum, ReaderReadsTensorByTensorWhatParseReadsAtOnce) {
 }
 
 TEST(Checksum, ReaderFindsABitFlipInTheTensorItReads) {
-  std::string path = tmp_path("reader_flipped.safetensors");
+  std::string path = checksum_tmp_path("reader_flipped.safetensors");
   safetensors::save(path, sample());
   std::string bad = read_file(path);
   bad[data_start(bad, "encoder.bias") + 2] ^= char(0x10);
@@ -233,7 +219,7 @@ TEST(Checksum, ReaderFindsABitFlipInTheTensorItReads) {
 }
 
 TEST(Checksum, ReaderOfAFileTruncatedWhileOpenSaysSo) {
-  std::string path = tmp_path("reader_shrunk.safetensors");
+  std::string path = checksum_tmp_path("reader_shrunk.safetensors");
   safetensors::save(path, sample());
   const std::string good = read_file(path);
   const safetensors::Reader file(path);
@@ -250,7 +236,7 @@ TEST(Checksum, SaveWritesExactlyWhatSerializeBuilds) {
   auto tensors = sample();
   tensors["transposed"] = qkv::testing::randn({3, 4}, 9).as_strided({4, 3}, {1, 4}, 0);
   const std::map<std::string, std::string> meta{{"format", "pt"}};
-  std::string path = tmp_path("streamed.safetensors");
+  std::string path = checksum_tmp_path("streamed.safetensors");
   safetensors::save(path, tensors, meta);
   EXPECT_EQ(read_file(path), safetensors::serialize(tensors, meta));
   EXPECT_TRUE(qkv::testing::bit_equal(safetensors::load(path).tensors.at("transposed"), tensors.at("transposed").contiguous()));

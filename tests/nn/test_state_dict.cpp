@@ -13,6 +13,7 @@
 #include "qkv/nn/module.h"
 #include "qkv/tensor/storage.h"
 #include "ref.h"
+#include "safetensors_craft.h"
 
 using namespace qkv;
 using namespace qkv::testing;
@@ -54,15 +55,6 @@ std::string read_bytes(const std::string& path) {
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary);
   f.write(bytes.data(), std::streamsize(bytes.size()));
-}
-
-// A safetensors file from a hand-written header and raw buffer (the format: u64 LE length, JSON, data).
-std::string craft(const nlohmann::json& header, const std::string& buffer) {
-  std::string h = header.dump();
-  std::string out;
-  uint64_t n = h.size();
-  for (int i = 0; i < 8; ++i) out.push_back(char((n >> (8 * i)) & 0xff));
-  return out + h + buffer;
 }
 
 // Runs f, expects a qkv::Error whose message contains every string in `needles`.
@@ -159,7 +151,7 @@ TEST(StateDict, OverlappingOffsets) {
   nlohmann::json h = {{"a", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}}},
                       {"b", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {4, 12}}}}};
   std::string path = tmp_path("overlap.safetensors");
-  write_bytes(path, craft(h, std::string(12, '\0')));
+  write_bytes(path, craft_safetensors(h, std::string(12, '\0')));
   expect_error([&] { safetensors::load(path); }, {path, "'b'", "overlaps"});
 }
 
@@ -167,14 +159,14 @@ TEST(StateDict, OffsetsThatEndBeforeTheyBeginAreNamedSo) {
   // Inside a buffer of 16 bytes, so "outside the data buffer (file truncated?)" would mislead.
   nlohmann::json h = {{"a", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {12, 4}}}}};
   std::string path = tmp_path("reversed.safetensors");
-  write_bytes(path, craft(h, std::string(16, '\0')));
+  write_bytes(path, craft_safetensors(h, std::string(16, '\0')));
   expect_error([&] { safetensors::load(path); }, {path, "'a'", "data_offsets [12, 4] end before they begin"});
 }
 
 TEST(StateDict, UnsupportedDtypeInFile) {
   nlohmann::json h = {{"proj.weight", {{"dtype", "F17"}, {"shape", {3, 4}}, {"data_offsets", {0, 48}}}}};
   std::string path = tmp_path("bad_dtype.safetensors");
-  write_bytes(path, craft(h, std::string(48, '\0')));
+  write_bytes(path, craft_safetensors(h, std::string(48, '\0')));
   Tiny b(2);
   expect_error([&] { b.load(path); }, {path, "proj.weight", "F17"});
 }
@@ -229,17 +221,17 @@ TEST(StateDict, StrictRejectsUnknownNames) {
 TEST(StateDict, HoleAndTrailingBytesAreErrors) {
   nlohmann::json h = {{"a", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {4, 12}}}}};
   std::string path = tmp_path("hole.safetensors");
-  write_bytes(path, craft(h, std::string(12, '\0')));
+  write_bytes(path, craft_safetensors(h, std::string(12, '\0')));
   expect_error([&] { safetensors::load(path); }, {path, "'a'", "hole"});
   nlohmann::json h2 = {{"a", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}}}};
-  write_bytes(path, craft(h2, std::string(12, '\0')));
+  write_bytes(path, craft_safetensors(h2, std::string(12, '\0')));
   expect_error([&] { safetensors::load(path); }, {path, "trailing"});
 }
 
 TEST(StateDict, SizeDisagreesWithShape) {
   nlohmann::json h = {{"w", {{"dtype", "F32"}, {"shape", {3}}, {"data_offsets", {0, 8}}}}};
   std::string path = tmp_path("span.safetensors");
-  write_bytes(path, craft(h, std::string(8, '\0')));
+  write_bytes(path, craft_safetensors(h, std::string(8, '\0')));
   expect_error([&] { safetensors::load(path); }, {path, "'w'", "12"});
 }
 

@@ -8,6 +8,7 @@
 
 #include "gradcheck.h"
 #include "helpers.h"
+#include "pre_view.h"
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/ops/shape.h"
@@ -18,12 +19,6 @@ using namespace qkv;
 using namespace qkv::testing;
 
 namespace {
-
-Tensor pre_view(const Tensor& t, const std::string& pre) {
-  if (pre == "t") return transpose(t, -1, -2);
-  if (pre == "s2") return slice(t, -1, 0, kSliceEnd, 2);
-  return t;
-}
 
 // f32 tolerance for a value that sums k products: rtol 1e-5, atol sqrt(k) * 1e-6. The references
 // are float64 results of the same f32 inputs, so this bounds qkv's own f32 accumulation error,

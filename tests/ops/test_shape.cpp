@@ -7,6 +7,7 @@
 
 #include "gradcheck.h"
 #include "helpers.h"
+#include "pre_view.h"
 #include "qkv/autograd/node.h"
 #include "qkv/ops/elementwise.h"
 #include "ref.h"
@@ -15,13 +16,6 @@ using namespace qkv;
 using namespace qkv::testing;
 
 namespace {
-
-// The view of a leaf the reference applied before the op (see ops_shape.py).
-Tensor pre_view(const Tensor& t, const std::string& pre) {
-  if (pre == "t") return transpose(t, -1, -2);
-  if (pre == "s2") return slice(t, -1, 0, kSliceEnd, 2);
-  return t;
-}
 
 std::vector<int64_t> ints(const nlohmann::json& j) { return j.get<std::vector<int64_t>>(); }
 

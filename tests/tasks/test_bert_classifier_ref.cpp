@@ -17,7 +17,9 @@
 #include "qkv/train/cls_task.h"
 #include "qkv/train/schedule.h"
 #include "qkv/util/file.h"
+#include "helpers.h"
 #include "packed_rows.h"
+#include "scratch_util.h"
 #include "ref.h"
 
 using namespace qkv;
@@ -41,12 +43,6 @@ std::map<std::string, Tensor> published(const io::BertClassifierBundle& b) {
   bb.bert = b.model->bert;
   bb.task_heads = {{"classifier", b.model->classifier}};
   return io::bert_published_parameters(bb);
-}
-
-std::string scratch(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("qkv_bert_cls_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p.string();
 }
 
 class OneBatch : public train::ClsBatchStream {
@@ -138,7 +134,7 @@ TEST(BertClassifierRef, ADirectoryThatDoesNotSayTakesSingleTextsAndPairs) {
   // transformers' save_pretrained writes no qkv_classifier: both kinds of input are classified,
   // each as the reference computes it (the "single" and "pairs" cases share their weights).
   RefFile ref("bert_classifier");
-  const std::string d = scratch("undeclared");
+  const std::string d = qkv_test::fresh_temp_path("bert_cls", "undeclared");
   fs::create_directories(d);
   for (auto& e : fs::directory_iterator(case_dir(ref, "single"))) fs::copy_file(e.path(), fs::path(d) / e.path().filename());
   nlohmann::json j = nlohmann::json::parse(read_file(d + "/config.json"));
@@ -202,7 +198,7 @@ TEST(BertClassifierRef, FiveTrainerStepsMatchTorch) {
   o.label_smoothing = 0;
   o.clip_norm = 0;
   train::BertClassificationTask task(*b.model, stream);
-  train::Trainer trainer(task, opt, sched, o, scratch("steps"), {});
+  train::Trainer trainer(task, opt, sched, o, qkv_test::fresh_temp_path("bert_cls", "steps"), {});
   const std::vector<double> expect = ref.get("steps", "losses").to_vector<double>();
   ASSERT_EQ(expect.size(), 5u);
   for (size_t i = 0; i < expect.size(); ++i) {
@@ -234,7 +230,7 @@ TEST(BertClassifierRef, FromAPretrainingCheckpointTheHeadIsNewAndClsIgnoredThenS
   EXPECT_EQ(b.max_len, 12);
 
   // Saved: Hugging Face's BertForSequenceClassification layout; loaded back bit for bit.
-  const std::string dir = scratch("saved");
+  const std::string dir = qkv_test::fresh_temp_path("bert_cls", "saved");
   io::save_bert_classifier(dir, b);
   const nlohmann::json cfg = nlohmann::json::parse(read_file(dir + "/config.json"));
   EXPECT_EQ(cfg.at("architectures"), nlohmann::json::array({"BertForSequenceClassification"}));
@@ -259,7 +255,7 @@ TEST(BertClassifierRef, FromAPretrainingCheckpointTheHeadIsNewAndClsIgnoredThenS
 TEST(BertClassifierRef, MalformedDirectoriesNameTheFileAndTheFieldOrTensor) {
   RefFile ref("bert_classifier");
   auto copy_case = [&](const std::string& c, const std::string& name) {
-    const std::string d = scratch(name);
+    const std::string d = qkv_test::fresh_temp_path("bert_cls", name);
     fs::create_directories(d);
     for (auto& e : fs::directory_iterator(case_dir(ref, c))) fs::copy_file(e.path(), fs::path(d) / e.path().filename());
     return d;

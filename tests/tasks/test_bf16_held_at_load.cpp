@@ -40,8 +40,8 @@ using qkv::testing::random_ids;
 namespace {
 
 // A directory under the temporary one, removed with the object.
-struct Scratch : qkv_test::ScopedTempDir {
-  explicit Scratch(const std::string& name) : ScopedTempDir("held_at_load", name) {}
+struct HeldAtLoadScratch : qkv_test::ScopedTempDir {
+  explicit HeldAtLoadScratch(const std::string& name) : ScopedTempDir("held_at_load", name) {}
 };
 
 // Same names, dtypes and bits; a held weight is bf16 in both.
@@ -59,13 +59,13 @@ void expect_same_state(const nn::Module& at_load, const nn::Module& after) {
 }
 
 template <typename F, typename G>
-void expect_same_bits_in_bf16(const char* what, F at_load, G after) {
+void expect_at_load_equals_after(const char* what, F at_load, G after) {
   NoGradGuard ng;
   kernels::MatmulPrecisionScope bf16(MatmulPrecision::bf16);
   EXPECT_TRUE(bit_equal(at_load(), after())) << what;
 }
 
-models::GptConfig gpt_config(int64_t d) {
+models::GptConfig gpt_of_width(int64_t d) {
   models::GptConfig cfg;
   cfg.vocab_size = 2048, cfg.n_positions = 64, cfg.n_embd = d, cfg.n_layer = 1, cfg.n_head = 4;
   return cfg;
@@ -77,9 +77,9 @@ TEST(Bf16HeldAtLoad, Gpt2EqualsTheModelHeldAfterLoading) {
   SKIP_WITHOUT_BF16();
   io::GptBundle b;
   Generator g(41);
-  b.config = gpt_config(64);
+  b.config = gpt_of_width(64);
   b.model = std::make_shared<models::Gpt>(b.config, g);
-  const Scratch scratch("gpt2");
+  const HeldAtLoadScratch scratch("gpt2");
   const std::string& dir = scratch.dir;
   io::save_gpt2(dir, b);
   io::GptBundle at_load = io::load_gpt2(dir, MatmulPrecision::bf16), after = io::load_gpt2(dir);
@@ -90,8 +90,8 @@ TEST(Bf16HeldAtLoad, Gpt2EqualsTheModelHeldAfterLoading) {
   EXPECT_EQ(attn->v_proj->weight.offset(), 2 * attn->q_proj->weight.numel());
   const Tensor ids = random_ids(g, 2, 9, 0, 2048);
   at_load.model->eval(), after.model->eval();
-  expect_same_bits_in_bf16("gpt-2 logits", [&] { return at_load.model->forward(ids); },
-                           [&] { return after.model->forward(ids); });
+  expect_at_load_equals_after("gpt-2 logits", [&] { return at_load.model->forward(ids); },
+                              [&] { return after.model->forward(ids); });
   // fp32 keeps f32 weights (int8 holds them in int8: test_int8_held_weights.cpp).
   for (auto& [name, t] : io::load_gpt2(dir, MatmulPrecision::fp32).model->state_dict())
     EXPECT_EQ(t.dtype(), DType::f32) << name;
@@ -103,7 +103,7 @@ TEST(Bf16HeldAtLoad, BertWithItsHeadsAndATaskHeadEqualsTheModelHeldAfterLoading)
   cfg.vocab_size = 500, cfg.hidden_size = 64, cfg.num_hidden_layers = 2, cfg.num_attention_heads = 4;
   cfg.intermediate_size = 128, cfg.max_position_embeddings = 64;
   Generator g(42);
-  const Scratch scratch("bert");
+  const HeldAtLoadScratch scratch("bert");
   const std::string& dir = scratch.dir;
   io::save_bert(dir, io::make_bert(cfg, {}, g));  // no classifier.* stored: the task head is kept as given
   auto head = [] {
@@ -124,8 +124,8 @@ TEST(Bf16HeldAtLoad, BertWithItsHeadsAndATaskHeadEqualsTheModelHeldAfterLoading)
   EXPECT_EQ(at_load.report.initialised, after.report.initialised);
   const Tensor ids = random_ids(g, 2, 20, 5, 500), types = Tensor::zeros({2, 20}, DType::i64);
   at_load.bert->eval(), after.bert->eval();
-  expect_same_bits_in_bf16("bert hidden", [&] { return at_load.bert->hidden(ids, types); },
-                           [&] { return after.bert->hidden(ids, types); });
+  expect_at_load_equals_after("bert hidden", [&] { return at_load.bert->hidden(ids, types); },
+                              [&] { return after.bert->hidden(ids, types); });
 }
 
 TEST(Bf16HeldAtLoad, GptClassifierEqualsTheModelHeldAfterLoading) {
@@ -136,11 +136,11 @@ TEST(Bf16HeldAtLoad, GptClassifierEqualsTheModelHeldAfterLoading) {
   b.tokenizer = std::make_shared<text::VocabTokenizer>(text::VocabTokenizer::Level::Char, vocab, "<unk>");
   text::add_finetune_tokens(*b.tokenizer);
   Generator g(44);
-  models::GptConfig cfg = gpt_config(64);
+  models::GptConfig cfg = gpt_of_width(64);
   cfg.vocab_size = b.tokenizer->vocab_size();
   b.model = std::make_shared<models::GptClassifier>(std::make_shared<models::Gpt>(cfg, g), 3, g);
   b.labels = {"a", "b", "c"};
-  const Scratch scratch("gpt_cls");
+  const HeldAtLoadScratch scratch("gpt_cls");
   const std::string& dir = scratch.dir;
   io::save_gpt2_classifier(dir, b);
   io::GptClassifierBundle at_load = io::load_gpt2_classifier(dir, MatmulPrecision::bf16);
@@ -154,7 +154,7 @@ TEST(Bf16HeldAtLoad, TranslationTransformerEqualsTheModelHeldAfterLoading) {
   SKIP_WITHOUT_BF16();
   for (const char* positional : {"sinusoidal", "learned", "relative"}) {
     SCOPED_TRACE(positional);
-    const Scratch scratch(std::string("mt_") + positional);
+    const HeldAtLoadScratch scratch(std::string("mt_") + positional);
     const std::string& dir = scratch.dir;
     io::save_seq2seq(dir, qkv_test::tiny_translation_model(46, 16, positional));
     io::Seq2SeqBundle at_load = io::load_seq2seq(dir, MatmulPrecision::bf16), after = io::load_seq2seq(dir);
@@ -165,8 +165,8 @@ TEST(Bf16HeldAtLoad, TranslationTransformerEqualsTheModelHeldAfterLoading) {
     const Tensor tgt = random_ids(g, 2, 5, 4, at_load.src_tok->vocab_size());
     const Tensor pad = Tensor::zeros({2, 7}, DType::u8);
     at_load.model->eval(), after.model->eval();
-    expect_same_bits_in_bf16("transformer logits", [&] { return at_load.model->forward(src, pad, tgt); },
-                             [&] { return after.model->forward(src, pad, tgt); });
+    expect_at_load_equals_after("transformer logits", [&] { return at_load.model->forward(src, pad, tgt); },
+                                [&] { return after.model->forward(src, pad, tgt); });
   }
 }
 
@@ -175,13 +175,13 @@ TEST(Bf16HeldAtLoad, TranslationTransformerEqualsTheModelHeldAfterLoading) {
 TEST(Bf16HeldAtLoad, ThePeakWhileLoadingStaysWellUnderTheF32Weights) {
   SKIP_WITHOUT_BF16();
   if (kBufferAsan) GTEST_SKIP() << "under AddressSanitizer every buffer is zero-filled";
-  const Scratch scratch("gpt2_768");
+  const HeldAtLoadScratch scratch("gpt2_768");
   const std::string& dir = scratch.dir;
   int64_t f32_bytes = 0;
   {
     io::GptBundle b;
     Generator g(45);
-    b.config = gpt_config(768);
+    b.config = gpt_of_width(768);
     b.config.n_layer = 4;
     b.model = std::make_shared<models::Gpt>(b.config, g);
     for (auto& [name, t] : b.model->named_parameters()) f32_bytes += t.ndim() == 2 ? t.numel() * 4 : 0;

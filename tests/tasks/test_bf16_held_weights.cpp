@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "decode_bench_shapes.h"
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/models/bert.h"
@@ -49,27 +50,11 @@ void hold_and_round_twin(nn::Module& held, nn::Module& twin) {
 }
 
 template <typename F, typename G>
-void expect_same_bits_in_bf16(const char* what, F held, G twin) {
+void expect_held_equals_twin(const char* what, F held, G twin) {
   NoGradGuard ng;
   kernels::MatmulPrecisionScope bf16(MatmulPrecision::bf16);
   const Tensor a = held(), b = twin();
   EXPECT_TRUE(bit_equal(a, b)) << what << ": max-relative difference " << qkv::testing::max_rel(b, a);
-}
-
-models::GptConfig gpt_config() {
-  models::GptConfig cfg;
-  cfg.vocab_size = 1000, cfg.n_positions = 64, cfg.n_embd = 256, cfg.n_layer = 3, cfg.n_head = 4;
-  return cfg;
-}
-
-models::TransformerConfig transformer_config() {
-  models::TransformerConfig cfg;
-  cfg.src_vocab = cfg.tgt_vocab = 1000;
-  cfg.d_model = 256, cfg.heads = 4, cfg.enc_layers = cfg.dec_layers = 2, cfg.d_ff = 1024;
-  cfg.dropout = 0.0;
-  cfg.shared_embeddings = true;
-  cfg.max_len = 64;
-  return cfg;
 }
 
 }  // namespace
@@ -99,7 +84,8 @@ TEST(Bf16HeldWeights, TensorsChangeInPlaceForEveryHandle) {
 TEST(Bf16HeldWeights, TransformerEqualsItsRoundedTwinInPanelsAndRows) {
   SKIP_WITHOUT_BF16();
   Generator g1(21), g2(21);
-  models::Transformer held(transformer_config(), g1), twin(transformer_config(), g2);
+  const models::TransformerConfig cfg = qkv::testing::decode_bench_transformer(2, 1000);
+  models::Transformer held(cfg, g1), twin(cfg, g2);
   held.eval(), twin.eval();
   hold_and_round_twin(held, twin);
   // The query, key and value of a layer lie one after another: the stacked rows pack reads them there.
@@ -110,8 +96,8 @@ TEST(Bf16HeldWeights, TransformerEqualsItsRoundedTwinInPanelsAndRows) {
   Generator g(3);
   const Tensor src = random_ids(g, 4, 20, 3, 1000), tgt = random_ids(g, 4, 15, 3, 1000);
   const Tensor pad = Tensor::zeros({4, 20}, DType::u8);
-  expect_same_bits_in_bf16("transformer forward, panels", [&] { return held.forward(src, pad, tgt); },
-                           [&] { return twin.forward(src, pad, tgt); });
+  expect_held_equals_twin("transformer forward, panels", [&] { return held.forward(src, pad, tgt); },
+                          [&] { return twin.forward(src, pad, tgt); });
   // 5 x 60 = 300 rows, under both bf16 product kernels: from 256 rows fp32_fma multiplies the
   // weight widened per call (PackedLinear::original_weight), native the blocked copy.
   const Tensor src_long = random_ids(g, 5, 60, 3, 1000), tgt_long = random_ids(g, 5, 60, 3, 1000);
@@ -119,19 +105,19 @@ TEST(Bf16HeldWeights, TransformerEqualsItsRoundedTwinInPanelsAndRows) {
   const kernels::Bf16Products chosen = kernels::bf16_products();
   for (kernels::Bf16Products p : {kernels::Bf16Products::fp32_fma, kernels::Bf16Products::native}) {
     kernels::set_bf16_products(p);
-    expect_same_bits_in_bf16(p == kernels::Bf16Products::native ? "300 rows, native" : "300 rows, fp32_fma",
-                             [&] { return held.forward(src_long, pad_long, tgt_long); },
-                             [&] { return twin.forward(src_long, pad_long, tgt_long); });
+    expect_held_equals_twin(p == kernels::Bf16Products::native ? "300 rows, native" : "300 rows, fp32_fma",
+                            [&] { return held.forward(src_long, pad_long, tgt_long); },
+                            [&] { return twin.forward(src_long, pad_long, tgt_long); });
   }
   kernels::set_bf16_products(chosen);
   held.set_pack_layout(kernels::PackLayout::rows), twin.set_pack_layout(kernels::PackLayout::rows);
-  expect_same_bits_in_bf16("transformer forward, rows", [&] { return held.forward(src, pad, tgt); },
-                           [&] { return twin.forward(src, pad, tgt); });
+  expect_held_equals_twin("transformer forward, rows", [&] { return held.forward(src, pad, tgt); },
+                          [&] { return twin.forward(src, pad, tgt); });
 }
 
 TEST(Bf16HeldWeights, TranslatorDecodesTheTwinsTokens) {
   SKIP_WITHOUT_BF16();
-  const models::TransformerConfig cfg = transformer_config();
+  const models::TransformerConfig cfg = qkv::testing::decode_bench_transformer(2, 1000);
   Generator g1(22), g2(22);
   auto held = std::make_shared<models::Transformer>(cfg, g1), twin = std::make_shared<models::Transformer>(cfg, g2);
   hold_and_round_twin(*held, *twin);
@@ -161,9 +147,9 @@ TEST(Bf16HeldWeights, GptGeneratesTheTwinsTokensReadingTheHeldRowsInPlace) {
   SKIP_WITHOUT_BF16();
   Generator g1(23), g2(23);
   io::GptBundle hb, tb;
-  hb.config = tb.config = gpt_config();
-  hb.model = std::make_shared<models::Gpt>(gpt_config(), g1);
-  tb.model = std::make_shared<models::Gpt>(gpt_config(), g2);
+  hb.config = tb.config = qkv::testing::decode_bench_gpt(3);
+  hb.model = std::make_shared<models::Gpt>(qkv::testing::decode_bench_gpt(3), g1);
+  tb.model = std::make_shared<models::Gpt>(qkv::testing::decode_bench_gpt(3), g2);
   hold_and_round_twin(*hb.model, *tb.model);
   const tasks::Generator gh(hb, -1, -1), gt(tb, -1, -1);  // bf16 decodes in the rows layout
   Generator g(5);
@@ -184,8 +170,8 @@ TEST(Bf16HeldWeights, GptGeneratesTheTwinsTokensReadingTheHeldRowsInPlace) {
     for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(a[i].tokens, b[i].tokens) << "sample " << sample << ", " << i;
   }
   const Tensor ids = random_ids(g, 2, 9, 0, 1000);
-  expect_same_bits_in_bf16("gpt forward (tied head, rows)", [&] { return hb.model->forward(ids); },
-                           [&] { return tb.model->forward(ids); });
+  expect_held_equals_twin("gpt forward (tied head, rows)", [&] { return hb.model->forward(ids); },
+                          [&] { return tb.model->forward(ids); });
 }
 
 TEST(Bf16HeldWeights, BertWithItsHeadsAndTheGptClassifierEqualTheirTwins) {
@@ -206,28 +192,28 @@ TEST(Bf16HeldWeights, BertWithItsHeadsAndTheGptClassifierEqualTheirTwins) {
   EXPECT_EQ(held.mlm->decoder_weight.dtype(), DType::bf16) << "the tied decoder follows its table";
   const Tensor ids = random_ids(g, 3, 100, 1, 1000);  // 300 rows
   const Tensor types = Tensor::zeros({3, 100}, DType::i64);
-  expect_same_bits_in_bf16("bert hidden", [&] { return held.bert->hidden(ids, types); },
-                           [&] { return twin.bert->hidden(ids, types); });
+  expect_held_equals_twin("bert hidden", [&] { return held.bert->hidden(ids, types); },
+                          [&] { return twin.bert->hidden(ids, types); });
   const Tensor key_pad = Tensor::zeros({3, 100}, DType::u8);
-  expect_same_bits_in_bf16("bert mlm logits", [&] { return held.forward(ids, types, key_pad).mlm; },
-                           [&] { return twin.forward(ids, types, key_pad).mlm; });
-  expect_same_bits_in_bf16("bert nsp logits", [&] { return held.forward(ids, types, key_pad).nsp; },
-                           [&] { return twin.forward(ids, types, key_pad).nsp; });
+  expect_held_equals_twin("bert mlm logits", [&] { return held.forward(ids, types, key_pad).mlm; },
+                          [&] { return twin.forward(ids, types, key_pad).mlm; });
+  expect_held_equals_twin("bert nsp logits", [&] { return held.forward(ids, types, key_pad).nsp; },
+                          [&] { return twin.forward(ids, types, key_pad).nsp; });
 
   Generator g3(25), g4(25);
-  models::GptClassifier ch(std::make_shared<models::Gpt>(gpt_config(), g3), 3, g3);
-  models::GptClassifier ct(std::make_shared<models::Gpt>(gpt_config(), g4), 3, g4);
+  models::GptClassifier ch(std::make_shared<models::Gpt>(qkv::testing::decode_bench_gpt(3), g3), 3, g3);
+  models::GptClassifier ct(std::make_shared<models::Gpt>(qkv::testing::decode_bench_gpt(3), g4), 3, g4);
   ch.eval(), ct.eval();
   hold_and_round_twin(ch, ct);
   const Tensor cids = random_ids(g, 4, 20, 0, 1000), pad = Tensor::zeros({4, 20}, DType::u8);
   const Tensor at = Tensor::from_vector(std::vector<int64_t>{19, 12, 19, 5}, {4});
-  expect_same_bits_in_bf16("gpt classifier", [&] { return ch.forward(cids, pad, at); },
-                           [&] { return ct.forward(cids, pad, at); });
+  expect_held_equals_twin("gpt classifier", [&] { return ch.forward(cids, pad, at); },
+                          [&] { return ct.forward(cids, pad, at); });
 }
 
 TEST(Bf16HeldWeights, HalfTheBytesAndSavedAsF32) {
   Generator g1(26), g2(26);
-  models::Gpt held(gpt_config(), g1), twin(gpt_config(), g2);
+  models::Gpt held(qkv::testing::decode_bench_gpt(3), g1), twin(qkv::testing::decode_bench_gpt(3), g2);
   auto bytes = [](const nn::Module& m) {
     int64_t n = 0;
     for (auto& [name, t] : m.named_parameters()) n += t.numel() * int64_t(dtype_size(t.dtype()));
@@ -243,7 +229,7 @@ TEST(Bf16HeldWeights, HalfTheBytesAndSavedAsF32) {
   const std::string path = (std::filesystem::temp_directory_path() / "qkv_bf16_held.safetensors").string();
   held.save(path);  // widened to f32
   Generator g3(27);
-  models::Gpt loaded(gpt_config(), g3);
+  models::Gpt loaded(qkv::testing::decode_bench_gpt(3), g3);
   loaded.load(path);
   std::filesystem::remove(path);
   const auto t = twin.state_dict();

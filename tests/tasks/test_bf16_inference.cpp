@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "decode_bench_shapes.h"
 #include "qkv/autograd/node.h"
 #include "qkv/decode/search.h"
 #include "qkv/kernels/bf16.h"
@@ -56,22 +57,12 @@ double fp32_vs_bf16(const char* model, F f) {
   return e;
 }
 
-models::TransformerConfig transformer_config() {
-  models::TransformerConfig cfg;  // the decode bench's shape, smaller vocabulary
-  cfg.src_vocab = cfg.tgt_vocab = 1000;
-  cfg.d_model = 256, cfg.heads = 4, cfg.enc_layers = cfg.dec_layers = 3, cfg.d_ff = 1024;
-  cfg.dropout = 0.0;
-  cfg.shared_embeddings = true;
-  cfg.max_len = 64;
-  return cfg;
-}
-
 }  // namespace
 
 TEST(Bf16Inference, TransformerForwardNearFp32) {
   SKIP_WITHOUT_BF16();
   Generator g(11);
-  models::Transformer m(transformer_config(), g);
+  models::Transformer m(qkv::testing::decode_bench_transformer(3, 1000), g);
   m.eval();
   Tensor src = random_ids(g, 4, 20, 3, 1000), tgt = random_ids(g, 4, 15, 3, 1000);
   Tensor pad = Tensor::zeros({4, 20}, DType::u8);
@@ -151,7 +142,7 @@ TEST(Bf16Inference, TranslatorConvertsOnceAndAgainAfterAWeightChanges) {
   SKIP_WITHOUT_BF16();
   Generator g(16);
   io::Seq2SeqBundle bundle;
-  const models::TransformerConfig cfg = transformer_config();
+  const models::TransformerConfig cfg = qkv::testing::decode_bench_transformer(3, 1000);
   bundle.config = {{"model_type", "transformer"}, {"model", cfg}};
   auto model = std::make_shared<models::Transformer>(cfg, g);
   bundle.model = model;
@@ -199,7 +190,7 @@ TEST(Bf16Inference, TranslatorConvertsOnceAndAgainAfterAWeightChanges) {
 [[noreturn]] void translate_bf16_with_avx2_cap() {
   setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
   if (kernels::dnnl_cpu_info().isa != "avx2") _exit(2);
-  models::TransformerConfig cfg = transformer_config();
+  models::TransformerConfig cfg = qkv::testing::decode_bench_transformer(3, 1000);
   cfg.d_model = 16, cfg.heads = 2, cfg.d_ff = 32, cfg.enc_layers = cfg.dec_layers = 1;
   io::Seq2SeqBundle bundle;
   bundle.config = {{"model_type", "transformer"}, {"model", cfg}};

@@ -14,7 +14,10 @@
 #include "qkv/util/error.h"
 
 using namespace qkv;
-using namespace qkv::tasks;
+
+// Inside qkv::tasks rather than a using-directive, which would reach the other files of a unity
+// batch (tests/CMakeLists.txt).
+namespace qkv::tasks {
 
 namespace {
 
@@ -117,3 +120,5 @@ TEST(ClsInputs, RightPaddedBatch) {
   train::ClsBatch full = train::make_cls_batch({&x});
   EXPECT_FALSE(full.key_pad.defined());
 }
+
+}  // namespace qkv::tasks

@@ -33,7 +33,7 @@ namespace {
 
 const std::vector<std::string> kModels = {"gen_gpt2", "gen_gpt1"};
 
-io::GptBundle load(const RefFile& ref, const std::string& c) {
+io::GptBundle load_ref_gpt(const RefFile& ref, const std::string& c) {
   return io::load_gpt2((fs::path(ref_dir()) / ref.params(c)["dir"].get<std::string>()).string());
 }
 
@@ -83,7 +83,7 @@ TEST(Generator, GreedyEqualsTorchOneAtATimeAndBatched) {
   int checked = 0, ended_by_eos = 0;
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
-    tasks::Generator g(load(ref, c));
+    tasks::Generator g(load_ref_gpt(ref, c));
     // These small models decode from panels (Generator::decoding_layout); a large one reads its
     // weights in place (rows): both layouts, the same tokens.
     EXPECT_EQ(tasks::Generator::decoding_layout(*g.bundle().model), kernels::PackLayout::panels);
@@ -126,7 +126,7 @@ TEST(Generator, LogprobsEqualTorchsLogSoftmaxForGeneratedAndPromptTokens) {
   int checked = 0;
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
-    tasks::Generator g(load(ref, c));
+    tasks::Generator g(load_ref_gpt(ref, c));
     const auto prompts = prompts_of(ref, c);
     const std::vector<double> prompt_lp = ref.get(c, "prompt_lp").to_vector<double>();
     const std::vector<int64_t> prompt_top_ids = ref.get(c, "prompt_top_ids").to_vector<int64_t>();
@@ -227,7 +227,7 @@ TEST(Generator, CachedLogitsEqualTheFullForward) {
   RefFile ref("gpt_generate");
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
-    io::GptBundle b = load(ref, c);
+    io::GptBundle b = load_ref_gpt(ref, c);
     b.model->eval();
     NoGradGuard ng;
     const models::Gpt& m = *b.model;
@@ -276,7 +276,7 @@ TEST(Generator, CachedLogitsEqualTheFullForward) {
 
 TEST(Generator, SeededSamplingIsPerPromptBatchedOrNot) {
   RefFile ref("gpt_generate");
-  tasks::Generator g(load(ref, "gen_gpt2"));
+  tasks::Generator g(load_ref_gpt(ref, "gen_gpt2"));
   g.bundle().model->set_pack_layout(kernels::PackLayout::rows);  // the large models' layout (panels: above)
   auto prompts = prompts_of(ref, "gen_gpt2");
   tasks::GenerateOptions o = seeded_sampling();
@@ -311,7 +311,7 @@ TEST(Generator, Bf16RowsBatchedEqualsOneAtATime) {
   RefFile ref("gpt_generate");
   for (auto& c : kModels) {
     SCOPED_TRACE(c);
-    tasks::Generator g(load(ref, c));
+    tasks::Generator g(load_ref_gpt(ref, c));
     auto prompts = prompts_of(ref, c);
     for (bool sample : {false, true}) {
       SCOPED_TRACE(sample ? "sampled" : "greedy");
@@ -384,7 +384,7 @@ TEST(LogitsProcess, SamplingIsTheInverseCdfOfTheKeptTokens) {
 
 TEST(Generator, EosStopStringsAndStreaming) {
   RefFile ref("gpt_generate");
-  io::GptBundle b = load(ref, "gen_gpt2");
+  io::GptBundle b = load_ref_gpt(ref, "gen_gpt2");
   b.tokenizer = char_tokenizer();
   tasks::Generator g(b);
   auto prompts = prompts_of(ref, "gen_gpt2");
@@ -432,7 +432,7 @@ TEST(Generator, EosStopStringsAndStreaming) {
 // U+FFFD where Hugging Face's decode (errors="replace") would, and the pieces still add up to it.
 TEST(Generator, BytesThatAreNotUtf8BecomeReplacementCharacters) {
   RefFile ref("gpt_generate");
-  io::GptBundle b = load(ref, "gen_gpt2");
+  io::GptBundle b = load_ref_gpt(ref, "gen_gpt2");
   // Every byte's symbol (a byte-level vocabulary needs them all), ordered so that the model's 97
   // ids are the continuation bytes 0x80-0xBF and the lead bytes 0xC2-0xE2.
   std::vector<int> bytes;
@@ -555,7 +555,7 @@ TEST(Generator, TopLogprobsKeepTheMostLikelyOfTokensWithTheSameText) {
 
 TEST(Generator, ContextLimit) {
   RefFile ref("gpt_generate");
-  tasks::Generator g(load(ref, "gen_gpt2"));
+  tasks::Generator g(load_ref_gpt(ref, "gen_gpt2"));
   const int64_t P = g.bundle().config.n_positions;  // 40
   tasks::GenerateOptions o;
   o.eos_id = -1;
@@ -590,7 +590,7 @@ TEST(Generator, ContextLimit) {
 // non-finite bias are refused by name.
 TEST(Generator, LogitBiasForcesAndBansTokensAndIsChecked) {
   RefFile ref("gpt_generate");
-  tasks::Generator g(load(ref, "gen_gpt2"));
+  tasks::Generator g(load_ref_gpt(ref, "gen_gpt2"));
   const std::vector<std::vector<int64_t>> p = {{5, 6, 7}};
   tasks::GenerateOptions o;
   o.max_new_tokens = 6, o.eos_id = -1;

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-tasks::Generator load(const RefFile& ref, const std::string& c) {
+tasks::Generator ref_generator(const RefFile& ref, const std::string& c) {
   return tasks::Generator(io::load_gpt2((fs::path(ref_dir()) / ref.params(c)["dir"].get<std::string>()).string()));
 }
 
@@ -46,8 +46,6 @@ tasks::GenerateOptions options_of(const nlohmann::json& conf, const nlohmann::js
 }
 
 // fp32 against torch's float64: 1e-5 relative (at least 1e-5 absolute).
-bool near(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b)); }
-
 }  // namespace
 
 TEST(GeneratorBeam, HypothesesScoresAndLogprobsEqualTorchOneAtATimeAndBatched) {
@@ -55,7 +53,7 @@ TEST(GeneratorBeam, HypothesesScoresAndLogprobsEqualTorchOneAtATimeAndBatched) {
   int checked = 0, expected = 0, by_eos = 0, short_ones = 0;
   for (const std::string c : {"beam_gpt2", "beam_gpt1"}) {
     SCOPED_TRACE(c);
-    tasks::Generator g = load(ref, c);
+    tasks::Generator g = ref_generator(ref, c);
     const auto prompts = prompts_of(ref, c);
     const nlohmann::json params = ref.params(c);
     for (const auto& [name, conf] : params["configs"].items()) {
@@ -81,14 +79,14 @@ TEST(GeneratorBeam, HypothesesScoresAndLogprobsEqualTorchOneAtATimeAndBatched) {
             std::vector<int64_t> w;
             for (int64_t t = 0; t < M && toks[row + size_t(t)] >= 0; ++t) w.push_back(toks[row + size_t(t)]);
             EXPECT_EQ(h.tokens, w);
-            EXPECT_TRUE(near(h.score, scores[i * size_t(K) + size_t(j)]))
+            EXPECT_TRUE(near_fp32(h.score, scores[i * size_t(K) + size_t(j)]))
                 << h.score << " vs " << scores[i * size_t(K) + size_t(j)];
             const bool eos = !w.empty() && w.back() == o.eos_id;
             EXPECT_EQ(h.finish, eos ? "eos" : "length");
             ASSERT_EQ(h.logprobs.size(), h.tokens.size());
             for (size_t t = 0; t < w.size(); ++t) {
               EXPECT_EQ(h.logprobs[t].token, w[t]);
-              EXPECT_TRUE(near(h.logprobs[t].logprob, lps[row + t])) << t;
+              EXPECT_TRUE(near_fp32(h.logprobs[t].logprob, lps[row + t])) << t;
             }
             EXPECT_EQ(h.prompt_tokens, int64_t(prompts[i].size()));
             ++checked, by_eos += eos;
@@ -106,7 +104,7 @@ TEST(GeneratorBeam, HypothesesScoresAndLogprobsEqualTorchOneAtATimeAndBatched) {
 // Fewer returned sequences are the first of the K; one beam is greedy decoding.
 TEST(GeneratorBeam, ReturnsTheBestFirstAndOneBeamIsGreedy) {
   RefFile ref("gpt_beam");
-  tasks::Generator g = load(ref, "beam_gpt1");
+  tasks::Generator g = ref_generator(ref, "beam_gpt1");
   const auto prompts = prompts_of(ref, "beam_gpt1");
   tasks::GenerateOptions o = options_of(ref.params("beam_gpt1")["configs"]["beam4"], ref.params("beam_gpt1"));
   const auto all = g.generate_ids(prompts, o);
@@ -123,7 +121,7 @@ TEST(GeneratorBeam, ReturnsTheBestFirstAndOneBeamIsGreedy) {
 
 TEST(GeneratorBeam, RefusesWhatItCannotDo) {
   RefFile ref("gpt_beam");
-  tasks::Generator g = load(ref, "beam_gpt2");
+  tasks::Generator g = ref_generator(ref, "beam_gpt2");
   const std::vector<std::vector<int64_t>> p = {{1, 2, 3}};
   auto fails = [&](auto set) {
     tasks::GenerateOptions o;
@@ -146,7 +144,7 @@ TEST(GeneratorBeam, RefusesWhatItCannotDo) {
 // n samples of a prompt are n copies of it: prompt i's j-th draws from stream i * n + j.
 TEST(GeneratorBeam, SamplesPerPromptAreCopiesOfThePrompt) {
   RefFile ref("gpt_beam");
-  tasks::Generator g = load(ref, "beam_gpt2");
+  tasks::Generator g = ref_generator(ref, "beam_gpt2");
   const auto prompts = prompts_of(ref, "beam_gpt2");
   tasks::GenerateOptions o;
   o.sample = true;

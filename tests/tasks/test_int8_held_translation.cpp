@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "decode_bench_shapes.h"
 #include "int8_held_compare.h"
 #include "int8_threshold.h"
 #include "precision_compare.h"
@@ -31,16 +32,6 @@ using qkv::testing::random_ids;
 
 namespace {
 
-models::TransformerConfig transformer_config() {
-  models::TransformerConfig cfg;
-  cfg.src_vocab = cfg.tgt_vocab = 1000;
-  cfg.d_model = 256, cfg.heads = 4, cfg.enc_layers = cfg.dec_layers = 2, cfg.d_ff = 1024;
-  cfg.dropout = 0.0;
-  cfg.shared_embeddings = true;
-  cfg.max_len = 64;
-  return cfg;
-}
-
 // Whether a Linear's int8 products of a batch read the plain rows (else oneDNN's blocked form).
 bool reads_rows(const nn::Linear& l) {
   const kernels::MatmulPrecisionScope int8(MatmulPrecision::int8);
@@ -62,7 +53,7 @@ bool keeps_held_rows(const nn::Linear& l) {
 TEST(Int8HeldTranslation, TransformerEqualsItsTwinOnExactlyRepresentableWeights) {
   SKIP_WITHOUT_INT8();
   Int8Threshold all(0);
-  const models::TransformerConfig cfg = transformer_config();
+  const models::TransformerConfig cfg = qkv::testing::decode_bench_transformer(2, 1000);
   Generator g1(61), g2(61);
   auto held = std::make_shared<models::Transformer>(cfg, g1), twin = std::make_shared<models::Transformer>(cfg, g2);
   make_exactly_quantizable(*held, 7), make_exactly_quantizable(*twin, 7);
@@ -116,7 +107,7 @@ TEST(Int8HeldTranslation, HoldingAloneReadsTheRowsInPlace) {
   SKIP_WITHOUT_INT8();
   Int8Threshold all(0);
   Generator g1(62);
-  models::Transformer m(transformer_config(), g1);
+  models::Transformer m(qkv::testing::decode_bench_transformer(2, 1000), g1);
   m.eval();
   m.hold_weights_in_int8();
   EXPECT_TRUE(reads_rows(*(*m.encoder->layers)[0].ffn->fc1));

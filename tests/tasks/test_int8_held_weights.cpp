@@ -32,6 +32,7 @@
 #include "qkv/text/char_word.h"
 #include "qkv/text/finetune_tokens.h"
 #include "qkv/util/buffer.h"
+#include "decode_bench_shapes.h"
 #include "int8_held_compare.h"
 #include "int8_threshold.h"
 #include "peak_rss.h"
@@ -49,12 +50,6 @@ using qkv::testing::random_ids;
 
 namespace {
 
-models::GptConfig gpt_config(int64_t layers) {  // vocabulary 1000, width 256, 4 heads
-  models::GptConfig cfg;
-  cfg.vocab_size = 1000, cfg.n_positions = 64, cfg.n_embd = 256, cfg.n_layer = layers, cfg.n_head = 4;
-  return cfg;
-}
-
 void expect_error_containing(const std::function<void()>& f, std::initializer_list<const char*> parts) {
   try {
     f();
@@ -65,8 +60,8 @@ void expect_error_containing(const std::function<void()>& f, std::initializer_li
 }
 
 // A directory under the temporary one, removed with the object.
-struct Scratch : qkv_test::ScopedTempDir {
-  explicit Scratch(const std::string& name) : ScopedTempDir("int8_held", name) {}
+struct Int8HeldScratch : qkv_test::ScopedTempDir {
+  explicit Int8HeldScratch(const std::string& name) : ScopedTempDir("int8_held", name) {}
 };
 
 }  // namespace
@@ -149,7 +144,7 @@ TEST(Int8HeldWeights, GptEqualsItsTwinOnExactlyRepresentableWeights) {
   Int8Threshold all(0);
   Generator g1(31), g2(31);
   io::GptBundle hb, tb;
-  hb.config = tb.config = gpt_config(2);
+  hb.config = tb.config = qkv::testing::decode_bench_gpt(2);
   hb.model = std::make_shared<models::Gpt>(hb.config, g1);
   tb.model = std::make_shared<models::Gpt>(tb.config, g2);
   make_exactly_quantizable(*hb.model, 5), make_exactly_quantizable(*tb.model, 5);
@@ -214,7 +209,7 @@ TEST(Int8HeldWeights, GptOnRandomWeightsStaysWithinTheInt8Bound) {
   SKIP_WITHOUT_INT8();
   Int8Threshold all(0);
   Generator g1(13), g2(13);  // GptForwardNearFp32's model and ids
-  models::Gpt held(gpt_config(3), g1), f32(gpt_config(3), g2);
+  models::Gpt held(qkv::testing::decode_bench_gpt(3), g1), f32(qkv::testing::decode_bench_gpt(3), g2);
   held.eval(), f32.eval();
   held.hold_weights_in_int8();
   Tensor ids = random_ids(g1, 3, 24, 0, 1000);
@@ -237,7 +232,7 @@ TEST(Int8HeldWeights, AQuarterOfTheBytesAndSavedAsTheValuesItStandsFor) {
   SKIP_WITHOUT_INT8();
   Int8Threshold all(0);
   Generator g1(26), g2(26);
-  models::Gpt held(gpt_config(2), g1), twin(gpt_config(2), g2);
+  models::Gpt held(qkv::testing::decode_bench_gpt(2), g1), twin(qkv::testing::decode_bench_gpt(2), g2);
   make_exactly_quantizable(held, 7), make_exactly_quantizable(twin, 7);
   int64_t matrices = 0, others = 0;
   for (auto& [name, t] : held.named_parameters()) (t.ndim() == 2 ? matrices : others) += t.numel();
@@ -254,7 +249,7 @@ TEST(Int8HeldWeights, AQuarterOfTheBytesAndSavedAsTheValuesItStandsFor) {
   const std::string path = (std::filesystem::temp_directory_path() / "qkv_int8_held.safetensors").string();
   held.save(path);  // q * scale, in f32
   Generator g3(27);
-  models::Gpt loaded(gpt_config(2), g3);
+  models::Gpt loaded(qkv::testing::decode_bench_gpt(2), g3);
   loaded.load(path);
   std::filesystem::remove(path);
   const auto t = twin.state_dict();
@@ -268,7 +263,8 @@ TEST(Int8HeldWeights, StateDictsMoveBetweenHeldAndF32Models) {
   SKIP_WITHOUT_INT8();
   Int8Threshold all(0);
   Generator g1(51), g2(52), g3(53);
-  models::Gpt a(gpt_config(1), g1), b(gpt_config(1), g2), f32(gpt_config(1), g3);
+  const models::GptConfig cfg = qkv::testing::decode_bench_gpt(1);
+  models::Gpt a(cfg, g1), b(cfg, g2), f32(cfg, g3);
   a.hold_weights_in_int8(), b.hold_weights_in_int8();
   const auto sa = a.state_dict();
   b.load_state_dict(sa);  // held into held: the rows, scales and sums themselves
@@ -289,10 +285,10 @@ TEST(Int8HeldAtLoad, Gpt2AndTheClassifierEqualTheModelHeldAfterLoading) {
   Int8Threshold all(0);
   Generator g(41);
   io::GptBundle b;
-  b.config = gpt_config(1);
+  b.config = qkv::testing::decode_bench_gpt(1);
   b.config.vocab_size = 2048;
   b.model = std::make_shared<models::Gpt>(b.config, g);
-  const Scratch scratch("gpt2");
+  const Int8HeldScratch scratch("gpt2");
   io::save_gpt2(scratch.dir, b);
   io::GptBundle at_load = io::load_gpt2(scratch.dir, MatmulPrecision::int8), after = io::load_gpt2(scratch.dir);
   after.model->hold_weights_in_int8();
@@ -318,7 +314,7 @@ TEST(Int8HeldAtLoad, Gpt2AndTheClassifierEqualTheModelHeldAfterLoading) {
   text::add_finetune_tokens(*c.tokenizer);
   c.model = std::make_shared<models::GptClassifier>(b.model, 3, g);
   c.labels = {"a", "b", "c"};
-  const Scratch cls("gpt_cls");
+  const Int8HeldScratch cls("gpt_cls");
   io::save_gpt2_classifier(cls.dir, c);
   io::GptClassifierBundle c_at_load = io::load_gpt2_classifier(cls.dir, MatmulPrecision::int8);
   io::GptClassifierBundle c_after = io::load_gpt2_classifier(cls.dir);
@@ -338,12 +334,12 @@ TEST(Int8HeldAtLoad, Gpt2AndTheClassifierEqualTheModelHeldAfterLoading) {
 TEST(Int8HeldAtLoad, ThePeakWhileLoadingStaysWellUnderTheF32Weights) {
   SKIP_WITHOUT_INT8();
   if (kBufferAsan) GTEST_SKIP() << "under AddressSanitizer every buffer is zero-filled";
-  const Scratch scratch("gpt2_768");
+  const Int8HeldScratch scratch("gpt2_768");
   int64_t f32_bytes = 0;
   {
     io::GptBundle b;
     Generator g(45);
-    b.config = gpt_config(4);
+    b.config = qkv::testing::decode_bench_gpt(4);
     b.config.vocab_size = 2048, b.config.n_embd = 768, b.config.n_head = 12;
     b.model = std::make_shared<models::Gpt>(b.config, g);
     for (auto& [name, t] : b.model->named_parameters()) f32_bytes += t.ndim() == 2 ? t.numel() * 4 : 0;

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "decode_bench_shapes.h"
 #include "qkv/autograd/node.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/int8.h"
@@ -66,28 +67,12 @@ double fp32_vs_int8(const char* model, int64_t weights, F f) {
   return e;
 }
 
-models::TransformerConfig transformer_config() {
-  models::TransformerConfig cfg;  // the decode bench's shape, smaller vocabulary
-  cfg.src_vocab = cfg.tgt_vocab = 3000;
-  cfg.d_model = 256, cfg.heads = 4, cfg.enc_layers = cfg.dec_layers = 3, cfg.d_ff = 1024;
-  cfg.dropout = 0.0;
-  cfg.shared_embeddings = true;
-  cfg.max_len = 64;
-  return cfg;
-}
-
-models::GptConfig gpt_config(int64_t layers) {  // vocabulary 1000, width 256, 4 heads
-  models::GptConfig cfg;
-  cfg.vocab_size = 1000, cfg.n_positions = 64, cfg.n_embd = 256, cfg.n_layer = layers, cfg.n_head = 4;
-  return cfg;
-}
-
 }  // namespace
 
 TEST(Int8Inference, TransformerForwardNearFp32) {
   SKIP_WITHOUT_INT8();
   Generator g(11);
-  models::Transformer m(transformer_config(), g);
+  models::Transformer m(qkv::testing::decode_bench_transformer(3, 3000), g);
   m.eval();
   Tensor src = random_ids(g, 4, 20, 3, 3000), tgt = random_ids(g, 4, 15, 3, 3000);
   Tensor pad = Tensor::zeros({4, 20}, DType::u8);
@@ -99,7 +84,7 @@ TEST(Int8Inference, TransformerForwardNearFp32) {
 TEST(Int8Inference, GptForwardNearFp32) {
   SKIP_WITHOUT_INT8();
   Generator g(13);
-  models::Gpt m(gpt_config(3), g);
+  models::Gpt m(qkv::testing::decode_bench_gpt(3), g);
   m.eval();
   Tensor ids = random_ids(g, 3, 24, 0, 1000);
   // 3 layers x (c_attn, c_proj, c_fc, mlp c_proj) + the tied head. Measured 2.67e-2 (logits
@@ -113,7 +98,7 @@ TEST(Int8Inference, GptForwardNearFp32) {
 TEST(Int8Inference, GptStepsEqualInBothLayouts) {
   SKIP_WITHOUT_INT8();
   Generator g(15);
-  models::Gpt m(gpt_config(2), g);
+  models::Gpt m(qkv::testing::decode_bench_gpt(2), g);
   m.eval();
   const Tensor prompt = random_ids(g, 1, 24, 0, 1000);
   NoGradGuard ng;
@@ -163,7 +148,7 @@ TEST(Int8Inference, DefaultThresholdQuantizesOnlyTheLargeWeights) {
   ASSERT_EQ(kernels::int8_min_weight_elements(), int64_t(1) << 17);
   Int8SmallWeightRows never(0);
   Generator g(17);
-  models::Transformer m(transformer_config(), g);
+  models::Transformer m(qkv::testing::decode_bench_transformer(3, 3000), g);
   m.eval();
   Tensor src = random_ids(g, 2, 9, 3, 3000), tgt = random_ids(g, 2, 7, 3, 3000);
   Tensor pad = Tensor::zeros({2, 9}, DType::u8);
@@ -182,7 +167,7 @@ TEST(Int8Inference, SmallWeightsRunInt8FromTheRowThreshold) {
   SKIP_WITHOUT_INT8();
   ASSERT_EQ(kernels::int8_min_weight_elements(), int64_t(1) << 17);
   Generator g(19), ids(20);
-  models::Transformer m(transformer_config(), g);
+  models::Transformer m(qkv::testing::decode_bench_transformer(3, 3000), g);
   m.eval();
   // small: 2 x 9 source and 2 x 7 target rows (18, 14); large: 4 x 9 and 4 x 8 (36, 32)
   Tensor src_s = random_ids(ids, 2, 9, 3, 3000), tgt_s = random_ids(ids, 2, 7, 3, 3000);
@@ -199,7 +184,7 @@ TEST(Int8Inference, SmallWeightsRunInt8FromTheRowThreshold) {
   {
     Int8Threshold all(0);
     Generator g2(19);
-    models::Transformer every(transformer_config(), g2);
+    models::Transformer every(qkv::testing::decode_bench_transformer(3, 3000), g2);
     every.eval();
     all_l = every.forward(src_l, pad_l, tgt_l);
   }
@@ -238,7 +223,7 @@ TEST(Int8Inference, TranslatorQuantizesOnceAndAgainAfterAWeightChanges) {
   Int8Threshold all(0);
   Generator g(16);
   io::Seq2SeqBundle bundle;
-  const models::TransformerConfig cfg = transformer_config();
+  const models::TransformerConfig cfg = qkv::testing::decode_bench_transformer(3, 3000);
   bundle.config = {{"model_type", "transformer"}, {"model", cfg}};
   auto model = std::make_shared<models::Transformer>(cfg, g);
   bundle.model = model;
@@ -278,7 +263,7 @@ TEST(Int8Inference, TranslatorQuantizesOnceAndAgainAfterAWeightChanges) {
 [[noreturn]] void translate_int8_with_avx512_core_cap() {
   setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE", 1);
   if (kernels::int8_native()) _exit(2);
-  models::TransformerConfig cfg = transformer_config();
+  models::TransformerConfig cfg = qkv::testing::decode_bench_transformer(3, 3000);
   cfg.d_model = 16, cfg.heads = 2, cfg.d_ff = 32, cfg.enc_layers = cfg.dec_layers = 1;
   io::Seq2SeqBundle bundle;
   bundle.config = {{"model_type", "transformer"}, {"model", cfg}};

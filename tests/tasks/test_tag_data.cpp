@@ -19,8 +19,11 @@
 #include "ref.h"
 
 using namespace qkv;
-using namespace qkv::tasks;
 namespace fs = std::filesystem;
+
+// Inside qkv::tasks rather than a using-directive, which would reach the other files of a unity
+// batch (tests/CMakeLists.txt).
+namespace qkv::tasks {
 
 namespace {
 
@@ -199,3 +202,5 @@ TEST(Tagger, AnswersDoNotDependOnTheBatchAndLongSentencesReadTheirWindow) {
     EXPECT_EQ(together[3].tag_ids[size_t(w)], std::max_element(row, row + C) - row) << "word " << w;
   }
 }
+
+}  // namespace qkv::tasks

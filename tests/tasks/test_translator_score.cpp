@@ -18,8 +18,6 @@ using namespace qkv::testing;
 
 namespace {
 
-bool near(double a, double b) { return std::fabs(a - b) <= 1e-5 * std::max(1.0, std::fabs(b)); }
-
 tasks::Translator translator_of(const RefFile& ref, const std::string& c) {
   io::Seq2SeqBundle b;
   b.config = {{"model_type", "transformer"}, {"model", ref.params(c)["config"]}};  // pad 0, <s> 1, </s> 2
@@ -74,11 +72,11 @@ TEST(TranslatorScore, TokenLogProbabilitiesEqualTorchsLogSoftmaxForEveryModel) {
           for (int64_t v = 0; v < V; ++v) z += std::exp(double(row[v]) - mx);
           const double lp = double(row[tgts[size_t(b)][i]]) - mx - std::log(z);
           const double got = s[size_t(b)].token_logprobs[i];
-          EXPECT_TRUE(near(got, lp)) << b << " " << i << ": " << got << " vs torch " << lp;
+          EXPECT_TRUE(near_fp32(got, lp)) << b << " " << i << ": " << got << " vs torch " << lp;
           sum += lp;
           ++checked;
         }
-        EXPECT_TRUE(near(s[size_t(b)].logprob, sum)) << s[size_t(b)].logprob << " vs " << sum;
+        EXPECT_TRUE(near_fp32(s[size_t(b)].logprob, sum)) << s[size_t(b)].logprob << " vs " << sum;
       }
     }
   }
@@ -99,7 +97,8 @@ TEST(TranslatorScore, AGreedyTranslationScoresTheLogProbabilityTheDecoderAccumul
     const std::vector<tasks::PairScore> s = t.score_ids(srcs, tgts);
     for (size_t b = 0; b < s.size(); ++b) {
       ASSERT_FALSE(tgts[b].empty());
-      EXPECT_TRUE(near(s[b].logprob, hyps[b].front().logprob)) << s[b].logprob << " vs " << hyps[b].front().logprob;
+      EXPECT_TRUE(near_fp32(s[b].logprob, hyps[b].front().logprob))
+          << s[b].logprob << " vs " << hyps[b].front().logprob;
     }
   }
 }

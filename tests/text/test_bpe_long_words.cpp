@@ -8,17 +8,13 @@
 
 #include "qkv/text/bpe.h"
 #include "qkv/text/pretokenize.h"
+#include "gpt2_tokenizer.h"
 #include "text_fixtures.h"
 
 using namespace qkv::text;
 using namespace qkv::testing;
 
 namespace {
-
-std::unique_ptr<BpeTokenizer> gpt2(bool quirk) {
-  std::string d = npm_cache() + "/gpt2/";
-  return BpeTokenizer::load_gpt2(d + "encoder.json", d + "vocab.bpe", quirk);
-}
 
 std::string letters_of(const std::string& text) {
   std::string s;

@@ -5,6 +5,7 @@
 #include "qkv/text/bpe.h"
 #include "qkv/text/pretokenize.h"
 #include "qkv/util/unicode.h"
+#include "gpt2_tokenizer.h"
 #include "text_fixtures.h"
 
 using namespace qkv::text;
@@ -36,11 +37,6 @@ const JsReference& js_reference() {
     return r;
   }();
   return ref;
-}
-
-std::unique_ptr<BpeTokenizer> gpt2(bool quirk) {
-  std::string d = npm_cache() + "/gpt2/";
-  return BpeTokenizer::load_gpt2(d + "encoder.json", d + "vocab.bpe", quirk);
 }
 
 std::string hex(std::string_view s) {

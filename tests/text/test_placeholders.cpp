@@ -15,47 +15,47 @@ std::vector<std::string> spans(std::string_view s) {
   for (const auto& sp : find_protected_spans(s)) out.emplace_back(s.substr(sp.begin, sp.end - sp.begin));
   return out;
 }
-using V = std::vector<std::string>;
+using Strings = std::vector<std::string>;
 }  // namespace
 
 TEST(Placeholders, PrintfConversionsFollowTheCGrammar) {
-  EXPECT_EQ(spans("%s: %d files, 100%% done"), (V{"%s", "%d", "%%"}));
-  EXPECT_EQ(spans("%-10s|%+.3f|%#lx|%05lld|%'d"), (V{"%-10s", "%+.3f", "%#lx", "%05lld", "%'d"}));
-  EXPECT_EQ(spans("%2$s before %1$s, width %*d, %.*s, %*3$d"), (V{"%2$s", "%1$s", "%*d", "%.*s", "%*3$d"}));
-  EXPECT_EQ(spans("%zu %jd %hhx %Lf %td %m %C %S"), (V{"%zu", "%jd", "%hhx", "%Lf", "%td", "%m", "%C", "%S"}));
-  EXPECT_EQ(spans("%<PRIuMAX> bytes, %10<PRId64>"), (V{"%<PRIuMAX>", "%10<PRId64>"}));
+  EXPECT_EQ(spans("%s: %d files, 100%% done"), (Strings{"%s", "%d", "%%"}));
+  EXPECT_EQ(spans("%-10s|%+.3f|%#lx|%05lld|%'d"), (Strings{"%-10s", "%+.3f", "%#lx", "%05lld", "%'d"}));
+  EXPECT_EQ(spans("%2$s before %1$s, width %*d, %.*s, %*3$d"), (Strings{"%2$s", "%1$s", "%*d", "%.*s", "%*3$d"}));
+  EXPECT_EQ(spans("%zu %jd %hhx %Lf %td %m %C %S"), (Strings{"%zu", "%jd", "%hhx", "%Lf", "%td", "%m", "%C", "%S"}));
+  EXPECT_EQ(spans("%<PRIuMAX> bytes, %10<PRId64>"), (Strings{"%<PRIuMAX>", "%10<PRId64>"}));
   // Not conversions: no conversion letter, an unknown one, a lone percent sign, the space flag
   // (left out on purpose: prose like "50% of" would read as "% o").
-  EXPECT_EQ(spans("50% of %y and %5 and %<FOO>"), V{});
+  EXPECT_EQ(spans("50% of %y and %5 and %<FOO>"), Strings{});
 }
 
 TEST(Placeholders, LongOptionsLeaveTheirArgumentAsText) {
-  EXPECT_EQ(spans("  --max-lines=MAX-LINES  use at most"), (V{"--max-lines"}));
-  EXPECT_EQ(spans("--color[=WHEN], --null-data, --help"), (V{"--color", "--null-data", "--help"}));
-  EXPECT_EQ(spans("(see --files0-from)"), (V{"--files0-from"}));
+  EXPECT_EQ(spans("  --max-lines=MAX-LINES  use at most"), (Strings{"--max-lines"}));
+  EXPECT_EQ(spans("--color[=WHEN], --null-data, --help"), (Strings{"--color", "--null-data", "--help"}));
+  EXPECT_EQ(spans("(see --files0-from)"), (Strings{"--files0-from"}));
   // "--" alone ends options; a dash run inside a word is not an option; a trailing dash is left out.
-  EXPECT_EQ(spans("use -- to end, well--known, --foo-"), (V{"--foo"}));
+  EXPECT_EQ(spans("use -- to end, well--known, --foo-"), (Strings{"--foo"}));
 }
 
 TEST(Placeholders, ShortOptionsAtWordStartsOnly) {
-  EXPECT_EQ(spans("-a, -R: see -name and -exec"), (V{"-a", "-R", "-name", "-exec"}));
-  EXPECT_EQ(spans("'-f' or (-v)"), (V{"-f", "-v"}));
+  EXPECT_EQ(spans("-a, -R: see -name and -exec"), (Strings{"-a", "-R", "-name", "-exec"}));
+  EXPECT_EQ(spans("'-f' or (-v)"), (Strings{"-f", "-v"}));
   // Inside words, before other characters, digits first, or a dash alone: not options.
-  EXPECT_EQ(spans("read-only, x-y, -5, - a, -a/b"), V{});
+  EXPECT_EQ(spans("read-only, x-y, -5, - a, -a/b"), Strings{});
 }
 
 TEST(Placeholders, UrlsAddressesAndPaths) {
-  EXPECT_EQ(spans("See https://www.gnu.org/software/tar/."), (V{"https://www.gnu.org/software/tar/"}));
-  EXPECT_EQ(spans("Report bugs to <bug-tar@gnu.org>."), (V{"bug-tar@gnu.org"}));
+  EXPECT_EQ(spans("See https://www.gnu.org/software/tar/."), (Strings{"https://www.gnu.org/software/tar/"}));
+  EXPECT_EQ(spans("Report bugs to <bug-tar@gnu.org>."), (Strings{"bug-tar@gnu.org"}));
   EXPECT_EQ(spans("edit /etc/fstab, ~/.bashrc or --prefix=/usr/local;"),
-            (V{"/etc/fstab", "~/.bashrc", "--prefix", "/usr/local"}));
+            (Strings{"/etc/fstab", "~/.bashrc", "--prefix", "/usr/local"}));
   // Division, "and/or", a lone slash, an address without a dot in its domain: none.
-  EXPECT_EQ(spans("a/b and/or 1/2, / alone, root@localhost"), V{});
+  EXPECT_EQ(spans("a/b and/or 1/2, / alone, root@localhost"), Strings{});
 }
 
 TEST(Placeholders, OverlapsKeepTheEarliestThenLongest) {
   // The e-mail address starts before the path-like and option-like text inside it.
-  EXPECT_EQ(spans("mail a.b-c@x.org"), (V{"a.b-c@x.org"}));
+  EXPECT_EQ(spans("mail a.b-c@x.org"), (Strings{"a.b-c@x.org"}));
   // "%d" and "%d@x.org" start together: the longer, the address, is kept.
   const auto sp = find_protected_spans("%d@x.org");
   ASSERT_EQ(sp.size(), 1u);
@@ -67,7 +67,7 @@ TEST(Placeholders, ProtectAndRestoreRoundTrip) {
   const std::string line = "cannot open '%s': use --force or see https://x.org/a.";
   Protected p = protect(line);
   EXPECT_EQ(p.text, "cannot open '" + placeholder(1) + "': use " + placeholder(2) + " or see " + placeholder(3) + ".");
-  EXPECT_EQ(p.originals, (V{"%s", "--force", "https://x.org/a"}));
+  EXPECT_EQ(p.originals, (Strings{"%s", "--force", "https://x.org/a"}));
   EXPECT_EQ(restore(p.text, p.originals), line);
   EXPECT_EQ(placeholder(12), "\xEF\xBD\x9F" "12" "\xEF\xBD\xA0");
 }

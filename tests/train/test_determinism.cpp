@@ -38,7 +38,7 @@ Tensor uniform(const Shape& s, double a, Generator& g) {
 
 // x (64, 96) -> linear(96, 384) -> gelu -> dropout(0.1) -> linear(384, 10) -> cross_entropy.
 // w1 has 36864 elements, above kernels::kParallelGrain, so the OpenMP paths run.
-Trained train(uint64_t seed, int steps) {
+Trained train_run(uint64_t seed, int steps) {
   Generator g(seed);
   Tensor x = uniform({64, 96}, 1.0, g);
   std::vector<int64_t> labels(64);
@@ -74,19 +74,19 @@ void expect_bit_identical(const Trained& a, const Trained& b) {
 }  // namespace
 
 TEST(Determinism, SameSeedSameThreadsGivesSameBits) {
-  Trained a = train(7, 8), b = train(7, 8);
+  Trained a = train_run(7, 8), b = train_run(7, 8);
   expect_bit_identical(a, b);
   EXPECT_LT(a.losses.back(), a.losses.front());  // it trains
 }
 
 TEST(Determinism, OneThreadGivesSameBits) {
   ThreadGuard one(1);
-  Trained a = train(7, 8), b = train(7, 8);
+  Trained a = train_run(7, 8), b = train_run(7, 8);
   expect_bit_identical(a, b);
 }
 
 TEST(Determinism, DifferentSeedGivesDifferentBits) {
-  Trained a = train(7, 4), b = train(8, 4);
+  Trained a = train_run(7, 4), b = train_run(8, 4);
   EXPECT_FALSE(bit_equal(a.params[0], b.params[0]));
 }
 

@@ -15,7 +15,7 @@ using namespace qkv;
 
 namespace {
 
-std::string error_of(const nlohmann::json& train) {
+std::string options_error(const nlohmann::json& train) {
   ConfigReader r(train, "run.json", "train");
   try {
     train::TrainOptions::from_config(r);
@@ -55,10 +55,10 @@ TEST(TrainOptions, OutOfRangeKeysAreRefusedByName) {
   for (const Case& c : cases) {
     nlohmann::json j = base;
     j[c.key] = c.value;
-    const std::string err = error_of(j);
+    const std::string err = options_error(j);
     EXPECT_NE(err.find(c.want), std::string::npos) << c.key << " = " << c.value.dump() << ": " << err;
   }
   nlohmann::json ok = base;
   ok["keep_last"] = 3, ok["average_last"] = 2, ok["max_minutes"] = 1.5;
-  EXPECT_EQ(error_of(ok), "");
+  EXPECT_EQ(options_error(ok), "");
 }
