@@ -266,7 +266,12 @@ SdpaResult scaled_dot_product_attention(const Tensor& q_, const Tensor& k_, cons
       node->v = node->save(v);
       node->out = node->save(res.out);
       node->lse = lse;
+      // The mask's tensors are the caller's own unless converted: a padding mask written in place
+      // before backward() would change the softmax the backward recomputes, so they are checked too.
       node->mask = km;
+      node->mask.key_lengths = node->save(km.key_lengths);
+      node->mask.key_padding = node->save(km.key_padding);
+      node->mask.mask = node->save(km.mask);
       node->drop = drop;
       node->scale = sc;
       set_history(res.out, node);

@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "gradcheck.h"
+#include "helpers.h"
 #include "qkv/autograd/node.h"
 #include "qkv/ops/elementwise.h"
+#include "qkv/ops/reduce.h"
 #include "qkv/ops/shape.h"
 #include "ref.h"
 
@@ -288,6 +291,27 @@ TEST(Sdpa, EvalModeAppliesNoDropoutAndDrawsNothing) {
   Tensor train = scaled_dot_product_attention(q, k, v, {}, 0.5, true, false, {}, &g).out;
   EXPECT_FALSE(bit_equal(plain, train));
   EXPECT_EQ(g.offset(), uint64_t(2 * 2 * 9 * 9 + 3) / 4);
+}
+
+// The fused backward recomputes the softmax from the mask: a padding mask or an additive mask
+// written in place after the forward is refused (autograd/node.h), as torch refuses it.
+TEST(Sdpa, AMaskWrittenBeforeBackwardIsRefused) {
+  for (const char* which : {"key_padding", "mask"}) {
+    Tensor q = randn({2, 2, 3, 4}, 31), k = randn({2, 2, 5, 4}, 32), v = randn({2, 2, 5, 4}, 33);
+    q.set_requires_grad(true);
+    AttentionMask m;
+    if (std::string(which) == "key_padding") {
+      m.key_padding = Tensor::zeros({2, 5}, DType::u8);
+    } else {
+      m.mask = Tensor::zeros({3, 5});
+    }
+    Tensor loss = sum(scaled_dot_product_attention(q, k, v, m).out);
+    (m.key_padding.defined() ? m.key_padding : m.mask).fill(1.0);
+    const std::string e = error_of([&] { backward(loss); });
+    EXPECT_NE(e.find("ScaledDotProductAttentionBackward: saved tensor 5 of 5 was modified in place"),
+              std::string::npos) << which << ": " << e;
+    EXPECT_FALSE(q.grad().defined()) << which;
+  }
 }
 
 TEST(Sdpa, BadInputsThrowNamingTheField) {
