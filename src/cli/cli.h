@@ -1,6 +1,7 @@
 // src/cli/cli.h - subcommand registry. Each cmd_<name>.cpp registers itself with
-//   static qkv::cli::Register reg("name", "one-line help", run);
-// where run(argc, argv) parses its own options (CLI11) and returns the exit code.
+//   static qkv::cli::Register register_<name>("name", "one-line help", run_<name>);
+// where run_<name>(argc, argv) parses its own options (CLI11) and returns the exit code. The names
+// differ from file to file: the front end compiles in unity batches (CMakeLists.txt).
 #pragma once
 #include <fstream>
 #include <functional>

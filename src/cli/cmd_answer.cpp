@@ -31,7 +31,7 @@ nlohmann::json span_json(const tasks::QaAnswerSpan& a) {
   return {{"answer", a.text}, {"start", a.start}, {"end", a.end}, {"score", a.score}};
 }
 
-int run(int argc, char** argv) {
+int run_answer(int argc, char** argv) {
   CLI::App app{"Answer questions about contexts with a fine-tuned BERT question-answering model", "qkv answer"};
   std::string model_dir, input, data_file;
   bool json = false;
@@ -108,7 +108,9 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("answer", "answer questions about contexts with a fine-tuned BERT QA model (answer, offsets, score)", run);
+Register register_answer("answer",
+                         "answer questions about contexts with a fine-tuned BERT QA model (answer, offsets, score)",
+                         run_answer);
 
 }  // namespace
 }  // namespace qkv::cli

@@ -43,7 +43,7 @@ void check_out_dir(const std::string& out, const std::vector<std::string>& dirs,
             "'); give a new directory, or --force to replace it and everything in it");
 }
 
-int run(int argc, char** argv) {
+int run_average(int argc, char** argv) {
   CLI::App app{"Average the parameters of checkpoints of one model into a new model directory", "qkv average"};
   std::vector<std::string> dirs;
   std::string out, run_dir;
@@ -69,6 +69,8 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-qkv::cli::Register reg("average", "average the parameters of checkpoints (Vaswani et al.'s last-5 average)", run);
+qkv::cli::Register register_average("average",
+                                    "average the parameters of checkpoints (Vaswani et al.'s last-5 average)",
+                                    run_average);
 
 }  // namespace

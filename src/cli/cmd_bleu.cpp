@@ -86,7 +86,7 @@ std::vector<LengthBucket> score_by_source_length(const std::vector<std::string>&
   return buckets;
 }
 
-int run(int argc, char** argv) {
+int run_bleu(int argc, char** argv) {
   CLI::App app{"Corpus BLEU and chrF, identical to sacreBLEU 2.x defaults (see docs/metrics.md)",
                "qkv bleu"};
   std::string hyp_path, smooth = "exp", tokenize = "13a";
@@ -189,6 +189,7 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-qkv::cli::Register reg("bleu", "corpus BLEU / chrF of hypotheses against references (sacreBLEU-compatible)", run);
+qkv::cli::Register register_bleu("bleu", "corpus BLEU / chrF of hypotheses against references (sacreBLEU-compatible)",
+                                 run_bleu);
 
 }  // namespace

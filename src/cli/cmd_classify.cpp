@@ -14,7 +14,7 @@
 namespace qkv::cli {
 namespace {
 
-int run(int argc, char** argv) {
+int run_classify(int argc, char** argv) {
   CLI::App app{"Classify texts (or pairs of texts) with a fine-tuned classifier", "qkv classify"};
   std::string model_dir, input;
   bool json = false;
@@ -58,7 +58,9 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("classify", "classify texts or text pairs with a fine-tuned classifier (label<TAB>probability)", run);
+Register register_classify("classify",
+                           "classify texts or text pairs with a fine-tuned classifier (label<TAB>probability)",
+                           run_classify);
 
 }  // namespace
 }  // namespace qkv::cli

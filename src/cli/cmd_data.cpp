@@ -65,7 +65,7 @@ void print_generic(const std::string& dir, const json& st) {
                   (unsigned long long)s.value("lines", 0ull), (unsigned long long)s.value("tokens", 0ull));
 }
 
-int run(int argc, char** argv) {
+int run_data(int argc, char** argv) {
   CLI::App app{"Build a corpus from Debian/npm packages into the data directory"};
   std::string corpus, dir = "data", set = "small", cache, list;
   bool force = false, stats = false, verbose = false;
@@ -122,6 +122,10 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-qkv::cli::Register reg("data", "build a corpus (mt-en-de, mt-en-fr, lm-en, cls-debian, pairs-debian, qa-debian, sentiment, pang-lee-reviews, pang-lee-sentences, conll2010, pos-wsj, ner-debian) and print its statistics", run);
+qkv::cli::Register register_data(
+    "data",
+    "build a corpus (mt-en-de, mt-en-fr, lm-en, cls-debian, pairs-debian, qa-debian, sentiment, pang-lee-reviews, "
+    "pang-lee-sentences, conll2010, pos-wsj, ner-debian) and print its statistics",
+    run_data);
 
 }  // namespace

@@ -92,7 +92,7 @@ double accuracy(const Mlp& net, const Dataset& d) {
   return double(right) / double(pred.numel());
 }
 
-int run(int argc, char** argv) {
+int run_demo(int argc, char** argv) {
   CLI::App app{"Engine demo: train an MLP on 3-class 2-D spirals (AdamW + warm-up/cosine + clipping)",
                "qkv demo-mlp"};
   int64_t steps = 400, hidden = 64, per_class = 200, warmup = 20, every = 25, seed = 1;
@@ -151,6 +151,7 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-qkv::cli::Register reg("demo-mlp", "engine demo: train an MLP on 2-D spirals and show the loss falling", run);
+qkv::cli::Register register_demo("demo-mlp", "engine demo: train an MLP on 2-D spirals and show the loss falling",
+                                 run_demo);
 
 }  // namespace

@@ -28,7 +28,7 @@ std::string json_array(const std::vector<float>& v) {
   return s + "]";
 }
 
-int run(int argc, char** argv) {
+int run_embed(int argc, char** argv) {
   CLI::App app{"Sentence embeddings from a BERT model: one JSON array of floats per input line", "qkv embed"};
   std::string model_dir, input, pooling = "cls";
   tasks::EmbedOptions opt;
@@ -65,7 +65,8 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("embed", "sentence embeddings from a BERT model ([CLS] or mean pooling), JSON lines", run);
+Register register_embed("embed", "sentence embeddings from a BERT model ([CLS] or mean pooling), JSON lines",
+                        run_embed);
 
 }  // namespace
 }  // namespace qkv::cli

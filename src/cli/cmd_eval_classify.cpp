@@ -14,7 +14,7 @@
 namespace qkv::cli {
 namespace {
 
-int run(int argc, char** argv) {
+int run_eval_classify(int argc, char** argv) {
   CLI::App app{"Score a classifier against gold labels (accuracy, macro-F1)", "qkv eval-classify"};
   std::string model_dir, data;
   bool json = false, per_label = false;
@@ -68,7 +68,8 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("eval-classify", "accuracy and macro-F1 of a classifier on labelled examples", run);
+Register register_eval_classify("eval-classify", "accuracy and macro-F1 of a classifier on labelled examples",
+                                run_eval_classify);
 
 }  // namespace
 }  // namespace qkv::cli

@@ -14,7 +14,7 @@
 namespace qkv::cli {
 namespace {
 
-int run(int argc, char** argv) {
+int run_eval_tag(int argc, char** argv) {
   CLI::App app{"Score a tagger against gold tags (token accuracy, entity P/R/F1)", "qkv eval-tag"};
   std::string model_dir, data;
   bool json = false, per_type = false;
@@ -79,7 +79,8 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("eval-tag", "token accuracy and entity P/R/F1 of a BERT tagger on tagged sentences", run);
+Register register_eval_tag("eval-tag", "token accuracy and entity P/R/F1 of a BERT tagger on tagged sentences",
+                           run_eval_tag);
 
 }  // namespace
 }  // namespace qkv::cli

@@ -31,7 +31,7 @@ std::string one_line(const std::string& s) {
   return o;
 }
 
-int run(int argc, char** argv) {
+int run_generate(int argc, char** argv) {
   CLI::App app{"Generate text with a GPT model (greedy or sampled continuations of prompts)", "qkv generate"};
   std::string model_dir, prompt, input;
   bool have_prompt = false, greedy = false;
@@ -148,8 +148,9 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("generate", "generate text with a GPT model (greedy, sampling, top-k/top-p, beam search, stop strings)",
-             run);
+Register register_generate("generate",
+                           "generate text with a GPT model (greedy, sampling, top-k/top-p, beam search, stop strings)",
+                           run_generate);
 
 }  // namespace
 }  // namespace qkv::cli

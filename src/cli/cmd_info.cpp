@@ -24,7 +24,7 @@ std::string env_or(const char* name, const char* fallback) {
   return v ? std::string(name) + "=" + v : std::string(fallback);
 }
 
-int run(int argc, char** argv) {
+int run_info(int argc, char** argv) {
   CLI::App app{"Print the CPU, threads, BLAS and oneDNN kernels and OpenMP wait policy qkv runs with", "qkv info"};
   QKV_PARSE(app, argc, argv);
   const bool avx512 = __builtin_cpu_supports("avx512f");
@@ -85,6 +85,7 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-qkv::cli::Register reg("info", "CPU, threads, BLAS and oneDNN kernels, OpenMP wait policy in effect", run);
+qkv::cli::Register register_info("info", "CPU, threads, BLAS and oneDNN kernels, OpenMP wait policy in effect",
+                                 run_info);
 
 }  // namespace

@@ -16,7 +16,7 @@
 namespace qkv::cli {
 namespace {
 
-int run(int argc, char** argv) {
+int run_perplexity(int argc, char** argv) {
   CLI::App app{"Perplexity of a text file under a GPT model", "qkv perplexity"};
   std::string model_dir, input;
   int64_t context = 0, stride = 0;
@@ -50,7 +50,7 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("perplexity", "perplexity of a text file under a GPT model", run);
+Register register_perplexity("perplexity", "perplexity of a text file under a GPT model", run_perplexity);
 
 }  // namespace
 }  // namespace qkv::cli

@@ -12,7 +12,7 @@
 
 namespace {
 
-int run(int argc, char** argv) {
+int run_plot(int argc, char** argv) {
   CLI::App app{"Draw training curves (--metrics) or a positional-encoding heatmap (--positional-encoding)",
                "qkv plot"};
   std::string metrics, out, x_key = "step", title;
@@ -60,6 +60,7 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-qkv::cli::Register reg("plot", "training curves from a metrics .jsonl, or the positional-encoding heatmap", run);
+qkv::cli::Register register_plot("plot", "training curves from a metrics .jsonl, or the positional-encoding heatmap",
+                                 run_plot);
 
 }  // namespace

@@ -21,7 +21,7 @@ std::string number(double v) {
   return buf;
 }
 
-int run(int argc, char** argv) {
+int run_score(int argc, char** argv) {
   CLI::App app{"Score translations with a trained encoder-decoder model (forced decoding)", "qkv score"};
   std::string model_dir, input, src_file, tgt_file, on_long = "truncate", precision = "fp32";
   tasks::ScoreOptions opt;
@@ -78,7 +78,8 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("score", "score translations with a trained model (forced decoding: log-probabilities)", run);
+Register register_score("score", "score translations with a trained model (forced decoding: log-probabilities)",
+                        run_score);
 
 }  // namespace
 }  // namespace qkv::cli

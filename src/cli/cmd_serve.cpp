@@ -18,7 +18,7 @@
 namespace qkv::cli {
 namespace {
 
-int run(int argc, char** argv) {
+int run_serve(int argc, char** argv) {
   CLI::App app{"Serve models over HTTP: translation, scoring, completions, embeddings, classification, tagging, "
                "question answering (JSON; OpenAI's shapes for completions and embeddings)",
                "qkv serve"};
@@ -110,10 +110,11 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("serve",
-             "serve models over HTTP (translate, score, completions, embeddings, classify, tag, answer; batching, "
-             "limits)",
-             run);
+Register register_serve(
+    "serve",
+    "serve models over HTTP (translate, score, completions, embeddings, classify, tag, answer; batching, "
+    "limits)",
+    run_serve);
 
 }  // namespace
 }  // namespace qkv::cli

@@ -16,7 +16,7 @@
 namespace qkv::cli {
 namespace {
 
-int run(int argc, char** argv) {
+int run_tag(int argc, char** argv) {
   CLI::App app{"Tag the words of sentences with a fine-tuned BERT token classifier", "qkv tag"};
   std::string model_dir, input;
   bool conll = false, json = false;
@@ -75,7 +75,7 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("tag", "tag the words of sentences with a fine-tuned BERT token classifier (word/TAG)", run);
+Register register_tag("tag", "tag the words of sentences with a fine-tuned BERT token classifier (word/TAG)", run_tag);
 
 }  // namespace
 }  // namespace qkv::cli

@@ -12,7 +12,7 @@
 
 namespace {
 
-int run(int argc, char** argv) {
+int run_tokenize(int argc, char** argv) {
   CLI::App app{"Tokenize lines from stdin: one line of space-separated ids per input line",
                "qkv tokenize"};
   std::string path;
@@ -73,6 +73,7 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-qkv::cli::Register reg("tokenize", "text lines on stdin -> token ids (or --decode ids -> text)", run);
+qkv::cli::Register register_tokenize("tokenize", "text lines on stdin -> token ids (or --decode ids -> text)",
+                                     run_tokenize);
 
 }  // namespace

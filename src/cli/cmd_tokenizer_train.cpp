@@ -23,7 +23,7 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-int run(int argc, char** argv) {
+int run_tokenizer_train(int argc, char** argv) {
   using namespace qkv::text;
   CLI::App app{"Train a tokenizer on text files and save it as a Hugging Face tokenizer.json",
                "qkv train-tokenizer"};
@@ -94,6 +94,8 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-qkv::cli::Register reg("train-tokenizer", "learn a BPE/byte-BPE/char/word tokenizer -> tokenizer.json", run);
+qkv::cli::Register register_tokenizer_train("train-tokenizer",
+                                            "learn a BPE/byte-BPE/char/word tokenizer -> tokenizer.json",
+                                            run_tokenizer_train);
 
 }  // namespace

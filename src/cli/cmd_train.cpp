@@ -60,7 +60,7 @@ std::string best(double value, int decimals) {
   return buf;
 }
 
-int run(int argc, char** argv) {
+int run_train(int argc, char** argv) {
   CLI::App app{"Train a model: translation (Transformer or RNN), a GPT language model, BERT pretraining, or a GPT or BERT classifier", "qkv train"};
   tasks::TrainingRun r;
   app.add_option("--config,-c", r.config_path, "JSON config (see configs/ and docs/config.md)");
@@ -214,7 +214,9 @@ int dispatch(tasks::TrainingRun& r) {
   return res.outcome == train::Outcome::interrupted ? 130 : 0;
 }
 
-Register reg("train", "train a model: translation (Transformer, RNN), a GPT language model, BERT, or a GPT/BERT classifier", run);
+Register register_train(
+    "train", "train a model: translation (Transformer, RNN), a GPT language model, BERT, or a GPT/BERT classifier",
+    run_train);
 
 }  // namespace
 }  // namespace qkv::cli

@@ -11,7 +11,7 @@
 namespace qkv::cli {
 namespace {
 
-int run(int argc, char** argv) {
+int run_translate(int argc, char** argv) {
   CLI::App app{"Translate sentences with a trained encoder-decoder model", "qkv translate"};
   std::string model_dir, input, output, attention_png;
   tasks::TranslateOptions req;
@@ -97,7 +97,8 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("translate", "translate sentences with a trained model (greedy, beam, sampling)", run);
+Register register_translate("translate", "translate sentences with a trained model (greedy, beam, sampling)",
+                            run_translate);
 
 }  // namespace
 }  // namespace qkv::cli

@@ -15,7 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int run(int argc, char** argv) {
+int run_verify(int argc, char** argv) {
   CLI::App app{"Check safetensors files (structure and qkv's per-tensor checksums)", "qkv verify"};
   std::vector<std::string> paths;
   app.add_option("paths", paths, "files, or directories searched recursively for *.safetensors")->required();
@@ -42,6 +42,7 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-qkv::cli::Register reg("verify", "check safetensors files: structure and qkv's per-tensor checksums", run);
+qkv::cli::Register register_verify("verify", "check safetensors files: structure and qkv's per-tensor checksums",
+                                   run_verify);
 
 }  // namespace

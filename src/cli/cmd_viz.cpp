@@ -13,7 +13,7 @@
 namespace qkv::cli {
 namespace {
 
-int run(int argc, char** argv) {
+int run_viz(int argc, char** argv) {
   CLI::App app{"Write an interactive attention viewer (self-contained HTML) for one input", "qkv viz"};
   std::string model_dir, output = "attention.html", target, pair;
   tasks::ViewInput in;
@@ -41,7 +41,8 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-Register reg("viz", "write an interactive HTML attention viewer (head, model, matrix views) for one input", run);
+Register register_viz("viz", "write an interactive HTML attention viewer (head, model, matrix views) for one input",
+                      run_viz);
 
 }  // namespace
 }  // namespace qkv::cli
