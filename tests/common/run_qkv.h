@@ -7,13 +7,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "qkv/util/file.h"
 
 namespace qkv::testing {
 
@@ -78,12 +79,11 @@ inline std::string step_dir(const std::filesystem::path& run, int step) {
   return (run / "checkpoints" / name).string();
 }
 
-// The records of <run>/metrics.jsonl that have `key` (e.g. "valid_ppl"), in order; throws when
-// the file cannot be read (no log is not an empty log).
+// The records of <run>/metrics.jsonl that have `key` (e.g. "valid_ppl"), in order; read_file
+// throws when the file cannot be read (no log is not an empty log).
 inline std::vector<nlohmann::json> metrics_with(const std::filesystem::path& run, const std::string& key) {
   std::vector<nlohmann::json> out;
-  std::ifstream in(run / "metrics.jsonl");
-  if (!in) throw std::runtime_error("cannot read " + (run / "metrics.jsonl").string());
+  std::istringstream in(qkv::read_file((run / "metrics.jsonl").string()));
   for (std::string line; std::getline(in, line);) {
     nlohmann::json j = nlohmann::json::parse(line);
     if (j.contains(key)) out.push_back(std::move(j));

@@ -29,10 +29,9 @@ inline std::string temp_run_dir(const std::string& what) {
 // TempDir()/qkv_<what>_<name>_<pid>, removed if it exists and not created: the path a test
 // saves a model directory or a file to.
 inline std::string fresh_temp_path(const std::string& what, const std::string& name) {
-  std::filesystem::path p = std::filesystem::path(::testing::TempDir()) /
-                            ("qkv_" + what + "_" + name + "_" + std::to_string(getpid()));
+  const std::string p = temp_run_dir(what + "_" + name);
   std::filesystem::remove_all(p);
-  return p.string();
+  return p;
 }
 
 // A directory <temp>/qkv_<group>_<pid>/<name>, created here and removed with the object (the
