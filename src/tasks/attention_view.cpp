@@ -19,21 +19,6 @@ namespace {
 using attention::AttentionRecord;
 using attention::MultiHeadAttention;
 
-// A readable label for one token: its decoded text, or its vocabulary string if that is empty.
-std::string token_label(const text::Tokenizer& tok, int64_t id) {
-  std::vector<int32_t> one{int32_t(id)};
-  std::string s = tok.decode(one, /*skip_special=*/false);
-  auto b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
-  s = b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-  return s.empty() ? tok.id_to_token(int32_t(id)) : s;
-}
-
-std::vector<std::string> labels(const text::Tokenizer& tok, const std::vector<int64_t>& ids) {
-  std::vector<std::string> out;
-  for (int64_t id : ids) out.push_back(token_label(tok, id));
-  return out;
-}
-
 // Every MultiHeadAttention of a module tree, by scoped name, with a record attached while this
 // object lives (the model runs its ordinary forward meanwhile).
 class Recorders {
@@ -234,9 +219,9 @@ viz::AttentionPage translation_attention_page(const Translator& t, const ViewInp
   page.model_type = "transformer";
   page.title = title.empty() ? "qkv attention" : title;
   page.info = {{"source", in.text}, {in.target_ids ? "target (translation)" : in.target ? "target (given)" : "target (greedy decode)", target_text}};
-  page.sequences = {{"source", labels(*b.src_tok, src)},
-                    {"decoder input", labels(*b.tgt_tok, tgt_in)},
-                    {"target", labels(*b.tgt_tok, hyp)}};
+  page.sequences = {{"source", token_labels(*b.src_tok, src)},
+                    {"decoder input", token_labels(*b.tgt_tok, tgt_in)},
+                    {"target", token_labels(*b.tgt_tok, hyp)}};
   if (!model) return rnn_attention_page(*b.model, src, tgt_in, opt, std::move(page));
   {
     Recorders rec(*model, opt.naive);
@@ -281,7 +266,7 @@ viz::AttentionPage gpt_attention_page(const io::GptBundle& b, const ViewInput& i
   page.model_type = "gpt";
   page.title = title.empty() ? "qkv attention" : title;
   page.info = {{"prompt", in.text}};
-  page.sequences = {{"prompt", labels(*b.tokenizer, ids)}};
+  page.sequences = {{"prompt", token_labels(*b.tokenizer, ids)}};
   {
     Recorders rec(*b.model, opt.naive);
     NoGradGuard ng;
@@ -319,7 +304,7 @@ viz::AttentionPage bert_attention_page(const io::BertBundle& b, const ViewInput&
   page.title = title.empty() ? "qkv attention" : title;
   page.info = {{"segment A", in.text}};
   if (in.pair) page.info.push_back({"segment B", *in.pair});
-  page.sequences = {{"text", labels(tok, ids)}};
+  page.sequences = {{"text", token_labels(tok, ids)}};
   if (in.pair) page.segments = {{"text", seg}};
   {
     Recorders rec(*b.bert, opt.naive);
@@ -372,6 +357,19 @@ int64_t write_attention_view(const std::string& dir, const ViewInput& in, const 
     page = bert_attention_page(io::load_bert(dir), in, opt, title);
   }
   return viz::write_attention_page(html, page);
+}
+
+std::vector<std::string> token_labels(const text::Tokenizer& tok, const std::vector<int64_t>& ids) {
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (int64_t id : ids) {
+    std::vector<int32_t> one{int32_t(id)};
+    std::string s = tok.decode(one, /*skip_special=*/false);
+    const auto b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
+    s = b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+    out.push_back(s.empty() ? tok.id_to_token(int32_t(id)) : s);
+  }
+  return out;
 }
 
 }  // namespace qkv::tasks

@@ -3,22 +3,11 @@
 #include <cstdio>
 
 #include "qkv/autograd/node.h"
-#include "qkv/viz/heatmap.h"
+#include "qkv/tasks/attention_view.h"
 #include "qkv/tasks/translator.h"
+#include "qkv/viz/heatmap.h"
 
 namespace qkv::tasks {
-namespace {
-
-// A readable label for one token: its decoded text, or its vocabulary string if that is empty.
-std::string token_label(const text::Tokenizer& tok, int64_t id) {
-  std::vector<int32_t> one{int32_t(id)};
-  std::string s = tok.decode(one, /*skip_special=*/false);
-  auto b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
-  s = b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-  return s.empty() ? tok.id_to_token(int32_t(id)) : s;
-}
-
-}  // namespace
 
 size_t Translator::draw_attention(const Translations& r, const std::vector<std::string>& lines, int64_t line,
                                   const std::string& png) const {
@@ -40,9 +29,7 @@ size_t Translator::draw_attention(const Translations& r, const std::vector<std::
     NoGradGuard ng;
     maps = b.model->cross_attention(src_t, pad, tgt_t);
   }
-  std::vector<std::string> cols, rows;
-  for (int64_t id : src) cols.push_back(token_label(*b.src_tok, id));
-  for (int64_t id : hyp) rows.push_back(token_label(*b.tgt_tok, id));
+  const std::vector<std::string> cols = token_labels(*b.src_tok, src), rows = token_labels(*b.tgt_tok, hyp);
   std::vector<viz::Heatmap> panels;
   for (size_t l = 0; l < maps.layers.size(); ++l) {
     Tensor w = maps.layers[l].contiguous();  // (1, H, T, S)
