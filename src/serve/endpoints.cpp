@@ -52,6 +52,17 @@ std::vector<size_t> best_per_token(const std::vector<tasks::Generation>& out, si
   return picked;
 }
 
+// The tokenizer a /tokenize or /detokenize request names: the model's, or with "target": true a
+// translation model's target side. Never null.
+const text::Tokenizer* tokenizer_asked(const JsonRequest& body, const std::string& ep, ServedModel& m) {
+  const bool target = body.boolean("target", false);
+  if (target && m.kind() != Kind::translation)
+    throw HttpError(400, ep + ": \"target\" is for translation models", "invalid_request_error", "target");
+  const text::Tokenizer* tok = m.tokenizer(target);
+  if (!tok) throw HttpError(400, ep + ": model '" + m.name() + "' has no tokenizer");
+  return tok;
+}
+
 }  // namespace
 
 // Texts in one request: at most --max-inputs.
@@ -483,11 +494,7 @@ void Server::Impl::tokenize(const httplib::Request& req, httplib::Response& res)
   const std::string ep = "/tokenize";
   JsonRequest body(req.body, ep, {"model", "text", "add_special_tokens", "target"});
   ServedModel& m = pick(body, ep, nullptr);
-  const bool target = body.boolean("target", false);
-  if (target && m.kind() != Kind::translation)
-    throw HttpError(400, ep + ": \"target\" is for translation models", "invalid_request_error", "target");
-  const text::Tokenizer* tok = m.tokenizer(target);
-  if (!tok) throw HttpError(400, ep + ": model '" + m.name() + "' has no tokenizer");
+  const text::Tokenizer* tok = tokenizer_asked(body, ep, m);
   const auto text = body.string("text");
   if (!text) throw HttpError(400, ep + ": field \"text\" is required", "invalid_request_error", "text");
   const text::Encoding e = tok->encode_single(*text, body.boolean("add_special_tokens", false));
@@ -500,11 +507,7 @@ void Server::Impl::detokenize(const httplib::Request& req, httplib::Response& re
   const std::string ep = "/detokenize";
   JsonRequest body(req.body, ep, {"model", "tokens", "skip_special_tokens", "target"});
   ServedModel& m = pick(body, ep, nullptr);
-  const bool target = body.boolean("target", false);
-  if (target && m.kind() != Kind::translation)
-    throw HttpError(400, ep + ": \"target\" is for translation models", "invalid_request_error", "target");
-  const text::Tokenizer* tok = m.tokenizer(target);
-  if (!tok) throw HttpError(400, ep + ": model '" + m.name() + "' has no tokenizer");
+  const text::Tokenizer* tok = tokenizer_asked(body, ep, m);
   const std::vector<int64_t> ids = body.integers("tokens");
   std::vector<int32_t> ids32;
   for (size_t i = 0; i < ids.size(); ++i) {
