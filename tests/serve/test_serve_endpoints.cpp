@@ -342,6 +342,13 @@ TEST(Serve, TokenizeAndDetokenizeUseTheModelsTokenizer) {
   r = post(s.port, "/detokenize", {{"model", "mt"}, {"tokens", ids}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json["text"], tok->decode(ids));
+  // "target": the translation model's target side (this model shares one vocabulary); refused elsewhere.
+  r = post(s.port, "/tokenize", {{"model", "mt"}, {"text", "open the zebra file"}, {"target", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["tokens"].get<std::vector<int32_t>>(), ids);
+  r = post(s.port, "/detokenize", {{"model", "gpt"}, {"tokens", {1}}, {"target", true}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(error_message(r).find("/detokenize: \"target\" is for translation models"), std::string::npos) << r.body;
   r = post(s.port, "/detokenize", {{"model", "mt"}, {"tokens", {4, 999}}});
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(error_message(r).find("element 1: expected an id in [0, " + std::to_string(tok->vocab_size()) + "), got 999"),
