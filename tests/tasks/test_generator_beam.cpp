@@ -8,22 +8,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 
 #include "qkv/tasks/generator.h"
+#include "gpt_refs.h"
 #include "helpers.h"
 #include "ref.h"
-#include "ref_prompts.h"
 
 using namespace qkv;
 using namespace qkv::testing;
-namespace fs = std::filesystem;
 
 namespace {
-
-tasks::Generator ref_generator(const RefFile& ref, const std::string& c) {
-  return tasks::Generator(io::load_gpt2((fs::path(ref_dir()) / ref.params(c)["dir"].get<std::string>()).string()));
-}
 
 // A configuration of the reference: [num_beams, length_penalty, early_stopping (false, true or
 // "never"), repetition, presence, frequency, no_repeat_ngram, min_new_tokens].
@@ -45,7 +39,6 @@ tasks::GenerateOptions options_of(const nlohmann::json& conf, const nlohmann::js
   return o;
 }
 
-// fp32 against torch's float64: 1e-5 relative (at least 1e-5 absolute).
 }  // namespace
 
 TEST(GeneratorBeam, HypothesesScoresAndLogprobsEqualTorchOneAtATimeAndBatched) {
@@ -53,7 +46,7 @@ TEST(GeneratorBeam, HypothesesScoresAndLogprobsEqualTorchOneAtATimeAndBatched) {
   int checked = 0, expected = 0, by_eos = 0, short_ones = 0;
   for (const std::string c : {"beam_gpt2", "beam_gpt1"}) {
     SCOPED_TRACE(c);
-    tasks::Generator g = ref_generator(ref, c);
+    tasks::Generator g(load_ref_gpt(ref, c));
     const auto prompts = prompts_of(ref, c);
     const nlohmann::json params = ref.params(c);
     for (const auto& [name, conf] : params["configs"].items()) {
@@ -79,6 +72,7 @@ TEST(GeneratorBeam, HypothesesScoresAndLogprobsEqualTorchOneAtATimeAndBatched) {
             std::vector<int64_t> w;
             for (int64_t t = 0; t < M && toks[row + size_t(t)] >= 0; ++t) w.push_back(toks[row + size_t(t)]);
             EXPECT_EQ(h.tokens, w);
+            // fp32 against torch's float64: 1e-5 relative (at least 1e-5 absolute).
             EXPECT_TRUE(near_fp32(h.score, scores[i * size_t(K) + size_t(j)]))
                 << h.score << " vs " << scores[i * size_t(K) + size_t(j)];
             const bool eos = !w.empty() && w.back() == o.eos_id;
@@ -104,7 +98,7 @@ TEST(GeneratorBeam, HypothesesScoresAndLogprobsEqualTorchOneAtATimeAndBatched) {
 // Fewer returned sequences are the first of the K; one beam is greedy decoding.
 TEST(GeneratorBeam, ReturnsTheBestFirstAndOneBeamIsGreedy) {
   RefFile ref("gpt_beam");
-  tasks::Generator g = ref_generator(ref, "beam_gpt1");
+  tasks::Generator g(load_ref_gpt(ref, "beam_gpt1"));
   const auto prompts = prompts_of(ref, "beam_gpt1");
   tasks::GenerateOptions o = options_of(ref.params("beam_gpt1")["configs"]["beam4"], ref.params("beam_gpt1"));
   const auto all = g.generate_ids(prompts, o);
@@ -121,7 +115,7 @@ TEST(GeneratorBeam, ReturnsTheBestFirstAndOneBeamIsGreedy) {
 
 TEST(GeneratorBeam, RefusesWhatItCannotDo) {
   RefFile ref("gpt_beam");
-  tasks::Generator g = ref_generator(ref, "beam_gpt2");
+  tasks::Generator g(load_ref_gpt(ref, "beam_gpt2"));
   const std::vector<std::vector<int64_t>> p = {{1, 2, 3}};
   auto fails = [&](auto set) {
     tasks::GenerateOptions o;
@@ -144,7 +138,7 @@ TEST(GeneratorBeam, RefusesWhatItCannotDo) {
 // n samples of a prompt are n copies of it: prompt i's j-th draws from stream i * n + j.
 TEST(GeneratorBeam, SamplesPerPromptAreCopiesOfThePrompt) {
   RefFile ref("gpt_beam");
-  tasks::Generator g = ref_generator(ref, "beam_gpt2");
+  tasks::Generator g(load_ref_gpt(ref, "beam_gpt2"));
   const auto prompts = prompts_of(ref, "beam_gpt2");
   tasks::GenerateOptions o;
   o.sample = true;
