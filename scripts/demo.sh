@@ -2,7 +2,7 @@
 # The README's first quick-start command: the main job on a built-in default.
 #   1. install what is missing and build (scripts/install.sh; quiet when there is nothing to do)
 #   2. build the small English-German corpus from the gettext catalogs of Debian packages
-#   3. train a small Transformer (2000 updates, about seven minutes on 2 cores, with a progress bar)
+#   3. train a small Transformer (2000 updates, 7-17 minutes on 2 cores by CPU, with a progress bar)
 #   4. print held-out BLEU/chrF (packages never seen in training) beside the copy baseline, and samples
 #   5. draw cross-attention, positional-encoding and training-curve images
 # The model is left in runs/demo/model:  build/qkv translate --model runs/demo/model
