@@ -77,7 +77,7 @@ void print_line(const std::string& text);
 // eval-classify, eval-tag):
 // add_precision_option registers it on `app` (fp32 | bf16 | int8, default fp32, stored in
 // `value`); read_precision checks the value before the model loads: bf16 on a CPU without AMX or
-// AVX512_BF16, or int8 without AVX512-VNNI or AMX, is an error naming `command`
+// AVX512_BF16, or int8 without AVX512-VNNI, AMX or an AVX2 build, is an error naming `command`
 // (kernels::check_precision_supported).
 void add_precision_option(CLI::App& app, std::string& value);
 kernels::MatmulPrecision read_precision(const std::string& value, const char* command);

@@ -47,15 +47,17 @@ int run_info(int argc, char** argv) {
     std::printf("fp32 GEMM        OpenBLAS for every product (%s)\n",
                 by_setting ? "QKV_F32_GEMM=openblas" : "oneDNN has no AVX-512 here");
   }
-  if (qkv::kernels::int8_native()) {
-    std::printf("int8 products    %s (exact int32 sums); --precision int8 quantizes weights of >= %lld values",
-                dnnl.amx ? "AMX" : "AVX512-VNNI", (long long)qkv::kernels::int8_min_weight_elements());
+  if (qkv::kernels::int8_supported()) {
+    std::printf("int8 products    %s%s (exact int32 sums); --precision int8 quantizes weights of >= %lld values",
+                qkv::kernels::int8_native() ? "" : "qkv's own kernel for every batch, ", qkv::kernels::int8_kernel(),
+                (long long)qkv::kernels::int8_min_weight_elements());
     if (const int64_t rows = qkv::kernels::int8_small_weight_min_rows(); rows > 0)
       std::printf(", and those of >= 65536 for products of >= %lld rows\n", (long long)rows);
     else
       std::printf("; smaller ones stay fp32\n");
   } else
-    std::printf("int8 products    unavailable (no AVX512-VNNI or AMX in oneDNN's '%s')\n", dnnl.isa.c_str());
+    std::printf("int8 products    unavailable (no AVX512-VNNI or AMX in oneDNN's '%s', and qkv not built for AVX2)\n",
+                dnnl.isa.c_str());
   std::printf("OpenMP wait      %s, %s; idle threads %s\n", env_or("OMP_WAIT_POLICY", "no OMP_WAIT_POLICY").c_str(),
               env_or("GOMP_SPINCOUNT", "no GOMP_SPINCOUNT").c_str(),
               qkv::kernels::idle_threads_spin() ? "spin, then sleep" : "sleep at once");

@@ -14,7 +14,7 @@ void add_precision_option(CLI::App& app, std::string& value) {
   app.add_option("--precision", value,
                  "matrix products in fp32, bf16 (weights converted once to bf16, f32 accumulation; needs AMX or "
                  "AVX512_BF16) or int8 (the large weights quantized once per output channel, activations per row, "
-                 "exact int32 sums; needs AVX512-VNNI or AMX)")
+                 "exact int32 sums; needs AVX512-VNNI, AMX or AVX2)")
       ->check(CLI::IsMember({"fp32", "bf16", "int8"}))
       ->capture_default_str();
 }

@@ -174,7 +174,7 @@ TEST(QaCli, AnswersCarryCharacterOffsetsAndNBestLists) {
   EXPECT_GE(right, 5);
   // --precision: the weights held in bf16 / int8 (where this CPU runs them) answer as well.
   for (const std::string p : {"bf16", "int8"}) {
-    if (p == "bf16" ? !kernels::dnnl_cpu_info().bf16_native() : !kernels::int8_native()) continue;
+    if (p == "bf16" ? !kernels::dnnl_cpu_info().bf16_native() : !kernels::int8_supported()) continue;
     ASSERT_EQ(run_qkv({"answer", "-m", r.model.string(), "--input", (r.dir / "in.txt").string(), "--json",
                        "--precision", p},
                       r.dir / "answer.log", out.string()),

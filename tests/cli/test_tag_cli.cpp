@@ -179,7 +179,7 @@ TEST(TagCli, TrainsATinyTaggerThenTagsAndScores) {
   EXPECT_NE(read(dir / "long.log").find("long.txt:1: 120 words tagged in"), std::string::npos) << read(dir / "long.log");
   // --precision: the same tags from the weights held in bf16 / int8, where this CPU runs them.
   for (const std::string p : {"bf16", "int8"}) {
-    if (p == "bf16" ? !kernels::dnnl_cpu_info().bf16_native() : !kernels::int8_native()) continue;
+    if (p == "bf16" ? !kernels::dnnl_cpu_info().bf16_native() : !kernels::int8_supported()) continue;
     ASSERT_EQ(run_qkv({"tag", "--model", model, "--input", (dir / "long.txt").string(), "--json", "--precision", p},
                       dir / "long.log", (dir / "long.out").string()),
               0)

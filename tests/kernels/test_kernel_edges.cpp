@@ -73,7 +73,7 @@ TEST(KernelEdges, RoundedOperandsMayEndInAnyOrder) {
 // activations quantized to 0 (every output 0) and the weights through int8_t(inf), undefined. Now
 // within the int8 scheme's bound of the exact product, as any other row.
 TEST(KernelEdges, Int8RowsBelowTheReciprocalsRangeKeepTheirValues) {
-  if (!kernels::int8_native()) GTEST_SKIP() << "no int8 kernel here";
+  if (!kernels::int8_supported()) GTEST_SKIP() << "no int8 kernel here";
   const int64_t N = 3, K = 40;
   std::vector<float> w(N * K), x(2 * K);
   for (int64_t i = 0; i < N * K; ++i) w[size_t(i)] = float((i * 37) % 11) - 5.f;

@@ -236,7 +236,7 @@ TEST(PackedWeights, RowsLayoutRecordsThroughTheConcatenation) {
 // after a weight changes; a stack too small to pay shares the fp32 form (the same object, in the
 // owner's layout), so it costs no second copy.
 TEST(PackedWeights, Int8KeepsItsOwnFormOnlyForStacksThatPay) {
-  if (!kernels::int8_native()) GTEST_SKIP() << "no AVX512-VNNI or AMX int8 kernel here";
+  if (!kernels::int8_supported()) GTEST_SKIP() << "no int8 kernel here";
   Int8Threshold restore(kernels::int8_min_weight_elements());  // as it was, at the end
   Tensor wq = randn({64, 32}, 311), wk = randn({64, 32}, 312);
   PackedWeights cache;
@@ -271,7 +271,7 @@ TEST(PackedWeights, Int8KeepsItsOwnFormOnlyForStacksThatPay) {
 // the same way and sum exactly in int32. A stack that pays only from a batch multiplies its fp32
 // rows below int8_small_weight_min_rows() rows, as the fp32 rows pack does.
 TEST(PackedWeights, Int8RowsLayoutGivesTheBlockedFormsBits) {
-  if (!kernels::int8_native()) GTEST_SKIP() << "no AVX512-VNNI or AMX int8 kernel here";
+  if (!kernels::int8_native()) GTEST_SKIP() << "no AVX512-VNNI or AMX int8 kernel here (no blocked form)";
   Tensor wq = randn({384, 128}, 331), wk = randn({128, 128}, 332), b = randn({512}, 333);
   const std::vector<Tensor> biases{slice(b, 0, 0, 384), slice(b, 0, 384, 512)};
   for (const bool from_batch : {false, true}) {
@@ -312,7 +312,7 @@ TEST(PackedWeights, LowPrecisionStacksKeepNoJoinedCopy) {
     EXPECT_TRUE(p.rows[0].same(wq) && p.rows[1].same(wk));
     EXPECT_TRUE(bit_equal(p.original_weight(), joined));
   };
-  if (kernels::int8_native()) {
+  if (kernels::int8_supported()) {
     Int8Threshold restore(kernels::int8_min_weight_elements());
     kernels::set_int8_min_weight_elements(128 * 32);  // the stack pays from one row: int8 form only
     PackedWeights cache;

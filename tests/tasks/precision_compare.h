@@ -20,11 +20,11 @@
   GTEST_SKIP() << "oneDNN has no bf16 kernel on this CPU (" << qkv::kernels::dnnl_cpu_info().isa << "): bf16 "       \
                   "inference is refused here (tested by CappedIsaIsRefusedByTheTasks)"
 
-// Skips an int8 test where oneDNN has no exact int8 kernel (AVX512-VNNI or AMX): the tasks refuse
-// int8 there (tested by CappedIsaIsRefusedByTheTasks).
-#define SKIP_WITHOUT_INT8()           \
-  if (!qkv::kernels::int8_native()) \
-  GTEST_SKIP() << "oneDNN has no AVX512-VNNI or AMX int8 kernel here: int8 inference is refused here"
+// Skips an int8 test where no exact int8 kernel runs (oneDNN's AVX512-VNNI or AMX, or qkv's own
+// for AVX512-VNNI or AVX2): the tasks refuse int8 there.
+#define SKIP_WITHOUT_INT8()              \
+  if (!qkv::kernels::int8_supported()) \
+  GTEST_SKIP() << "no int8 kernel here (AVX512-VNNI, AMX or an AVX2 build): int8 inference is refused here"
 
 namespace qkv::testing {
 

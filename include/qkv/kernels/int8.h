@@ -1,6 +1,6 @@
 // qkv/kernels/int8.h - int8 products for inference: out = x @ W^T + bias with W quantized once and
 // x quantized per call, integer products accumulated exactly in int32 by oneDNN (AVX512-VNNI or
-// AMX), the result scaled back to f32.
+// AMX) or by qkv's own kernel (AVX512-VNNI, or AVX2), the result scaled back to f32.
 //
 // The scheme (what CTranslate2 and oneDNN's int8 inference use):
 //   weights, per output channel n (a row of W (N, K)), symmetric:
@@ -15,8 +15,10 @@
 // nearbyint rounds half to even (the default rounding mode).
 //
 // Without VNNI (plain AVX-512 or AVX2) oneDNN's int8 kernels pair products in saturating 16-bit
-// sums, which is not exact for this scheme: pack_int8_weight refuses such a CPU (or an ISA capped
-// by ONEDNN_MAX_CPU_ISA) with an error that says to use fp32. Only src/kernels/cpu/gemm_int8.cpp
+// sums, which is not exact for this scheme. There every weight takes the rows form and every
+// product qkv's own kernel, whose AVX2 sign trick keeps its 16-bit pair sums below saturation
+// (|qx - 128|, |qw| <= 127): the same exact sums, so the same bits as on a VNNI CPU. A build with
+// neither refuses int8 with an error that says to use fp32. Only src/kernels/cpu/gemm_int8.cpp
 // sees oneDNN.
 #pragma once
 #include <cstddef>
@@ -25,28 +27,37 @@
 
 namespace qkv::kernels {
 
-// True when oneDNN's effective ISA has AVX512-VNNI (avx512_core_vnni or above) or AMX.
+// True when oneDNN's effective ISA has AVX512-VNNI (avx512_core_vnni or above) or AMX: its
+// blocked int8 kernels are exact.
 bool int8_native();
+// True when int8 products run here: int8_native(), or qkv's own kernel compiled with SIMD
+// (AVX512-VNNI or AVX2).
+bool int8_supported();
+// What runs the batches: "AMX" or "AVX512-VNNI" (oneDNN's, with int8_native()), else qkv's own
+// kernel's "AVX512-VNNI" or "AVX2"; nullptr without int8_supported().
+const char* int8_kernel();
 
 // A weight W (N, K) quantized once for many products (opaque: oneDNN's layout for this CPU).
 struct Int8Weight;
 
-// w (N, K) f32 with row stride ldw >= K. Throws without int8_native(), or when w has a NaN or an
-// infinity (naming the row).
+// w (N, K) f32 with row stride ldw >= K, in oneDNN's blocked layout (the rows form below without
+// int8_native()). Throws without int8_supported(), or when w has a NaN or an infinity (naming the row).
 std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, int64_t K, int64_t ldw);
 
 // The same quantization into (N, K) rows of qkv's own (the rows form): row-major, row stride K,
 // in one buffer of N * K bytes.
 std::shared_ptr<const Int8Weight> pack_int8_weight_rows(const float* w, int64_t N, int64_t K, int64_t ldw);
-// The rows form over rows quantized elsewhere (q (N, K) with row stride ldq, scale[n] = sw[n],
-// zero_point_sum[n] = 128 sum_k q[n,k]), read in place; `keep` owns q and stays alive with it.
+// The rows form over rows quantized elsewhere (q (N, K) with row stride ldq, values in [-127, 127]
+// (checked), scale[n] = sw[n], zero_point_sum[n] = 128 sum_k q[n,k]), read in place; `keep` owns q
+// and stays alive with it.
 std::shared_ptr<const Int8Weight> int8_weight_over_rows(const int8_t* q, int64_t ldq, const float* scale,
                                                         const int32_t* zero_point_sum, int64_t N, int64_t K,
                                                         std::shared_ptr<const void> keep);
 // oneDNN's blocked form (pack_int8_weight's) of a weight in the rows form: its rows reordered once
 // into a copy, its scales and sums copied; the rows are not kept. For weights held in int8 in a
 // model that multiplies batches (translation's beam search): oneDNN's blocked kernels run 10-30%
-// faster there than over the plain rows (`bench_matmul int8plain`, 16 rows).
+// faster there than over the plain rows (`bench_matmul int8plain`, 16 rows). Without
+// int8_native(), the rows form again (over the same rows).
 std::shared_ptr<const Int8Weight> int8_weight_blocked_from_rows(const Int8Weight& rows);
 // The scheme's weight rule: w (N, K) (row stride ldw) -> q (row stride ldq), scale (N) and
 // zero_point_sum (N). Throws naming the row of a NaN or an infinity.
@@ -54,8 +65,9 @@ void quantize_int8_rows(const float* w, int64_t N, int64_t K, int64_t ldw, int8_
                         int32_t* zero_point_sum);
 
 // out (M, N) with row stride ldo = x (M, K) (row stride ldx) @ W^T + bias, by the scheme above.
-// The rows form: fewer than int8_rows_max_batch() rows on qkv's AVX512-VNNI kernel
-// (src/kernels/cpu/gemm_int8_rows.cpp), more through oneDNN reading the rows as plain weights.
+// The rows form: fewer than int8_rows_max_batch() rows on qkv's own kernel
+// (src/kernels/cpu/gemm_int8_rows.cpp), more through oneDNN reading the rows as plain weights
+// (every batch on qkv's kernel without int8_native()).
 // Either way each int32 sum is exact, so the two forms give the same bits.
 // bias (N) f32 or null. Products of fewer than 2^20 (spinning idle threads) / 2^22 multiply-adds
 // run on one thread, as the f32 packed products do.

@@ -537,9 +537,9 @@ void check_precision_supported(MatmulPrecision p, const char* who) {
     bf16_products();  // resolved here, at a command's start, rather than inside a parallel region
   }
   if (p == MatmulPrecision::int8)
-    QKV_CHECK(int8_native(), who,
-              "int8 needs a CPU with AVX512-VNNI or AMX (exact int32 sums), but oneDNN's ISA here ('",
-              dnnl_cpu_info().isa, "') has neither (ONEDNN_MAX_CPU_ISA may cap it): use precision fp32");
+    QKV_CHECK(int8_supported(), who,
+              "int8 needs a CPU with AVX512-VNNI or AMX (exact int32 sums) or qkv built for AVX2, but oneDNN's "
+              "ISA here ('", dnnl_cpu_info().isa, "') has neither and the build no AVX2: use precision fp32");
 }
 
 std::string DnnlCpuInfo::bf16_kernel() const {

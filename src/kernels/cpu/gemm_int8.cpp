@@ -32,6 +32,13 @@ bool int8_native() {
   return native;
 }
 
+bool int8_supported() { return int8_native() || int8_rows_kernel_isa() != nullptr; }
+const char* int8_kernel() {
+  if (!int8_native()) return int8_rows_kernel_isa();
+  const auto isa = unsigned(dnnl::get_effective_cpu_isa()), amx = unsigned(dnnl_cpu_isa_avx512_core_amx);
+  return (isa & amx) == amx ? "AMX" : "AVX512-VNNI";
+}
+
 namespace {
 
 // The environment variable `name` as a count >= 0 (`what` names it in the error), or fallback()
@@ -66,10 +73,10 @@ std::atomic<int64_t>& rows_max_batch() {
   return n;
 }
 
-void check_native(const char* where) {
-  QKV_CHECK(int8_native(), where,
-            "int8 needs AVX512-VNNI or AMX (exact int32 sums), but oneDNN's ISA on this CPU has neither "
-            "(ONEDNN_MAX_CPU_ISA may cap it): its int8 kernels would saturate. Use precision fp32");
+void check_supported(const char* where) {
+  QKV_CHECK(int8_supported(), where,
+            "int8 needs AVX512-VNNI or AMX (oneDNN's exact int32 sums), or qkv built for AVX2 (its own "
+            "kernel), but this CPU or build has none of them. Use precision fp32");
 }
 
 int8_t quantize_weight(float w, float inv) { return int8_t(std::nearbyint(w * inv)); }
@@ -187,7 +194,7 @@ std::shared_ptr<Int8Weight> new_weight(int64_t N, int64_t K, int64_t ld, const c
             ", row stride ", ld);
   QKV_CHECK(K <= (int64_t(1) << 16), where, "K = ", K,
             " is above 65536: int32 sums of K products of 255 x 127 could overflow");
-  check_native(where);
+  check_supported(where);
   auto out = std::make_shared<Int8Weight>();
   out->N = N, out->K = K;
   out->scale.resize(size_t(N));
@@ -227,6 +234,7 @@ void fill_blocked(Int8Weight& out, const int8_t* q, int64_t ldq, const char* whe
 }  // namespace
 
 std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, int64_t K, int64_t ldw) {
+  if (!int8_native()) return pack_int8_weight_rows(w, N, K, ldw);  // qkv's own kernel reads the rows
   auto out = new_weight(N, K, ldw, "pack_int8_weight");
   std::vector<int8_t> qw(size_t(N * K));  // (N, K) row-major, reordered into the blocked layout
   quantize_int8_rows(w, N, K, ldw, qw.data(), K, out->scale.data(), out->zero_point_sum.data());
@@ -237,6 +245,9 @@ std::shared_ptr<const Int8Weight> pack_int8_weight(const float* w, int64_t N, in
 
 std::shared_ptr<const Int8Weight> int8_weight_blocked_from_rows(const Int8Weight& rows) {
   QKV_CHECK(rows.rows != nullptr, "int8_weight_blocked_from_rows", "expected a weight in the rows form");
+  if (!int8_native())  // no blocked form without oneDNN's kernels: the same rows again
+    return int8_weight_over_rows(rows.rows, rows.ldq, rows.scale.data(), rows.zero_point_sum.data(), rows.N, rows.K,
+                                 rows.keep);
   auto out = new_weight(rows.N, rows.K, rows.ldq, "int8_weight_blocked_from_rows");
   out->scale = rows.scale;
   out->zero_point_sum = rows.zero_point_sum;
@@ -261,6 +272,9 @@ std::shared_ptr<const Int8Weight> int8_weight_over_rows(const int8_t* q, int64_t
                                                         const int32_t* zero_point_sum, int64_t N, int64_t K,
                                                         std::shared_ptr<const void> keep) {
   auto out = new_weight(N, K, ldq, "int8_weight_over_rows");
+  for (int64_t n = 0; n < N; ++n)  // the scheme's range, which the kernels' exactness rests on (gemm_int8_rows.cpp)
+    QKV_CHECK(std::memchr(q + n * ldq, 0x80, size_t(K)) == nullptr, "int8_weight_over_rows", "weight row ", n,
+              " holds -128: quantized weights lie in [-127, 127]");
   std::copy(scale, scale + N, out->scale.begin());
   std::copy(zero_point_sum, zero_point_sum + N, out->zero_point_sum.begin());
   out->rows = q, out->ldq = ldq, out->keep = std::move(keep);
@@ -341,8 +355,9 @@ void gemm_int8_packed(int64_t M, const float* x, int64_t ldx, const Int8Weight& 
   QKV_CHECK(M >= 0 && ldx >= K && ldo >= N, "gemm_int8_packed", "expected M >= 0, ldx >= K = ", K,
             ", ldo >= N = ", N, ", got M = ", M, ", ldx = ", ldx, ", ldo = ", ldo);
   if (M == 0) return;
-  check_native("gemm_int8_packed");
-  const bool own_kernel = w.rows != nullptr && M < int8_rows_max_batch();
+  check_supported("gemm_int8_packed");
+  // qkv's kernel: below int8_rows_max_batch() rows, and every batch where oneDNN's would saturate.
+  const bool own_kernel = w.rows != nullptr && (M < int8_rows_max_batch() || !int8_native());
   const int threads = own_kernel ? omp_get_max_threads() : dnnl_detail::product_threads(M, N, K);
   OmpThreadsScope team(threads);
   thread_local std::vector<uint8_t> xq, scratch_buf;

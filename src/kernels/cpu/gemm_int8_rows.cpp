@@ -7,6 +7,13 @@
 // AVX512-VNNI's vpdpbusd adds, per 32-bit lane, the four products of 4 u8 x values with 4 s8
 // weights to the lane's int32 sum, without saturation: 64 values of K per instruction. Sums are
 // exact (|sum| <= K * 255 * 127 < 2^31 for K <= 65536), so no order of additions shows.
+//
+// Without VNNI (AVX2, or AVX-512 without it) the kernel sums the centred products instead,
+// (qx - 128) * qw, which is acc - c exactly, by the sign trick: vpmaddubsw multiplies |qx - 128|
+// (u8) by qw with qx's sign moved onto it (vpsignb, s8) and adds pairs in 16 bits, which cannot
+// saturate: |qx - 128| <= 127 and |qw| <= 127 by the scheme, so a pair is at most 2 * 127 * 127 =
+// 32258. vpmaddwd then adds pairs of those into int32: every sum exact, the same bits as VNNI's.
+// 32 values of K per step.
 #include "gemm_int8_rows.h"
 
 #include <omp.h>
@@ -18,7 +25,7 @@
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/parallel.h"
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#if (defined(__AVX512VNNI__) && defined(__AVX512BW__)) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -72,6 +79,48 @@ void dot_tile(const uint8_t* x, int64_t K, const int8_t* const* w, int32_t* acc)
   for (int m = 0; m < MR; ++m)
     for (int r = 0; r < NR; ++r) acc[m * NR + r] = lane_sum(a[m][r]);
 }
+constexpr bool kCentred = false;  // dot_tile's sums are acc (c still to subtract)
+#elif defined(__AVX2__)
+constexpr int64_t kStep = 32;  // values of K per vpmaddubsw
+inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+inline int32_t lane_sum(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// acc[m * NR + r] = sum_k (x[m * K + k] - 128) * w[r][k] for MR x rows and NR weight rows.
+template <int MR, int NR>
+void dot_tile(const uint8_t* x, int64_t K, const int8_t* const* w, int32_t* acc) {
+  const __m256i flip = _mm256_set1_epi8(char(0x80)), ones = _mm256_set1_epi16(1);
+  __m256i a[MR][NR];
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) a[m][r] = _mm256_setzero_si256();
+  int64_t k = 0;
+  for (; k + kStep <= K; k += kStep) {
+    __m256i xs[MR], xa[MR];  // qx - 128 as s8, and its magnitude as u8
+    for (int m = 0; m < MR; ++m) {
+      xs[m] = _mm256_xor_si256(load(x + m * K + k), flip);
+      xa[m] = _mm256_abs_epi8(xs[m]);
+    }
+    for (int r = 0; r < NR; ++r) {
+      const __m256i wv = load(w[r] + k);
+      for (int m = 0; m < MR; ++m) {
+        const __m256i pairs = _mm256_maddubs_epi16(xa[m], _mm256_sign_epi8(wv, xs[m]));
+        a[m][r] = _mm256_add_epi32(a[m][r], _mm256_madd_epi16(pairs, ones));
+      }
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) {
+      int32_t s = lane_sum(a[m][r]);
+      for (int64_t j = k; j < K; ++j) s += (int32_t(x[m * K + j]) - 128) * int32_t(w[r][j]);
+      acc[m * NR + r] = s;
+    }
+}
+constexpr bool kCentred = true;  // dot_tile's sums are acc - c
 #else
 template <int MR, int NR>
 void dot_tile(const uint8_t* x, int64_t K, const int8_t* const* w, int32_t* acc) {
@@ -82,6 +131,7 @@ void dot_tile(const uint8_t* x, int64_t K, const int8_t* const* w, int32_t* acc)
       acc[m * NR + r] = s;
     }
 }
+constexpr bool kCentred = false;
 #endif
 
 // What dequantize_row (gemm_int8.cpp) computes for one output: the same expression, the same bits.
@@ -100,8 +150,8 @@ struct Args {
   float* out;
   int64_t ldo;
   const int8_t* row(int64_t n) const { return q + n * ldq; }
-  void finish(int64_t m, int64_t n, int32_t acc) const {
-    out[m * ldo + n] = dequantize(acc, c[n], sx[m], sw[n], bias ? bias + n : nullptr);
+  void finish(int64_t m, int64_t n, int32_t acc) const {  // acc: dot_tile's sum
+    out[m * ldo + n] = dequantize(acc, kCentred ? 0 : c[n], sx[m], sw[n], bias ? bias + n : nullptr);
   }
 };
 
@@ -169,6 +219,16 @@ void block_rows(const Args& a, int64_t m0, int64_t n0, int64_t nr) {
 }
 
 }  // namespace
+
+const char* int8_rows_kernel_isa() {
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+  return "AVX512-VNNI";
+#elif defined(__AVX2__)
+  return "AVX2";
+#else
+  return nullptr;
+#endif
+}
 
 void int8_rows_product(int64_t M, const uint8_t* xq, const float* sx, const int8_t* q, int64_t ldq, int64_t N,
                        int64_t K, const float* sw, const int32_t* c, const float* bias, float* out, int64_t ldo,

@@ -10,6 +10,10 @@ namespace qkv::kernels {
 // * q[n * ldq + k] in int32, for the M quantized rows xq (row stride K) and the N weight rows q.
 // Exact sums: the bits are those of any other order (oneDNN's too), whatever M or the thread
 // count. bias may be null. The pool is used from min_macs multiply-adds.
+// The instructions the kernel below was compiled for: "AVX512-VNNI", "AVX2" (the sign trick), or
+// nullptr (scalar: still exact, but too slow to offer int8 with).
+const char* int8_rows_kernel_isa();
+
 void int8_rows_product(int64_t M, const uint8_t* xq, const float* sx, const int8_t* q, int64_t ldq, int64_t N,
                        int64_t K, const float* sw, const int32_t* c, const float* bias, float* out, int64_t ldo,
                        int64_t min_macs);
