@@ -59,8 +59,9 @@ std::string detect_model_type(const std::string& model_dir);
 int64_t write_attention_view(const std::string& model_dir, const ViewInput& in, const std::string& html,
                              const ViewOptions& opt = {});
 
-// An axis label per token id: its decoded text without surrounding spaces, or its vocabulary
-// string where that is empty (special tokens, a lone space). Used by the pages and the PNG heatmaps.
+// An axis label per token id: its decoded text (specials included) without surrounding spaces, or
+// its vocabulary string where that leaves nothing (a token of spaces, or one that decodes to no
+// text). Used by the attention pages and the PNG heatmaps.
 std::vector<std::string> token_labels(const text::Tokenizer& tok, const std::vector<int64_t>& ids);
 
 }  // namespace qkv::tasks
