@@ -30,8 +30,10 @@ namespace qkv::kernels {
 // True when oneDNN's effective ISA has AVX512-VNNI (avx512_core_vnni or above) or AMX: its
 // blocked int8 kernels are exact.
 bool int8_native();
-// True when int8 products run here: int8_native(), or qkv's own kernel compiled with SIMD
-// (AVX512-VNNI or AVX2).
+// True when qkv's own kernel is compiled with SIMD (AVX512-VNNI or AVX2). Asks nothing of oneDNN
+// (which reads ONEDNN_MAX_CPU_ISA once, at its first use).
+bool int8_own_kernel_built();
+// True when int8 products run here: qkv's own kernel is built, or int8_native().
 bool int8_supported();
 // What runs the batches: "AMX" or "AVX512-VNNI" (oneDNN's, with int8_native()), else qkv's own
 // kernel's "AVX512-VNNI" or "AVX2"; nullptr without int8_supported().

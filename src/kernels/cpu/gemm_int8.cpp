@@ -32,7 +32,8 @@ bool int8_native() {
   return native;
 }
 
-bool int8_supported() { return int8_native() || int8_rows_kernel_isa() != nullptr; }
+bool int8_own_kernel_built() { return int8_rows_kernel_isa() != nullptr; }
+bool int8_supported() { return int8_own_kernel_built() || int8_native(); }
 const char* int8_kernel() {
   if (!int8_native()) return int8_rows_kernel_isa();
   const auto isa = unsigned(dnnl::get_effective_cpu_isa()), amx = unsigned(dnnl_cpu_isa_avx512_core_amx);
