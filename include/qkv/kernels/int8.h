@@ -39,7 +39,8 @@ bool int8_supported();
 // kernel's "AVX512-VNNI" or "AVX2"; nullptr without int8_supported().
 const char* int8_kernel();
 
-// A weight W (N, K) quantized once for many products (opaque: oneDNN's layout for this CPU).
+// A weight W (N, K) quantized once for many products (opaque: oneDNN's blocked layout for this
+// CPU, or qkv's plain s8 rows).
 struct Int8Weight;
 
 // w (N, K) f32 with row stride ldw >= K, in oneDNN's blocked layout (the rows form below without
