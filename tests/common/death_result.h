@@ -9,8 +9,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
+
+#include "qkv/util/file.h"
 
 namespace qkv::testing {
 
@@ -29,12 +32,8 @@ inline bool write_death_result(const std::string& bytes) {
 // In the test, after EXPECT_EXIT: the child's bytes (the file is removed), or nothing.
 inline std::optional<std::string> take_death_result() {
   const std::string path = death_result_path(getpid());
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return std::nullopt;
-  std::string bytes;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) bytes.append(buf, n);
-  std::fclose(f);
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  std::string bytes = qkv::read_file(path);
   std::remove(path.c_str());
   return bytes;
 }

@@ -19,11 +19,7 @@ using namespace qkv::testing;
 namespace {
 
 // Byte c's symbol in a byte-level BPE vocabulary (GPT-2's bytes_to_unicode).
-std::string byte_symbol(int c) {
-  std::string s;
-  utf8::append(s, text::byte_to_unicode()[size_t(c)]);
-  return s;
-}
+std::string byte_symbol(int c) { return text::bytes_to_unicode_string(std::string(1, char(c))); }
 
 // The 256 byte symbols: id b is byte b.
 std::vector<std::string> byte_vocab() {
