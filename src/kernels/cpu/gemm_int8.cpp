@@ -13,6 +13,7 @@
 #include <omp.h>
 #include "dnnl_common.h"
 #include "gemm_int8_rows.h"
+#include "qkv/kernels/bf16.h"
 #include "qkv/kernels/int8.h"
 #include "qkv/kernels/parallel.h"
 #include "qkv/util/buffer.h"
@@ -36,8 +37,7 @@ bool int8_own_kernel_built() { return int8_rows_kernel_isa() != nullptr; }
 bool int8_supported() { return int8_own_kernel_built() || int8_native(); }
 const char* int8_kernel() {
   if (!int8_native()) return int8_rows_kernel_isa();
-  const auto isa = unsigned(dnnl::get_effective_cpu_isa()), amx = unsigned(dnnl_cpu_isa_avx512_core_amx);
-  return (isa & amx) == amx ? "AMX" : "AVX512-VNNI";
+  return dnnl_cpu_info().amx ? "AMX" : "AVX512-VNNI";
 }
 
 namespace {
