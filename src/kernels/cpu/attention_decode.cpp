@@ -16,6 +16,7 @@
 #include "qkv/kernels/parallel.h"
 #include "qkv/kernels/softmax.h"
 #include "row_max.h"
+#include "unroll.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -56,6 +57,7 @@ inline void weighted_sum_block(int64_t c0, int64_t j0, int64_t j1, int64_t Dh, c
                                const uint8_t* pad, At at, float* out) {
   __m512 acc[NV];
   const float* pv[NV];  // the probability row of the head each output vector belongs to
+  QKV_UNROLL
   for (int v = 0; v < NV; ++v) {
     acc[v] = _mm512_setzero_ps();
     pv[v] = p + ((c0 + 16 * v) / Dh) * p_ld;
@@ -63,11 +65,13 @@ inline void weighted_sum_block(int64_t c0, int64_t j0, int64_t j1, int64_t Dh, c
   for (int64_t j = j0; j < j1; ++j) {
     if (pad && pad[j]) continue;
     const float* vr = at(j) + c0;
+    QKV_UNROLL
     for (int v = 0; v < NV; ++v) {
       const __m512 w = _mm512_set1_ps(pv[v][j]);
       acc[v] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vr + 16 * v), acc[v]);
     }
   }
+  QKV_UNROLL
   for (int v = 0; v < NV; ++v) _mm512_storeu_ps(out + c0 + 16 * v, acc[v]);
 }
 #endif

@@ -22,6 +22,7 @@
 #include "qkv/kernels/bf16.h"
 #include "qkv/util/error.h"
 #include "transpose16.h"
+#include "unroll.h"
 
 namespace qkv::kernels {
 namespace {
@@ -121,19 +122,26 @@ template <int MR, int NV>
 void micro_tile(int64_t P, PackedA a2, const uint32_t* B2, int64_t Np, float alpha, float beta, float* C, int64_t ldc,
                 __mmask16 tail) {
   __m512 acc[MR][NV];
+  QKV_UNROLL
   for (int r = 0; r < MR; ++r)
+    QKV_UNROLL
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int64_t p = 0; p < P; ++p) {
     __m512bh b[NV];
+    QKV_UNROLL
     for (int v = 0; v < NV; ++v) b[v] = (__m512bh)_mm512_loadu_si512(B2 + p * Np + 16 * v);
     const uint32_t* ap = a2.w + p * a2.ps;
+    QKV_UNROLL
     for (int r = 0; r < MR; ++r) {
       const __m512bh a = (__m512bh)_mm512_set1_epi32(int(ap[r * a2.rs]));
+      QKV_UNROLL
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
     }
   }
   const __m512 va = _mm512_set1_ps(alpha);
+  QKV_UNROLL
   for (int r = 0; r < MR; ++r)
+    QKV_UNROLL
     for (int v = 0; v < NV; ++v) {
       const __mmask16 k = v == NV - 1 ? tail : __mmask16(0xFFFF);
       float* c = C + r * ldc + 16 * v;

@@ -24,6 +24,7 @@
 
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/parallel.h"
+#include "unroll.h"
 
 #if (defined(__AVX512VNNI__) && defined(__AVX512BW__)) || defined(__AVX2__)
 #include <immintrin.h>
@@ -57,26 +58,36 @@ inline int32_t lane_sum(__m512i v) {
 template <int MR, int NR>
 void dot_tile(const uint8_t* x, int64_t K, const int8_t* const* w, int32_t* acc) {
   __m512i a[MR][NR];
+  QKV_UNROLL
   for (int m = 0; m < MR; ++m)
+    QKV_UNROLL
     for (int r = 0; r < NR; ++r) a[m][r] = _mm512_setzero_si512();
   int64_t k = 0;
   for (; k + kStep <= K; k += kStep) {
     __m512i xv[MR];
+    QKV_UNROLL
     for (int m = 0; m < MR; ++m) xv[m] = load(x + m * K + k);
+    QKV_UNROLL
     for (int r = 0; r < NR; ++r) {
       const __m512i wv = load(w[r] + k);
+      QKV_UNROLL
       for (int m = 0; m < MR; ++m) a[m][r] = _mm512_dpbusd_epi32(a[m][r], xv[m], wv);
     }
   }
   if (k < K) {
     __m512i xv[MR];
+    QKV_UNROLL
     for (int m = 0; m < MR; ++m) xv[m] = load_tail(x + m * K + k, K - k);
+    QKV_UNROLL
     for (int r = 0; r < NR; ++r) {
       const __m512i wv = load_tail(w[r] + k, K - k);
+      QKV_UNROLL
       for (int m = 0; m < MR; ++m) a[m][r] = _mm512_dpbusd_epi32(a[m][r], xv[m], wv);
     }
   }
+  QKV_UNROLL
   for (int m = 0; m < MR; ++m)
+    QKV_UNROLL
     for (int r = 0; r < NR; ++r) acc[m * NR + r] = lane_sum(a[m][r]);
 }
 constexpr bool kCentred = false;  // dot_tile's sums are acc (c still to subtract)
@@ -96,24 +107,31 @@ template <int MR, int NR>
 void dot_tile(const uint8_t* x, int64_t K, const int8_t* const* w, int32_t* acc) {
   const __m256i flip = _mm256_set1_epi8(char(0x80)), ones = _mm256_set1_epi16(1);
   __m256i a[MR][NR];
+  QKV_UNROLL
   for (int m = 0; m < MR; ++m)
+    QKV_UNROLL
     for (int r = 0; r < NR; ++r) a[m][r] = _mm256_setzero_si256();
   int64_t k = 0;
   for (; k + kStep <= K; k += kStep) {
     __m256i xs[MR], xa[MR];  // qx - 128 as s8, and its magnitude as u8
+    QKV_UNROLL
     for (int m = 0; m < MR; ++m) {
       xs[m] = _mm256_xor_si256(load(x + m * K + k), flip);
       xa[m] = _mm256_abs_epi8(xs[m]);
     }
+    QKV_UNROLL
     for (int r = 0; r < NR; ++r) {
       const __m256i wv = load(w[r] + k);
+      QKV_UNROLL
       for (int m = 0; m < MR; ++m) {
         const __m256i pairs = _mm256_maddubs_epi16(xa[m], _mm256_sign_epi8(wv, xs[m]));
         a[m][r] = _mm256_add_epi32(a[m][r], _mm256_madd_epi16(pairs, ones));
       }
     }
   }
+  QKV_UNROLL
   for (int m = 0; m < MR; ++m)
+    QKV_UNROLL
     for (int r = 0; r < NR; ++r) {
       int32_t s = lane_sum(a[m][r]);
       for (int64_t j = k; j < K; ++j) s += (int32_t(x[m * K + j]) - 128) * int32_t(w[r][j]);

@@ -27,6 +27,7 @@
 
 #include "avx2_lanes.h"
 #include "gemm_rows.h"
+#include "unroll.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/int8.h"
@@ -79,6 +80,7 @@ void tile(const float* x, int64_t ldx, const W* panel, int64_t K, const float* b
   __m512 acc[MR][2];
   const __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
   const __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+  QKV_UNROLL
   for (int m = 0; m < MR; ++m) {
     acc[m][0] = b0;
     acc[m][1] = b1;
@@ -91,6 +93,7 @@ void tile(const float* x, int64_t ldx, const W* panel, int64_t K, const float* b
     }
     __m512 w0, w1;
     panel_row(panel + k * kPanel, w0, w1);
+    QKV_UNROLL
     for (int m = 0; m < MR; ++m) {
       const __m512 a = _mm512_set1_ps(x[m * ldx + k]);
       acc[m][0] = _mm512_fmadd_ps(a, w0, acc[m][0]);
@@ -98,6 +101,7 @@ void tile(const float* x, int64_t ldx, const W* panel, int64_t K, const float* b
     }
   }
   if (ncols == kPanel) {
+    QKV_UNROLL
     for (int m = 0; m < MR; ++m) {
       _mm512_storeu_ps(c + m * ldc, acc[m][0]);
       _mm512_storeu_ps(c + m * ldc + 16, acc[m][1]);
@@ -105,6 +109,7 @@ void tile(const float* x, int64_t ldx, const W* panel, int64_t K, const float* b
   } else {
     const __mmask16 k0 = ncols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << ncols) - 1);
     const __mmask16 k1 = ncols <= 16 ? __mmask16(0) : __mmask16((1u << (ncols - 16)) - 1);
+    QKV_UNROLL
     for (int m = 0; m < MR; ++m) {
       _mm512_mask_storeu_ps(c + m * ldc, k0, acc[m][0]);
       _mm512_mask_storeu_ps(c + m * ldc + 16, k1, acc[m][1]);
@@ -139,6 +144,7 @@ void tile_half(const float* x, int64_t ldx, const W* panel, int64_t K, const flo
   __m256 acc[G][2];
   const __m256 bias0 = bias ? _mm256_loadu_ps(bias + 16 * half) : _mm256_setzero_ps();  // padded to 32
   const __m256 bias1 = bias ? _mm256_loadu_ps(bias + 16 * half + 8) : _mm256_setzero_ps();
+  QKV_UNROLL
   for (int m = 0; m < G; ++m) {
     acc[m][0] = bias0;
     acc[m][1] = bias1;
@@ -151,6 +157,7 @@ void tile_half(const float* x, int64_t ldx, const W* panel, int64_t K, const flo
     }
     __m256 w0, w1;
     half_row(panel + k * kPanel, half, w0, w1);
+    QKV_UNROLL
     for (int m = 0; m < G; ++m) {
       const __m256 a = _mm256_broadcast_ss(x + m * ldx + k);
       acc[m][0] = _mm256_fmadd_ps(a, w0, acc[m][0]);
@@ -159,6 +166,7 @@ void tile_half(const float* x, int64_t ldx, const W* panel, int64_t K, const flo
   }
   const int64_t n = std::min<int64_t>(ncols - 16 * half, 16);  // this half's columns to store
   const __m256i s0 = first_lanes(n), s1 = first_lanes(n - 8);
+  QKV_UNROLL
   for (int m = 0; m < G; ++m) {
     _mm256_maskstore_ps(c + m * ldc + 16 * half, s0, acc[m][0]);
     _mm256_maskstore_ps(c + m * ldc + 16 * half + 8, s1, acc[m][1]);

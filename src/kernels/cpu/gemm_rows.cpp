@@ -31,6 +31,7 @@
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/parallel.h"
 #include "qkv/util/error.h"
+#include "unroll.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
@@ -165,28 +166,39 @@ inline void dot_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, floa
   static_assert(MR * NR <= 16, "accumulators must stay in registers");
   constexpr int64_t S = kStep<T>;
   Acc acc[MR][NR];
+  QKV_UNROLL
   for (int m = 0; m < MR; ++m)
+    QKV_UNROLL
     for (int r = 0; r < NR; ++r) acc[m][r] = zero();
   int64_t k = 0;
   for (; k + S <= K; k += S) {
     decltype(load(x)) xv[MR];
+    QKV_UNROLL
     for (int m = 0; m < MR; ++m) xv[m] = load(x + m * ldx + k);
     if constexpr (Stream)
+      QKV_UNROLL
       for (int r = 0; r < NR; ++r) prefetch_ahead(w[r] + k);
+    QKV_UNROLL
     for (int r = 0; r < NR; ++r) {
       const auto wv = load(w[r] + k);
+      QKV_UNROLL
       for (int m = 0; m < MR; ++m) acc[m][r] = madd(acc[m][r], xv[m], wv);
     }
   }
   if (k < K) {  // the last K % S columns, zeros past K
     decltype(load(x)) xv[MR];
+    QKV_UNROLL
     for (int m = 0; m < MR; ++m) xv[m] = load_tail(x + m * ldx + k, K - k);
+    QKV_UNROLL
     for (int r = 0; r < NR; ++r) {
       const auto wv = load_tail(w[r] + k, K - k);
+      QKV_UNROLL
       for (int m = 0; m < MR; ++m) acc[m][r] = madd(acc[m][r], xv[m], wv);
     }
   }
+  QKV_UNROLL
   for (int m = 0; m < MR; ++m)
+    QKV_UNROLL
     for (int r = 0; r < NR; ++r) sum[m][r] = lane_sum(acc[m][r]);
 }
 #else
