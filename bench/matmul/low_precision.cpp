@@ -278,8 +278,12 @@ void bench_int8_forms(bool own_kernel) {
   const auto& info = kernels::dnnl_cpu_info();
   std::printf("\nDecode products x (M, K) @ W^T, W (N, K) quantized / converted once. CPU: %s; oneDNN ISA %s.\n"
               "Microseconds per product, wall (CPU).\n", info.cpu_model.c_str(), info.isa.c_str());
-  if (!kernels::int8_native()) {
-    std::printf("no int8 kernel (AVX512-VNNI or AMX) on this CPU: skipped\n");
+  if (!kernels::int8_supported()) {
+    std::printf("no int8 kernel on this CPU: skipped\n");
+    return;
+  }
+  if (!own_kernel && !kernels::int8_native()) {
+    std::printf("no oneDNN int8 kernel (AVX512-VNNI or AMX) on this CPU: skipped\n");
     return;
   }
   const bool bf16 = info.bf16_native();
@@ -287,8 +291,12 @@ void bench_int8_forms(bool own_kernel) {
   kernels::set_int8_rows_max_batch(own_kernel ? int64_t(1) << 40 : 1);
   const std::vector<int64_t> batches = own_kernel ? std::vector<int64_t>{1, 4, 8, 16, 32, 128}
                                                   : std::vector<int64_t>{16, 128, 512};
-  std::printf("int8 = oneDNN's blocked form; int8 rows = %s at every M.\n",
-              own_kernel ? "qkv's kernel" : "oneDNN over the plain s8 rows");
+  if (kernels::int8_native())
+    std::printf("int8 = oneDNN's blocked form; int8 rows = %s at every M.\n",
+                own_kernel ? "qkv's kernel" : "oneDNN over the plain s8 rows");
+  else  // pack_int8_weight gives the rows form too
+    std::printf("int8 and int8 rows = qkv's %s kernel at every M (no oneDNN int8 kernel here).\n",
+                kernels::int8_kernel());
   std::printf("| %-34s | fp32 panels       | bf16 blocked      | int8              | int8 rows         | fp32/int8 | "
               "bf16/int8 | int8/rows | err     |\n"
               "|%s|-------------------|-------------------|-------------------|-------------------|-----------|"
