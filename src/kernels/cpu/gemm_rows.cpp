@@ -169,24 +169,18 @@ inline void prefetch_ahead(const void* p) {
 // GPT-2 124M at 2 prompts, bench_gpt_batch 3, alternating twice (AMD EPYC Zen 1): 31.8 / 31.6 ms
 // a step -> 29.2 / 28.6. At 4 rows (a 4 x 2 tile from rows_far_apart) the same form was 5-6%
 // slower than the whole steps (37.0 -> 39.0 ms; beam 4: 35.1 -> 37.2), at 1 and 3 rows level.
-template <int MR, int NR, bool Stream>
+template <int MR, int NR>
 inline void step_in_halves(const float* x, int64_t ldx, const float* const* w, int64_t k, Acc (&acc)[MR][NR]) {
-  if constexpr (Stream) {
-    QKV_UNROLL
-    for (int r = 0; r < NR; ++r) prefetch_ahead(w[r] + k);
-  }
   QKV_UNROLL
-  for (int r = 0; r < NR; ++r) {
-    const __m256 wv = _mm256_loadu_ps(w[r] + k);
+  for (int h = 0; h < 2; ++h) {
+    __m256 Acc::*const half = h == 0 ? &Acc::lo : &Acc::hi;
     QKV_UNROLL
-    for (int m = 0; m < MR; ++m) acc[m][r].lo = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * ldx + k), wv, acc[m][r].lo);
-  }
-  QKV_UNROLL
-  for (int r = 0; r < NR; ++r) {
-    const __m256 wv = _mm256_loadu_ps(w[r] + k + 8);
-    QKV_UNROLL
-    for (int m = 0; m < MR; ++m)
-      acc[m][r].hi = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * ldx + k + 8), wv, acc[m][r].hi);
+    for (int r = 0; r < NR; ++r) {
+      const __m256 wv = _mm256_loadu_ps(w[r] + k + 8 * h);
+      QKV_UNROLL
+      for (int m = 0; m < MR; ++m)
+        acc[m][r].*half = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * ldx + k + 8 * h), wv, acc[m][r].*half);
+    }
   }
 }
 #endif
@@ -203,8 +197,8 @@ inline void dot_tile(const T* x, int64_t ldx, const T* const* w, int64_t K, floa
   int64_t k = 0;
   for (; k + S <= K; k += S) {
 #if !defined(__AVX512F__)
-    if constexpr (std::is_same_v<T, float> && MR == 2) {
-      step_in_halves<MR, NR, Stream>(x, ldx, w, k, acc);
+    if constexpr (std::is_same_v<T, float> && MR == 2 && !Stream) {  // f32 is never streamed (rows_block)
+      step_in_halves(x, ldx, w, k, acc);
       continue;
     }
 #endif
