@@ -27,13 +27,13 @@
 
 #include "avx2_lanes.h"
 #include "gemm_rows.h"
-#include "unroll.h"
 #include "qkv/kernels/bf16.h"
 #include "qkv/kernels/gemm.h"
 #include "qkv/kernels/int8.h"
 #include "qkv/kernels/parallel.h"
 #include "qkv/tensor/held_int8.h"
 #include "qkv/util/buffer.h"
+#include "unroll.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>

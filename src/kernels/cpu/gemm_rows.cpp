@@ -167,7 +167,7 @@ inline void prefetch_ahead(const void* p) {
 // half stay live, not also 4 x registers and 2 weight ones (22 ymm values in 16 registers, spilled
 // in the loop). Each accumulator half sums the same products in the same order: the same bits.
 // GPT-2 124M at 2 prompts, bench_gpt_batch 3, alternating twice (AMD EPYC Zen 1): 31.8 / 31.6 ms
-// a step -> 29.2 / 28.6. At 4 rows (a 4 x 2 tile from rows_far_apart) the same form was 5-6%
+// a step -> 28.4 / 28.8. At 4 rows (a 4 x 2 tile from rows_far_apart) the same form was 5-6%
 // slower than the whole steps (37.0 -> 39.0 ms; beam 4: 35.1 -> 37.2), at 1 and 3 rows level.
 template <int MR, int NR>
 inline void step_in_halves(const float* x, int64_t ldx, const float* const* w, int64_t k, Acc (&acc)[MR][NR]) {
