@@ -164,12 +164,11 @@ void tile_half(const float* x, int64_t ldx, const W* panel, int64_t K, const flo
       acc[m][1] = _mm256_fmadd_ps(a, w1, acc[m][1]);
     }
   }
-  const int64_t n = std::min<int64_t>(ncols - 16 * half, 16);  // this half's columns to store
-  const __m256i s0 = first_lanes(n), s1 = first_lanes(n - 8);
+  const int64_t n = ncols - 16 * half;  // 16 or more: the whole half (store8); fewer in the last panel
   QKV_UNROLL
   for (int m = 0; m < G; ++m) {
-    _mm256_maskstore_ps(c + m * ldc + 16 * half, s0, acc[m][0]);
-    _mm256_maskstore_ps(c + m * ldc + 16 * half + 8, s1, acc[m][1]);
+    store8(c + m * ldc + 16 * half, n, acc[m][0]);
+    store8(c + m * ldc + 16 * half + 8, n - 8, acc[m][1]);
   }
 }
 
