@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "qkv/autograd/node.h"
@@ -62,6 +63,26 @@ TEST(LinearPacked, LargeShapesTakeTheParallelPaths) {
   Tol tol{kF32.rtol, kF32.atol * std::sqrt(double(K))};
   const Tensor exact = linear(x.to(DType::f64), w.to(DType::f64), b.to(DType::f64)).to(DType::f32);
   EXPECT_CLOSE(linear_packed(x, kernels::pack_linear(w, b)), exact, tol);
+}
+
+// Hundreds of rows ending in a partial tile, on the pool (M * N * K >= 2^22). Each row's outputs
+// are its bias plus its k-ordered FMAs whatever rows share the call (decoding relies on it: a
+// sentence's tokens do not depend on its batch), so every slice of rows gives the whole product's
+// bits.
+TEST(LinearPacked, RowBlocksGiveEachRowsOwnBits) {
+  NoGradGuard ng;
+  const int64_t M = 523, N = 130, K = 70;
+  Tensor x = randn({M, K}, 21), w = randn({N, K}, 22), b = randn({N}, 23);
+  const auto p = kernels::pack_linear(w, b);
+  const Tensor whole = linear_packed(x, p);
+  const Tensor exact = linear(x.to(DType::f64), w.to(DType::f64), b.to(DType::f64)).to(DType::f32);
+  EXPECT_CLOSE(whole, exact, (Tol{kF32.rtol, kF32.atol * std::sqrt(double(K))}));
+  for (int64_t r0 = 0; r0 < M; r0 += 37) {
+    const int64_t r1 = std::min(M, r0 + 37);
+    const Tensor part = linear_packed(slice(x, 0, r0, r1), p);
+    for (int64_t i = 0; i < (r1 - r0) * N; ++i)
+      ASSERT_EQ(part.data<float>()[i], whole.data<float>()[r0 * N + i]) << "row " << r0 + i / N << " col " << i % N;
+  }
 }
 
 TEST(LinearPacked, LeadingAxesStridedRowsAndF64) {
