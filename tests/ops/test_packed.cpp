@@ -69,7 +69,7 @@ TEST(LinearPacked, LargeShapesTakeTheParallelPaths) {
 // are its bias plus its k-ordered FMAs whatever rows share the call (decoding relies on it: a
 // sentence's tokens do not depend on its batch), so every slice of rows gives the whole product's
 // bits.
-TEST(LinearPacked, RowBlocksGiveEachRowsOwnBits) {
+TEST(LinearPacked, SlicesOfRowsGiveTheWholeProductsBits) {
   NoGradGuard ng;
   const int64_t M = 523, N = 130, K = 70;
   Tensor x = randn({M, K}, 21), w = randn({N, K}, 22), b = randn({N}, 23);
